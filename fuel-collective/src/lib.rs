@@ -1,0 +1,1 @@
+//! fuel-collective: DeviceGroup collectives and the `lower-collectives` pass.

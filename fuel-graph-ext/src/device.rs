@@ -1,0 +1,144 @@
+//! Devices: where a value lives.
+//!
+//! A [`Device`] is a backend kind plus an ordinal, written `cpu:0`, `cuda:1`
+//! or `vulkan:0` in the text IR. Two CPU devices are distinct devices with
+//! separate memory, so every multi-device path can be exercised on a machine
+//! without a GPU. The vendor of a device decides which copies are direct
+//! (see [`crate::topology`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The backend family of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeviceKind {
+    /// A host memory arena driven by CPU threads.
+    Cpu,
+    /// An NVIDIA GPU driven through the CUDA driver API.
+    Cuda,
+    /// A Vulkan logical device (a GPU, or Mesa's lavapipe on the CPU).
+    Vulkan,
+}
+
+impl DeviceKind {
+    /// All kinds, in a fixed order.
+    pub const ALL: [DeviceKind; 3] = [DeviceKind::Cpu, DeviceKind::Cuda, DeviceKind::Vulkan];
+
+    /// The spelling used in the text IR.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Vulkan => "vulkan",
+        }
+    }
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One device: a kind and an ordinal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Device {
+    /// The backend family.
+    pub kind: DeviceKind,
+    /// The ordinal within the family.
+    pub index: u32,
+}
+
+impl Device {
+    /// `cpu:index`.
+    pub const fn cpu(index: u32) -> Device {
+        Device {
+            kind: DeviceKind::Cpu,
+            index,
+        }
+    }
+    /// `cuda:index`.
+    pub const fn cuda(index: u32) -> Device {
+        Device {
+            kind: DeviceKind::Cuda,
+            index,
+        }
+    }
+    /// `vulkan:index`.
+    pub const fn vulkan(index: u32) -> Device {
+        Device {
+            kind: DeviceKind::Vulkan,
+            index,
+        }
+    }
+    /// True for host devices.
+    pub fn is_cpu(self) -> bool {
+        self.kind == DeviceKind::Cpu
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.index)
+    }
+}
+
+/// Why a device name did not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid device `{text}`: expected `cpu:N`, `cuda:N` or `vulkan:N`")]
+pub struct ParseDeviceError {
+    /// The text that was rejected.
+    pub text: String,
+}
+
+impl FromStr for Device {
+    type Err = ParseDeviceError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseDeviceError {
+            text: s.to_string(),
+        };
+        let (kind, index) = s.trim().split_once(':').ok_or_else(err)?;
+        let kind = match kind {
+            "cpu" => DeviceKind::Cpu,
+            "cuda" => DeviceKind::Cuda,
+            "vulkan" => DeviceKind::Vulkan,
+            _ => return Err(err()),
+        };
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(err());
+        }
+        let index = index.parse().map_err(|_| err())?;
+        Ok(Device { kind, index })
+    }
+}
+
+/// Parses a comma-separated device list such as `cpu:0,cuda:0,vulkan:1`.
+pub fn parse_device_list(s: &str) -> Result<Vec<Device>, ParseDeviceError> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(str::parse)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects() {
+        for s in ["cpu:0", "cuda:12", "vulkan:1"] {
+            assert_eq!(
+                s.parse::<Device>().map(|d| d.to_string()),
+                Ok(s.to_string())
+            );
+        }
+        for s in ["gpu:0", "cpu", "cpu:", "cpu:-1", "cpu:x", ":0"] {
+            let e = s.parse::<Device>().unwrap_err();
+            assert!(e.to_string().contains("expected `cpu:N`"), "{e}");
+        }
+        assert_eq!(
+            parse_device_list("cpu:0, cuda:1").unwrap(),
+            vec![Device::cpu(0), Device::cuda(1)]
+        );
+    }
+}

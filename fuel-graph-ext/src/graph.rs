@@ -1,0 +1,419 @@
+//! The graph: nodes, values, operand order and the edit API every pass uses.
+//!
+//! Storage is a petgraph [`StableGraph`], so a [`NodeId`] stays valid while
+//! other nodes are removed. Each node keeps its operands as an ordered list of
+//! [`ValueId`]s (petgraph iterates incoming edges newest first, so edge order
+//! cannot carry operand order); the petgraph edges mirror that list and give
+//! fast "who uses this value" queries. Only the methods here mutate the
+//! graph, which keeps the two views in step.
+//!
+//! A node has one result, or one per rank for the multi-result collectives
+//! (see [`Op::is_multi_result`]); all results of a node share one type.
+
+use crate::device::Device;
+use crate::dtype::TensorType;
+use crate::op::Op;
+use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableGraph};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use smallvec::SmallVec;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+/// A node's identity; stable across removals of other nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub NodeIndex<u32>);
+
+/// One result of one node: `%N` or `%N#i` in the text IR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ValueId {
+    /// The producing node.
+    pub node: NodeId,
+    /// Which of its results.
+    pub result: u32,
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "n{}", self.0.index())
+    }
+}
+
+/// An edge weight: consumer operand slot `slot` reads producer result `result`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Use {
+    /// The producer's result index.
+    pub result: u32,
+    /// The consumer's operand slot.
+    pub slot: u32,
+}
+
+/// One operation with its ordered operands and its result type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// What the node does.
+    pub op: Op,
+    /// Operands in order.
+    pub operands: SmallVec<[ValueId; 4]>,
+    /// The type of every result.
+    pub ty: TensorType,
+}
+
+impl Node {
+    /// How many results the node has.
+    pub fn num_results(&self) -> usize {
+        match &self.op {
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
+                self.operands.len()
+            }
+            Op::Broadcast { to } => to.len(),
+            _ => 1,
+        }
+    }
+}
+
+/// A lazy computation graph.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    /// The name printed after `graph @`.
+    pub name: String,
+    g: StableGraph<Node, Use, petgraph::Directed, u32>,
+    outputs: Vec<ValueId>,
+    notes: Vec<String>,
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new(name: impl Into<String>) -> Graph {
+        Graph {
+            name: name.into(),
+            ..Graph::default()
+        }
+    }
+
+    /// Adds a node. Operands must name existing nodes; types are not checked
+    /// here (the verifier does that), so passes and the parser can build any
+    /// graph and get a full error report.
+    pub fn add_node(&mut self, op: Op, operands: &[ValueId], ty: TensorType) -> NodeId {
+        let id = NodeId(self.g.add_node(Node {
+            op,
+            operands: operands.into(),
+            ty,
+        }));
+        for (slot, v) in operands.iter().enumerate() {
+            if self.g.contains_node(v.node.0) {
+                self.g.add_edge(
+                    v.node.0,
+                    id.0,
+                    Use {
+                        result: v.result,
+                        slot: slot as u32,
+                    },
+                );
+            }
+        }
+        id
+    }
+
+    /// Adds a single-result node and returns its value.
+    pub fn add_value(&mut self, op: Op, operands: &[ValueId], ty: TensorType) -> ValueId {
+        ValueId {
+            node: self.add_node(op, operands, ty),
+            result: 0,
+        }
+    }
+
+    /// The node, if it exists.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.g.node_weight(id.0)
+    }
+
+    /// Mutable access to a node's op and type (operands change only through
+    /// [`Graph::set_operand`]).
+    pub fn set_op(&mut self, id: NodeId, op: Op, ty: TensorType) {
+        if let Some(n) = self.g.node_weight_mut(id.0) {
+            n.op = op;
+            n.ty = ty;
+        }
+    }
+
+    /// True if `id` names a live node.
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.g.contains_node(id.0)
+    }
+
+    /// True if `v` names an existing result.
+    pub fn contains_value(&self, v: ValueId) -> bool {
+        self.node(v.node)
+            .is_some_and(|n| (v.result as usize) < n.num_results())
+    }
+
+    /// Number of live nodes.
+    pub fn node_count(&self) -> usize {
+        self.g.node_count()
+    }
+
+    /// Live node ids in index order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.g.node_indices().map(NodeId)
+    }
+
+    /// The type of a value.
+    pub fn value_type(&self, v: ValueId) -> Option<&TensorType> {
+        self.node(v.node).map(|n| &n.ty)
+    }
+
+    /// The device a value lives on: operand i's device for result i of a
+    /// collective, the i-th target of a broadcast, the root's device for a
+    /// reduce, and the op's own device otherwise. `None` for a dangling value
+    /// or an ill-formed collective.
+    pub fn value_device(&self, v: ValueId) -> Option<Device> {
+        self.value_device_depth(v, 0)
+    }
+
+    fn value_device_depth(&self, v: ValueId, depth: usize) -> Option<Device> {
+        // Collectives take their placement from operands; a cycle of
+        // collectives would recurse forever, so give up past a bound.
+        if depth > 64 {
+            return None;
+        }
+        let n = self.node(v.node)?;
+        match &n.op {
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
+                let src = *n.operands.get(v.result as usize)?;
+                self.value_device_depth(src, depth + 1)
+            }
+            Op::Reduce { root, .. } => {
+                let src = *n.operands.get(*root)?;
+                self.value_device_depth(src, depth + 1)
+            }
+            Op::Broadcast { to } => to.get(v.result as usize).copied(),
+            op => op.device(),
+        }
+    }
+
+    /// Every (consumer, slot) reading `v`, sorted.
+    pub fn users(&self, v: ValueId) -> Vec<(NodeId, u32)> {
+        let mut out: Vec<(NodeId, u32)> = self
+            .g
+            .edges_directed(v.node.0, Direction::Outgoing)
+            .filter(|e| e.weight().result == v.result)
+            .map(|e| (NodeId(e.target()), e.weight().slot))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Number of uses of `v`, counting graph outputs.
+    pub fn use_count(&self, v: ValueId) -> usize {
+        self.users(v).len() + self.outputs.iter().filter(|o| **o == v).count()
+    }
+
+    /// Consumers of any result of `id`, deduplicated and sorted.
+    pub fn consumers(&self, id: NodeId) -> BTreeSet<NodeId> {
+        self.g
+            .neighbors_directed(id.0, Direction::Outgoing)
+            .map(NodeId)
+            .collect()
+    }
+
+    /// Replaces all operands of `node` at once.
+    pub fn set_operands(&mut self, node: NodeId, operands: &[ValueId]) {
+        let old: Vec<EdgeIndex<u32>> = self
+            .g
+            .edges_directed(node.0, Direction::Incoming)
+            .map(|e| e.id())
+            .collect();
+        for e in old {
+            self.g.remove_edge(e);
+        }
+        let Some(n) = self.g.node_weight_mut(node.0) else {
+            return;
+        };
+        n.operands = operands.into();
+        for (slot, v) in operands.iter().enumerate() {
+            if self.g.contains_node(v.node.0) {
+                self.g.add_edge(
+                    v.node.0,
+                    node.0,
+                    Use {
+                        result: v.result,
+                        slot: slot as u32,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Replaces operand `slot` of `node` with `v`.
+    pub fn set_operand(&mut self, node: NodeId, slot: usize, v: ValueId) {
+        let Some(n) = self.g.node_weight_mut(node.0) else {
+            return;
+        };
+        let Some(old) = n.operands.get_mut(slot) else {
+            return;
+        };
+        *old = v;
+        let edge: Option<EdgeIndex<u32>> = self
+            .g
+            .edges_directed(node.0, Direction::Incoming)
+            .find(|e| e.weight().slot as usize == slot)
+            .map(|e| e.id());
+        if let Some(e) = edge {
+            self.g.remove_edge(e);
+        }
+        if self.g.contains_node(v.node.0) {
+            self.g.add_edge(
+                v.node.0,
+                node.0,
+                Use {
+                    result: v.result,
+                    slot: slot as u32,
+                },
+            );
+        }
+    }
+
+    /// Points every use of `old` (operands and outputs) at `new`.
+    pub fn replace_all_uses(&mut self, old: ValueId, new: ValueId) {
+        for (user, slot) in self.users(old) {
+            self.set_operand(user, slot as usize, new);
+        }
+        for o in &mut self.outputs {
+            if *o == old {
+                *o = new;
+            }
+        }
+    }
+
+    /// Removes a node and its edges. Callers make sure nothing still uses it
+    /// (the verifier reports dangling operands otherwise).
+    pub fn remove_node(&mut self, id: NodeId) -> Option<Node> {
+        self.g.remove_node(id.0)
+    }
+
+    /// The returned values, in order.
+    pub fn outputs(&self) -> &[ValueId] {
+        &self.outputs
+    }
+
+    /// Sets the returned values.
+    pub fn set_outputs(&mut self, outputs: Vec<ValueId>) {
+        self.outputs = outputs;
+    }
+
+    /// Appends one returned value.
+    pub fn push_output(&mut self, v: ValueId) {
+        self.outputs.push(v);
+    }
+
+    /// Free-text notes printed as `//` lines at the top of the body; passes
+    /// use them to say why they chose what they did.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Adds a note (one line; newlines are replaced by spaces).
+    pub fn add_note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into().replace(['\n', '\r'], " "));
+    }
+
+    /// Inputs by name, in index order.
+    pub fn inputs(&self) -> Vec<(NodeId, &str)> {
+        self.node_ids()
+            .filter_map(|id| match &self.node(id)?.op {
+                Op::Input { name, .. } => Some((id, name.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A deterministic topological order: Kahn's algorithm, always taking the
+    /// ready node with the smallest index. Nodes on a cycle (which the
+    /// verifier rejects) are appended in index order, so printing never fails.
+    pub fn topo_order(&self) -> Vec<NodeId> {
+        let mut indeg: HashMap<NodeIndex<u32>, usize> = HashMap::with_capacity(self.node_count());
+        let mut ready = BTreeSet::new();
+        for id in self.g.node_indices() {
+            let d = self.g.node_weight(id).map_or(0, |n| {
+                n.operands.iter().filter(|v| self.contains(v.node)).count()
+            });
+            if d == 0 {
+                ready.insert(id);
+            }
+            indeg.insert(id, d);
+        }
+        let mut order = Vec::with_capacity(self.node_count());
+        while let Some(id) = ready.pop_first() {
+            order.push(NodeId(id));
+            for e in self.g.edges_directed(id, Direction::Outgoing) {
+                if let Some(d) = indeg.get_mut(&e.target()) {
+                    *d -= 1;
+                    if *d == 0 {
+                        ready.insert(e.target());
+                    }
+                }
+            }
+        }
+        if order.len() < self.node_count() {
+            let seen: BTreeSet<NodeId> = order.iter().copied().collect();
+            order.extend(self.node_ids().filter(|id| !seen.contains(id)));
+        }
+        order
+    }
+
+    /// True if the operands form no cycle.
+    pub fn is_acyclic(&self) -> bool {
+        !petgraph::algo::is_cyclic_directed(&self.g)
+    }
+
+    /// The petgraph storage, read-only, for algorithms and DOT.
+    pub fn petgraph(&self) -> &StableGraph<Node, Use, petgraph::Directed, u32> {
+        &self.g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::op::ElementwiseOp;
+
+    #[test]
+    fn operand_order_and_rewiring() {
+        let t = TensorType::new(DType::F32, &[4]);
+        let mut g = Graph::new("t");
+        let a = g.add_value(
+            Op::Input {
+                name: "a".into(),
+                device: Device::cpu(0),
+            },
+            &[],
+            t.clone(),
+        );
+        let b = g.add_value(
+            Op::Input {
+                name: "b".into(),
+                device: Device::cpu(0),
+            },
+            &[],
+            t.clone(),
+        );
+        let add = Op::Elementwise {
+            kind: ElementwiseOp::Add,
+            device: Device::cpu(0),
+        };
+        let s = g.add_value(add, &[b, a, b], t.clone());
+        g.push_output(s);
+        assert_eq!(g.node(s.node).unwrap().operands.as_slice(), &[b, a, b]);
+        assert_eq!(g.users(b), vec![(s.node, 0), (s.node, 2)]);
+        let c = g.add_value(Op::Copy { to: Device::cpu(1) }, &[a], t);
+        g.replace_all_uses(b, c);
+        assert_eq!(g.node(s.node).unwrap().operands.as_slice(), &[c, a, c]);
+        assert!(g.users(b).is_empty());
+        assert_eq!(g.use_count(s), 1);
+        let order = g.topo_order();
+        let pos = |id| order.iter().position(|x| *x == id).unwrap();
+        assert!(pos(c.node) < pos(s.node));
+    }
+}

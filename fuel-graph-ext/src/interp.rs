@@ -1,0 +1,362 @@
+//! The reference interpreter: what a graph means, computed on the host.
+//!
+//! It ignores placement (a copy or move is the identity) and evaluates every
+//! op, collectives included, straight from its definition. Values are held as
+//! `f64` and rounded to the dtype after every step, which is exact for every
+//! integer dtype (wrapping like the hardware) and for the small integers that
+//! [`deterministic_inputs`] feeds. It is an oracle for tests and tools, not a
+//! device: nothing here is ever scheduled or timed.
+
+use crate::dtype::{DType, TensorType};
+use crate::graph::{Graph, ValueId};
+use crate::op::{ElementwiseOp, Op, ReduceOp};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+/// A host tensor for the interpreter and for checking device results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    /// Its type.
+    pub ty: TensorType,
+    /// Row-major elements, already rounded to `ty.dtype`.
+    pub data: Vec<f64>,
+}
+
+impl HostTensor {
+    /// A tensor from exact values (rounded to the dtype here).
+    pub fn new(ty: TensorType, data: Vec<f64>) -> HostTensor {
+        let dtype = ty.dtype;
+        HostTensor {
+            ty,
+            data: data.into_iter().map(|x| dtype.round(x)).collect(),
+        }
+    }
+
+    /// A stable digest: a 64-bit FNV-1a hash of the elements plus the first
+    /// four of them. Equal values give equal digests.
+    pub fn digest(&self) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for x in &self.data {
+            let x = if *x == 0.0 {
+                0.0
+            } else if x.is_nan() {
+                f64::NAN
+            } else {
+                *x
+            };
+            for b in x.to_bits().to_le_bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        let mut s = format!("{h:016x} [");
+        for (i, x) in self.data.iter().take(4).enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let _ = write!(s, "{x}");
+        }
+        if self.data.len() > 4 {
+            s.push_str(", ...");
+        }
+        s.push(']');
+        s
+    }
+
+    /// The largest absolute difference to `other`, or `None` if types differ.
+    pub fn max_abs_diff(&self, other: &HostTensor) -> Option<f64> {
+        if self.ty != other.ty || self.data.len() != other.data.len() {
+            return None;
+        }
+        Some(
+            self.data
+                .iter()
+                .zip(&other.data)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max),
+        )
+    }
+}
+
+/// The input value for element `i` of the input called `name`: a small
+/// integer from -4 to 4 (0 to 8 for `u8`), so that float sums of a few of them
+/// are exact in any order. The rule: `h = FNV-1a(name)`, then
+/// `((h + 7*i) mod 9) - 4`.
+pub fn deterministic_value(name: &str, dtype: DType, i: usize) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let v = (h.wrapping_add((i as u64).wrapping_mul(7)) % 9) as f64;
+    if dtype == DType::U8 {
+        v
+    } else {
+        v - 4.0
+    }
+}
+
+/// Deterministic data for every input of `g`, keyed by input name.
+pub fn deterministic_inputs(g: &Graph) -> BTreeMap<String, HostTensor> {
+    let mut out = BTreeMap::new();
+    for (id, name) in g.inputs() {
+        if let Some(n) = g.node(id) {
+            let ty = n.ty.clone();
+            let data = (0..ty.num_elements())
+                .map(|i| deterministic_value(name, ty.dtype, i))
+                .collect();
+            out.insert(name.to_string(), HostTensor::new(ty, data));
+        }
+    }
+    out
+}
+
+/// Why interpretation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InterpError {
+    /// No data was given for an input.
+    #[error("no data for input \"{0}\"; pass one tensor per input name")]
+    MissingInput(String),
+    /// Data of the wrong type was given.
+    #[error("input \"{name}\" is declared {want} but the data is {got}")]
+    InputType {
+        name: String,
+        want: TensorType,
+        got: TensorType,
+    },
+    /// The graph is malformed; run the verifier for the full report.
+    #[error("cannot interpret an invalid graph: {0}; run the verifier for details")]
+    Invalid(String),
+}
+
+/// Evaluates `g` and returns its outputs in return order.
+pub fn interpret(
+    g: &Graph,
+    inputs: &BTreeMap<String, HostTensor>,
+) -> Result<Vec<HostTensor>, InterpError> {
+    if !g.is_acyclic() {
+        return Err(InterpError::Invalid("the graph has a cycle".into()));
+    }
+    let mut env: HashMap<ValueId, HostTensor> = HashMap::new();
+    for id in g.topo_order() {
+        let Some(n) = g.node(id) else { continue };
+        let args = n
+            .operands
+            .iter()
+            .map(|v| {
+                env.get(v)
+                    .ok_or_else(|| InterpError::Invalid(format!("operand {v:?} is undefined")))
+            })
+            .collect::<Result<Vec<&HostTensor>, _>>()?;
+        let results = eval(&n.op, &n.ty, &args, inputs)?;
+        for (i, r) in results.into_iter().enumerate() {
+            env.insert(
+                ValueId {
+                    node: id,
+                    result: i as u32,
+                },
+                r,
+            );
+        }
+    }
+    g.outputs()
+        .iter()
+        .map(|v| {
+            env.get(v)
+                .cloned()
+                .ok_or_else(|| InterpError::Invalid("a returned value is undefined".into()))
+        })
+        .collect()
+}
+
+fn fold(kind: ElementwiseOp, dtype: DType, args: &[&HostTensor]) -> Vec<f64> {
+    let mut acc = args[0].data.clone();
+    for a in &args[1..] {
+        for (x, y) in acc.iter_mut().zip(&a.data) {
+            *x = dtype.round(kind.apply(*x, *y));
+        }
+    }
+    acc
+}
+
+fn divide(dtype: DType, data: &mut [f64], by: u64) {
+    for x in data {
+        let q = *x / by as f64;
+        *x = dtype.round(if dtype.is_float() { q } else { q.trunc() });
+    }
+}
+
+fn reduce_all(op: ReduceOp, ty: &TensorType, args: &[&HostTensor]) -> Vec<f64> {
+    let mut acc = fold(op.combiner(), ty.dtype, args);
+    if op == ReduceOp::Mean {
+        divide(ty.dtype, &mut acc, args.len() as u64);
+    }
+    acc
+}
+
+/// Splits `shape` around `axis` into (outer, extent, inner) element counts.
+fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = shape[..axis].iter().product();
+    let inner = shape[axis + 1..].iter().product();
+    (outer, shape[axis], inner)
+}
+
+fn slice_data(t: &HostTensor, axis: usize, start: usize, len: usize) -> Vec<f64> {
+    let (outer, extent, inner) = around(&t.ty.shape, axis);
+    let mut out = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        let base = o * extent * inner + start * inner;
+        out.extend_from_slice(&t.data[base..base + len * inner]);
+    }
+    out
+}
+
+fn concat_data(parts: &[&HostTensor], axis: usize) -> Vec<f64> {
+    let (outer, _, inner) = around(&parts[0].ty.shape, axis);
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for p in parts {
+            let e = p.ty.shape[axis];
+            out.extend_from_slice(&p.data[o * e * inner..(o + 1) * e * inner]);
+        }
+    }
+    out
+}
+
+fn eval(
+    op: &Op,
+    ty: &TensorType,
+    args: &[&HostTensor],
+    inputs: &BTreeMap<String, HostTensor>,
+) -> Result<Vec<HostTensor>, InterpError> {
+    let typed = |ts: &[&HostTensor]| -> Result<(), InterpError> {
+        let want: Vec<TensorType> = ts.iter().map(|t| t.ty.clone()).collect();
+        match crate::op::infer_type(op, &want.iter().collect::<Vec<_>>()) {
+            Ok(t) if t == *ty => Ok(()),
+            Ok(t) => Err(InterpError::Invalid(format!(
+                "`{}` declared {ty} but computes {t}",
+                op.mnemonic()
+            ))),
+            Err(e) => Err(InterpError::Invalid(e)),
+        }
+    };
+    let one = |data: Vec<f64>| {
+        Ok(vec![HostTensor {
+            ty: ty.clone(),
+            data,
+        }])
+    };
+    if !matches!(op, Op::Input { .. }) {
+        typed(args)?;
+    }
+    match op {
+        Op::Input { name, .. } => {
+            let t = inputs
+                .get(name)
+                .ok_or_else(|| InterpError::MissingInput(name.clone()))?;
+            if t.ty != *ty || t.data.len() != ty.num_elements() {
+                return Err(InterpError::InputType {
+                    name: name.clone(),
+                    want: ty.clone(),
+                    got: t.ty.clone(),
+                });
+            }
+            Ok(vec![t.clone()])
+        }
+        Op::Copy { .. } | Op::Move { .. } => one(args[0].data.clone()),
+        Op::Elementwise { kind, .. } => one(fold(*kind, ty.dtype, args)),
+        Op::Div { by, .. } => {
+            let mut d = args[0].data.clone();
+            divide(ty.dtype, &mut d, *by);
+            one(d)
+        }
+        Op::Slice {
+            axis, start, len, ..
+        } => one(slice_data(args[0], *axis, *start, *len)),
+        Op::Concat { axis, .. } => one(concat_data(args, *axis)),
+        Op::AllReduce { op } => {
+            let r = reduce_all(*op, ty, args);
+            Ok(args
+                .iter()
+                .map(|_| HostTensor {
+                    ty: ty.clone(),
+                    data: r.clone(),
+                })
+                .collect())
+        }
+        Op::Reduce { op, .. } => one(reduce_all(*op, ty, args)),
+        Op::Broadcast { to } => Ok(to.iter().map(|_| args[0].clone()).collect()),
+        Op::AllGather { axis } => {
+            let d = concat_data(args, *axis);
+            Ok(args
+                .iter()
+                .map(|_| HostTensor {
+                    ty: ty.clone(),
+                    data: d.clone(),
+                })
+                .collect())
+        }
+        Op::ReduceScatter { op, axis } => {
+            let full = HostTensor {
+                ty: args[0].ty.clone(),
+                data: reduce_all(*op, &args[0].ty, args),
+            };
+            let len = ty.shape[*axis];
+            Ok((0..args.len())
+                .map(|i| HostTensor {
+                    ty: ty.clone(),
+                    data: slice_data(&full, *axis, i * len, len),
+                })
+                .collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::parse;
+
+    #[test]
+    fn collectives_by_definition() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : i32[4]\n  %1 = input \"b\" @cpu:1 : i32[4]\n  %2:2 = reduce_scatter.sum %0, %1 {axis=0} : i32[2]\n  %3:2 = all_gather %0, %1 {axis=0} : i32[8]\n  %4 = reduce.mean %0, %1 {root=1} : i32[4]\n  return %2#1, %3#0, %4\n}\n";
+        let g = parse(src).unwrap();
+        let mut inputs = BTreeMap::new();
+        let ty = TensorType::new(DType::I32, &[4]);
+        inputs.insert(
+            "a".into(),
+            HostTensor::new(ty.clone(), vec![1.0, 2.0, 3.0, -3.0]),
+        );
+        inputs.insert("b".into(), HostTensor::new(ty, vec![10.0, 20.0, 30.0, 0.0]));
+        let out = interpret(&g, &inputs).unwrap();
+        assert_eq!(out[0].data, vec![33.0, -3.0]);
+        assert_eq!(
+            out[1].data,
+            vec![1.0, 2.0, 3.0, -3.0, 10.0, 20.0, 30.0, 0.0]
+        );
+        assert_eq!(out[2].data, vec![5.0, 11.0, 16.0, -1.0]);
+        inputs.remove("b");
+        assert_eq!(
+            interpret(&g, &inputs).unwrap_err(),
+            InterpError::MissingInput("b".into())
+        );
+    }
+
+    #[test]
+    fn deterministic_values_are_small_and_stable() {
+        for i in 0..100 {
+            let v = deterministic_value("x", DType::F32, i);
+            assert!((-4.0..=4.0).contains(&v));
+            assert_eq!(v, deterministic_value("x", DType::F32, i));
+            assert!((0.0..=8.0).contains(&deterministic_value("x", DType::U8, i)));
+        }
+        assert_ne!(
+            (0..9)
+                .map(|i| deterministic_value("x", DType::F32, i))
+                .collect::<Vec<_>>(),
+            (0..9)
+                .map(|i| deterministic_value("y", DType::F32, i))
+                .collect::<Vec<_>>()
+        );
+    }
+}

@@ -1,0 +1,303 @@
+//! Lazy tensors: builder handles that record nodes into a shared graph.
+//!
+//! A [`LazyGraph`] is a graph behind a mutex with a process-unique id; a
+//! [`LazyTensor`] is (graph, value). Builder methods check their operands
+//! with the same typing rules as the verifier and return errors, never
+//! panic; combining tensors of two different graphs is one such error.
+//! Nothing runs: the graph is taken with [`LazyGraph::snapshot`] and handed to
+//! a pass pipeline and an executor.
+
+use crate::device::Device;
+use crate::dtype::TensorType;
+use crate::graph::{Graph, ValueId};
+use crate::op::{infer_type, ElementwiseOp, Op};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Why a builder call was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// Tensors from two graphs were combined.
+    #[error("operand {index} belongs to graph #{other}, not graph #{this}; build all tensors of one computation from the same LazyGraph")]
+    MixedGraphs { index: usize, this: u64, other: u64 },
+    /// Operand types do not fit the op.
+    #[error("{0}")]
+    Type(String),
+    /// An operand is on the wrong device for an op that needs it local.
+    #[error(
+        "operand {index} is on {found} but `{op}` runs on {want}; call .copy_to({want}) first"
+    )]
+    Placement {
+        index: usize,
+        op: String,
+        found: Device,
+        want: Device,
+    },
+    /// The op needs at least one operand.
+    #[error("`{0}` needs at least one tensor")]
+    Empty(String),
+}
+
+#[derive(Debug)]
+struct Shared {
+    id: u64,
+    graph: Mutex<Graph>,
+}
+
+/// A graph that lazy tensors record into. Cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct LazyGraph {
+    inner: Arc<Shared>,
+}
+
+impl LazyGraph {
+    /// A new empty graph called `name`.
+    pub fn new(name: &str) -> LazyGraph {
+        let id = NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed);
+        LazyGraph {
+            inner: Arc::new(Shared {
+                id,
+                graph: Mutex::new(Graph::new(name)),
+            }),
+        }
+    }
+
+    /// The process-unique id of this graph.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Graph> {
+        // A panic while holding the lock cannot leave the graph half-edited
+        // in a way that matters here: every edit is a single add_node call.
+        self.inner.graph.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Declares an input fed by `name` at run time.
+    pub fn input(&self, name: &str, device: Device, ty: TensorType) -> LazyTensor {
+        let v = self.lock().add_value(
+            Op::Input {
+                name: name.into(),
+                device,
+            },
+            &[],
+            ty,
+        );
+        LazyTensor {
+            graph: self.clone(),
+            value: v,
+        }
+    }
+
+    /// Records `op` over `operands`, checking graph membership and types.
+    /// Returns every result of the new node.
+    pub fn record(&self, op: Op, operands: &[&LazyTensor]) -> Result<Vec<LazyTensor>, BuildError> {
+        for (index, t) in operands.iter().enumerate() {
+            if t.graph.id() != self.id() {
+                return Err(BuildError::MixedGraphs {
+                    index,
+                    this: self.id(),
+                    other: t.graph.id(),
+                });
+            }
+        }
+        let mut g = self.lock();
+        let tys: Vec<TensorType> = operands
+            .iter()
+            .map(|t| g.value_type(t.value).cloned())
+            .collect::<Option<_>>()
+            .ok_or_else(|| BuildError::Type("an operand no longer exists in its graph".into()))?;
+        let ty = infer_type(&op, &tys.iter().collect::<Vec<_>>()).map_err(BuildError::Type)?;
+        let values: Vec<ValueId> = operands.iter().map(|t| t.value).collect();
+        let id = g.add_node(op, &values, ty);
+        let n = g.node(id).map_or(0, |n| n.num_results());
+        drop(g);
+        Ok((0..n as u32)
+            .map(|r| LazyTensor {
+                graph: self.clone(),
+                value: ValueId {
+                    node: id,
+                    result: r,
+                },
+            })
+            .collect())
+    }
+
+    /// Marks `t` as a returned value.
+    pub fn output(&self, t: &LazyTensor) -> Result<(), BuildError> {
+        if t.graph.id() != self.id() {
+            return Err(BuildError::MixedGraphs {
+                index: 0,
+                this: self.id(),
+                other: t.graph.id(),
+            });
+        }
+        self.lock().push_output(t.value);
+        Ok(())
+    }
+
+    /// A copy of the graph as recorded so far.
+    pub fn snapshot(&self) -> Graph {
+        self.lock().clone()
+    }
+
+    /// Runs `f` with the graph locked (for reading placement or types).
+    pub fn with_graph<R>(&self, f: impl FnOnce(&Graph) -> R) -> R {
+        f(&self.lock())
+    }
+}
+
+/// A handle to one value of a lazy graph.
+#[derive(Clone, Debug)]
+pub struct LazyTensor {
+    graph: LazyGraph,
+    value: ValueId,
+}
+
+impl LazyTensor {
+    /// The graph this tensor belongs to.
+    pub fn graph(&self) -> &LazyGraph {
+        &self.graph
+    }
+    /// The value it names.
+    pub fn value(&self) -> ValueId {
+        self.value
+    }
+    /// Its type.
+    pub fn ty(&self) -> TensorType {
+        self.graph
+            .with_graph(|g| g.value_type(self.value).cloned())
+            .unwrap_or_else(|| TensorType::new(crate::dtype::DType::F32, &[]))
+    }
+    /// The device it lives on.
+    pub fn device(&self) -> Option<Device> {
+        self.graph.with_graph(|g| g.value_device(self.value))
+    }
+
+    fn single(&self, op: Op, operands: &[&LazyTensor]) -> Result<LazyTensor, BuildError> {
+        let mut r = self.graph.record(op, operands)?;
+        r.pop()
+            .ok_or_else(|| BuildError::Type("op produced no result".into()))
+    }
+
+    fn local(&self, op: &str, operands: &[&LazyTensor]) -> Result<Device, BuildError> {
+        let want = self
+            .device()
+            .ok_or_else(|| BuildError::Type("tensor has no device".into()))?;
+        for (index, t) in operands.iter().enumerate() {
+            if t.graph.id() != self.graph.id() {
+                return Err(BuildError::MixedGraphs {
+                    index,
+                    this: self.graph.id(),
+                    other: t.graph.id(),
+                });
+            }
+            if let Some(found) = t.device() {
+                if found != want {
+                    return Err(BuildError::Placement {
+                        index,
+                        op: op.into(),
+                        found,
+                        want,
+                    });
+                }
+            }
+        }
+        Ok(want)
+    }
+
+    /// `kind` folded over `self` and `others`, on `self`'s device.
+    pub fn elementwise(
+        &self,
+        kind: ElementwiseOp,
+        others: &[&LazyTensor],
+    ) -> Result<LazyTensor, BuildError> {
+        let mut all = vec![self];
+        all.extend_from_slice(others);
+        let device = self.local(kind.as_str(), &all)?;
+        self.single(Op::Elementwise { kind, device }, &all)
+    }
+    /// `self + other`.
+    pub fn add(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
+        self.elementwise(ElementwiseOp::Add, &[other])
+    }
+    /// `self * other`.
+    pub fn mul(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
+        self.elementwise(ElementwiseOp::Mul, &[other])
+    }
+    /// Element-wise maximum.
+    pub fn max(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
+        self.elementwise(ElementwiseOp::Max, &[other])
+    }
+    /// Element-wise minimum.
+    pub fn min(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
+        self.elementwise(ElementwiseOp::Min, &[other])
+    }
+    /// Division by a positive integer.
+    pub fn div(&self, by: u64) -> Result<LazyTensor, BuildError> {
+        let device = self.local("div", &[self])?;
+        self.single(Op::Div { by, device }, &[self])
+    }
+    /// `len` entries of `axis` from `start`.
+    pub fn slice(&self, axis: usize, start: usize, len: usize) -> Result<LazyTensor, BuildError> {
+        let device = self.local("slice", &[self])?;
+        self.single(
+            Op::Slice {
+                axis,
+                start,
+                len,
+                device,
+            },
+            &[self],
+        )
+    }
+    /// `self` followed by `others` along `axis`.
+    pub fn concat(&self, others: &[&LazyTensor], axis: usize) -> Result<LazyTensor, BuildError> {
+        let mut all = vec![self];
+        all.extend_from_slice(others);
+        let device = self.local("concat", &all)?;
+        self.single(Op::Concat { axis, device }, &all)
+    }
+    /// A copy on `to`; `self` stays valid.
+    pub fn copy_to(&self, to: Device) -> Result<LazyTensor, BuildError> {
+        self.single(Op::Copy { to }, &[self])
+    }
+    /// Moves to `to`; `self` must not be used again.
+    pub fn move_to(&self, to: Device) -> Result<LazyTensor, BuildError> {
+        self.single(Op::Move { to }, &[self])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    #[test]
+    fn builders_check_and_record() {
+        let g = LazyGraph::new("b");
+        let t = TensorType::new(DType::F32, &[4, 2]);
+        let a = g.input("a", Device::cpu(0), t.clone());
+        let b = g.input("b", Device::cpu(1), t.clone());
+        let e = a.add(&b).unwrap_err();
+        assert!(e.to_string().contains("call .copy_to(cpu:0) first"), "{e}");
+        let b0 = b.copy_to(Device::cpu(0)).unwrap();
+        let s = a.add(&b0).unwrap().slice(0, 1, 2).unwrap();
+        assert_eq!(s.ty().to_string(), "f32[2,2]");
+        g.output(&s).unwrap();
+        assert_eq!(g.snapshot().node_count(), 5);
+
+        let other = LazyGraph::new("o");
+        let c = other.input("c", Device::cpu(0), t);
+        let e = a.add(&c).unwrap_err();
+        assert!(matches!(e, BuildError::MixedGraphs { .. }), "{e}");
+        assert!(e.to_string().contains("same LazyGraph"));
+        assert!(a
+            .slice(5, 0, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("axis 5 is out of range"));
+    }
+}

@@ -1,0 +1,28 @@
+//! fuel-graph-ext: the lazy multi-device graph and its compiler machinery.
+//!
+//! The IR ([`graph`], [`op`], [`device`], [`dtype`]), its text form
+//! ([`text`]) and pictures ([`dot`]), the [`verify`]er, the pass framework
+//! ([`pass`]) with the generic [`passes`], the [`topology`] helper that says
+//! which copies are direct, the reference interpreter ([`interp`]) and
+//! [`lazy`] tensor builders. See `docs/ARCHITECTURE.md` for the map.
+
+pub mod device;
+pub mod dot;
+pub mod dtype;
+pub mod graph;
+pub mod interp;
+pub mod lazy;
+pub mod op;
+pub mod pass;
+pub mod passes;
+pub mod text;
+pub mod topology;
+pub mod verify;
+
+pub use device::{Device, DeviceKind};
+pub use dtype::{DType, TensorType};
+pub use graph::{Graph, Node, NodeId, ValueId};
+pub use lazy::{BuildError, LazyGraph, LazyTensor};
+pub use op::{ElementwiseOp, Op, ReduceOp};
+pub use pass::{Changed, Pass, PassContext, PassError, PassManager, PassRegistry};
+pub use topology::Topology;

@@ -1,0 +1,11 @@
+//! The text IR: a public format that prints and parses byte-identically.
+//!
+//! `print` numbers values densely in the graph's deterministic topological
+//! order; `parse` accepts the same grammar (see `docs/text-ir.md`) with forward
+//! references, and reports errors as `line:column: expected ...`.
+
+mod parse;
+mod print;
+
+pub use parse::{parse, ParseError};
+pub use print::{print, print_lines, Numbering};

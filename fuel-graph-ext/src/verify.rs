@@ -1,0 +1,230 @@
+//! The verifier: every rule a graph must satisfy, checked in one sweep.
+//!
+//! It collects all errors instead of stopping at the first, and renders them
+//! under the offending line of the printed graph. Two levels:
+//!
+//! - [`Level::Structural`] holds for every graph, a pipeline's input too:
+//!   the graph is acyclic; operands and outputs are defined; each node's
+//!   declared type is the one its op infers from its operands (equal shard
+//!   types for collectives, all_gather concatenates, reduce_scatter divides
+//!   evenly); attributes are in range (root, axis, slice bounds, `by`); a
+//!   moved value has no other use.
+//! - [`Level::Placement`] adds the rules for a pipeline's output: the
+//!   operands of a non-transfer, non-collective op live on its device, and
+//!   every copy or move is one feasible hop per the [`Topology`].
+
+use crate::graph::{Graph, NodeId};
+use crate::op::{infer_type, Op};
+use crate::text::{print_lines, Numbering};
+use crate::topology::Topology;
+use std::fmt;
+
+/// Which rules to check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Rules that hold for every graph.
+    Structural,
+    /// Structural rules plus placement rules (a pipeline's output).
+    Placement,
+}
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyError {
+    /// The node at fault, or `None` for graph-wide errors.
+    pub node: Option<NodeId>,
+    /// A sentence saying what is wrong and, where one exists, the fix.
+    pub message: String,
+}
+
+/// All broken rules of one graph, with its rendering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyErrors {
+    /// Each error.
+    pub errors: Vec<VerifyError>,
+    /// The printed graph with each error under its line.
+    pub rendered: String,
+}
+
+impl fmt::Display for VerifyErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "verification failed with {} error(s):",
+            self.errors.len()
+        )?;
+        f.write_str(&self.rendered)
+    }
+}
+
+impl std::error::Error for VerifyErrors {}
+
+/// Checks `g` at `level`; `Ok` if every rule holds.
+pub fn verify(g: &Graph, level: Level, topo: &Topology) -> Result<(), VerifyErrors> {
+    let errors = collect(g, level, topo);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        let rendered = render(g, &errors);
+        Err(VerifyErrors { errors, rendered })
+    }
+}
+
+fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
+    let mut errs = Vec::new();
+    let num = Numbering::new(g);
+    let mut push = |node: Option<NodeId>, message: String| errs.push(VerifyError { node, message });
+    if !g.is_acyclic() {
+        push(
+            None,
+            "the graph has a cycle: a value is (indirectly) its own operand".into(),
+        );
+    }
+    for (i, v) in g.outputs().iter().enumerate() {
+        if !g.contains_value(*v) {
+            push(None, format!("returned value {i} is not defined"));
+        }
+    }
+    for id in g.topo_order() {
+        let Some(n) = g.node(id) else { continue };
+        let mut defined = true;
+        for (slot, v) in n.operands.iter().enumerate() {
+            if !g.contains_value(*v) {
+                push(Some(id), format!("operand {slot} is not defined"));
+                defined = false;
+            }
+        }
+        if !defined {
+            continue;
+        }
+        // Types and attributes.
+        if !matches!(n.op, Op::Input { .. }) {
+            let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
+            match infer_type(&n.op, &tys) {
+                Ok(t) if t != n.ty => push(
+                    Some(id),
+                    format!("declared type {} but the operands give {t}", n.ty),
+                ),
+                Ok(_) => {}
+                Err(e) => push(Some(id), e),
+            }
+        }
+        // A move consumes its source.
+        if let Op::Move { .. } = n.op {
+            if let Some(src) = n.operands.first() {
+                if g.use_count(*src) > 1 {
+                    push(
+                        Some(id),
+                        format!(
+                            "`move` consumes {} but it has other uses; use `copy` instead",
+                            num.name(g, *src)
+                        ),
+                    );
+                }
+            }
+        }
+        if level < Level::Placement {
+            continue;
+        }
+        match &n.op {
+            Op::Copy { to } | Op::Move { to } => {
+                let Some(src) = n.operands.first().and_then(|v| g.value_device(*v)) else {
+                    continue;
+                };
+                if !topo.is_direct(src, *to) {
+                    push(
+                        Some(id),
+                        format!(
+                            "{src} -> {to} has no direct copy path; run `split-cross-vendor-copies` to stage it through {}",
+                            topo.staging
+                        ),
+                    );
+                }
+            }
+            op if op.is_collective() => {}
+            op => {
+                let Some(dev) = op.device() else { continue };
+                for (slot, v) in n.operands.iter().enumerate() {
+                    if let Some(d) = g.value_device(*v) {
+                        if d != dev {
+                            push(
+                                Some(id),
+                                format!(
+                                    "operand {slot} ({}) is on {d} but `{}` runs on {dev}; run `insert-cross-device-copies`",
+                                    num.name(g, *v),
+                                    op.mnemonic()
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// Prints the graph with `// ^ error: ...` lines under each offending line,
+/// and graph-wide errors at the end.
+pub fn render(g: &Graph, errors: &[VerifyError]) -> String {
+    let mut out = String::new();
+    for (node, line) in print_lines(g) {
+        out.push_str(&line);
+        out.push('\n');
+        if let Some(id) = node {
+            let indent = line.len() - line.trim_start().len();
+            for e in errors.iter().filter(|e| e.node == Some(id)) {
+                out.push_str(&" ".repeat(indent));
+                out.push_str("// ^ error: ");
+                out.push_str(&e.message);
+                out.push('\n');
+            }
+        }
+    }
+    for e in errors.iter().filter(|e| e.node.is_none()) {
+        out.push_str("// error: ");
+        out.push_str(&e.message);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::parse;
+
+    #[test]
+    fn collects_every_error_under_its_line() {
+        let src = "graph @bad {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = input \"b\" @vulkan:0 : f32[6]\n  %2 = add %0, %1 @cuda:0 : f32[4]\n  %3 = copy %1 -> cuda:0 : f32[6]\n  %4 = reduce.sum %0, %0 {root=2} : f32[4]\n  return %2, %3, %4\n}\n";
+        let g = parse(src).unwrap();
+        assert!(verify(&g, Level::Structural, &Topology::default()).is_err());
+        let e = verify(&g, Level::Placement, &Topology::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("operand 1 of `add` has type f32[6]"),
+            "{text}"
+        );
+        assert!(text.contains("root 2 is out of range"), "{text}");
+        assert!(text.contains("run `split-cross-vendor-copies`"), "{text}");
+        assert!(text.contains("run `insert-cross-device-copies`"), "{text}");
+        assert!(
+            text.contains("  %2 = add %0, %1 @cuda:0 : f32[4]\n  // ^ error:"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn cycles_and_double_moves() {
+        let src = "graph @c {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %2 @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  %3 = move %0 -> cpu:1 : f32[4]\n  return %3\n}\n";
+        let g = parse(src).unwrap();
+        let text = verify(&g, Level::Structural, &Topology::default())
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("has a cycle"), "{text}");
+        assert!(
+            text.contains("`move` consumes %0 but it has other uses"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Shared helpers for the golden-graph tests and cross-crate tests.
