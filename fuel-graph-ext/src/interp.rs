@@ -63,6 +63,41 @@ impl HostTensor {
         s
     }
 
+    /// The tolerance used to compare floats of this type: relative, against
+    /// the larger of 1 and the expected magnitude. Integers compare exactly.
+    pub fn tolerance(dtype: DType) -> f64 {
+        match dtype {
+            DType::F64 => 1e-12,
+            DType::F32 => 1e-5,
+            DType::F16 => 1e-2,
+            DType::BF16 => 2e-2,
+            DType::I32 | DType::I64 | DType::U8 => 0.0,
+        }
+    }
+
+    /// Checks `self` against `expected`: same type, integers exactly equal,
+    /// floats within [`HostTensor::tolerance`]. The error names the first
+    /// differing element.
+    pub fn check_close(&self, expected: &HostTensor) -> Result<(), String> {
+        if self.ty != expected.ty || self.data.len() != expected.data.len() {
+            return Err(format!(
+                "type {} differs from the expected {}",
+                self.ty, expected.ty
+            ));
+        }
+        let tol = HostTensor::tolerance(self.ty.dtype);
+        for (i, (a, b)) in self.data.iter().zip(&expected.data).enumerate() {
+            let same =
+                a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol * b.abs().max(1.0);
+            if !same {
+                return Err(format!(
+                    "element {i} is {a} but {b} was expected (tolerance {tol})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The largest absolute difference to `other`, or `None` if types differ.
     pub fn max_abs_diff(&self, other: &HostTensor) -> Option<f64> {
         if self.ty != other.ty || self.data.len() != other.data.len() {
