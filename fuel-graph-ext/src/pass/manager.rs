@@ -116,7 +116,7 @@ impl PassManager {
         let topo = self.context.topology.clone();
         let mut report = PipelineReport::default();
         verify(g, Level::Structural, &topo).map_err(|errors| PassError::Verify {
-            after: "input".into(),
+            stage: "the pipeline's input".into(),
             errors,
         })?;
         self.dump(0, "input", g, &mut report)?;
@@ -139,7 +139,7 @@ impl PassManager {
                 .push((name.to_string(), changed == Changed::Yes));
             if self.verify_each {
                 verify(g, Level::Structural, &topo).map_err(|errors| PassError::Verify {
-                    after: name.into(),
+                    stage: format!("after pass `{name}`"),
                     errors,
                 })?;
             }
@@ -151,7 +151,7 @@ impl PassManager {
         if !self.passes.is_empty() {
             let last = self.passes.last().map_or("input", |p| p.name());
             verify(g, Level::Placement, &topo).map_err(|errors| PassError::Verify {
-                after: format!("{last} (pipeline output)"),
+                stage: format!("the pipeline's output (after `{last}`)"),
                 errors,
             })?;
         }

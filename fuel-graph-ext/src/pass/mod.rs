@@ -63,10 +63,11 @@ pub enum PassError {
     /// The pass could not transform the graph.
     #[error("pass `{pass}` failed: {message}")]
     Failed { pass: String, message: String },
-    /// The graph did not verify after a pass (or at the pipeline's ends).
-    #[error("after `{after}`: {errors}")]
+    /// The graph did not verify after a pass (or at the pipeline's ends);
+    /// `stage` says where: "the pipeline's input", "after pass `cse`", ...
+    #[error("{stage}: {errors}")]
     Verify {
-        after: String,
+        stage: String,
         errors: crate::verify::VerifyErrors,
     },
     /// Writing a dump failed.
