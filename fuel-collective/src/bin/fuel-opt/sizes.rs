@@ -1,0 +1,65 @@
+//! Byte-size lists for `fuel-opt bench --sizes`: `64K,1M` or a doubling
+//! range `4K..64M`. Suffixes K, M and G are powers of 1024; a bare number is
+//! bytes.
+
+/// Parses one size such as `4K`, `1M`, `512`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1usize << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: usize = num.parse().map_err(|_| format!("`{s}` is not a size: expected e.g. 512, 64K, 1M or 2G"))?;
+    n.checked_mul(mult).filter(|b| *b > 0).ok_or_else(|| format!("`{s}` must be a positive size that fits in memory"))
+}
+
+/// Parses `A..B` (doubling from A up to B) or a comma list.
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    if let Some((a, b)) = s.split_once("..") {
+        let (lo, hi) = (parse_size(a)?, parse_size(b)?);
+        if lo > hi {
+            return Err(format!("`{s}`: the range start is larger than its end"));
+        }
+        let mut out = Vec::new();
+        let mut x = lo;
+        while x <= hi {
+            out.push(x);
+            match x.checked_mul(2) {
+                Some(n) => x = n,
+                None => break,
+            }
+        }
+        Ok(out)
+    } else {
+        s.split(',').filter(|p| !p.trim().is_empty()).map(parse_size).collect()
+    }
+}
+
+/// Prints a size the way it was likely written: `4K`, `1M`, `1536`.
+pub fn format_size(b: usize) -> String {
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if b >= 1 << shift && b % (1 << shift) == 0 {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    b.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_and_ranges() {
+        assert_eq!(parse_sizes("64K,1M").unwrap(), vec![64 << 10, 1 << 20]);
+        assert_eq!(parse_sizes("4K..32K").unwrap(), vec![4096, 8192, 16384, 32768]);
+        assert_eq!(parse_sizes("1M..1M").unwrap(), vec![1 << 20]);
+        assert!(parse_sizes("8K..4K").unwrap_err().contains("larger than its end"));
+        assert!(parse_size("4Q").unwrap_err().contains("not a size"));
+        assert!(parse_size("0").is_err());
+        assert_eq!(format_size(64 << 20), "64M");
+        assert_eq!(format_size(1536), "1536");
+    }
+}

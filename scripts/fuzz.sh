@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the cargo-fuzz targets for a fixed time each.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 60 s, targets parse and lower)
+# cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP=1 lets the stable compiler
+# accept them. New corpus entries go to a scratch folder; the committed seed
+# corpus under tests/fuzz/corpus/ is only read.
+set -euo pipefail
+cd "$(dirname "$0")/../tests/fuzz"
+secs=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(parse lower)
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+export RUSTC_BOOTSTRAP=1
+for t in "${targets[@]}"; do
+  scratch=$(mktemp -d)
+  echo "=== fuzzing $t for ${secs}s"
+  log="$scratch.log"
+  status=0
+  cargo fuzz run "$t" "$scratch" "corpus/$t" -- -max_total_time="$secs" -max_len=4096 -timeout=10 \
+    -print_final_stats=1 >"$log" 2>&1 || status=$?
+  grep -E "stat::number_of_executed_units|Done [0-9]+ runs|panicked|SUMMARY|ERROR" "$log" || true
+  [ "$status" -eq 0 ] || tail -n 60 "$log"
+  rm -rf "$scratch" "$log"
+  if [ "$status" -ne 0 ]; then
+    echo "fuzz target $t failed (exit $status); the crashing input is under tests/fuzz/artifacts/$t/" >&2
+    exit "$status"
+  fi
+done
