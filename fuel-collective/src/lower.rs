@@ -322,6 +322,8 @@ enum Choice {
     /// Star for ops with nothing to combine: straight from the source.
     Direct,
     Hierarchical(Device),
+    /// Hierarchical for ops with nothing to combine: via one member per island.
+    Islands,
     Ring,
     Tree {
         root: usize,
@@ -336,6 +338,7 @@ impl fmt::Display for Choice {
             Choice::Star(d) => write!(f, "star@{d}"),
             Choice::Direct => f.write_str("star"),
             Choice::Hierarchical(d) => write!(f, "hierarchical@{d}"),
+            Choice::Islands => f.write_str("hierarchical"),
             Choice::Ring => f.write_str("ring"),
             Choice::Tree { arity, .. } => write!(f, "tree{{arity={arity}}}"),
         }
@@ -347,7 +350,7 @@ impl Choice {
         match self {
             Choice::Trivial => Algorithm::Auto,
             Choice::Star(_) | Choice::Direct => Algorithm::Star,
-            Choice::Hierarchical(_) => Algorithm::Hierarchical,
+            Choice::Hierarchical(_) | Choice::Islands => Algorithm::Hierarchical,
             Choice::Ring => Algorithm::Ring,
             Choice::Tree { .. } => Algorithm::Tree,
         }
@@ -393,7 +396,11 @@ fn candidates(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Vec<Result<C
         out.push(Ok(Choice::Direct));
     }
     // Hierarchical.
-    out.push(Ok(Choice::Hierarchical(hub(spec, opts, topo))));
+    out.push(Ok(if combines {
+        Choice::Hierarchical(hub(spec, opts, topo))
+    } else {
+        Choice::Islands
+    }));
     // Ring.
     out.push(match ring_unfit(spec) {
         None => Ok(Choice::Ring),
@@ -420,9 +427,6 @@ fn hub(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Device {
     if let Some(d) = spec.root().and_then(|r| spec.devs.get(r)) {
         return *d;
     }
-    if let Op::Broadcast { .. } = spec.op {
-        return spec.devs.first().copied().unwrap_or(topo.staging);
-    }
     let islands = plan::islands(&spec.devs, topo);
     if let [only] = islands.as_slice() {
         if let Some(d) = only.first() {
@@ -438,17 +442,28 @@ fn hub(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Device {
 
 /// Picks the lowering and writes the note that explains it.
 fn choose(g: &Graph, spec: &Spec, opts: &LowerOptions, topo: &Topology) -> (Choice, String) {
-    let head = format!(
-        "{NAME}: {} of {} ({} B per shard) over [{}]",
-        spec.op.mnemonic(),
-        spec.ty,
-        spec.ty.size_bytes(),
-        spec.devs
-            .iter()
+    let list = |ds: &[Device]| {
+        ds.iter()
             .map(|d| d.to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    );
+    };
+    let head = match &spec.op {
+        Op::Broadcast { to } => format!(
+            "{NAME}: broadcast of {} ({} B) from {} to [{}]",
+            spec.ty,
+            spec.ty.size_bytes(),
+            list(&spec.devs),
+            list(to)
+        ),
+        op => format!(
+            "{NAME}: {} of {} ({} B per shard) over [{}]",
+            op.mnemonic(),
+            spec.ty,
+            spec.ty.size_bytes(),
+            list(&spec.devs)
+        ),
+    };
     if spec.ranks() == 1 && !matches!(spec.op, Op::Broadcast { .. }) {
         return (
             Choice::Trivial,
