@@ -297,7 +297,7 @@ impl Spec {
         self.vals.len()
     }
 
-    /// For ops that combine shards: the combiner and the reduce op.
+    /// The reduce op of a collective that combines shards.
     fn reduce_op(&self) -> Option<ReduceOp> {
         match self.op {
             Op::AllReduce { op } | Op::Reduce { op, .. } | Op::ReduceScatter { op, .. } => Some(op),
@@ -764,6 +764,26 @@ impl Emitter<'_> {
         c
     }
 
+    /// Where `v`'s data already is: `v` itself and, up its chain of copies,
+    /// each value it was copied from (a copy holds its source's data). A
+    /// value that comes back to a device it was copied from reuses the
+    /// original there instead of crossing the link again.
+    fn held(&self, v: ValueId) -> BTreeMap<Device, ValueId> {
+        let mut held = BTreeMap::new();
+        let mut cur = v;
+        for _ in 0..self.g.node_count() {
+            held.entry(self.dev(cur)).or_insert(cur);
+            match self.g.node(cur.node) {
+                Some(n) if matches!(n.op, Op::Copy { .. }) => match n.operands.first() {
+                    Some(src) => cur = *src,
+                    None => break,
+                },
+                _ => break,
+            }
+        }
+        held
+    }
+
     /// `v` on every device of `targets`, shaped by `alg`; the map holds every
     /// copy made (staging CPUs included).
     fn spread(
@@ -774,8 +794,7 @@ impl Emitter<'_> {
         arity: usize,
     ) -> BTreeMap<Device, ValueId> {
         let src = self.dev(v);
-        let mut held: BTreeMap<Device, ValueId> = BTreeMap::new();
-        held.insert(src, v);
+        let mut held = self.held(v);
         let rest: Vec<Device> = plan::unique(targets)
             .into_iter()
             .filter(|d| *d != src)
@@ -985,8 +1004,7 @@ impl Emitter<'_> {
                 // All-gather half: each reduced chunk travels on around the ring.
                 let mut have: Vec<BTreeMap<Device, ValueId>> = Vec::with_capacity(n);
                 for (c, v) in reduced.iter().enumerate() {
-                    let mut held = BTreeMap::new();
-                    held.insert(self.dev(*v), *v);
+                    let mut held = self.held(*v);
                     let end = ends.get(c).copied().unwrap_or(0);
                     let mut prev = *v;
                     for step in 1..n {

@@ -128,3 +128,18 @@ case("options/large-auto.fir", "lower-collectives",
      ["A 4 MiB tensor over 4 CPUs: bandwidth dominates, so auto weighs the ring."],
      "large_auto", ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], "f32[1048576]",
      "  %4:4 = all_reduce.sum %0, %1, %2, %3 : f32[1048576]", outs(4, 4))
+
+# 4. several collectives in one graph share the pass's copy cache.
+with open(os.path.join(HERE, "options/shared-staging.fir"), "w") as f:
+    f.write("""// RUN: --passes lower-collectives{algorithm=star, reduce_at=cpu:0}
+// Two all-reduces over the same shards, then an all_gather of the first's
+// results: each shard crosses to cpu:0 once and feeds both reductions.
+graph @shared_staging {
+  %0 = input "a" @cuda:0 : i32[4]
+  %1 = input "b" @vulkan:0 : i32[4]
+  %2:2 = all_reduce.sum %0, %1 : i32[4]
+  %3:2 = all_reduce.max %0, %1 : i32[4]
+  %4:2 = all_gather %2#0, %2#1 {axis=0} : i32[8]
+  return %4#1, %3#0, %2#1
+}
+""")
