@@ -1,13 +1,40 @@
 //! fuel-collective: DeviceGroup collectives and the `lower-collectives` pass.
 //!
+//! Users build collectives in one of two shapes. [`DeviceGroup`] is for one
+//! process that drives several devices and holds every shard; each call
+//! records one collective node into the lazy graph. [`Communicator`] is the
+//! one-rank-per-process shape (see [`comm`] for why both exist). The
+//! [`lower`] pass, registered as `lower-collectives`, rewrites collective
+//! nodes into copies and local ops, choosing an algorithm with the pure
+//! [`cost`] model and the pure [`plan`] helpers (islands, ring chunks, tree
+//! shape). `docs/lowering.md` explains the algorithms with pictures.
+//!
 //! [`registry`] gives a pass registry with every pass of the project, which
 //! is what `fuel-opt` and the golden tests use.
 
-use fuel_graph_ext::pass::PassRegistry;
+pub mod comm;
+pub mod cost;
+pub mod group;
+pub mod lower;
+pub mod plan;
+
+pub use comm::{Communicator, IdentityComm};
+pub use group::{CollectiveError, DeviceGroup};
+pub use lower::{Algorithm, LowerCollectives, LowerOptions};
+
+use fuel_graph_ext::pass::{PassInfo, PassRegistry};
 
 /// Adds this crate's passes (`lower-collectives`) to `r`.
 pub fn register(r: &mut PassRegistry) {
-    let _ = r;
+    r.register(PassInfo {
+        name: lower::NAME,
+        summary: "lower every collective into copies (staged through a CPU where needed), n-ary element-wise ops, div, slice and concat",
+        options: lower::OPTIONS,
+        ctor: |o, cx| {
+            let opts = LowerOptions::from_pass_options(o)?;
+            Ok(Box::new(LowerCollectives::new(opts, cx.topology.clone())))
+        },
+    });
 }
 
 /// A registry with the generic passes of `fuel-graph-ext` and this crate's.

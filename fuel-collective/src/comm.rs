@@ -1,0 +1,76 @@
+//! `Communicator`: the one-rank-per-process (SPMD) shape of a collective.
+//!
+//! There are two ways to hold the shards of a collective, and this crate has
+//! an API for each. In the SPMD shape every process is one rank: it holds only
+//! its own shard, calls `all_reduce(&my_shard, op)`, and the implementation
+//! meets the other ranks through a transport. That is the shape for several
+//! processes or machines, and it is what [`Communicator`] describes. In the
+//! single-process shape one program drives N devices and holds every shard at
+//! once; there is nobody to meet, so a per-rank call cannot express it. That
+//! is [`crate::DeviceGroup`], which takes the whole slice of shards and
+//! records one collective node that the `lower-collectives` pass turns into
+//! copies.
+//!
+//! The only communicator here is [`IdentityComm`], a world of one rank. It
+//! returns its input because with a single rank there is genuinely nothing to
+//! combine: the reduction of one shard is that shard (the mean of one is
+//! itself), gathering one shard gives it back, and broadcasting from rank 0
+//! to rank 0 moves nothing. It is a correct world of size 1, not a stand-in
+//! for a multi-process transport.
+
+use crate::CollectiveError;
+use fuel_graph_ext::{LazyTensor, ReduceOp};
+
+/// A rank in an SPMD world: each rank calls with its own tensor.
+pub trait Communicator {
+    /// This process's rank, from 0.
+    fn rank(&self) -> usize;
+    /// The number of ranks.
+    fn world_size(&self) -> usize;
+    /// Every rank gets the reduction of every rank's `tensor`.
+    fn all_reduce(&self, tensor: &LazyTensor, op: ReduceOp) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank gets rank `root`'s `tensor`.
+    fn broadcast(&self, tensor: &LazyTensor, root: usize) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank gets all ranks' tensors joined along `axis`.
+    fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError>;
+}
+
+/// The world of one rank: every collective returns its input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdentityComm;
+
+impl Communicator for IdentityComm {
+    fn rank(&self) -> usize {
+        0
+    }
+
+    fn world_size(&self) -> usize {
+        1
+    }
+
+    fn all_reduce(&self, tensor: &LazyTensor, op: ReduceOp) -> Result<LazyTensor, CollectiveError> {
+        // Sum, product, max and min of one shard are the shard; the mean
+        // divides by one.
+        let _ = op;
+        Ok(tensor.clone())
+    }
+
+    fn broadcast(&self, tensor: &LazyTensor, root: usize) -> Result<LazyTensor, CollectiveError> {
+        if root != 0 {
+            return Err(CollectiveError::RootOutOfRange { root, size: 1 });
+        }
+        Ok(tensor.clone())
+    }
+
+    fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        if axis >= ty.rank() {
+            return Err(CollectiveError::AxisOutOfRange {
+                axis,
+                rank: ty.rank(),
+                ty,
+            });
+        }
+        Ok(tensor.clone())
+    }
+}

@@ -1,0 +1,281 @@
+//! `DeviceGroup`: collectives for one process that drives several devices.
+//!
+//! A group is an ordered list of devices; rank `i` is device `i` and rank 0 is
+//! the leader. Every method checks its shards, then records exactly one
+//! collective node (`all_reduce`, `reduce`, `broadcast`, `all_gather` or
+//! `reduce_scatter`) into the shards' lazy graph and hands back one lazy
+//! tensor per result. Nothing moves when a method returns: the
+//! `lower-collectives` pass later turns the node into copies and element-wise
+//! ops, and an executor runs that.
+//!
+//! A group takes exactly one shard per rank, shard `i` resident on device `i`.
+//! Fewer shards than devices is an error just like more: a rank without a
+//! shard cannot take part, and quietly skipping it would, among other things,
+//! change the divisor of a `Mean`. Build a smaller group instead. A device may
+//! appear more than once (two shards on one device is legal; the copies
+//! between them vanish when lowered).
+
+use fuel_graph_ext::lazy::BuildError;
+use fuel_graph_ext::op::DeviceList;
+use fuel_graph_ext::{Device, LazyTensor, Op, ReduceOp, TensorType};
+
+/// Why a collective call was refused. Each message names the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CollectiveError {
+    /// `DeviceGroup::new` got no devices.
+    #[error("a device group needs at least one device; pass e.g. [cpu:0]")]
+    EmptyGroup,
+    /// A collective got an empty shard list.
+    #[error("`{op}` got no shards; pass one shard per device of the group ({size} device(s))")]
+    NoShards { op: &'static str, size: usize },
+    /// The shard count is not the group size.
+    #[error("`{op}` got {shards} shard(s) for a group of {size} device(s); pass exactly one shard per device, or build a DeviceGroup of the devices that hold shards")]
+    ShardCount {
+        op: &'static str,
+        shards: usize,
+        size: usize,
+    },
+    /// Shards come from different lazy graphs.
+    #[error("shard {index} belongs to graph #{other} but shard 0 to graph #{first}; record every shard of one collective in the same LazyGraph")]
+    MixedGraphs {
+        index: usize,
+        first: u64,
+        other: u64,
+    },
+    /// Element types differ.
+    #[error("shard {index} is {found} but shard 0 is {expected}; every shard must have one dtype (convert it before the collective)")]
+    DTypeMismatch {
+        index: usize,
+        found: TensorType,
+        expected: TensorType,
+    },
+    /// Shapes differ.
+    #[error("shard {index} has type {found} but shard 0 has {expected}; every shard must have one shape (pad or reshape it first)")]
+    ShapeMismatch {
+        index: usize,
+        found: TensorType,
+        expected: TensorType,
+    },
+    /// A shard lives on another device than its rank's.
+    #[error("shard {index} is on {found} but rank {index} of the group is {expected}; call .copy_to({expected}) on it first, or list the devices in shard order")]
+    WrongDevice {
+        index: usize,
+        found: String,
+        expected: Device,
+    },
+    /// `root` is not a rank.
+    #[error("root {root} is out of range for a group of {size} device(s); use a rank from 0 to {}", size.saturating_sub(1))]
+    RootOutOfRange { root: usize, size: usize },
+    /// `axis` is not an axis of the shards.
+    #[error("axis {axis} is out of range for {ty} (rank {rank}); use an axis below {rank}")]
+    AxisOutOfRange {
+        axis: usize,
+        ty: TensorType,
+        rank: usize,
+    },
+    /// `reduce_scatter` cannot split the axis evenly.
+    #[error("reduce_scatter axis {axis} has extent {extent}, which {size} ranks cannot split evenly; pad it to a multiple of {size}")]
+    NotDivisible {
+        axis: usize,
+        extent: usize,
+        size: usize,
+    },
+    /// The graph refused the node (should not happen after the checks above).
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// An ordered set of devices taking part in single-process collectives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceGroup {
+    devices: Vec<Device>,
+}
+
+impl DeviceGroup {
+    /// A group of `devices` in rank order; the first is the leader. Devices
+    /// may repeat. An empty list is an error.
+    pub fn new(devices: impl IntoIterator<Item = Device>) -> Result<DeviceGroup, CollectiveError> {
+        let devices: Vec<Device> = devices.into_iter().collect();
+        if devices.is_empty() {
+            return Err(CollectiveError::EmptyGroup);
+        }
+        Ok(DeviceGroup { devices })
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Rank 0's device.
+    pub fn leader(&self) -> Device {
+        // `new` refuses an empty list, so there is always a first device.
+        self.devices.first().copied().unwrap_or(Device::cpu(0))
+    }
+
+    /// The devices in rank order.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// Every rank gets the reduction of all shards, on its own device.
+    pub fn all_reduce(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.check_shards("all_reduce", shards)?;
+        record(shards, Op::AllReduce { op })
+    }
+
+    /// The reduction of all shards, on rank `root`'s device.
+    pub fn reduce(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<LazyTensor, CollectiveError> {
+        self.check_shards("reduce", shards)?;
+        self.check_root(root)?;
+        let mut out = record(shards, Op::Reduce { op, root })?;
+        out.pop().ok_or(CollectiveError::Build(BuildError::Type(
+            "`reduce` produced no result".into(),
+        )))
+    }
+
+    /// `tensor`, which must live on rank `root`'s device, on every rank.
+    pub fn broadcast(
+        &self,
+        tensor: &LazyTensor,
+        root: usize,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.check_root(root)?;
+        let expected = self.devices.get(root).copied().unwrap_or(self.leader());
+        let found = tensor.device();
+        if found != Some(expected) {
+            return Err(CollectiveError::WrongDevice {
+                index: root,
+                found: found.map_or_else(|| "no device".to_string(), |d| d.to_string()),
+                expected,
+            });
+        }
+        let to: DeviceList = self.devices.iter().copied().collect();
+        record(std::slice::from_ref(tensor), Op::Broadcast { to })
+    }
+
+    /// Every rank gets all shards joined along `axis`, in rank order.
+    pub fn all_gather(
+        &self,
+        shards: &[LazyTensor],
+        axis: usize,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        let ty = self.check_shards("all_gather", shards)?;
+        check_axis(axis, &ty)?;
+        record(shards, Op::AllGather { axis })
+    }
+
+    /// Rank `i` gets the `i`-th equal slice along `axis` of the reduction.
+    pub fn reduce_scatter(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+        axis: usize,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        let ty = self.check_shards("reduce_scatter", shards)?;
+        check_axis(axis, &ty)?;
+        let extent = ty.shape.get(axis).copied().unwrap_or(0);
+        if extent % self.size() != 0 || extent == 0 {
+            return Err(CollectiveError::NotDivisible {
+                axis,
+                extent,
+                size: self.size(),
+            });
+        }
+        record(shards, Op::ReduceScatter { op, axis })
+    }
+
+    fn check_root(&self, root: usize) -> Result<(), CollectiveError> {
+        if root >= self.size() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks count, graph, dtype, shape and placement; returns the shard type.
+    fn check_shards(
+        &self,
+        op: &'static str,
+        shards: &[LazyTensor],
+    ) -> Result<TensorType, CollectiveError> {
+        let first = shards.first().ok_or(CollectiveError::NoShards {
+            op,
+            size: self.size(),
+        })?;
+        if shards.len() != self.size() {
+            return Err(CollectiveError::ShardCount {
+                op,
+                shards: shards.len(),
+                size: self.size(),
+            });
+        }
+        let graph = first.graph().id();
+        for (index, s) in shards.iter().enumerate() {
+            if s.graph().id() != graph {
+                return Err(CollectiveError::MixedGraphs {
+                    index,
+                    first: graph,
+                    other: s.graph().id(),
+                });
+            }
+        }
+        let expected = first.ty();
+        for (index, (s, want)) in shards.iter().zip(&self.devices).enumerate() {
+            let found = s.ty();
+            if found.dtype != expected.dtype {
+                return Err(CollectiveError::DTypeMismatch {
+                    index,
+                    found,
+                    expected,
+                });
+            }
+            if found != expected {
+                return Err(CollectiveError::ShapeMismatch {
+                    index,
+                    found,
+                    expected,
+                });
+            }
+            let dev = s.device();
+            if dev != Some(*want) {
+                return Err(CollectiveError::WrongDevice {
+                    index,
+                    found: dev.map_or_else(|| "no device".to_string(), |d| d.to_string()),
+                    expected: *want,
+                });
+            }
+        }
+        Ok(expected)
+    }
+}
+
+fn check_axis(axis: usize, ty: &TensorType) -> Result<(), CollectiveError> {
+    if axis >= ty.rank() {
+        return Err(CollectiveError::AxisOutOfRange {
+            axis,
+            ty: ty.clone(),
+            rank: ty.rank(),
+        });
+    }
+    Ok(())
+}
+
+fn record(shards: &[LazyTensor], op: Op) -> Result<Vec<LazyTensor>, CollectiveError> {
+    let Some(first) = shards.first() else {
+        return Err(CollectiveError::Build(BuildError::Empty(op.mnemonic())));
+    };
+    let refs: Vec<&LazyTensor> = shards.iter().collect();
+    Ok(first.graph().record(op, &refs)?)
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Writes the .fir inputs of the lower-collectives goldens (not the outputs).
+
+Run from anywhere: python3 tests/golden/collectives/gen.py
+Then bless: UPDATE_GOLDEN=1 cargo test -p fuel-tests --test golden
+and review every changed .out.fir / .out.dot by reading it.
+"""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+GROUPS = {
+    "cpu0": ["cpu:0"],
+    "cpu0-cpu1": ["cpu:0", "cpu:1"],
+    "cuda0-vulkan0": ["cuda:0", "vulkan:0"],
+    "cpu0-cuda0-vulkan0": ["cpu:0", "cuda:0", "vulkan:0"],
+    "vulkan0-cuda0": ["vulkan:0", "cuda:0"],
+    "cuda2-vulkan2": ["cuda:0", "cuda:1", "vulkan:0", "vulkan:1"],
+    "mix8": ["cuda:0", "cpu:0", "vulkan:0", "cuda:1", "cpu:1", "vulkan:1", "cuda:2", "cpu:0"],
+}
+ALGS = ["auto", "star", "hierarchical", "ring", "tree"]
+
+
+def pipeline(alg, extra=""):
+    opts = [] if alg == "auto" else [f"algorithm={alg}"]
+    if extra:
+        opts.append(extra)
+    return "lower-collectives" + ("{" + ", ".join(opts) + "}" if opts else "")
+
+
+def case(path, passes, why, name, devs, ty, body_op, results, topology=None):
+    lines = [f"// RUN: --passes {passes}" + (f" --topology {topology}" if topology else "")]
+    lines += [f"// {w}" for w in why]
+    lines.append(f"graph @{name} {{")
+    for i, d in enumerate(devs):
+        lines.append(f'  %{i} = input "s{i}" @{d} : {ty}')
+    lines.append(body_op)
+    lines.append(f"  return {results}")
+    lines.append("}")
+    full = os.path.join(HERE, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def shards(n):
+    return ", ".join(f"%{i}" for i in range(n))
+
+
+def outs(node, n):
+    return ", ".join(f"%{node}#{i}" for i in range(n))
+
+
+# 1. all_reduce.sum on every group with every algorithm.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    for alg in ALGS:
+        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
+        topo = "peer01.topo" if gname == "mix8" else None
+        case(
+            f"all-reduce/{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"all_reduce.sum over [{', '.join(devs)}] with algorithm={alg}."]
+            + (["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []),
+            f"all_reduce_{gname.replace('-', '_')}_{alg}",
+            devs,
+            "f32[8]",
+            f"  %{n}:{n} = all_reduce.sum {shards(n)} : f32[8]",
+            outs(n, n),
+            topo,
+        )
+
+# 2. every collective kind, on a CPU+CUDA+Vulkan group and on a GPU-led pair.
+KIND_GROUPS = {
+    "cpu0-cuda0-vulkan0": ["cpu:0", "cuda:0", "vulkan:0"],
+    "vulkan0-cuda0": ["vulkan:0", "cuda:0"],
+}
+for gname, devs in KIND_GROUPS.items():
+    n = len(devs)
+    for alg in ALGS:
+        p = pipeline(alg)
+        g = gname.replace("-", "_")
+        case(f"kinds/reduce-max-root1-{gname}-{alg}.fir", p,
+             ["reduce.max onto rank 1."], f"reduce_{g}_{alg}", devs, "i32[6,4]",
+             f"  %{n} = reduce.max {shards(n)} {{root=1}} : i32[6,4]", f"%{n}")
+        case(f"kinds/broadcast-{gname}-{alg}.fir", p,
+             ["broadcast from rank 0 to every rank (and once more to cpu:1)."],
+             f"broadcast_{g}_{alg}", devs[:1], "i32[6,4]",
+             f"  %1:{n + 1} = broadcast %0 -> [{', '.join(devs)}, cpu:1] : i32[6,4]",
+             outs(1, n + 1))
+        case(f"kinds/all-gather-{gname}-{alg}.fir", p,
+             ["all_gather along axis 1."], f"all_gather_{g}_{alg}", devs, "i32[6,4]",
+             f"  %{n}:{n} = all_gather {shards(n)} {{axis=1}} : i32[6,{4 * n}]",
+             outs(n, n))
+        rows = 6
+        case(f"kinds/reduce-scatter-{gname}-{alg}.fir", p,
+             ["reduce_scatter.sum along axis 0: rank i gets rows [i*k, (i+1)*k)."],
+             f"reduce_scatter_{g}_{alg}", devs, f"i32[{rows},4]",
+             f"  %{n}:{n} = reduce_scatter.sum {shards(n)} {{axis=0}} : i32[{rows // n},4]",
+             outs(n, n))
+        case(f"kinds/all-reduce-mean-{gname}-{alg}.fir", p,
+             ["all_reduce.mean: the sum is divided by the rank count once, where it is complete."],
+             f"mean_{g}_{alg}", devs, "f32[8]",
+             f"  %{n}:{n} = all_reduce.mean {shards(n)} : f32[8]", outs(n, n))
+        case(f"kinds/all-reduce-prod-u8-{gname}-{alg}.fir", p,
+             ["all_reduce.prod on u8 (wrapping): exact in any order."],
+             f"prod_{g}_{alg}", devs, "u8[5]",
+             f"  %{n}:{n} = all_reduce.prod {shards(n)} : u8[5]", outs(n, n))
+
+# 3. options and corner cases.
+case("options/star-reduce-at-cuda0.fir", "lower-collectives{algorithm=star, reduce_at=cuda:0}",
+     ["reduce_at forces the star's point: vulkan:0 stages through cpu:0 both ways."],
+     "star_reduce_at", ["cpu:0", "cuda:0", "vulkan:0"], "f32[8]",
+     "  %3:3 = all_reduce.min %0, %1, %2 : f32[8]", outs(3, 3))
+case("options/ring-uneven-chunks.fir", "lower-collectives{algorithm=ring}",
+     ["10 entries over 3 ranks: chunks of 4, 3 and 3."],
+     "ring_uneven", ["cpu:0", "cpu:1", "cuda:0"], "f32[10]",
+     "  %3:3 = all_reduce.sum %0, %1, %2 : f32[10]", outs(3, 3))
+case("options/ring-falls-back.fir", "lower-collectives{algorithm=ring}",
+     ["A 2-entry tensor cannot be cut for 3 ranks: the ring falls back to the tree."],
+     "ring_fallback", ["cpu:0", "cuda:0", "vulkan:0"], "f32[2]",
+     "  %3:3 = all_reduce.sum %0, %1, %2 : f32[2]", outs(3, 3))
+case("options/repeated-device.fir", "lower-collectives",
+     ["Two shards on cpu:0: no copy between them is needed."],
+     "repeated_device", ["cpu:0", "cpu:0", "cuda:0"], "i32[4]",
+     "  %3:3 = all_reduce.sum %0, %1, %2 : i32[4]", outs(3, 3))
+case("options/large-auto.fir", "lower-collectives",
+     ["A 4 MiB tensor over 4 CPUs: bandwidth dominates, so auto weighs the ring."],
+     "large_auto", ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], "f32[1048576]",
+     "  %4:4 = all_reduce.sum %0, %1, %2, %3 : f32[1048576]", outs(4, 4))
+
+# 4. several collectives in one graph share the pass's copy cache.
+with open(os.path.join(HERE, "options/shared-staging.fir"), "w") as f:
+    f.write("""// RUN: --passes lower-collectives{algorithm=star, reduce_at=cpu:0}
+// Two all-reduces over the same shards, then an all_gather of the first's
+// results: each shard crosses to cpu:0 once and feeds both reductions.
+graph @shared_staging {
+  %0 = input "a" @cuda:0 : i32[4]
+  %1 = input "b" @vulkan:0 : i32[4]
+  %2:2 = all_reduce.sum %0, %1 : i32[4]
+  %3:2 = all_reduce.max %0, %1 : i32[4]
+  %4:2 = all_gather %2#0, %2#1 {axis=0} : i32[8]
+  return %4#1, %3#0, %2#1
+}
+""")
