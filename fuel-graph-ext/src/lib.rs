@@ -9,6 +9,7 @@
 pub mod device;
 pub mod dot;
 pub mod dtype;
+pub mod exec;
 pub mod graph;
 pub mod interp;
 pub mod lazy;
