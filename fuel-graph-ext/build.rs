@@ -45,10 +45,14 @@ fn compile(name: &str, src: &str) -> Vec<u32> {
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(&module)
         .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-    let mut opts = naga::back::spv::Options::default();
-    opts.lang_version = (1, 3);
-    opts.flags = naga::back::spv::WriterFlags::empty();
-    opts.use_storage_input_output_16 = false;
+    // Explicit flags: the default adds DEBUG in debug builds, and the output
+    // must be the same in every profile.
+    let opts = naga::back::spv::Options {
+        lang_version: (1, 3),
+        flags: naga::back::spv::WriterFlags::empty(),
+        use_storage_input_output_16: false,
+        ..Default::default()
+    };
     naga::back::spv::write_vec(&module, &info, &opts, None)
         .unwrap_or_else(|e| panic!("{name}: SPIR-V output failed: {e}"))
 }
