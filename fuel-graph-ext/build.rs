@@ -15,6 +15,8 @@ const VARIANTS: &[(&str, &str, &str, &str, &str)] = &[
         "f32",
         "C(a0[i]) / C(p.by)",
     ),
+    ("elementwise_f64", "", "f64", "f64", "C(a0[i]) / C(p.by)"),
+    ("elementwise_i64", "", "i64", "i64", "C(a0[i]) / C(p.by)"),
 ];
 
 fn main() {
@@ -41,7 +43,10 @@ fn main() {
 fn compile(name: &str, src: &str) -> Vec<u32> {
     let module = naga::front::wgsl::parse_str(src)
         .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-    let caps = naga::valid::Capabilities::IMMEDIATES | naga::valid::Capabilities::SHADER_FLOAT16;
+    let caps = naga::valid::Capabilities::IMMEDIATES
+        | naga::valid::Capabilities::SHADER_FLOAT16
+        | naga::valid::Capabilities::FLOAT64
+        | naga::valid::Capabilities::SHADER_INT64;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(&module)
         .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));

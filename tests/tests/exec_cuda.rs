@@ -60,7 +60,7 @@ fn check(test: &str, devices: &[Device], root: &str) {
         return;
     }
     for dtype in ["f32", "i32"] {
-        for op in ["add", "max"] {
+        for op in ["add", "max", "min"] {
             let src = mixed(op, dtype, root);
             let (exe, out) = run_and_compare(&src, devices);
             let g = text::parse(&src).unwrap();

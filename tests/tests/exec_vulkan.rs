@@ -113,19 +113,54 @@ fn f16_on_vulkan_where_supported() {
 }
 
 #[test]
+fn f64_and_i64_on_vulkan_where_supported() {
+    if !devices_or_skip("f64_and_i64_on_vulkan_where_supported", &[V0, C0]) {
+        return;
+    }
+    for dtype in ["f64", "i64"] {
+        let src = format!(
+            "graph @w {{
+  %0 = input \"a\" @vulkan:0 : {dtype}[3000]
+  %1 = input \"b\" @cpu:0 : {dtype}[3000]
+  %2 = copy %1 -> vulkan:0 : {dtype}[3000]
+  %3 = mul %0, %2, %0 @vulkan:0 : {dtype}[3000]
+  %4 = div %3 {{by=4}} @vulkan:0 : {dtype}[3000]
+  %5 = min %4, %0 @vulkan:0 : {dtype}[3000]
+  %6 = slice %5 {{axis=0, len=1000, start=7}} @vulkan:0 : {dtype}[1000]
+  return %3, %5, %6
+}}
+"
+        );
+        let g = text::parse(&src).unwrap();
+        match exec::compile(&g, &[V0, C0]) {
+            Err(ExecError::Unsupported { reason, .. }) => {
+                println!("SKIP: f64_and_i64_on_vulkan_where_supported: {dtype}: {reason}");
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => {
+                run_and_compare(&src, &[V0, C0]);
+            }
+        }
+    }
+}
+
+#[test]
 fn unsupported_dtype_is_a_compile_error_naming_both() {
     if !devices_or_skip("unsupported_dtype_is_a_compile_error_naming_both", &[V0]) {
         return;
     }
     let src = "graph @u {
-  %0 = input \"a\" @vulkan:0 : i64[4]
-  %1 = add %0, %0 @vulkan:0 : i64[4]
+  %0 = input \"a\" @vulkan:0 : u8[4]
+  %1 = add %0, %0 @vulkan:0 : u8[4]
   return %1
 }
 ";
     let g = text::parse(src).unwrap();
     let e = exec::compile(&g, &[]).err().unwrap().to_string();
-    assert!(e.contains("dtype i64 is not supported on vulkan:0"), "{e}");
+    assert!(e.contains("dtype u8 is not supported on vulkan:0"), "{e}");
+    let g = text::parse(&src.replace("u8", "bf16")).unwrap();
+    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    assert!(e.contains("dtype bf16 is not supported on vulkan:0"), "{e}");
 }
 
 #[test]

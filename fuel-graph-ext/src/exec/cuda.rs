@@ -238,11 +238,9 @@ impl CudaDev {
                 self.stream.memcpy_dtoh(&slice.slice(..len), &mut pinned)?;
                 Ok(pinned)
             })?;
-            let host = guarded(|| pinned.as_slice().map(|s| s.to_vec()))
+            guarded(|| pinned.as_slice().map(|s| dst.copy_from_slice(s)))
                 .map_err(|p| self.err("download", p))?
-                .map_err(|e| self.err("download", e))?;
-            dst.copy_from_slice(&host);
-            Ok(())
+                .map_err(|e| self.err("download", e))
         } else {
             self.call("download", || {
                 self.stream.memcpy_dtoh(&slice.slice(..len), dst)

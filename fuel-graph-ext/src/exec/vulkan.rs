@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 const SPV_F32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f32.spv"));
 const SPV_I32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i32.spv"));
 const SPV_F16: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f16.spv"));
+const SPV_F64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f64.spv"));
+const SPV_I64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i64.spv"));
 
 /// Operands one dispatch can read; longer folds are chained.
 pub const MAX_ARITY: usize = 8;
@@ -76,6 +78,10 @@ pub struct AdapterInfo {
     pub name: String,
     /// True if f16 kernels can run.
     pub f16: bool,
+    /// True if f64 kernels can run.
+    pub f64: bool,
+    /// True if i64 kernels can run.
+    pub i64: bool,
 }
 
 impl Instance {
@@ -138,9 +144,16 @@ impl Instance {
                 AdapterInfo {
                     name,
                     f16: self.f16_support(*pd),
+                    f64: self.core_features(*pd).shader_float64 == vk::TRUE,
+                    i64: self.core_features(*pd).shader_int64 == vk::TRUE,
                 }
             })
             .collect()
+    }
+
+    fn core_features(&self, pd: vk::PhysicalDevice) -> vk::PhysicalDeviceFeatures {
+        // SAFETY: a physical device of this live instance.
+        unsafe { self.instance.get_physical_device_features(pd) }
     }
 
     fn f16_support(&self, pd: vk::PhysicalDevice) -> bool {
@@ -203,6 +216,10 @@ pub struct VkDev {
     pub device: Device,
     /// True if f16 kernels are available.
     pub f16: bool,
+    /// True if f64 kernels are available.
+    pub f64: bool,
+    /// True if i64 kernels are available.
+    pub i64: bool,
     instance: Arc<Instance>,
     dev: ash::Device,
     queue: vk::Queue,
@@ -210,9 +227,8 @@ pub struct VkDev {
     submit: Mutex<Submitter>,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
-    f32_pipe: Pipeline,
-    i32_pipe: Pipeline,
-    f16_pipe: Option<Pipeline>,
+    /// One element-wise pipeline per dtype the device can run.
+    pipes: Vec<(DType, Pipeline)>,
     counter: AllocCounter,
 }
 
@@ -257,6 +273,12 @@ impl VkDev {
             .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
             .ok_or("the adapter has no compute queue")? as u32;
         let f16 = instance.f16_support(pd);
+        let core = instance.core_features(pd);
+        let f64 = core.shader_float64 == vk::TRUE;
+        let i64 = core.shader_int64 == vk::TRUE;
+        let enabled = vk::PhysicalDeviceFeatures::default()
+            .shader_float64(f64)
+            .shader_int64(i64);
         let prio = [1.0f32];
         let qci = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
@@ -265,7 +287,9 @@ impl VkDev {
             .storage_buffer16_bit_access(f16)
             .uniform_and_storage_buffer16_bit_access(f16);
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(f16);
-        let mut ci = vk::DeviceCreateInfo::default().queue_create_infos(&qci);
+        let mut ci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qci)
+            .enabled_features(&enabled);
         if f16 {
             ci = ci.push_next(&mut v11).push_next(&mut v12);
         }
@@ -347,24 +371,27 @@ impl VkDev {
                 )
                 .map_err(vk_err("vkCreatePipelineLayout"))?;
             partial.layout = layout;
-            let f32_pipe = make_pipeline(&dev, layout, SPV_F32)?;
-            partial.pipes.push(f32_pipe.pipeline);
-            partial.modules.push(f32_pipe.module);
-            let i32_pipe = make_pipeline(&dev, layout, SPV_I32)?;
-            partial.pipes.push(i32_pipe.pipeline);
-            partial.modules.push(i32_pipe.module);
-            let f16_pipe = if f16 {
-                let p = make_pipeline(&dev, layout, SPV_F16)?;
-                partial.pipes.push(p.pipeline);
-                partial.modules.push(p.module);
-                Some(p)
-            } else {
-                None
-            };
+            let mut pipes = Vec::new();
+            for (dtype, spv, wanted) in [
+                (DType::F32, SPV_F32, true),
+                (DType::I32, SPV_I32, true),
+                (DType::F16, SPV_F16, f16),
+                (DType::F64, SPV_F64, f64),
+                (DType::I64, SPV_I64, i64),
+            ] {
+                if wanted {
+                    let p = make_pipeline(&dev, layout, spv)?;
+                    partial.pipes.push(p.pipeline);
+                    partial.modules.push(p.module);
+                    pipes.push((dtype, p));
+                }
+            }
             partial.dev = None;
             Ok(Arc::new(VkDev {
                 device,
                 f16,
+                f64,
+                i64,
                 instance,
                 dev,
                 queue,
@@ -377,9 +404,7 @@ impl VkDev {
                 }),
                 set_layout,
                 layout,
-                f32_pipe,
-                i32_pipe,
-                f16_pipe,
+                pipes,
                 counter: AllocCounter::default(),
             }))
         }
@@ -398,10 +423,12 @@ impl VkDev {
             DType::F32 | DType::I32 => Ok(()),
             DType::F16 if self.f16 => Ok(()),
             DType::F16 => Err("the device lacks shaderFloat16 or 16-bit storage".into()),
+            DType::F64 if self.f64 => Ok(()),
+            DType::F64 => Err("the device lacks shaderFloat64".into()),
+            DType::I64 if self.i64 => Ok(()),
+            DType::I64 => Err("the device lacks shaderInt64".into()),
             DType::BF16 => Err("WGSL has no bf16 type and no bf16 kernel is written".into()),
-            DType::F64 | DType::I64 | DType::U8 => {
-                Err("no Vulkan kernel is written for this dtype".into())
-            }
+            DType::U8 => Err("WGSL has no 8-bit type and no u8 kernel is written".into()),
         }
     }
 
@@ -661,15 +688,11 @@ impl VkDev {
     }
 
     fn pipeline(&self, dtype: DType) -> Result<&Pipeline, ExecError> {
-        match dtype {
-            DType::F32 => Ok(&self.f32_pipe),
-            DType::I32 => Ok(&self.i32_pipe),
-            DType::F16 => self
-                .f16_pipe
-                .as_ref()
-                .ok_or_else(|| self.unsupported(dtype)),
-            DType::BF16 | DType::F64 | DType::I64 | DType::U8 => Err(self.unsupported(dtype)),
-        }
+        self.pipes
+            .iter()
+            .find(|(d, _)| *d == dtype)
+            .map(|(_, p)| p)
+            .ok_or_else(|| self.unsupported(dtype))
     }
 
     fn unsupported(&self, dtype: DType) -> ExecError {
@@ -848,14 +871,7 @@ impl Drop for VkDev {
                 self.dev.destroy_command_pool(s.pool, None);
                 self.dev.destroy_descriptor_pool(s.descriptors, None);
             }
-            for p in [
-                Some(&self.f32_pipe),
-                Some(&self.i32_pipe),
-                self.f16_pipe.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for (_, p) in &self.pipes {
                 self.dev.destroy_pipeline(p.pipeline, None);
                 self.dev.destroy_shader_module(p.module, None);
             }
