@@ -63,3 +63,43 @@ pub fn copy(src: &Buf, dst: &Ctx, bytes: usize, faults: &Faults) -> Result<Buf, 
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::exec::vulkan::Instance;
+
+    /// The arm itself refuses vulkan:0 -> vulkan:1 (two VkDevices), even when
+    /// a graph slipped past the verifier, and releases what it allocated.
+    #[test]
+    fn the_arm_refuses_copies_between_two_vkdevices() {
+        let inst = match Instance::open() {
+            Ok(i) => i,
+            Err(u) => {
+                assert!(
+                    std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
+                    "{}",
+                    u.reason
+                );
+                println!(
+                    "SKIP: the_arm_refuses_copies_between_two_vkdevices: {}",
+                    u.reason
+                );
+                return;
+            }
+        };
+        let v0 = inst.open_device(Device::vulkan(0)).unwrap();
+        let v1 = inst.open_device(Device::vulkan(1)).unwrap();
+        let faults = Faults::new(None);
+        let src = Buf::Vulkan(v0.alloc(64, &faults).unwrap());
+        let e = copy(&src, &Ctx::Vulkan(v1.clone()), 64, &faults)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("split-cross-vendor-copies"), "{e}");
+        assert_eq!(v1.stats().current, 0);
+        drop(src);
+        assert_eq!(v0.stats().current, 0);
+    }
+}
