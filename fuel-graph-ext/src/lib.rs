@@ -4,11 +4,16 @@
 //! ([`text`]) and pictures ([`dot`]), the [`verify`]er, the pass framework
 //! ([`pass`]) with the generic [`passes`], the [`topology`] helper that says
 //! which copies are direct, the reference interpreter ([`interp`]) and
-//! [`lazy`] tensor builders. See `docs/ARCHITECTURE.md` for the map.
+//! [`lazy`] tensor builders, and the [`exec`]utor that runs lowered graphs
+//! on CPU, Vulkan and CUDA devices. See `docs/ARCHITECTURE.md` for the map.
+
+// Unit tests may unwrap; library code may not (the workspace lints say so).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod device;
 pub mod dot;
 pub mod dtype;
+pub mod exec;
 pub mod graph;
 pub mod interp;
 pub mod lazy;
@@ -21,6 +26,7 @@ pub mod verify;
 
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, TensorType};
+pub use exec::{compile, discover, ExecError, Executable, Tensor};
 pub use graph::{Graph, Node, NodeId, ValueId};
 pub use lazy::{BuildError, LazyGraph, LazyTensor};
 pub use op::{ElementwiseOp, Op, ReduceOp};

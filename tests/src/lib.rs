@@ -16,6 +16,9 @@ use fuel_graph_ext::{dot, text, Graph, Topology};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod exec_support;
+pub use exec_support::{assert_no_leaks, devices_or_skip, run_and_compare};
+
 /// The root of the golden cases.
 pub fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")

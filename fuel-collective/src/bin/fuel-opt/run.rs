@@ -1,13 +1,46 @@
 //! `--run` and `devices`: executing graphs on real devices.
+//!
+//! `--run` compiles the lowered graph with the executor, feeds it the
+//! interpreter's deterministic inputs, and compares every result with the
+//! interpreter's result for the original graph: integers exactly, floats
+//! within [`FLOAT_TOLERANCE`] relative error (kernels may divide or reorder
+//! differently from the f64 reference). `devices` prints what discovery found.
 
 use crate::Failure;
+use fuel_graph_ext::device::parse_device_list;
+use fuel_graph_ext::exec;
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::Graph;
 
-/// Lists devices. Filled in by the executor work (issue 4).
+/// Relative tolerance for float results: |got - want| <= tol * max(1, |want|).
+pub const FLOAT_TOLERANCE: f64 = 1e-2;
+
+/// Lists devices and why any backend is unavailable.
 pub fn devices() -> Result<(), Failure> {
-    Err(Failure::input(
-        "`fuel-opt devices` needs the executor, which is not built yet",
-    ))
+    let d = exec::discover();
+    for (dev, what) in &d.available {
+        println!("{dev:<10} available   {what}");
+    }
+    for u in &d.unavailable {
+        println!(
+            "{:<10} unavailable {}; hint: {}",
+            u.backend, u.reason, u.hint
+        );
+    }
+    Ok(())
+}
+
+fn matches(got: &HostTensor, want: &HostTensor) -> bool {
+    if got.ty != want.ty || got.data.len() != want.data.len() {
+        return false;
+    }
+    if got.ty.dtype.is_float() {
+        got.data.iter().zip(&want.data).all(|(g, w)| {
+            (g.is_nan() && w.is_nan()) || (g - w).abs() <= FLOAT_TOLERANCE * w.abs().max(1.0)
+        })
+    } else {
+        got.data == want.data
+    }
 }
 
 /// Runs `lowered` on devices and compares with the interpreter's result for `original`.
@@ -16,8 +49,43 @@ pub fn run_and_check(
     lowered: &Graph,
     devices: Option<&str>,
 ) -> Result<(), Failure> {
-    let _ = (original, lowered, devices);
-    Err(Failure::input(
-        "`--run` needs the executor, which is not built yet",
-    ))
+    let list = match devices {
+        Some(s) => parse_device_list(s).map_err(|e| Failure::input(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let exe = exec::compile(lowered, &list).map_err(|e| Failure::input(e.to_string()))?;
+    let inputs = deterministic_inputs(original);
+    let want = interpret(original, &inputs).map_err(|e| Failure::input(e.to_string()))?;
+    let got = exe
+        .run_host(&inputs)
+        .map_err(|e| Failure::input(format!("run failed: {e}")))?;
+    if got.len() != want.len() {
+        return Err(Failure::mismatch(format!(
+            "the lowered graph returns {} result(s) but the original returns {}",
+            got.len(),
+            want.len()
+        )));
+    }
+    let mut bad = 0;
+    for (k, ((g, w), dev)) in got.iter().zip(&want).zip(exe.output_devices()).enumerate() {
+        let ok = matches(g, w);
+        if !ok {
+            bad += 1;
+        }
+        println!(
+            "result {k} : {} @{dev} {} {}",
+            g.ty,
+            if ok { "ok" } else { "MISMATCH" },
+            g.digest()
+        );
+        if !ok {
+            println!("  expected {}", w.digest());
+        }
+    }
+    if bad > 0 {
+        return Err(Failure::mismatch(format!(
+            "{bad} result(s) differ from the interpreter (floats within {FLOAT_TOLERANCE} relative, integers exactly)"
+        )));
+    }
+    Ok(())
 }

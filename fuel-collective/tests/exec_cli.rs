@@ -1,0 +1,109 @@
+//! `fuel-opt --run` and `fuel-opt devices` as a user runs them, in child
+//! processes, so that Vulkan can be hidden with `VK_ICD_FILENAMES` without
+//! touching this process's environment.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+const AR: &str = "graph @ar {
+  %0 = input \"a\" @cpu:0 : f32[1024]
+  %1 = input \"b\" @cpu:1 : f32[1024]
+  %2 = copy %1 -> cpu:0 : f32[1024]
+  %3 = add %0, %2 @cpu:0 : f32[1024]
+  %4 = copy %3 -> cpu:1 : f32[1024]
+  return %3, %4
+}
+";
+
+const AR_VK: &str = "graph @ar {
+  %0 = input \"a\" @cpu:0 : i32[1024]
+  %1 = input \"b\" @vulkan:0 : i32[1024]
+  %2 = copy %1 -> cpu:0 : i32[1024]
+  %3 = max %0, %2 @cpu:0 : i32[1024]
+  %4 = copy %3 -> vulkan:0 : i32[1024]
+  return %3, %4
+}
+";
+
+fn fuel_opt(file_text: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("fuel-exec-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("g{}.fir", file_text.len()));
+    std::fs::write(&path, file_text).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fuel-opt"));
+    c.arg(&path).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_prints_one_ok_line_per_result() {
+    let (code, out, err) = fuel_opt(AR, &["--run", "--devices", "cpu:0,cpu:1"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("result 0 : f32[1024] @cpu:0 ok "), "{out}");
+    assert!(out.contains("result 1 : f32[1024] @cpu:1 ok "), "{out}");
+}
+
+#[test]
+fn run_on_vulkan_or_skip() {
+    let (code, out, err) = fuel_opt(AR_VK, &["--run"], &[]);
+    if code == 2 && err.contains("cannot open vulkan:0") {
+        assert!(
+            std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
+            "{err}"
+        );
+        println!("SKIP: run_on_vulkan_or_skip: {err}");
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("result 1 : i32[1024] @vulkan:0 ok "), "{out}");
+}
+
+#[test]
+fn vulkan_without_a_driver_is_a_clear_error() {
+    let hide = [
+        ("VK_ICD_FILENAMES", "/nonexistent.json"),
+        ("VK_DRIVER_FILES", "/nonexistent.json"),
+    ];
+    let (code, _, err) = fuel_opt(AR_VK, &["--run"], &hide);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot open vulkan:0"), "{err}");
+    // Either the loader is missing or it found no driver; both say how to fix it.
+    assert!(
+        err.contains("ERROR_INCOMPATIBLE_DRIVER") || err.contains("no Vulkan loader"),
+        "{err}"
+    );
+    assert!(
+        err.contains("apt-get install mesa-vulkan-drivers libvulkan1"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_fuel-opt"))
+        .arg("devices")
+        .envs(hide)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("cpu:0"), "{text}");
+    assert!(text.contains("vulkan     unavailable"), "{text}");
+    assert!(text.contains("cuda"), "{text}");
+}
+
+#[test]
+fn unlisted_device_is_an_input_error() {
+    let (code, _, err) = fuel_opt(AR, &["--run", "--devices", "cpu:0"], &[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("uses cpu:1, which is not in the device list"),
+        "{err}"
+    );
+}

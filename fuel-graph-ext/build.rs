@@ -1,0 +1,63 @@
+//! Compiles the WGSL compute shaders to SPIR-V with naga, one module per
+//! element type, into `$OUT_DIR/<name>.spv`. The Vulkan backend embeds them
+//! with `include_bytes!`, so no shader compiler is needed at run time.
+
+use std::path::PathBuf;
+
+/// (module name, `enable` line, stored type, compute type, div expression)
+const VARIANTS: &[(&str, &str, &str, &str, &str)] = &[
+    ("elementwise_f32", "", "f32", "f32", "C(a0[i]) / C(p.by)"),
+    ("elementwise_i32", "", "i32", "i32", "C(a0[i]) / C(p.by)"),
+    (
+        "elementwise_f16",
+        "enable f16;",
+        "f16",
+        "f32",
+        "C(a0[i]) / C(p.by)",
+    ),
+    ("elementwise_f64", "", "f64", "f64", "C(a0[i]) / C(p.by)"),
+    ("elementwise_i64", "", "i64", "i64", "C(a0[i]) / C(p.by)"),
+];
+
+fn main() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
+    let template_path = "shaders/elementwise.wgsl";
+    println!("cargo:rerun-if-changed={template_path}");
+    println!("cargo:rerun-if-changed=build.rs");
+    let template = std::fs::read_to_string(template_path)
+        .unwrap_or_else(|e| panic!("cannot read {template_path}: {e}"));
+    for (name, enable, ty, cty, div) in VARIANTS {
+        let src = template
+            .replace("ENABLE", enable)
+            .replace("CTYPE", cty)
+            .replace("TYPE", ty)
+            .replace("DIVIDE", div);
+        let words = compile(name, &src);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let path = out.join(format!("{name}.spv"));
+        std::fs::write(&path, bytes)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+}
+
+fn compile(name: &str, src: &str) -> Vec<u32> {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+    let caps = naga::valid::Capabilities::IMMEDIATES
+        | naga::valid::Capabilities::SHADER_FLOAT16
+        | naga::valid::Capabilities::FLOAT64
+        | naga::valid::Capabilities::SHADER_INT64;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+    // Explicit flags: the default adds DEBUG in debug builds, and the output
+    // must be the same in every profile.
+    let opts = naga::back::spv::Options {
+        lang_version: (1, 3),
+        flags: naga::back::spv::WriterFlags::empty(),
+        use_storage_input_output_16: false,
+        ..Default::default()
+    };
+    naga::back::spv::write_vec(&module, &info, &opts, None)
+        .unwrap_or_else(|e| panic!("{name}: SPIR-V output failed: {e}"))
+}

@@ -1,0 +1,225 @@
+//! Opened devices and their buffers, one variant per backend.
+//!
+//! [`Ctx`] is an opened device and [`Buf`] a buffer on one. Both are closed
+//! enums so that the Copy arm ([`crate::exec::copy`]) can be one exhaustive
+//! match over (source kind, destination kind). [`run_step`] carries out one
+//! scheduled step on its device.
+
+use crate::device::{Device, DeviceKind};
+use crate::dtype::DType;
+use crate::exec::alloc::MemStats;
+use crate::exec::cpu::{self, Arena, CpuBuf};
+use crate::exec::cuda::{CudaBuf, CudaDev};
+use crate::exec::error::ExecError;
+use crate::exec::fault::{Event, Faults};
+use crate::exec::plan::{Step, Work};
+use crate::exec::vulkan::{VkBuf, VkDev};
+use std::sync::Arc;
+
+/// An opened device.
+#[derive(Clone)]
+pub enum Ctx {
+    /// A host arena.
+    Cpu(Arc<Arena>),
+    /// A CUDA GPU.
+    Cuda(Arc<CudaDev>),
+    /// A Vulkan logical device.
+    Vulkan(Arc<VkDev>),
+}
+
+/// A buffer on one device.
+pub enum Buf {
+    /// In a host arena.
+    Cpu(CpuBuf),
+    /// On a CUDA GPU.
+    Cuda(CudaBuf),
+    /// On a Vulkan device.
+    Vulkan(VkBuf),
+}
+
+impl Ctx {
+    /// The device's name.
+    pub fn device(&self) -> Device {
+        match self {
+            Ctx::Cpu(a) => a.device,
+            Ctx::Cuda(c) => c.device,
+            Ctx::Vulkan(v) => v.device,
+        }
+    }
+
+    /// Allocator numbers.
+    pub fn stats(&self) -> MemStats {
+        match self {
+            Ctx::Cpu(a) => a.stats(),
+            Ctx::Cuda(c) => c.stats(),
+            Ctx::Vulkan(v) => v.stats(),
+        }
+    }
+
+    /// Whether values of `dtype` may live here.
+    pub fn supports(&self, dtype: DType) -> Result<(), ExecError> {
+        let r = match self {
+            Ctx::Cpu(_) => Ok(()),
+            Ctx::Cuda(c) => c.supports(dtype),
+            Ctx::Vulkan(v) => v.supports(dtype),
+        };
+        r.map_err(|reason| ExecError::Unsupported {
+            dtype,
+            device: self.device(),
+            reason,
+        })
+    }
+
+    /// A buffer of `bytes` on this device.
+    pub fn alloc(&self, bytes: usize, faults: &Faults) -> Result<Buf, ExecError> {
+        Ok(match self {
+            Ctx::Cpu(a) => Buf::Cpu(a.alloc(bytes, faults)?),
+            Ctx::Cuda(c) => Buf::Cuda(c.alloc(bytes, faults)?),
+            Ctx::Vulkan(v) => Buf::Vulkan(v.alloc(bytes, faults)?),
+        })
+    }
+
+    /// Host bytes into a new buffer here.
+    pub fn upload(&self, bytes: &[u8], faults: &Faults) -> Result<Buf, ExecError> {
+        let mut out = self.alloc(bytes.len(), faults)?;
+        match (&mut out, self) {
+            (Buf::Cpu(d), _) => cpu::memcpy(bytes, d),
+            (Buf::Cuda(d), Ctx::Cuda(c)) => c.upload(bytes, d)?,
+            (Buf::Vulkan(d), Ctx::Vulkan(v)) => v.upload(bytes, d)?,
+            (Buf::Cuda(_) | Buf::Vulkan(_), _) => {
+                return Err(ExecError::Internal("buffer on the wrong device".into()))
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Buf {
+    /// The kind of device it lives on.
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Buf::Cpu(_) => DeviceKind::Cpu,
+            Buf::Cuda(_) => DeviceKind::Cuda,
+            Buf::Vulkan(_) => DeviceKind::Vulkan,
+        }
+    }
+
+    /// Reads the whole buffer back to the host.
+    pub fn download(&self, bytes: usize) -> Result<Vec<u8>, ExecError> {
+        let mut out = vec![0u8; bytes];
+        match self {
+            Buf::Cpu(b) => out.copy_from_slice(&b.bytes()[..bytes]),
+            Buf::Cuda(b) => b.dev().download(b, &mut out)?,
+            Buf::Vulkan(b) => b.dev().download(b, &mut out)?,
+        }
+        Ok(out)
+    }
+}
+
+fn wrong(op: &str) -> ExecError {
+    ExecError::Internal(format!("`{op}` got an operand on another backend"))
+}
+
+fn cpu_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a CpuBuf>, ExecError> {
+    ins.iter()
+        .map(|b| match &**b {
+            Buf::Cpu(c) => Ok(c),
+            _ => Err(wrong(op)),
+        })
+        .collect()
+}
+
+fn cuda_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a CudaBuf>, ExecError> {
+    ins.iter()
+        .map(|b| match &**b {
+            Buf::Cuda(c) => Ok(c),
+            _ => Err(wrong(op)),
+        })
+        .collect()
+}
+
+fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError> {
+    ins.iter()
+        .map(|b| match &**b {
+            Buf::Vulkan(c) => Ok(c),
+            _ => Err(wrong(op)),
+        })
+        .collect()
+}
+
+/// Runs one step on `ctx` and returns its result buffer.
+pub fn run_step(
+    step: &Step,
+    ctx: &Ctx,
+    ins: &[Arc<Buf>],
+    input: Option<&[u8]>,
+    faults: &Faults,
+) -> Result<Buf, ExecError> {
+    let bytes = step.ty.size_bytes();
+    let n = step.ty.num_elements();
+    let dtype = step.ty.dtype;
+    let op = step.mnemonic.as_str();
+    match &step.work {
+        Work::Input { name } => {
+            let data = input.ok_or_else(|| ExecError::MissingInput(name.clone()))?;
+            ctx.upload(data, faults)
+        }
+        Work::Copy { .. } => {
+            let src = ins
+                .first()
+                .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
+            crate::exec::copy::copy(src, ctx, bytes, faults)
+        }
+        Work::Fold { .. } | Work::Div { .. } | Work::Gather { .. } => {
+            let mut out = ctx.alloc(bytes, faults)?;
+            if faults.check(Event::Kernel) {
+                return Err(ExecError::Injected {
+                    device: ctx.device(),
+                    op: op.into(),
+                });
+            }
+            match (&mut out, ctx) {
+                (Buf::Cpu(d), _) => {
+                    let ins = cpu_ops(ins, op)?;
+                    match &step.work {
+                        Work::Fold { kind } => cpu::fold(dtype, *kind, &ins, d),
+                        Work::Div { by } => {
+                            let a = ins.first().ok_or_else(|| wrong(op))?;
+                            cpu::div(dtype, *by, a, d)
+                        }
+                        Work::Gather { regions } => {
+                            cpu::gather(regions, &ins, d).map_err(ExecError::Internal)?
+                        }
+                        Work::Input { .. } | Work::Copy { .. } => {}
+                    }
+                }
+                (Buf::Cuda(d), Ctx::Cuda(c)) => {
+                    let ins = cuda_ops(ins, op)?;
+                    match &step.work {
+                        Work::Fold { kind } => c.fold(dtype, *kind, &ins, d, n, faults)?,
+                        Work::Div { by } => {
+                            let a = ins.first().ok_or_else(|| wrong(op))?;
+                            c.div(dtype, *by, a, d, n)?
+                        }
+                        Work::Gather { regions } => c.copy_regions(op, regions, &ins, d)?,
+                        Work::Input { .. } | Work::Copy { .. } => {}
+                    }
+                }
+                (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
+                    let ins = vk_ops(ins, op)?;
+                    match &step.work {
+                        Work::Fold { kind } => v.fold(dtype, *kind, &ins, d, n, faults)?,
+                        Work::Div { by } => {
+                            let a = ins.first().ok_or_else(|| wrong(op))?;
+                            v.div(dtype, *by, a, d, n)?
+                        }
+                        Work::Gather { regions } => v.copy_regions(op, regions, &ins, d)?,
+                        Work::Input { .. } | Work::Copy { .. } => {}
+                    }
+                }
+                (Buf::Cuda(_) | Buf::Vulkan(_), _) => return Err(wrong(op)),
+            }
+            Ok(out)
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The Copy arm: how bytes move between two devices.
+//!
+//! [`copy`] is one exhaustive `match` on (source kind, destination kind)
+//! with no wildcard, so adding a backend fails to compile until every pair is
+//! decided. Host arenas copy with memcpy; host and CUDA use the driver's
+//! copies (pinned staging for large transfers); CUDA to CUDA is a device or
+//! peer copy; host and Vulkan go through a host-visible staging buffer;
+//! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an
+//! error that names the pass which stages it through the host,
+//! `split-cross-vendor-copies`. A `move` is a copy whose source the runner
+//! frees as soon as the copy finishes.
+
+use crate::exec::backend::{Buf, Ctx};
+use crate::exec::cpu;
+use crate::exec::error::ExecError;
+use crate::exec::fault::{Event, Faults};
+use crate::exec::plan::Region;
+
+/// Copies `bytes` of `src` into a new buffer on `dst`.
+pub fn copy(src: &Buf, dst: &Ctx, bytes: usize, faults: &Faults) -> Result<Buf, ExecError> {
+    let mut out = dst.alloc(bytes, faults)?;
+    if faults.check(Event::Copy) {
+        return Err(ExecError::Injected {
+            device: dst.device(),
+            op: "copy".into(),
+        });
+    }
+    let whole = [Region {
+        operand: 0,
+        src: 0,
+        dst: 0,
+        len: bytes,
+    }];
+    match (src, &mut out) {
+        (Buf::Cpu(s), Buf::Cpu(d)) => cpu::memcpy(&s.bytes()[..bytes], d),
+        (Buf::Cpu(s), Buf::Cuda(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
+        (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
+        // Same context: a device copy; two contexts: cudarc issues a peer copy.
+        (Buf::Cuda(s), Buf::Cuda(d)) => d.dev().clone().copy_regions("copy", &whole, &[s], d)?,
+        (Buf::Cpu(s), Buf::Vulkan(d)) => d.dev().upload(&s.bytes()[..bytes], d)?,
+        (Buf::Vulkan(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
+        (Buf::Vulkan(s), Buf::Vulkan(d)) => {
+            if !s.dev().same_device(d.dev()) {
+                return Err(ExecError::NoDirectCopy {
+                    src: s.dev().device,
+                    dst: d.dev().device,
+                });
+            }
+            d.dev().copy_regions("copy", &whole, &[s], d)?
+        }
+        (Buf::Cuda(s), Buf::Vulkan(d)) => {
+            return Err(ExecError::NoDirectCopy {
+                src: s.dev().device,
+                dst: d.dev().device,
+            })
+        }
+        (Buf::Vulkan(s), Buf::Cuda(d)) => {
+            return Err(ExecError::NoDirectCopy {
+                src: s.dev().device,
+                dst: d.dev().device,
+            })
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::exec::vulkan::Instance;
+
+    /// The arm itself refuses vulkan:0 -> vulkan:1 (two VkDevices), even when
+    /// a graph slipped past the verifier, and releases what it allocated.
+    #[test]
+    fn the_arm_refuses_copies_between_two_vkdevices() {
+        let inst = match Instance::open() {
+            Ok(i) => i,
+            Err(u) => {
+                assert!(
+                    std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
+                    "{}",
+                    u.reason
+                );
+                println!(
+                    "SKIP: the_arm_refuses_copies_between_two_vkdevices: {}",
+                    u.reason
+                );
+                return;
+            }
+        };
+        let v0 = inst.open_device(Device::vulkan(0)).unwrap();
+        let v1 = inst.open_device(Device::vulkan(1)).unwrap();
+        let faults = Faults::new(None);
+        let src = Buf::Vulkan(v0.alloc(64, &faults).unwrap());
+        let e = copy(&src, &Ctx::Vulkan(v1.clone()), 64, &faults)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("split-cross-vendor-copies"), "{e}");
+        assert_eq!(v1.stats().current, 0);
+        drop(src);
+        assert_eq!(v0.stats().current, 0);
+    }
+}

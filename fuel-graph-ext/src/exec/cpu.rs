@@ -1,0 +1,242 @@
+//! The CPU backend: one host arena per `cpu:N`, and its kernels.
+//!
+//! Each [`Arena`] owns its buffers (separate allocations, never shared with
+//! another arena) and counts their bytes. Kernels work block by block: a
+//! block of the output starts as a copy of operand 0 and every other operand
+//! is folded into it while the block is still in cache, so an n-ary op reads
+//! each input once. The inner loops are plain zipped iterations that the
+//! compiler vectorises; tensors of [`PARALLEL_MIN`] elements or more are split
+//! over several threads with `std::thread::scope`.
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::exec::alloc::{AllocCounter, MemStats};
+use crate::exec::elem::{with_elem, Elem};
+use crate::exec::error::ExecError;
+use crate::exec::fault::{Event, Faults};
+use crate::exec::plan::Region;
+use crate::op::ElementwiseOp;
+use std::sync::Arc;
+
+/// Tensors with at least this many elements are split over threads.
+pub const PARALLEL_MIN: usize = 1 << 18;
+/// Elements per block of the fold.
+const BLOCK: usize = 4096;
+
+/// One host arena.
+#[derive(Debug)]
+pub struct Arena {
+    /// Its device name.
+    pub device: Device,
+    counter: AllocCounter,
+}
+
+impl Arena {
+    /// Opens `cpu:N` (always possible).
+    pub fn open(device: Device) -> Arena {
+        Arena {
+            device,
+            counter: AllocCounter::default(),
+        }
+    }
+
+    /// Allocator numbers.
+    pub fn stats(&self) -> MemStats {
+        self.counter.stats()
+    }
+
+    /// A zeroed buffer of `bytes`, 8-byte aligned.
+    pub fn alloc(self: &Arc<Self>, bytes: usize, faults: &Faults) -> Result<CpuBuf, ExecError> {
+        let oom = |reason: String| ExecError::OutOfMemory {
+            device: self.device,
+            bytes,
+            reason,
+        };
+        if faults.check(Event::Alloc) {
+            return Err(oom("injected allocation failure".into()));
+        }
+        let words = bytes.div_ceil(8);
+        let mut v: Vec<u64> = Vec::new();
+        v.try_reserve_exact(words).map_err(|e| oom(e.to_string()))?;
+        v.resize(words, 0);
+        self.counter.add(bytes);
+        Ok(CpuBuf {
+            words: v,
+            len: bytes,
+            arena: self.clone(),
+        })
+    }
+}
+
+/// A buffer in one arena; freeing it (drop) updates the arena's counter.
+#[derive(Debug)]
+pub struct CpuBuf {
+    words: Vec<u64>,
+    len: usize,
+    arena: Arc<Arena>,
+}
+
+impl Drop for CpuBuf {
+    fn drop(&mut self) {
+        self.arena.counter.sub(self.len);
+    }
+}
+
+impl CpuBuf {
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `words` holds at least `len` initialised bytes; u8 has no alignment needs.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    /// The bytes, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and we hold `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+
+    fn typed<T: Elem>(&self) -> &[T] {
+        // SAFETY: the storage is u64-aligned, which is enough for every `Elem`
+        // (see its safety contract), and every bit pattern is a valid `T`.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.words.as_ptr().cast::<T>(),
+                self.len / std::mem::size_of::<T>(),
+            )
+        }
+    }
+
+    fn typed_mut<T: Elem>(&mut self) -> &mut [T] {
+        // SAFETY: as in `typed`, and we hold `&mut self`.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.words.as_mut_ptr().cast::<T>(),
+                self.len / std::mem::size_of::<T>(),
+            )
+        }
+    }
+
+    /// The arena it belongs to.
+    pub fn device(&self) -> Device {
+        self.arena.device
+    }
+}
+
+fn threads_for(n: usize) -> usize {
+    if n < PARALLEL_MIN {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(n / (PARALLEL_MIN / 4))
+        .max(1)
+}
+
+/// Runs `f(offset, chunk)` over chunks of `out`, on several threads when large.
+fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
+    let threads = threads_for(out.len());
+    if threads <= 1 {
+        f(0, out);
+        return;
+    }
+    let per = out.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        for (i, chunk) in out.chunks_mut(per).enumerate() {
+            let f = &f;
+            s.spawn(move || f(i * per, chunk));
+        }
+    });
+}
+
+fn fold_typed<T: Elem>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf) {
+    let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
+    par_chunks(out.typed_mut::<T>(), |off, chunk| {
+        for (bi, block) in chunk.chunks_mut(BLOCK).enumerate() {
+            let start = off + bi * BLOCK;
+            let end = start + block.len();
+            block.copy_from_slice(&ins[0][start..end]);
+            for x in &ins[1..] {
+                for (o, y) in block.iter_mut().zip(&x[start..end]) {
+                    *o = T::apply(kind, *o, *y);
+                }
+            }
+        }
+    });
+}
+
+fn div_typed<T: Elem>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
+    let src = input.typed::<T>();
+    par_chunks(out.typed_mut::<T>(), |off, chunk| {
+        let len = chunk.len();
+        for (o, x) in chunk.iter_mut().zip(&src[off..off + len]) {
+            *o = T::div(*x, by);
+        }
+    });
+}
+
+/// `out = fold(kind, ins)`; all buffers hold `dtype` elements of one length.
+pub fn fold(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf) {
+    if ins.is_empty() {
+        return;
+    }
+    with_elem!(dtype, T => fold_typed::<T>(kind, ins, out))
+}
+
+/// `out = input / by`.
+pub fn div(dtype: DType, by: u64, input: &CpuBuf, out: &mut CpuBuf) {
+    with_elem!(dtype, T => div_typed::<T>(by, input, out))
+}
+
+/// Copies byte regions of `ins` into `out` (slice and concat).
+pub fn gather(regions: &[Region], ins: &[&CpuBuf], out: &mut CpuBuf) -> Result<(), String> {
+    let dst = out.bytes_mut();
+    for r in regions {
+        let src = ins
+            .get(r.operand)
+            .and_then(|b| b.bytes().get(r.src..r.src + r.len))
+            .ok_or("region outside its operand")?;
+        dst.get_mut(r.dst..r.dst + r.len)
+            .ok_or("region outside the result")?
+            .copy_from_slice(src);
+    }
+    Ok(())
+}
+
+/// Copies bytes from a host slice into `out` (same length), in parallel when large.
+pub fn memcpy(src: &[u8], out: &mut CpuBuf) {
+    let dst = out.bytes_mut();
+    par_chunks(dst, |off, chunk| {
+        let len = chunk.len();
+        chunk.copy_from_slice(&src[off..off + len]);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fold_is_threaded_and_exact_and_frees() {
+        let arena = Arc::new(Arena::open(Device::cpu(0)));
+        let faults = Faults::new(None);
+        let n = PARALLEL_MIN + 3;
+        let mut bufs = Vec::new();
+        for k in 0..3i32 {
+            let mut b = arena.alloc(n * 4, &faults).unwrap();
+            for (i, x) in b.typed_mut::<i32>().iter_mut().enumerate() {
+                *x = (i as i32 % 7) - k;
+            }
+            bufs.push(b);
+        }
+        let mut out = arena.alloc(n * 4, &faults).unwrap();
+        let refs: Vec<&CpuBuf> = bufs.iter().collect();
+        fold(DType::I32, ElementwiseOp::Add, &refs, &mut out);
+        for (i, x) in out.typed::<i32>().iter().enumerate() {
+            assert_eq!(*x, 3 * (i as i32 % 7) - 3);
+        }
+        assert_eq!(arena.stats().current, 4 * n * 4);
+        drop((bufs, out));
+        assert_eq!(arena.stats().current, 0);
+        assert_eq!(arena.stats().peak, 4 * n * 4);
+    }
+}

@@ -1,0 +1,110 @@
+//! The executor's error type: every failure names the problem and the fix.
+
+use crate::device::Device;
+use crate::dtype::{DType, TensorType};
+
+/// Why compiling or running a graph failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// The graph breaks a verifier rule (the text has every error under its line).
+    #[error("the graph does not verify at placement level:\n{0}")]
+    Verify(String),
+    /// A collective op is still in the graph.
+    #[error("`{op}` is a collective, which the executor does not run; run the `lower-collectives` pass first")]
+    Collective {
+        /// The op's mnemonic.
+        op: String,
+    },
+    /// The graph uses a device the caller did not list.
+    #[error(
+        "the graph uses {device}, which is not in the device list {listed}; add it to the list"
+    )]
+    DeviceNotListed {
+        /// The missing device.
+        device: Device,
+        /// The list given.
+        listed: String,
+    },
+    /// A device could not be opened.
+    #[error("cannot open {device}: {reason}; {hint}")]
+    DeviceUnavailable {
+        /// The device.
+        device: String,
+        /// What went wrong.
+        reason: String,
+        /// How to fix it.
+        hint: String,
+    },
+    /// The backend cannot hold or compute this dtype.
+    #[error("dtype {dtype} is not supported on {device} ({reason}); place this value on a backend that supports it (see docs/backends.md)")]
+    Unsupported {
+        /// The dtype.
+        dtype: DType,
+        /// The device.
+        device: Device,
+        /// Why.
+        reason: String,
+    },
+    /// A copy that needs staging through the host was handed to the executor.
+    #[error("no direct copy from {src} to {dst}: run the `split-cross-vendor-copies` pass to stage it through the host")]
+    NoDirectCopy {
+        /// Source device.
+        src: Device,
+        /// Destination device.
+        dst: Device,
+    },
+    /// No tensor was given for an input.
+    #[error("no data for input \"{0}\"; pass one tensor per input name")]
+    MissingInput(String),
+    /// An input tensor has the wrong type.
+    #[error("input \"{name}\" is declared {want} but the data is {got}")]
+    InputType {
+        /// The input.
+        name: String,
+        /// Declared type.
+        want: TensorType,
+        /// Given type.
+        got: TensorType,
+    },
+    /// An allocation failed.
+    #[error("out of memory on {device}: cannot allocate {bytes} bytes ({reason})")]
+    OutOfMemory {
+        /// The device.
+        device: Device,
+        /// The request.
+        bytes: usize,
+        /// The driver's words.
+        reason: String,
+    },
+    /// A kernel or copy failed on the device.
+    #[error("`{op}` failed on {device}: {reason}")]
+    Device {
+        /// The device.
+        device: Device,
+        /// The operation.
+        op: String,
+        /// The driver's words.
+        reason: String,
+    },
+    /// A device was lost; the run stopped.
+    #[error("{device} was lost during `{op}`: {reason}; reopen the device (compile again)")]
+    DeviceLost {
+        /// The device.
+        device: Device,
+        /// The operation.
+        op: String,
+        /// The driver's words.
+        reason: String,
+    },
+    /// An injected fault fired (see `Executable::inject_fault`).
+    #[error("injected fault in `{op}` on {device}")]
+    Injected {
+        /// The device.
+        device: Device,
+        /// The operation.
+        op: String,
+    },
+    /// A bug in the executor.
+    #[error("internal executor error: {0}; please report it")]
+    Internal(String),
+}

@@ -1,0 +1,65 @@
+//! Fault injection: make the n-th copy, kernel or allocation of the next run
+//! fail, through the real code path.
+//!
+//! [`crate::exec::Executable::inject_fault`] arms one [`FaultPoint`] for the
+//! next run only. The backends ask [`Faults::check`] right where a real
+//! driver error would surface (after the destination buffer is allocated), so
+//! the error handling, buffer release and recovery that tests observe are the
+//! ones a real kernel failure, allocation failure or lost device takes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where to fail. `nth` counts from 0 in the order the workers reach them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// The n-th copy or move of the run fails after allocating its destination.
+    Copy { nth: usize },
+    /// The n-th kernel (element-wise, div, slice, concat) fails after allocating its output.
+    Kernel { nth: usize },
+    /// The n-th buffer allocation of the run fails as if the device were out of memory.
+    Alloc { nth: usize },
+}
+
+/// The kind of event a backend reports to [`Faults::check`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A copy or move.
+    Copy,
+    /// A kernel.
+    Kernel,
+    /// A buffer allocation.
+    Alloc,
+}
+
+/// The armed fault of one run and the event counters.
+#[derive(Debug, Default)]
+pub struct Faults {
+    armed: Option<FaultPoint>,
+    copies: AtomicUsize,
+    kernels: AtomicUsize,
+    allocs: AtomicUsize,
+}
+
+impl Faults {
+    /// Counters for a run with `armed` (or none).
+    pub fn new(armed: Option<FaultPoint>) -> Faults {
+        Faults {
+            armed,
+            ..Faults::default()
+        }
+    }
+
+    /// Counts one event; true if the armed fault fires here.
+    pub fn check(&self, event: Event) -> bool {
+        let (counter, target) = match (event, self.armed) {
+            (Event::Copy, Some(FaultPoint::Copy { nth })) => (&self.copies, Some(nth)),
+            (Event::Kernel, Some(FaultPoint::Kernel { nth })) => (&self.kernels, Some(nth)),
+            (Event::Alloc, Some(FaultPoint::Alloc { nth })) => (&self.allocs, Some(nth)),
+            (Event::Copy, _) => (&self.copies, None),
+            (Event::Kernel, _) => (&self.kernels, None),
+            (Event::Alloc, _) => (&self.allocs, None),
+        };
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        target == Some(n)
+    }
+}

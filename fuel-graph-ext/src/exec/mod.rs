@@ -1,0 +1,401 @@
+//! The executor: compile a lowered graph once, run it many times on real
+//! CPU, Vulkan and CUDA devices.
+//!
+//! [`compile`] checks the graph (no collectives left, the verifier at
+//! [`Level::Placement`]), opens each device, checks every value's dtype
+//! against its backend, builds the schedule and buffer plan ([`plan`]) and
+//! starts one worker thread per device ([`worker`]). [`Executable::run`]
+//! then only feeds data: it releases each step to its device's worker once
+//! the step's operands exist, frees every buffer right after its last reader
+//! finishes, and reads the outputs back as host [`Tensor`]s. A failed step
+//! stops the run, all buffers are released, and the executable can run again.
+//! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
+//! one exhaustive match in [`copy`]. See `docs/backends.md`.
+
+pub mod alloc;
+pub mod backend;
+pub mod copy;
+pub mod cpu;
+pub mod cuda;
+pub mod discover;
+mod elem;
+pub mod error;
+pub mod fault;
+pub mod plan;
+pub mod ptx;
+pub mod tensor;
+pub mod vulkan;
+pub mod worker;
+
+pub use alloc::MemStats;
+pub use discover::{discover, Discovery, Unavailable};
+pub use error::ExecError;
+pub use fault::FaultPoint;
+pub use tensor::Tensor;
+
+use crate::device::{Device, DeviceKind};
+use crate::graph::Graph;
+use crate::interp::HostTensor;
+use crate::topology::Topology;
+use crate::verify::{verify, Level};
+use backend::{Buf, Ctx};
+use fault::Faults;
+use plan::{Plan, Work};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{mpsc, Arc, Mutex};
+use worker::Worker;
+
+/// A graph ready to run on opened devices.
+pub struct Executable {
+    plan: Arc<Plan>,
+    ctxs: HashMap<Device, Ctx>,
+    // Declared after `ctxs` is irrelevant: workers hold no device handles
+    // between jobs, and are joined on drop.
+    workers: HashMap<Device, Worker>,
+    armed: Mutex<Option<FaultPoint>>,
+    running: Mutex<()>,
+}
+
+/// Compiles `g` for `devices` with the default [`Topology`]. An empty device
+/// list means "the devices the graph uses".
+pub fn compile(g: &Graph, devices: &[Device]) -> Result<Executable, ExecError> {
+    compile_with(g, devices, &Topology::default())
+}
+
+/// [`compile`] with an explicit topology (CUDA peer pairs, staging CPU).
+pub fn compile_with(
+    g: &Graph,
+    devices: &[Device],
+    topology: &Topology,
+) -> Result<Executable, ExecError> {
+    for id in g.node_ids() {
+        if let Some(n) = g.node(id) {
+            if n.op.is_collective() {
+                return Err(ExecError::Collective {
+                    op: n.op.mnemonic(),
+                });
+            }
+        }
+    }
+    verify(g, Level::Placement, topology).map_err(|e| ExecError::Verify(e.rendered))?;
+    let used: BTreeSet<Device> = g
+        .node_ids()
+        .filter_map(|id| g.node(id)?.op.device())
+        .collect();
+    let listed: BTreeSet<Device> = if devices.is_empty() {
+        used.clone()
+    } else {
+        devices.iter().copied().collect()
+    };
+    for d in &used {
+        if !listed.contains(d) {
+            return Err(ExecError::DeviceNotListed {
+                device: *d,
+                listed: listed
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+    }
+    let ctxs = open_devices(&listed)?;
+    let plan = Plan::new(g)?;
+    for s in &plan.steps {
+        let ctx = ctxs
+            .get(&s.device)
+            .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
+        ctx.supports(s.ty.dtype)?;
+    }
+    let mut workers = HashMap::new();
+    for d in ctxs.keys() {
+        let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
+            ExecError::Internal(format!("cannot start the worker thread for {d}: {e}"))
+        })?;
+        workers.insert(*d, w);
+    }
+    Ok(Executable {
+        plan: Arc::new(plan),
+        ctxs,
+        workers,
+        armed: Mutex::new(None),
+        running: Mutex::new(()),
+    })
+}
+
+fn open_devices(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecError> {
+    let mut ctxs = HashMap::new();
+    let mut instance: Option<Arc<vulkan::Instance>> = None;
+    for d in listed {
+        let ctx = match d.kind {
+            DeviceKind::Cpu => Ctx::Cpu(Arc::new(cpu::Arena::open(*d))),
+            DeviceKind::Cuda => Ctx::Cuda(cuda::CudaDev::open(*d)?),
+            DeviceKind::Vulkan => {
+                let inst = match &instance {
+                    Some(i) => i.clone(),
+                    None => {
+                        let i =
+                            vulkan::Instance::open().map_err(|u| ExecError::DeviceUnavailable {
+                                device: d.to_string(),
+                                reason: u.reason,
+                                hint: u.hint,
+                            })?;
+                        instance = Some(i.clone());
+                        i
+                    }
+                };
+                Ctx::Vulkan(inst.open_device(*d)?)
+            }
+        };
+        ctxs.insert(*d, ctx);
+    }
+    Ok(ctxs)
+}
+
+type Table = Arc<Mutex<Vec<Option<Arc<Buf>>>>>;
+
+impl Executable {
+    /// Makes the next run fail at `point` (one run only).
+    pub fn inject_fault(&self, point: FaultPoint) {
+        if let Ok(mut a) = self.armed.lock() {
+            *a = Some(point);
+        }
+    }
+
+    /// Allocator numbers of one opened device.
+    pub fn memory(&self, device: Device) -> Option<MemStats> {
+        self.ctxs.get(&device).map(Ctx::stats)
+    }
+
+    /// The devices this executable opened.
+    pub fn devices(&self) -> Vec<Device> {
+        let mut d: Vec<Device> = self.ctxs.keys().copied().collect();
+        d.sort();
+        d
+    }
+
+    /// The device each output lives on, in return order.
+    pub fn output_devices(&self) -> Vec<Device> {
+        self.plan
+            .outputs
+            .iter()
+            .filter_map(|&o| self.plan.steps.get(o).map(|s| s.device))
+            .collect()
+    }
+
+    /// Per-device peak bytes if the steps ran one by one in schedule order.
+    pub fn planned_peak(&self) -> HashMap<Device, usize> {
+        self.plan.sequential_peak()
+    }
+
+    /// Runs with interpreter tensors (converted on the way in and out).
+    pub fn run_host(
+        &self,
+        inputs: &BTreeMap<String, HostTensor>,
+    ) -> Result<Vec<HostTensor>, ExecError> {
+        let ins: BTreeMap<String, Tensor> = inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+            .collect();
+        Ok(self.run(&ins)?.iter().map(Tensor::to_host).collect())
+    }
+
+    /// Runs the graph on `inputs` (one tensor per input name) and returns
+    /// the outputs in return order. No graph work happens here.
+    pub fn run(&self, inputs: &BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, ExecError> {
+        let _one_at_a_time = self
+            .running
+            .lock()
+            .map_err(|_| ExecError::Internal("a previous run panicked".into()))?;
+        let armed = self.armed.lock().ok().and_then(|mut a| a.take());
+        let faults = Arc::new(Faults::new(armed));
+        let plan = &self.plan;
+        let n = plan.steps.len();
+        // Check inputs before touching any device.
+        let mut data: Vec<Option<Arc<[u8]>>> = vec![None; n];
+        for (i, s) in plan.steps.iter().enumerate() {
+            if let Work::Input { name } = &s.work {
+                let t = inputs
+                    .get(name)
+                    .ok_or_else(|| ExecError::MissingInput(name.clone()))?;
+                if *t.ty() != s.ty {
+                    return Err(ExecError::InputType {
+                        name: name.clone(),
+                        want: s.ty.clone(),
+                        got: t.ty().clone(),
+                    });
+                }
+                data[i] = Some(t.shared());
+            }
+        }
+        let table: Table = Arc::new(Mutex::new((0..n).map(|_| None).collect()));
+        let result = self.dispatch(&table, data, &faults);
+        let outputs = result.and_then(|()| self.read_outputs(&table));
+        // Success or failure, nothing outlives the run.
+        if let Ok(mut t) = table.lock() {
+            t.clear();
+        }
+        outputs
+    }
+
+    fn dispatch(
+        &self,
+        table: &Table,
+        mut data: Vec<Option<Arc<[u8]>>>,
+        faults: &Arc<Faults>,
+    ) -> Result<(), ExecError> {
+        let plan = &self.plan;
+        let n = plan.steps.len();
+        let keep: Vec<bool> = (0..n).map(|i| plan.outputs.contains(&i)).collect();
+        let mut reads_left = plan.reads.clone();
+        let mut deps_left: Vec<usize> = plan
+            .steps
+            .iter()
+            .map(|s| s.operands.iter().collect::<BTreeSet<_>>().len())
+            .collect();
+        let mut ready: VecDeque<usize> = (0..n).filter(|&i| deps_left[i] == 0).collect();
+        let (done_tx, done_rx) = mpsc::channel::<(usize, Result<(), ExecError>)>();
+        let mut in_flight = 0usize;
+        let mut first_err: Option<ExecError> = None;
+        loop {
+            while first_err.is_none() {
+                let Some(i) = ready.pop_front() else { break };
+                match self.launch(i, table, data[i].take(), faults, &done_tx) {
+                    Ok(()) => in_flight += 1,
+                    Err(e) => first_err = Some(e),
+                }
+            }
+            if in_flight == 0 {
+                break;
+            }
+            let Ok((i, res)) = done_rx.recv() else {
+                first_err.get_or_insert(ExecError::Internal("a worker vanished".into()));
+                break;
+            };
+            in_flight -= 1;
+            if let Err(e) = res {
+                first_err.get_or_insert(e);
+                continue;
+            }
+            let mut t = table
+                .lock()
+                .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
+            for &o in &plan.steps[i].operands {
+                reads_left[o] -= 1;
+                if reads_left[o] == 0 && !keep[o] {
+                    t[o] = None;
+                }
+            }
+            if plan.reads[i] == 0 && !keep[i] {
+                t[i] = None;
+            }
+            drop(t);
+            for &d in &plan.dependents[i] {
+                deps_left[d] -= 1;
+                if deps_left[d] == 0 {
+                    ready.push_back(d);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn launch(
+        &self,
+        i: usize,
+        table: &Table,
+        input: Option<Arc<[u8]>>,
+        faults: &Arc<Faults>,
+        done: &mpsc::Sender<(usize, Result<(), ExecError>)>,
+    ) -> Result<(), ExecError> {
+        let step = &self.plan.steps[i];
+        let ctx = self
+            .ctxs
+            .get(&step.device)
+            .cloned()
+            .ok_or_else(|| ExecError::Internal(format!("{} not opened", step.device)))?;
+        let ins: Vec<Arc<Buf>> = {
+            let t = table
+                .lock()
+                .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
+            step.operands
+                .iter()
+                .map(|&o| {
+                    t[o].clone()
+                        .ok_or_else(|| ExecError::Internal(format!("operand slot {o} is empty")))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let worker = self
+            .workers
+            .get(&step.device)
+            .ok_or_else(|| ExecError::Internal(format!("no worker for {}", step.device)))?;
+        let plan = self.plan.clone();
+        let table = table.clone();
+        let faults = faults.clone();
+        let done = done.clone();
+        let sent = worker.send(Box::new(move || {
+            let step = &plan.steps[i];
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                backend::run_step(step, &ctx, &ins, input.as_deref(), &faults)
+            }));
+            drop(ins);
+            let res = match res {
+                Ok(Ok(buf)) => match table.lock() {
+                    Ok(mut t) => {
+                        t[i] = Some(Arc::new(buf));
+                        Ok(())
+                    }
+                    Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
+                },
+                Ok(Err(e)) => Err(e),
+                Err(p) => Err(ExecError::Internal(format!(
+                    "`{}` on {} panicked: {}",
+                    step.mnemonic,
+                    step.device,
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default()
+                ))),
+            };
+            let _ = done.send((i, res));
+        }));
+        if sent {
+            Ok(())
+        } else {
+            Err(ExecError::Internal(format!(
+                "the worker for {} stopped",
+                step.device
+            )))
+        }
+    }
+
+    fn read_outputs(&self, table: &Table) -> Result<Vec<Tensor>, ExecError> {
+        let t = table
+            .lock()
+            .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
+        self.plan
+            .outputs
+            .iter()
+            .map(|&o| {
+                let step = &self.plan.steps[o];
+                let buf = t[o]
+                    .as_ref()
+                    .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
+                let bytes = buf.download(step.ty.size_bytes())?;
+                Tensor::from_bytes(step.ty.clone(), bytes).map_err(ExecError::Internal)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        // Join the workers before the devices go.
+        self.workers.clear();
+    }
+}

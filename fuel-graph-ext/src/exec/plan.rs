@@ -1,0 +1,322 @@
+//! The schedule and buffer plan: pure functions of a verified graph.
+//!
+//! [`Plan::new`] turns the graph into steps in a deterministic topological
+//! order. Step `i` writes buffer slot `i`; each slot records how many operand
+//! reads it will see, so the runner frees a buffer the moment its last reader
+//! finishes (graph outputs are kept until they are read back). Slices and
+//! concats become lists of byte [`Region`]s, which every backend carries out
+//! as plain copies. Nothing here touches a device.
+
+use crate::device::Device;
+use crate::dtype::TensorType;
+use crate::exec::error::ExecError;
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{ElementwiseOp, Op};
+use std::collections::HashMap;
+
+/// One contiguous byte range copied from an operand into the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Which operand of the step.
+    pub operand: usize,
+    /// Byte offset in that operand.
+    pub src: usize,
+    /// Byte offset in the result.
+    pub dst: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// What a step does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Work {
+    /// Uploads the named input.
+    Input { name: String },
+    /// Copies (or moves) operand 0 from `src` to the step's device.
+    Copy { src: Device, is_move: bool },
+    /// Folds an element-wise op over all operands in one pass.
+    Fold { kind: ElementwiseOp },
+    /// Divides operand 0 by a positive integer.
+    Div { by: u64 },
+    /// Gathers byte regions of the operands (slice and concat).
+    Gather { regions: Vec<Region> },
+}
+
+/// One scheduled node.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The graph node.
+    pub node: NodeId,
+    /// The op's mnemonic, for errors.
+    pub mnemonic: String,
+    /// What to do.
+    pub work: Work,
+    /// Where the result lives (and which worker runs the step).
+    pub device: Device,
+    /// The result type.
+    pub ty: TensorType,
+    /// Operand slots (step indices), in operand order.
+    pub operands: Vec<usize>,
+}
+
+/// The whole schedule.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Steps in topological order.
+    pub steps: Vec<Step>,
+    /// For each slot, how many operand reads it gets.
+    pub reads: Vec<usize>,
+    /// For each step, the steps that read its result (deduplicated).
+    pub dependents: Vec<Vec<usize>>,
+    /// The slot of each graph output, in return order.
+    pub outputs: Vec<usize>,
+}
+
+impl Plan {
+    /// Schedules `g`, which must already have passed the verifier.
+    pub fn new(g: &Graph) -> Result<Plan, ExecError> {
+        let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
+        let mut steps = Vec::new();
+        for id in g.topo_order() {
+            let n = g
+                .node(id)
+                .ok_or_else(|| ExecError::Internal(format!("node {id} vanished")))?;
+            if n.op.is_collective() {
+                return Err(ExecError::Collective {
+                    op: n.op.mnemonic(),
+                });
+            }
+            let slot = |v: &ValueId| {
+                slot_of
+                    .get(&v.node)
+                    .copied()
+                    .ok_or_else(|| ExecError::Internal(format!("operand {} not scheduled", v.node)))
+            };
+            let operands = n.operands.iter().map(slot).collect::<Result<Vec<_>, _>>()?;
+            let device = n
+                .op
+                .device()
+                .ok_or_else(|| ExecError::Internal(format!("{} has no device", n.op.mnemonic())))?;
+            let operand_ty = |i: usize| -> Result<&TensorType, ExecError> {
+                n.operands
+                    .get(i)
+                    .and_then(|v| g.value_type(*v))
+                    .ok_or_else(|| ExecError::Internal("operand type missing".into()))
+            };
+            let work = match &n.op {
+                Op::Input { name, .. } => Work::Input { name: name.clone() },
+                Op::Copy { .. } | Op::Move { .. } => {
+                    let src = n
+                        .operands
+                        .first()
+                        .and_then(|v| g.value_device(*v))
+                        .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
+                    Work::Copy {
+                        src,
+                        is_move: matches!(n.op, Op::Move { .. }),
+                    }
+                }
+                Op::Elementwise { kind, .. } => Work::Fold { kind: *kind },
+                Op::Div { by, .. } => Work::Div { by: *by },
+                Op::Slice {
+                    axis, start, len, ..
+                } => Work::Gather {
+                    regions: slice_regions(operand_ty(0)?, *axis, *start, *len),
+                },
+                Op::Concat { axis, .. } => {
+                    let tys = (0..n.operands.len())
+                        .map(operand_ty)
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Work::Gather {
+                        regions: concat_regions(&tys, *axis),
+                    }
+                }
+                op => return Err(ExecError::Collective { op: op.mnemonic() }),
+            };
+            slot_of.insert(id, steps.len());
+            steps.push(Step {
+                node: id,
+                mnemonic: n.op.mnemonic(),
+                work,
+                device,
+                ty: n.ty.clone(),
+                operands,
+            });
+        }
+        let mut reads = vec![0usize; steps.len()];
+        let mut dependents = vec![Vec::new(); steps.len()];
+        for (i, s) in steps.iter().enumerate() {
+            for &o in &s.operands {
+                reads[o] += 1;
+                if !dependents[o].contains(&i) {
+                    dependents[o].push(i);
+                }
+            }
+        }
+        let outputs = g
+            .outputs()
+            .iter()
+            .map(|v| {
+                slot_of
+                    .get(&v.node)
+                    .copied()
+                    .ok_or_else(|| ExecError::Internal("output not scheduled".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Plan {
+            steps,
+            reads,
+            dependents,
+            outputs,
+        })
+    }
+
+    /// The bytes each device would hold at its peak if the steps ran one
+    /// after another in schedule order, freeing each buffer after its last read.
+    pub fn sequential_peak(&self) -> HashMap<Device, usize> {
+        let mut left = self.reads.clone();
+        let mut now: HashMap<Device, usize> = HashMap::new();
+        let mut peak: HashMap<Device, usize> = HashMap::new();
+        let keep: Vec<bool> = (0..self.steps.len())
+            .map(|i| self.outputs.contains(&i))
+            .collect();
+        for (i, s) in self.steps.iter().enumerate() {
+            let cur = now.entry(s.device).or_default();
+            *cur += s.ty.size_bytes();
+            let p = peak.entry(s.device).or_default();
+            *p = (*p).max(*cur);
+            let free = |slot: usize, now: &mut HashMap<Device, usize>| {
+                let st = &self.steps[slot];
+                if let Some(c) = now.get_mut(&st.device) {
+                    *c = c.saturating_sub(st.ty.size_bytes());
+                }
+            };
+            for &o in &s.operands {
+                left[o] -= 1;
+                if left[o] == 0 && !keep[o] {
+                    free(o, &mut now);
+                }
+            }
+            if self.reads[i] == 0 && !keep[i] {
+                free(i, &mut now);
+            }
+        }
+        peak
+    }
+}
+
+/// Splits `shape` around `axis` into (outer, extent, inner) element counts.
+fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = shape[..axis].iter().product();
+    let inner = shape[axis + 1..].iter().product();
+    (outer, shape[axis], inner)
+}
+
+/// Appends a region, merging it into the previous one when both are contiguous.
+fn push_region(out: &mut Vec<Region>, r: Region) {
+    if r.len == 0 {
+        return;
+    }
+    if let Some(last) = out.last_mut() {
+        if last.operand == r.operand && last.src + last.len == r.src && last.dst + last.len == r.dst
+        {
+            last.len += r.len;
+            return;
+        }
+    }
+    out.push(r);
+}
+
+/// The byte regions of `slice {axis, start, len}` of a `ty` tensor.
+pub fn slice_regions(ty: &TensorType, axis: usize, start: usize, len: usize) -> Vec<Region> {
+    let es = ty.dtype.size_bytes();
+    let (outer, extent, inner) = around(&ty.shape, axis);
+    let mut out = Vec::new();
+    for o in 0..outer {
+        push_region(
+            &mut out,
+            Region {
+                operand: 0,
+                src: (o * extent + start) * inner * es,
+                dst: o * len * inner * es,
+                len: len * inner * es,
+            },
+        );
+    }
+    out
+}
+
+/// The byte regions of `concat {axis}` of tensors typed `tys`.
+pub fn concat_regions(tys: &[&TensorType], axis: usize) -> Vec<Region> {
+    let Some(first) = tys.first() else {
+        return Vec::new();
+    };
+    let es = first.dtype.size_bytes();
+    let (outer, _, inner) = around(&first.shape, axis);
+    let mut out = Vec::new();
+    let mut dst = 0;
+    for o in 0..outer {
+        for (p, t) in tys.iter().enumerate() {
+            let row = t.shape[axis] * inner * es;
+            push_region(
+                &mut out,
+                Region {
+                    operand: p,
+                    src: o * row,
+                    dst,
+                    len: row,
+                },
+            );
+            dst += row;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    fn r(operand: usize, src: usize, dst: usize, len: usize) -> Region {
+        Region {
+            operand,
+            src,
+            dst,
+            len,
+        }
+    }
+
+    #[test]
+    fn slice_and_concat_regions() {
+        let t = TensorType::new(DType::F32, &[3, 4]);
+        // Rows 1..3 of a 3x4: one contiguous block.
+        assert_eq!(slice_regions(&t, 0, 1, 2), vec![r(0, 16, 0, 32)]);
+        // Columns 1..3: one region per row.
+        assert_eq!(
+            slice_regions(&t, 1, 1, 2),
+            vec![r(0, 4, 0, 8), r(0, 20, 8, 8), r(0, 36, 16, 8)]
+        );
+        let a = TensorType::new(DType::I32, &[2, 1]);
+        let b = TensorType::new(DType::I32, &[2, 2]);
+        assert_eq!(
+            concat_regions(&[&a, &b], 1),
+            vec![r(0, 0, 0, 4), r(1, 0, 4, 8), r(0, 4, 12, 4), r(1, 8, 16, 8)]
+        );
+        let c = TensorType::new(DType::U8, &[5]);
+        assert_eq!(
+            concat_regions(&[&c, &c], 0),
+            vec![r(0, 0, 0, 5), r(1, 0, 5, 5)]
+        );
+    }
+
+    #[test]
+    fn buffers_are_freed_after_their_last_read() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  %3 = add %2, %2 @cpu:0 : f32[4]\n  return %3\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Plan::new(&g).unwrap();
+        assert_eq!(p.reads, vec![1, 1, 2, 0]);
+        // a, b, a+b live at once (48 bytes); then a and b go before the last add.
+        assert_eq!(p.sequential_peak()[&Device::cpu(0)], 48);
+    }
+}

@@ -1,0 +1,287 @@
+//! PTX for the CUDA kernels, generated as text by plain Rust.
+//!
+//! [`module`] writes one PTX module with two entries per dtype:
+//! `fold_<dt>(a0..a7, out, count, op, n)` folds up to eight operands in one
+//! pass (op 0 add, 1 mul, 2 max, 3 min; unused pointers repeat operand 0),
+//! and `div_<dt>(a, out, by, n)` divides by a positive integer. f16 and bf16
+//! compute in f32 and round back after every step; floats divide in f64 and
+//! round once, which is what the interpreter does; integers wrap and divide
+//! toward zero. The text is loaded with `Ptx::from_src` (no NVRTC) and
+//! checked offline by `scripts/check-ptx.sh` with `ptxas` for sm_80 and sm_90.
+
+use crate::dtype::DType;
+use std::fmt::Write;
+
+/// Operands one fold launch reads.
+pub const MAX_ARITY: usize = 8;
+
+/// Every dtype the CUDA backend has kernels for.
+pub const DTYPES: [DType; 7] = [
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+];
+
+/// How one dtype is loaded, computed and stored.
+struct Spec {
+    /// Bytes per element.
+    size: usize,
+    /// Register type arithmetic runs in.
+    reg: &'static str,
+    /// Register declaration prefix for the compute type.
+    regdecl: &'static str,
+    /// ld/st suffix.
+    mem: &'static str,
+    /// Instruction suffixes for add, mul, max, min.
+    add: &'static str,
+    mul: &'static str,
+    minmax: &'static str,
+}
+
+fn spec(dt: DType) -> Spec {
+    match dt {
+        DType::F32 | DType::F16 | DType::BF16 => Spec {
+            size: dt.size_bytes(),
+            reg: "f",
+            regdecl: ".f32",
+            mem: if dt == DType::F32 { "f32" } else { "b16" },
+            add: "add.rn.f32",
+            mul: "mul.rn.f32",
+            minmax: "f32",
+        },
+        DType::F64 => Spec {
+            size: 8,
+            reg: "d",
+            regdecl: ".f64",
+            mem: "f64",
+            add: "add.rn.f64",
+            mul: "mul.rn.f64",
+            minmax: "f64",
+        },
+        DType::I32 => Spec {
+            size: 4,
+            reg: "r",
+            regdecl: ".s32",
+            mem: "s32",
+            add: "add.s32",
+            mul: "mul.lo.s32",
+            minmax: "s32",
+        },
+        DType::I64 => Spec {
+            size: 8,
+            reg: "l",
+            regdecl: ".s64",
+            mem: "s64",
+            add: "add.s64",
+            mul: "mul.lo.s64",
+            minmax: "s64",
+        },
+        DType::U8 => Spec {
+            size: 1,
+            reg: "r",
+            regdecl: ".u32",
+            mem: "u8",
+            add: "add.u32",
+            mul: "mul.lo.u32",
+            minmax: "u32",
+        },
+    }
+}
+
+/// Loads element at `%addr` into compute register `dst` (with `%h` scratch).
+fn load(dt: DType, s: &Spec, dst: &str, out: &mut String) {
+    let _ = match dt {
+        DType::F16 => writeln!(
+            out,
+            "\tld.global.b16 %h, [%addr];\n\tcvt.f32.f16 {dst}, %h;"
+        ),
+        DType::BF16 => writeln!(
+            out,
+            "\tld.global.b16 %h, [%addr];\n\tcvt.u32.u16 %t, %h;\n\tshl.b32 %t, %t, 16;\n\tmov.b32 {dst}, %t;"
+        ),
+        _ => writeln!(out, "\tld.global.{} {dst}, [%addr];", s.mem),
+    };
+}
+
+/// Rounds compute register `r` to the stored type (halves only).
+fn round(dt: DType, r: &str, out: &mut String) {
+    match dt {
+        DType::F16 => {
+            let _ = writeln!(out, "\tcvt.rn.f16.f32 %h, {r};\n\tcvt.f32.f16 {r}, %h;");
+        }
+        DType::BF16 => {
+            let _ = writeln!(
+                out,
+                "\tcvt.rn.bf16.f32 %h, {r};\n\tcvt.u32.u16 %t, %h;\n\tshl.b32 %t, %t, 16;\n\tmov.b32 {r}, %t;"
+            );
+        }
+        _ => {}
+    }
+}
+
+/// Stores compute register `r` to `%addr`.
+fn store(dt: DType, s: &Spec, r: &str, out: &mut String) {
+    let _ = match dt {
+        DType::F16 => writeln!(
+            out,
+            "\tcvt.rn.f16.f32 %h, {r};\n\tst.global.b16 [%addr], %h;"
+        ),
+        DType::BF16 => writeln!(
+            out,
+            "\tcvt.rn.bf16.f32 %h, {r};\n\tst.global.b16 [%addr], %h;"
+        ),
+        _ => writeln!(out, "\tst.global.{} [%addr], {r};", s.mem),
+    };
+}
+
+/// The prologue shared by both kernels: `%i` = global index, exit if >= n.
+fn prologue(out: &mut String) {
+    out.push_str(
+        "\tmov.u32 %t, %ctaid.x;\n\tmov.u32 %t2, %ntid.x;\n\tmul.wide.u32 %i, %t, %t2;\n\tmov.u32 %t, %tid.x;\n\tcvt.u64.u32 %off, %t;\n\tadd.u64 %i, %i, %off;\n\tsetp.ge.u64 %p, %i, %n;\n\t@%p bra DONE;\n",
+    );
+}
+
+fn regs(s: &Spec, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "\t.reg .pred %p, %pa, %pm, %px, %pn;\n\t.reg .b16 %h;\n\t.reg .b32 %t, %t2, %cnt, %op;\n\t.reg .b64 %i, %off, %addr, %base, %n, %by;\n\t.reg {} %{}<3>;\n\t.reg .f64 %q<2>;",
+        s.regdecl, s.reg
+    );
+}
+
+fn fold_entry(dt: DType, out: &mut String) {
+    let s = spec(dt);
+    let name = dt.as_str();
+    let _ = write!(out, ".visible .entry fold_{name}(");
+    for k in 0..MAX_ARITY {
+        let _ = write!(out, "\n\t.param .u64 a{k},");
+    }
+    out.push_str(
+        "\n\t.param .u64 dst,\n\t.param .u32 count,\n\t.param .u32 op,\n\t.param .u64 n\n)\n{\n",
+    );
+    regs(&s, out);
+    out.push_str(
+        "\tld.param.u64 %n, [n];\n\tld.param.u32 %cnt, [count];\n\tld.param.u32 %op, [op];\n",
+    );
+    out.push_str("\tsetp.eq.u32 %pa, %op, 0;\n\tsetp.eq.u32 %pm, %op, 1;\n\tsetp.eq.u32 %px, %op, 2;\n\tsetp.eq.u32 %pn, %op, 3;\n");
+    prologue(out);
+    let _ = writeln!(out, "\tmul.lo.u64 %off, %i, {};", s.size);
+    let acc = format!("%{}0", s.reg);
+    let x = format!("%{}1", s.reg);
+    out.push_str("\tld.param.u64 %base, [a0];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;\n");
+    load(dt, &s, &acc, out);
+    for k in 1..MAX_ARITY {
+        let _ = writeln!(
+            out,
+            "\tsetp.le.u32 %p, %cnt, {k};\n\t@%p bra STORE;\n\tld.param.u64 %base, [a{k}];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;"
+        );
+        load(dt, &s, &x, out);
+        let _ = writeln!(
+            out,
+            "\t@%pa {add} {acc}, {acc}, {x};\n\t@%pm {mul} {acc}, {acc}, {x};\n\t@%px max.{mm} {acc}, {acc}, {x};\n\t@%pn min.{mm} {acc}, {acc}, {x};",
+            add = s.add,
+            mul = s.mul,
+            mm = s.minmax
+        );
+        round(dt, &acc, out);
+    }
+    out.push_str("STORE:\n\tld.param.u64 %base, [dst];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;\n");
+    store(dt, &s, &acc, out);
+    out.push_str("DONE:\n\tret;\n}\n\n");
+}
+
+fn div_entry(dt: DType, out: &mut String) {
+    let s = spec(dt);
+    let name = dt.as_str();
+    let _ = writeln!(
+        out,
+        ".visible .entry div_{name}(\n\t.param .u64 a,\n\t.param .u64 dst,\n\t.param .u64 by,\n\t.param .u64 n\n)\n{{"
+    );
+    regs(&s, out);
+    out.push_str("\t.reg .s64 %s<2>;\n\tld.param.u64 %n, [n];\n\tld.param.u64 %by, [by];\n");
+    prologue(out);
+    let _ = writeln!(out, "\tmul.lo.u64 %off, %i, {};", s.size);
+    out.push_str("\tld.param.u64 %base, [a];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;\n");
+    let x = format!("%{}0", s.reg);
+    load(dt, &s, &x, out);
+    match dt {
+        DType::F64 => {
+            let _ = writeln!(
+                out,
+                "\tcvt.rn.f64.u64 %q1, %by;\n\tdiv.rn.f64 {x}, {x}, %q1;"
+            );
+        }
+        DType::F32 | DType::F16 | DType::BF16 => {
+            // Divide in f64 and round once, as the interpreter does.
+            let _ = writeln!(
+                out,
+                "\tcvt.f64.f32 %q0, {x};\n\tcvt.rn.f64.u64 %q1, %by;\n\tdiv.rn.f64 %q0, %q0, %q1;\n\tcvt.rn.f32.f64 {x}, %q0;"
+            );
+            // For f16/bf16 the f32 result is rounded again on store. Both
+            // roundings are innocuous (f64 has more than 2*24+2 bits, f32 more
+            // than 2*11+2), so this equals one correct rounding of the quotient.
+        }
+        DType::I32 => {
+            let _ = writeln!(
+                out,
+                "\tcvt.s64.s32 %s0, {x};\n\tdiv.s64 %s0, %s0, %by;\n\tcvt.u32.u64 {x}, %s0;"
+            );
+        }
+        DType::I64 => {
+            let _ = writeln!(out, "\tdiv.s64 {x}, {x}, %by;");
+        }
+        DType::U8 => {
+            let _ = writeln!(
+                out,
+                "\tcvt.u64.u32 %off, {x};\n\tdiv.u64 %off, %off, %by;\n\tcvt.u32.u64 {x}, %off;\n\tld.param.u64 %base, [dst];\n\tcvta.to.global.u64 %base, %base;\n\tmul.lo.u64 %off, %i, 1;\n\tadd.u64 %addr, %base, %off;"
+            );
+            store(dt, &s, &x, out);
+            out.push_str("DONE:\n\tret;\n}\n\n");
+            return;
+        }
+    }
+    out.push_str("\tld.param.u64 %base, [dst];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;\n");
+    store(dt, &s, &x, out);
+    out.push_str("DONE:\n\tret;\n}\n\n");
+}
+
+/// The whole PTX module, for `sm_80` and newer.
+pub fn module() -> String {
+    let mut out = String::from(
+        "// Generated by fuel-graph-ext/src/exec/ptx.rs\n.version 7.8\n.target sm_80\n.address_size 64\n\n",
+    );
+    for dt in DTYPES {
+        fold_entry(dt, &mut out);
+        div_entry(dt, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_has_every_entry() {
+        let m = module();
+        for dt in DTYPES {
+            assert!(m.contains(&format!(".entry fold_{}(", dt.as_str())));
+            assert!(m.contains(&format!(".entry div_{}(", dt.as_str())));
+        }
+        // Balanced braces: a cheap structural check; ptxas does the real one.
+        assert_eq!(m.matches('{').count(), m.matches('}').count());
+    }
+
+    /// Writes the module for `scripts/check-ptx.sh` when `FUEL_PTX_DUMP_DIR` is set.
+    #[test]
+    fn dump_for_ptxas() {
+        if let Ok(dir) = std::env::var("FUEL_PTX_DUMP_DIR") {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(format!("{dir}/fuel_kernels.ptx"), module()).unwrap();
+        }
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds and runs the CUDA + Vulkan executor tests on a GPU machine and fails
+# if any of them printed SKIP (so a missing driver cannot pass silently).
+# Needs libcuda (an NVIDIA driver) and a Vulkan loader + ICD
+# (`apt-get install -y mesa-vulkan-drivers libvulkan1` gives lavapipe).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log=$(mktemp)
+FUEL_REQUIRE_VULKAN=1 FUEL_REQUIRE_CUDA=1 \
+  cargo test -p fuel-tests --test exec_cuda -- --nocapture --test-threads=1 2>&1 | tee "$log"
+if grep -q 'SKIP' "$log"; then
+  echo "gpu-check: FAILED, some tests were skipped:" >&2
+  grep 'SKIP' "$log" >&2
+  exit 1
+fi
+grep -q '^PROOF ' "$log" || { echo "gpu-check: no PROOF lines" >&2; exit 1; }
+echo "gpu-check: ok ($(grep -c '^PROOF ' "$log") PROOF lines)"

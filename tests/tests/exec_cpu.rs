@@ -1,0 +1,152 @@
+//! End-to-end executor tests on host arenas only: lowered graphs written as
+//! text IR, results compared exactly with the interpreter.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_graph_ext::exec::{self, ExecError, FaultPoint};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::{text, Device};
+use fuel_tests::{assert_no_leaks, run_and_compare};
+
+const CPUS: [Device; 3] = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
+
+/// An all-reduce lowered by hand: copies to cpu:0, one n-ary op, copies back.
+fn all_reduce(op: &str, dtype: &str, n: usize) -> String {
+    format!(
+        "graph @ar {{
+  %0 = input \"a\" @cpu:0 : {dtype}[{n}]
+  %1 = input \"b\" @cpu:1 : {dtype}[{n}]
+  %2 = input \"c\" @cpu:2 : {dtype}[{n}]
+  %3 = move %1 -> cpu:0 : {dtype}[{n}]
+  %4 = copy %2 -> cpu:0 : {dtype}[{n}]
+  %5 = {op} %0, %3, %4 @cpu:0 : {dtype}[{n}]
+  %6 = copy %5 -> cpu:1 : {dtype}[{n}]
+  %7 = copy %5 -> cpu:2 : {dtype}[{n}]
+  return %5, %6, %7
+}}
+"
+    )
+}
+
+#[test]
+fn all_reduce_on_three_cpus_every_op_and_dtype() {
+    for dtype in ["f32", "f16", "bf16", "f64", "i32", "i64", "u8"] {
+        for op in ["add", "mul", "max", "min"] {
+            run_and_compare(&all_reduce(op, dtype, 1000), &CPUS);
+        }
+    }
+}
+
+#[test]
+fn large_tensors_use_threads_and_free_everything() {
+    let (exe, out) = run_and_compare(&all_reduce("add", "f32", 600_000), &CPUS);
+    assert_eq!(out[0].data.len(), 600_000);
+    // Peak: a, b, c plus two copies and the sum were never all needed at once.
+    let peak = exe.memory(Device::cpu(0)).unwrap().peak;
+    assert!(peak > 0 && peak <= 4 * 600_000 * 4, "peak {peak}");
+}
+
+#[test]
+fn slice_concat_div_on_cpu() {
+    let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : i32[6,4]
+  %1 = slice %0 {axis=1, len=2, start=1} @cpu:0 : i32[6,2]
+  %2 = slice %0 {axis=0, len=3, start=2} @cpu:0 : i32[3,4]
+  %3 = concat %1, %0, %1 {axis=1} @cpu:0 : i32[6,8]
+  %4 = div %3 {by=3} @cpu:0 : i32[6,8]
+  %5 = copy %4 -> cpu:1 : i32[6,8]
+  %6 = input \"f\" @cpu:1 : f32[10]
+  %7 = div %6 {by=4} @cpu:1 : f32[10]
+  %8 = max %7, %6, %7 @cpu:1 : f32[10]
+  %9 = min %6, %7 @cpu:1 : f32[10]
+  return %2, %5, %8, %9
+}
+";
+    run_and_compare(src, &[Device::cpu(0), Device::cpu(1)]);
+}
+
+#[test]
+fn runs_many_times_with_new_inputs() {
+    let g = text::parse(&all_reduce("add", "i32", 64)).unwrap();
+    let exe = exec::compile(&g, &CPUS).unwrap();
+    let mut inputs = deterministic_inputs(&g);
+    for round in 0..5 {
+        for t in inputs.values_mut() {
+            for x in &mut t.data {
+                *x += 1.0;
+            }
+        }
+        let got = exe.run_host(&inputs).unwrap();
+        assert_eq!(got, interpret(&g, &inputs).unwrap(), "round {round}");
+    }
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn faults_halfway_free_everything_and_the_next_run_succeeds() {
+    let g = text::parse(&all_reduce("max", "f32", 5000)).unwrap();
+    let exe = exec::compile(&g, &CPUS).unwrap();
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    for point in [
+        FaultPoint::Copy { nth: 1 },
+        FaultPoint::Copy { nth: 3 },
+        FaultPoint::Kernel { nth: 0 },
+        FaultPoint::Alloc { nth: 4 },
+    ] {
+        exe.inject_fault(point);
+        let e = exe.run_host(&inputs).unwrap_err();
+        match (point, &e) {
+            (FaultPoint::Alloc { .. }, ExecError::OutOfMemory { .. }) => {}
+            (FaultPoint::Copy { .. } | FaultPoint::Kernel { .. }, ExecError::Injected { .. }) => {}
+            _ => panic!("{point:?} gave {e}"),
+        }
+        assert!(e.to_string().contains("injected"), "{e}");
+        assert_no_leaks(&exe);
+        assert_eq!(exe.run_host(&inputs).unwrap(), want, "after {point:?}");
+        assert_no_leaks(&exe);
+    }
+}
+
+#[test]
+fn missing_and_mistyped_inputs_are_errors() {
+    let g = text::parse(&all_reduce("add", "f32", 4)).unwrap();
+    let exe = exec::compile(&g, &CPUS).unwrap();
+    let mut inputs = deterministic_inputs(&g);
+    inputs.remove("b");
+    let e = exe.run_host(&inputs).unwrap_err().to_string();
+    assert!(e.contains("no data for input \"b\""), "{e}");
+    let g2 = text::parse(&all_reduce("add", "i32", 4)).unwrap();
+    let e = exe
+        .run_host(&deterministic_inputs(&g2))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is declared f32[4] but the data is i32[4]"),
+        "{e}"
+    );
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn leftover_collectives_and_unlisted_devices_are_rejected() {
+    let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[4]
+  %1 = input \"b\" @cpu:1 : f32[4]
+  %2:2 = all_reduce.sum %0, %1 : f32[4]
+  return %2#0, %2#1
+}
+";
+    let g = text::parse(src).unwrap();
+    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    assert!(e.contains("run the `lower-collectives` pass"), "{e}");
+    let g = text::parse(&all_reduce("add", "f32", 4)).unwrap();
+    let e = exec::compile(&g, &[Device::cpu(0)])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("uses cpu:1, which is not in the device list"),
+        "{e}"
+    );
+}

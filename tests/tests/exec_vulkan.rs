@@ -1,0 +1,216 @@
+//! End-to-end executor tests with Vulkan devices (lavapipe here). Without
+//! Vulkan each test prints `SKIP: <reason>`, unless `FUEL_REQUIRE_VULKAN=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_graph_ext::exec::{self, ExecError, FaultPoint};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::{text, Device};
+use fuel_tests::{assert_no_leaks, devices_or_skip, run_and_compare};
+
+const V0: Device = Device::vulkan(0);
+const V1: Device = Device::vulkan(1);
+const C0: Device = Device::cpu(0);
+
+#[test]
+fn all_reduce_cpu_and_vulkan() {
+    if !devices_or_skip("all_reduce_cpu_and_vulkan", &[C0, V0]) {
+        return;
+    }
+    for (op, dtype) in [
+        ("add", "f32"),
+        ("max", "i32"),
+        ("mul", "i32"),
+        ("min", "f32"),
+    ] {
+        let src = format!(
+            "graph @ar {{
+  %0 = input \"a\" @cpu:0 : {dtype}[70000]
+  %1 = input \"b\" @vulkan:0 : {dtype}[70000]
+  %2 = copy %1 -> cpu:0 : {dtype}[70000]
+  %3 = {op} %0, %2 @cpu:0 : {dtype}[70000]
+  %4 = copy %3 -> vulkan:0 : {dtype}[70000]
+  return %3, %4
+}}
+"
+        );
+        run_and_compare(&src, &[C0, V0]);
+    }
+}
+
+#[test]
+fn two_vulkan_devices_staged_through_the_host() {
+    if !devices_or_skip("two_vulkan_devices_staged_through_the_host", &[V0, V1, C0]) {
+        return;
+    }
+    // All-reduce over [vulkan:0, vulkan:1, cpu:0], reduced on vulkan:0; the
+    // vulkan:1 shard travels vulkan:1 -> cpu:0 -> vulkan:0 and back.
+    let src = "graph @ar {
+  %0 = input \"a\" @vulkan:0 : f32[5000]
+  %1 = input \"b\" @vulkan:1 : f32[5000]
+  %2 = input \"c\" @cpu:0 : f32[5000]
+  %3 = copy %1 -> cpu:0 : f32[5000]
+  %4 = copy %3 -> vulkan:0 : f32[5000]
+  %5 = copy %2 -> vulkan:0 : f32[5000]
+  %6 = add %0, %4, %5 @vulkan:0 : f32[5000]
+  %7 = copy %6 -> cpu:0 : f32[5000]
+  %8 = copy %7 -> vulkan:1 : f32[5000]
+  return %6, %8, %7
+}
+";
+    run_and_compare(src, &[V0, V1, C0]);
+}
+
+#[test]
+fn kernels_on_vulkan() {
+    if !devices_or_skip("kernels_on_vulkan", &[V0]) {
+        return;
+    }
+    let src = "graph @k {
+  %0 = input \"a\" @vulkan:0 : i32[6,4]
+  %1 = slice %0 {axis=1, len=2, start=1} @vulkan:0 : i32[6,2]
+  %2 = slice %0 {axis=0, len=3, start=2} @vulkan:0 : i32[3,4]
+  %3 = concat %1, %0, %1 {axis=1} @vulkan:0 : i32[6,8]
+  %4 = div %3 {by=3} @vulkan:0 : i32[6,8]
+  %5 = input \"f\" @vulkan:0 : f32[300]
+  %6 = div %5 {by=4} @vulkan:0 : f32[300]
+  %7 = max %6, %5, %6 @vulkan:0 : f32[300]
+  %8 = min %5, %6 @vulkan:0 : f32[300]
+  %9 = mul %5, %5, %6 @vulkan:0 : f32[300]
+  %10 = add %5, %5, %5, %5, %5, %5, %5, %5, %5, %6, %6 @vulkan:0 : f32[300]
+  %11 = move %8 -> vulkan:0 : f32[300]
+  return %2, %4, %7, %11, %9, %10
+}
+";
+    run_and_compare(src, &[V0]);
+}
+
+#[test]
+fn f16_on_vulkan_where_supported() {
+    if !devices_or_skip("f16_on_vulkan_where_supported", &[V0, C0]) {
+        return;
+    }
+    let src = "graph @h {
+  %0 = input \"a\" @vulkan:0 : f16[1000]
+  %1 = input \"b\" @cpu:0 : f16[1000]
+  %2 = copy %1 -> vulkan:0 : f16[1000]
+  %3 = add %0, %2, %0 @vulkan:0 : f16[1000]
+  %4 = div %3 {by=2} @vulkan:0 : f16[1000]
+  %5 = max %4, %0 @vulkan:0 : f16[1000]
+  return %3, %5
+}
+";
+    let g = text::parse(src).unwrap();
+    match exec::compile(&g, &[V0, C0]) {
+        Err(ExecError::Unsupported { .. }) => {
+            println!("SKIP: f16_on_vulkan_where_supported: vulkan:0 has no f16 support");
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => {
+            run_and_compare(src, &[V0, C0]);
+        }
+    }
+}
+
+#[test]
+fn f64_and_i64_on_vulkan_where_supported() {
+    if !devices_or_skip("f64_and_i64_on_vulkan_where_supported", &[V0, C0]) {
+        return;
+    }
+    for dtype in ["f64", "i64"] {
+        let src = format!(
+            "graph @w {{
+  %0 = input \"a\" @vulkan:0 : {dtype}[3000]
+  %1 = input \"b\" @cpu:0 : {dtype}[3000]
+  %2 = copy %1 -> vulkan:0 : {dtype}[3000]
+  %3 = mul %0, %2, %0 @vulkan:0 : {dtype}[3000]
+  %4 = div %3 {{by=4}} @vulkan:0 : {dtype}[3000]
+  %5 = min %4, %0 @vulkan:0 : {dtype}[3000]
+  %6 = slice %5 {{axis=0, len=1000, start=7}} @vulkan:0 : {dtype}[1000]
+  return %3, %5, %6
+}}
+"
+        );
+        let g = text::parse(&src).unwrap();
+        match exec::compile(&g, &[V0, C0]) {
+            Err(ExecError::Unsupported { reason, .. }) => {
+                println!("SKIP: f64_and_i64_on_vulkan_where_supported: {dtype}: {reason}");
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => {
+                run_and_compare(&src, &[V0, C0]);
+            }
+        }
+    }
+}
+
+#[test]
+fn unsupported_dtype_is_a_compile_error_naming_both() {
+    if !devices_or_skip("unsupported_dtype_is_a_compile_error_naming_both", &[V0]) {
+        return;
+    }
+    let src = "graph @u {
+  %0 = input \"a\" @vulkan:0 : u8[4]
+  %1 = add %0, %0 @vulkan:0 : u8[4]
+  return %1
+}
+";
+    let g = text::parse(src).unwrap();
+    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    assert!(e.contains("dtype u8 is not supported on vulkan:0"), "{e}");
+    let g = text::parse(&src.replace("u8", "bf16")).unwrap();
+    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    assert!(e.contains("dtype bf16 is not supported on vulkan:0"), "{e}");
+}
+
+#[test]
+fn direct_vulkan_to_vulkan_copy_names_the_split_pass() {
+    if !devices_or_skip(
+        "direct_vulkan_to_vulkan_copy_names_the_split_pass",
+        &[V0, V1],
+    ) {
+        return;
+    }
+    let src = "graph @x {
+  %0 = input \"a\" @vulkan:0 : f32[4]
+  %1 = copy %0 -> vulkan:1 : f32[4]
+  return %1
+}
+";
+    let g = text::parse(src).unwrap();
+    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    assert!(e.contains("split-cross-vendor-copies"), "{e}");
+}
+
+#[test]
+fn fault_halfway_on_vulkan_then_a_clean_run() {
+    if !devices_or_skip("fault_halfway_on_vulkan_then_a_clean_run", &[V0, C0]) {
+        return;
+    }
+    let src = "graph @f {
+  %0 = input \"a\" @vulkan:0 : f32[2048]
+  %1 = input \"b\" @cpu:0 : f32[2048]
+  %2 = copy %1 -> vulkan:0 : f32[2048]
+  %3 = add %0, %2 @vulkan:0 : f32[2048]
+  %4 = copy %3 -> cpu:0 : f32[2048]
+  %5 = max %4, %1 @cpu:0 : f32[2048]
+  return %5
+}
+";
+    let g = text::parse(src).unwrap();
+    let exe = exec::compile(&g, &[]).unwrap();
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    for point in [
+        FaultPoint::Copy { nth: 1 },
+        FaultPoint::Kernel { nth: 0 },
+        FaultPoint::Alloc { nth: 3 },
+    ] {
+        exe.inject_fault(point);
+        let e = exe.run_host(&inputs).unwrap_err();
+        assert!(e.to_string().contains("injected"), "{e}");
+        assert_no_leaks(&exe);
+        assert_eq!(exe.run_host(&inputs).unwrap(), want);
+        assert_no_leaks(&exe);
+    }
+}
