@@ -24,6 +24,25 @@ pub use lower::{Algorithm, LowerCollectives, LowerOptions};
 
 use fuel_graph_ext::pass::{PassInfo, PassRegistry};
 
+/// The pipeline that takes a graph with collectives to one an executor can
+/// run: lower the collectives, legalise every remaining edge, then clean up.
+pub const DEFAULT_PIPELINE: &str =
+    "lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
+
+/// [`DEFAULT_PIPELINE`] with options for `lower-collectives`, such as
+/// `algorithm=ring` (empty for the defaults).
+pub fn pipeline_with(lower_options: &str) -> String {
+    if lower_options.trim().is_empty() {
+        DEFAULT_PIPELINE.to_string()
+    } else {
+        DEFAULT_PIPELINE.replacen(
+            "lower-collectives",
+            &format!("lower-collectives{{{lower_options}}}"),
+            1,
+        )
+    }
+}
+
 /// Adds this crate's passes (`lower-collectives`) to `r`.
 pub fn register(r: &mut PassRegistry) {
     r.register(PassInfo {

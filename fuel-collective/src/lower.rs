@@ -536,17 +536,26 @@ fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> E
         };
         em.lower(spec, choice);
     }
+    estimate(topo, &graph_steps(&scratch, &before))
+}
+
+/// The cost model's view of an already lowered graph: every copy and
+/// compute node becomes a [`Step`], waiting on the steps of its operands.
+/// Nodes in `skip` (for example those that existed before a lowering) are
+/// left out, and so are inputs.
+pub fn graph_steps(g: &Graph, skip: &BTreeSet<NodeId>) -> Vec<Step> {
     let mut index: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut steps = Vec::new();
-    for id in scratch.topo_order() {
-        if before.contains(&id) {
+    for id in g.topo_order() {
+        if skip.contains(&id) {
             continue;
         }
-        let Some(n) = scratch.node(id) else { continue };
+        let Some(n) = g.node(id) else { continue };
         let bytes = n.ty.size_bytes();
         let kind = match &n.op {
+            Op::Input { .. } => continue,
             Op::Copy { to } | Op::Move { to } => {
-                let Some(from) = n.operands.first().and_then(|v| scratch.value_device(*v)) else {
+                let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) else {
                     continue;
                 };
                 StepKind::Transfer {
@@ -576,7 +585,12 @@ fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> E
         index.insert(id, steps.len());
         steps.push(Step { kind, deps });
     }
-    estimate(topo, &steps)
+    steps
+}
+
+/// The cost model's estimate for a whole lowered graph.
+pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
+    estimate(topo, &graph_steps(g, &BTreeSet::new()))
 }
 
 /// Graph surgery for one collective.

@@ -148,3 +148,122 @@ fn bad_input_is_an_error_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
     }
 }
+
+#[test]
+fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
+    let dir = std::env::temp_dir().join(format!("fuel-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = fuel_opt(
+        &[
+            "demo",
+            "--devices",
+            "cpu:0,cpu:1,cpu:2",
+            "--elements",
+            "100",
+            "--out",
+            dir.to_str().unwrap(),
+            "--runs",
+            "1",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("using [cpu:0, cpu:1, cpu:2], 102 x f32 per shard"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("all 6 results match the reference interpreter"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("== bytes moved per link"), "{stdout}");
+    assert!(stdout.contains("estimated (model)"), "{stdout}");
+    let files: Vec<&str> = stdout
+        .split("== files in")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("01-lower-collectives.fir")),
+        "{files:?}"
+    );
+    for f in &files {
+        assert!(std::path::Path::new(f).exists(), "{f} is named but missing");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn demo_and_bench_reject_bad_options() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["demo", "--devices", "gpu:0"], "invalid device `gpu:0`"),
+        (&["demo", "--dtype", "f8"], "unknown dtype `f8`"),
+        (
+            &["demo", "--op", "avg", "--devices", "cpu:0"],
+            "unknown reduce op `avg`",
+        ),
+        (
+            &["demo", "--devices", "cpu:0", "--algorithm", "snake"],
+            "algorithm",
+        ),
+        (&["bench", "--sizes", "4Q"], "`4Q` is not a size"),
+        (&["bench", "--sizes", "8K..4K"], "larger than its end"),
+        (
+            &["bench", "--iters", "0", "--sizes", "4K"],
+            "--iters must be at least 1",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = fuel_opt(args, None);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
+    let out = fuel_opt(
+        &[
+            "bench",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--sizes",
+            "4K,8K",
+            "--iters",
+            "2",
+            "--warmup",
+            "0",
+            "--csv",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio"
+    );
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for (line, size) in lines[1..].iter().zip(["4096", "8192"]) {
+        let cols: Vec<&str> = line.split(',').collect();
+        assert_eq!(cols.len(), 11, "{line}");
+        assert_eq!(cols[0], size);
+        assert_eq!(cols[2], "f32");
+        assert_eq!(cols[8], "0", "wrong elements in {line}");
+        let algbw: f64 = cols[6].parse().unwrap();
+        let busbw: f64 = cols[7].parse().unwrap();
+        assert!(
+            (busbw - algbw).abs() <= 1e-3 + 1e-6 * algbw,
+            "busbw for n=2 equals algbw: {line}"
+        );
+    }
+}

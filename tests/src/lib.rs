@@ -240,3 +240,8 @@ mod tests {
         assert!(parse_run_line("// RUN: --frob 1").is_err());
     }
 }
+
+/// The README's Rust example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -5,7 +5,11 @@
 //! Exit codes: 0 success, 1 a result mismatch, 2 bad input (parse, verify,
 //! pipeline or usage errors).
 
+mod bench;
+mod demo;
 mod run;
+mod scenario;
+mod sizes;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
@@ -36,6 +40,11 @@ enum Command {
     Devices,
     /// List the registered passes and their options.
     Passes,
+    /// Find devices, lower an all-reduce over them, run it, check it and
+    /// report (the README's main command).
+    Demo(demo::DemoArgs),
+    /// Benchmark all_reduce over a size sweep, nccl-tests style.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -105,6 +114,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.command {
         Some(Command::Devices) => run::devices(),
+        Some(Command::Demo(a)) => demo::demo(&a),
+        Some(Command::Bench(a)) => bench::bench(&a),
         Some(Command::Passes) => {
             list_passes();
             Ok(())

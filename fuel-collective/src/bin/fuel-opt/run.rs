@@ -2,24 +2,22 @@
 //!
 //! `--run` compiles the lowered graph with the executor, feeds it the
 //! interpreter's deterministic inputs, and compares every result with the
-//! interpreter's result for the original graph: integers exactly, floats
-//! within [`FLOAT_TOLERANCE`] relative error (kernels may divide or reorder
-//! differently from the f64 reference). `devices` prints what discovery found.
+//! interpreter's result for the original graph with `HostTensor::check_close`:
+//! integers exactly, floats within a per-dtype relative tolerance (kernels
+//! may divide or reorder differently from the f64 reference). `devices`
+//! prints what discovery found.
 
 use crate::Failure;
 use fuel_graph_ext::device::parse_device_list;
 use fuel_graph_ext::exec;
-use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::Graph;
-
-/// Relative tolerance for float results: |got - want| <= tol * max(1, |want|).
-pub const FLOAT_TOLERANCE: f64 = 1e-2;
 
 /// Lists devices and why any backend is unavailable.
 pub fn devices() -> Result<(), Failure> {
     let d = exec::discover();
     for (dev, what) in &d.available {
-        println!("{dev:<10} available   {what}");
+        println!("{:<10} available   {what}", dev.to_string());
     }
     for u in &d.unavailable {
         println!(
@@ -28,19 +26,6 @@ pub fn devices() -> Result<(), Failure> {
         );
     }
     Ok(())
-}
-
-fn matches(got: &HostTensor, want: &HostTensor) -> bool {
-    if got.ty != want.ty || got.data.len() != want.data.len() {
-        return false;
-    }
-    if got.ty.dtype.is_float() {
-        got.data.iter().zip(&want.data).all(|(g, w)| {
-            (g.is_nan() && w.is_nan()) || (g - w).abs() <= FLOAT_TOLERANCE * w.abs().max(1.0)
-        })
-    } else {
-        got.data == want.data
-    }
 }
 
 /// Runs `lowered` on devices and compares with the interpreter's result for `original`.
@@ -68,7 +53,7 @@ pub fn run_and_check(
     }
     let mut bad = 0;
     for (k, ((g, w), dev)) in got.iter().zip(&want).zip(exe.output_devices()).enumerate() {
-        let ok = matches(g, w);
+        let ok = g.check_close(w).is_ok();
         if !ok {
             bad += 1;
         }
@@ -84,7 +69,7 @@ pub fn run_and_check(
     }
     if bad > 0 {
         return Err(Failure::mismatch(format!(
-            "{bad} result(s) differ from the interpreter (floats within {FLOAT_TOLERANCE} relative, integers exactly)"
+            "{bad} result(s) differ from the interpreter (integers must be equal, floats within the dtype tolerance of HostTensor::check_close)"
         )));
     }
     Ok(())

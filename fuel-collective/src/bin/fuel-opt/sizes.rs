@@ -11,8 +11,12 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
-    let n: usize = num.parse().map_err(|_| format!("`{s}` is not a size: expected e.g. 512, 64K, 1M or 2G"))?;
-    n.checked_mul(mult).filter(|b| *b > 0).ok_or_else(|| format!("`{s}` must be a positive size that fits in memory"))
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size: expected e.g. 512, 64K, 1M or 2G"))?;
+    n.checked_mul(mult)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| format!("`{s}` must be a positive size that fits in memory"))
 }
 
 /// Parses `A..B` (doubling from A up to B) or a comma list.
@@ -33,14 +37,17 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
         }
         Ok(out)
     } else {
-        s.split(',').filter(|p| !p.trim().is_empty()).map(parse_size).collect()
+        s.split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(parse_size)
+            .collect()
     }
 }
 
 /// Prints a size the way it was likely written: `4K`, `1M`, `1536`.
 pub fn format_size(b: usize) -> String {
     for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }
@@ -54,9 +61,14 @@ mod tests {
     #[test]
     fn lists_and_ranges() {
         assert_eq!(parse_sizes("64K,1M").unwrap(), vec![64 << 10, 1 << 20]);
-        assert_eq!(parse_sizes("4K..32K").unwrap(), vec![4096, 8192, 16384, 32768]);
+        assert_eq!(
+            parse_sizes("4K..32K").unwrap(),
+            vec![4096, 8192, 16384, 32768]
+        );
         assert_eq!(parse_sizes("1M..1M").unwrap(), vec![1 << 20]);
-        assert!(parse_sizes("8K..4K").unwrap_err().contains("larger than its end"));
+        assert!(parse_sizes("8K..4K")
+            .unwrap_err()
+            .contains("larger than its end"));
         assert!(parse_size("4Q").unwrap_err().contains("not a size"));
         assert!(parse_size("0").is_err());
         assert_eq!(format_size(64 << 20), "64M");

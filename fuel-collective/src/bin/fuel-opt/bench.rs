@@ -1,0 +1,365 @@
+//! `fuel-opt bench`: collective benchmarks in the nccl-tests format.
+//!
+//! For each size (bytes per rank) it records an all_reduce with
+//! `DeviceGroup`, lowers it, compiles it once, and times `Executable::run`
+//! (median over `--iters` after `--warmup`). `algbw` is bytes per rank over
+//! the median time and `busbw = algbw * 2(n-1)/n`. `#wrong` counts elements
+//! that differ from the reference interpreter in the last run.
+//!
+//! In the same run it measures the host's own bound for the same data
+//! movement: one n-ary add over the n shards plus n-1 memcpys of the result,
+//! done with plain multi-threaded loops on host memory. The add works on
+//! integers of the element's width, because the bound is about memory
+//! traffic, not arithmetic. `ratio = algbw / bound` says how close to that
+//! limit the collective runs.
+
+use crate::scenario::{self, Shape};
+use crate::sizes::{format_size, parse_sizes};
+use crate::Failure;
+use fuel_graph_ext::exec::{self, Tensor};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::{DType, ReduceOp, TensorType, Topology};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// `fuel-opt bench` options.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Devices, e.g. `cpu:0,cpu:1,cpu:2,cpu:3` (the default).
+    #[arg(long, default_value = "cpu:0,cpu:1,cpu:2,cpu:3")]
+    devices: String,
+    /// Reduce op: sum, prod, max, min or mean.
+    #[arg(long, default_value = "sum")]
+    op: String,
+    /// Element type.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Algorithm: auto, star, hierarchical, ring or tree.
+    #[arg(long, default_value = "auto")]
+    algorithm: String,
+    /// Bytes per rank: a comma list (`64K,1M`) or a doubling range (`4K..64M`).
+    #[arg(long, default_value = "4K..16M")]
+    sizes: String,
+    /// Timed iterations per size.
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Untimed iterations before timing.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Print CSV instead of the table.
+    #[arg(long)]
+    csv: bool,
+    /// A topology file for the cost model (e.g. from `bench --calibrate`).
+    #[arg(long)]
+    topology: Option<std::path::PathBuf>,
+}
+
+/// One measured row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Bytes per rank.
+    pub size: usize,
+    /// Elements per rank.
+    pub count: usize,
+    /// Algorithm actually used.
+    pub algorithm: String,
+    /// Median microseconds per all_reduce.
+    pub time_us: f64,
+    /// Bytes per rank / time, GB/s.
+    pub algbw: f64,
+    /// algbw * 2(n-1)/n.
+    pub busbw: f64,
+    /// Wrong elements.
+    pub wrong: usize,
+    /// The host bound, GB/s.
+    pub bound: f64,
+}
+
+/// Runs the benchmark.
+pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
+    let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
+    let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
+    let sizes = parse_sizes(&a.sizes).map_err(Failure::input)?;
+    if a.iters == 0 {
+        return Err(Failure::input("--iters must be at least 1"));
+    }
+    let found = scenario::discover();
+    let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
+    let topo = Arc::new(crate::load_topology(a.topology.as_ref())?);
+    let n = devices.len();
+    let progress = std::io::stderr().is_terminal();
+    if a.csv {
+        println!(
+            "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio"
+        );
+    } else {
+        let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        println!(
+            "# fuel-opt bench: all_reduce over [{}], {} iters after {} warmup, median times",
+            names.join(", "),
+            a.iters,
+            a.warmup
+        );
+        println!(
+            "# bound: host n-ary add + {} memcpys of the result, same run",
+            n.saturating_sub(1)
+        );
+        println!(
+            "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6}",
+            "size",
+            "count",
+            "type",
+            "redop",
+            "algorithm",
+            "time(us)",
+            "algbw(GB/s)",
+            "busbw(GB/s)",
+            "#wrong",
+            "bound(GB/s)",
+            "ratio"
+        );
+    }
+    for (i, &size) in sizes.iter().enumerate() {
+        if progress {
+            let done = i * 30 / sizes.len();
+            eprint!(
+                "\r[{}{}] {}/{} sizes, now {:<6}",
+                "#".repeat(done),
+                ".".repeat(30 - done),
+                i,
+                sizes.len(),
+                format_size(size)
+            );
+            let _ = std::io::stderr().flush();
+        }
+        let row = measure(
+            &devices,
+            dtype,
+            op,
+            &a.algorithm,
+            size,
+            a.iters,
+            a.warmup,
+            &topo,
+        )?;
+        let ratio = if row.bound > 0.0 {
+            row.algbw / row.bound
+        } else {
+            0.0
+        };
+        if a.csv {
+            println!(
+                "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
+                row.size,
+                row.count,
+                dtype,
+                op,
+                row.algorithm,
+                row.time_us,
+                row.algbw,
+                row.busbw,
+                row.wrong,
+                row.bound,
+                ratio
+            );
+        } else {
+            println!(
+                " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2}",
+                row.size, row.count, dtype.as_str(), op.as_str(), row.algorithm, row.time_us, row.algbw, row.busbw, row.wrong, row.bound, ratio
+            );
+        }
+    }
+    if progress {
+        eprintln!(
+            "\r[{}] {}/{} sizes{:<12}",
+            "#".repeat(30),
+            sizes.len(),
+            sizes.len(),
+            ""
+        );
+    }
+    Ok(())
+}
+
+/// Measures one size.
+#[allow(clippy::too_many_arguments)]
+pub fn measure(
+    devices: &[fuel_graph_ext::Device],
+    dtype: DType,
+    op: ReduceOp,
+    algorithm: &str,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    topo: &Arc<Topology>,
+) -> Result<Row, Failure> {
+    let n = devices.len();
+    let count = (size / dtype.size_bytes()).max(1);
+    let ty = TensorType::new(dtype, &[count]);
+    let g = scenario::build(devices, &ty, op, Shape::AllReduce)?;
+    let lowered = scenario::lower(&g, algorithm, topo, None)?;
+    let exe = exec::compile(&lowered, devices)
+        .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
+    let host_inputs = deterministic_inputs(&g);
+    let inputs: BTreeMap<String, Tensor> = host_inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    let run = |exe: &exec::Executable| {
+        exe.run(&inputs)
+            .map_err(|e| Failure::input(format!("run failed: {e}")))
+    };
+    for _ in 0..warmup {
+        run(&exe)?;
+    }
+    let mut times = Vec::with_capacity(iters);
+    let mut last = Vec::new();
+    for _ in 0..iters {
+        let t = Instant::now();
+        last = run(&exe)?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let time_us = scenario::median_us(&mut times);
+    let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
+    let mut wrong = 0;
+    for (got, w) in last.iter().zip(&want) {
+        let got = got.to_host();
+        let tol = fuel_graph_ext::interp::HostTensor::tolerance(dtype);
+        wrong += got
+            .data
+            .iter()
+            .zip(&w.data)
+            .filter(|(a, b)| !(a == b || (*a - *b).abs() <= tol * b.abs().max(1.0)))
+            .count();
+    }
+    wrong += want.len().saturating_sub(last.len()) * count;
+    let bytes = count * dtype.size_bytes();
+    let algbw = bytes as f64 / (time_us * 1e3);
+    let busbw = if n > 1 {
+        algbw * 2.0 * (n - 1) as f64 / n as f64
+    } else {
+        algbw
+    };
+    let bound_us = host_bound_us(n, bytes, dtype.size_bytes(), iters, warmup);
+    let bound = if bound_us > 0.0 {
+        bytes as f64 / (bound_us * 1e3)
+    } else {
+        0.0
+    };
+    Ok(Row {
+        size,
+        count,
+        algorithm: display_algorithm(algorithm, &lowered),
+        time_us,
+        algbw,
+        busbw,
+        wrong,
+        bound,
+    })
+}
+
+fn display_algorithm(requested: &str, lowered: &fuel_graph_ext::Graph) -> String {
+    let chosen = scenario::chosen(lowered);
+    if requested == "auto" {
+        format!("auto:{chosen}")
+    } else {
+        chosen
+    }
+}
+
+/// Median microseconds of the host bound: an n-ary add of `n` buffers of
+/// `bytes` into one, then `n - 1` copies of it, on host memory with as many
+/// threads as the machine has.
+pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: usize) -> f64 {
+    let words = bytes.div_ceil(8);
+    let inputs: Vec<Vec<u64>> = (0..n).map(|i| vec![i as u64 + 1; words]).collect();
+    let mut out = vec![0u64; words];
+    let mut copies: Vec<Vec<u64>> = (0..n.saturating_sub(1))
+        .map(|_| vec![0u64; words])
+        .collect();
+    // Threads only pay off once a buffer is large; below that, one thread.
+    let threads = if bytes < 1 << 20 {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |p| p.get())
+    };
+    let mut times = Vec::with_capacity(iters);
+    for it in 0..warmup + iters {
+        let t = Instant::now();
+        parallel_add(&inputs, &mut out, elem, threads);
+        for c in copies.iter_mut() {
+            parallel_copy(&out, c, threads);
+        }
+        if it >= warmup {
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    std::hint::black_box(&copies);
+    scenario::median_us(&mut times)
+}
+
+fn lanes_add(acc: &mut [u64], x: &[u64], elem: usize) {
+    // Wrapping adds on lanes of the element's width, so the work per byte
+    // matches an add of that dtype.
+    match elem {
+        1 => acc.iter_mut().zip(x).for_each(|(a, b)| {
+            let s: [u8; 8] =
+                std::array::from_fn(|k| a.to_le_bytes()[k].wrapping_add(b.to_le_bytes()[k]));
+            *a = u64::from_le_bytes(s);
+        }),
+        2 | 4 => acc.iter_mut().zip(x).for_each(|(a, b)| {
+            let (lo, hi) = (
+                (*a as u32).wrapping_add(*b as u32),
+                ((*a >> 32) as u32).wrapping_add((*b >> 32) as u32),
+            );
+            *a = u64::from(lo) | (u64::from(hi) << 32);
+        }),
+        _ => acc
+            .iter_mut()
+            .zip(x)
+            .for_each(|(a, b)| *a = a.wrapping_add(*b)),
+    }
+}
+
+fn parallel_add(inputs: &[Vec<u64>], out: &mut [u64], elem: usize, threads: usize) {
+    if threads <= 1 {
+        add_range(inputs, out, 0, elem);
+        return;
+    }
+    let chunk = out.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (t, part) in out.chunks_mut(chunk).enumerate() {
+            s.spawn(move || add_range(inputs, part, t * chunk, elem));
+        }
+    });
+}
+
+/// Folds `inputs[.][start..start + out.len()]` into `out`, block by block so
+/// the block stays in cache while every input is added.
+fn add_range(inputs: &[Vec<u64>], out: &mut [u64], start: usize, elem: usize) {
+    const BLOCK: usize = 2048;
+    for (b, blk) in out.chunks_mut(BLOCK).enumerate() {
+        let off = start + b * BLOCK;
+        if let Some(first) = inputs.first() {
+            blk.copy_from_slice(&first[off..off + blk.len()]);
+        }
+        for x in inputs.iter().skip(1) {
+            lanes_add(blk, &x[off..off + blk.len()], elem);
+        }
+    }
+}
+
+fn parallel_copy(src: &[u64], dst: &mut [u64], threads: usize) {
+    if threads <= 1 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let chunk = src.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (d, sp) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
+            s.spawn(move || d.copy_from_slice(sp));
+        }
+    });
+}

@@ -1,0 +1,171 @@
+//! What `demo` and `bench` share: picking devices, building a collective
+//! graph with `DeviceGroup`, lowering it, and reading back what the lowering
+//! chose and moved.
+
+use crate::Failure;
+use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
+use fuel_graph_ext::device::parse_device_list;
+use fuel_graph_ext::exec::{self, Discovery};
+use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::{Device, DeviceKind, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The devices to use: the `--devices` list (each checked against
+/// discovery), or `default_cpus` CPU devices plus every Vulkan and CUDA
+/// device discovery found.
+pub fn pick_devices(
+    list: Option<&str>,
+    default_cpus: u32,
+    found: &Discovery,
+) -> Result<Vec<Device>, Failure> {
+    match list {
+        Some(s) => {
+            let devs = parse_device_list(s).map_err(|e| Failure::input(e.to_string()))?;
+            if devs.is_empty() {
+                return Err(Failure::input("--devices is empty: give e.g. cpu:0,cpu:1"));
+            }
+            for d in &devs {
+                if let Some(why) = found.why_not(*d) {
+                    return Err(Failure::input(format!("{d} cannot be used: {why}")));
+                }
+            }
+            Ok(devs)
+        }
+        None => {
+            let mut devs: Vec<Device> = (0..default_cpus).map(Device::cpu).collect();
+            devs.extend(
+                found
+                    .available
+                    .iter()
+                    .map(|(d, _)| *d)
+                    .filter(|d| d.kind != DeviceKind::Cpu),
+            );
+            Ok(devs)
+        }
+    }
+}
+
+/// Which collectives a scenario records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// One all_reduce.
+    AllReduce,
+    /// One all_reduce, plus a reduce_scatter whose results feed an all_gather.
+    AllReduceAndPair,
+}
+
+/// Records the scenario with `DeviceGroup`: shard i is an input on device i.
+pub fn build(
+    devices: &[Device],
+    ty: &TensorType,
+    op: ReduceOp,
+    shape: Shape,
+) -> Result<Graph, Failure> {
+    let bad = |e: fuel_collective::CollectiveError| Failure::input(e.to_string());
+    let group = DeviceGroup::new(devices.iter().copied()).map_err(bad)?;
+    let lazy = LazyGraph::new(match shape {
+        Shape::AllReduce => "all_reduce",
+        Shape::AllReduceAndPair => "demo",
+    });
+    let shards: Vec<_> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| lazy.input(&format!("shard{i}"), *d, ty.clone()))
+        .collect();
+    let out =
+        |t: &fuel_graph_ext::LazyTensor| lazy.output(t).map_err(|e| Failure::input(e.to_string()));
+    for t in group.all_reduce(&shards, op).map_err(bad)? {
+        out(&t)?;
+    }
+    if shape == Shape::AllReduceAndPair {
+        let parts = group.reduce_scatter(&shards, op, 0).map_err(bad)?;
+        for t in group.all_gather(&parts, 0).map_err(bad)? {
+            out(&t)?;
+        }
+    }
+    Ok(lazy.snapshot())
+}
+
+/// Lowers `g` with the default pipeline and `lower-collectives{algorithm=..}`.
+pub fn lower(
+    g: &Graph,
+    algorithm: &str,
+    topo: &Arc<Topology>,
+    dump_dir: Option<PathBuf>,
+) -> Result<Graph, Failure> {
+    let pipeline = if algorithm == "auto" {
+        DEFAULT_PIPELINE.to_string()
+    } else {
+        fuel_collective::pipeline_with(&format!("algorithm={algorithm}"))
+    };
+    let cx = PassContext {
+        topology: topo.clone(),
+    };
+    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, cx)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    pm.dump_dir = dump_dir;
+    pm.print_after = None;
+    let mut out = g.clone();
+    pm.run(&mut out)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    Ok(out)
+}
+
+/// The algorithms the lowering chose, read from its notes (`chose ring`,
+/// `chose star@cpu:0`), joined with `+` when a graph has several collectives.
+pub fn chosen(g: &Graph) -> String {
+    let mut picks: Vec<String> = Vec::new();
+    for note in g.notes() {
+        if let Some(rest) = note.split("chose ").nth(1) {
+            let name: String = rest
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != '@' && *c != '{')
+                .collect();
+            if !picks.contains(&name) {
+                picks.push(name);
+            }
+        }
+    }
+    if picks.is_empty() {
+        "none".into()
+    } else {
+        picks.join("+")
+    }
+}
+
+/// Bytes and copies per (source, destination) link in a lowered graph.
+pub fn link_traffic(g: &Graph) -> BTreeMap<(Device, Device), (usize, usize)> {
+    let mut out: BTreeMap<(Device, Device), (usize, usize)> = BTreeMap::new();
+    for id in g.node_ids() {
+        let Some(n) = g.node(id) else { continue };
+        if let Op::Copy { to } | Op::Move { to } = n.op {
+            if let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) {
+                let e = out.entry((from, to)).or_default();
+                e.0 += n.ty.size_bytes();
+                e.1 += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Median of a list of durations in microseconds (0 for an empty list).
+pub fn median_us(samples: &mut [f64]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    samples.sort_by(f64::total_cmp);
+    let mid = samples.len() / 2;
+    if samples.len() % 2 == 1 {
+        samples[mid]
+    } else {
+        (samples[mid - 1] + samples[mid]) / 2.0
+    }
+}
+
+/// Discovery, once.
+pub fn discover() -> Discovery {
+    exec::discover()
+}

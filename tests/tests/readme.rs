@@ -1,0 +1,107 @@
+//! Follows the README the way a newcomer would: its two commands are the ones
+//! CI runs, and the main command works from the workspace root, exits 0 and
+//! writes every file it names (with SVGs when graphviz is installed).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The fenced command that follows the line `<label>` in the README.
+fn readme_command(label: &str) -> String {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let after = readme
+        .split(&format!("\n{label}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has no `{label}` line"));
+    let block = after
+        .split("```")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no fenced block after `{label}`"));
+    // The first line of a fenced block is its language tag.
+    let lines: Vec<&str> = block
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "`{label}` must be exactly one command: {lines:?}"
+    );
+    lines[0].to_string()
+}
+
+#[test]
+fn readme_commands_are_the_ones_ci_runs() {
+    assert_eq!(
+        readme_command("Main job:"),
+        "cargo run --release --bin fuel-opt -- demo"
+    );
+    let test_cmd = readme_command("Tests:");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l.trim() == test_cmd),
+        ".ci/run does not run the README's test command `{test_cmd}`"
+    );
+}
+
+#[test]
+fn readme_main_command_works_from_a_clone() {
+    let cmd = readme_command("Main job:");
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(args[0], "cargo");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(&args[1..])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("results match the reference interpreter"),
+        "{stdout}"
+    );
+    let files: Vec<PathBuf> = stdout
+        .split("== files in")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| root().join(l.trim()))
+        .collect();
+    assert!(
+        files.len() >= 12,
+        "expected text and DOT for the input and each pass: {files:?}"
+    );
+    for f in &files {
+        assert!(f.exists(), "{} is named but missing", f.display());
+    }
+    if Command::new("dot").arg("-V").output().is_err() {
+        println!("SKIP: SVG check: graphviz `dot` is not installed (apt-get install graphviz)");
+        return;
+    }
+    for dot in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|x| x == "dot"))
+    {
+        let svg = dot.with_extension("svg");
+        assert!(
+            files.contains(&svg),
+            "{} has no SVG in the report",
+            dot.display()
+        );
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("<svg"), "{} is not an SVG", svg.display());
+    }
+}
