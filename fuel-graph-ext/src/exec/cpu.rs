@@ -23,12 +23,28 @@ pub const PARALLEL_MIN: usize = 1 << 18;
 /// Elements per block of the fold.
 const BLOCK: usize = 4096;
 
+/// The most bytes an arena keeps in its pool of freed buffers.
+pub const POOL_MAX_BYTES: usize = 1 << 30;
+
 /// One host arena.
+///
+/// Freed buffers go back to a pool keyed by size (up to [`POOL_MAX_BYTES`]),
+/// and the next allocation of that size takes one from there. A compiled
+/// executable allocates the same sizes on every run, so after the first run
+/// its buffers are recycled instead of being mapped, zeroed and page-faulted
+/// again. Pooled buffers are not live: they do not count in `current`.
 #[derive(Debug)]
 pub struct Arena {
     /// Its device name.
     pub device: Device,
     counter: AllocCounter,
+    pool: std::sync::Mutex<Pool>,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    by_words: std::collections::BTreeMap<usize, Vec<Vec<u64>>>,
+    bytes: usize,
 }
 
 impl Arena {
@@ -37,6 +53,29 @@ impl Arena {
         Arena {
             device,
             counter: AllocCounter::default(),
+            pool: std::sync::Mutex::new(Pool::default()),
+        }
+    }
+
+    /// Bytes held in the pool of freed buffers.
+    pub fn pooled_bytes(&self) -> usize {
+        self.pool.lock().map_or(0, |p| p.bytes)
+    }
+
+    fn take_pooled(&self, words: usize) -> Option<Vec<u64>> {
+        let mut p = self.pool.lock().ok()?;
+        let v = p.by_words.get_mut(&words)?.pop()?;
+        p.bytes -= words * 8;
+        Some(v)
+    }
+
+    fn give_back(&self, v: Vec<u64>) {
+        let words = v.len();
+        if let Ok(mut p) = self.pool.lock() {
+            if p.bytes + words * 8 <= POOL_MAX_BYTES {
+                p.bytes += words * 8;
+                p.by_words.entry(words).or_default().push(v);
+            }
         }
     }
 
@@ -45,7 +84,8 @@ impl Arena {
         self.counter.stats()
     }
 
-    /// A zeroed buffer of `bytes`, 8-byte aligned.
+    /// A buffer of `bytes`, 8-byte aligned. A new one is zeroed; a recycled
+    /// one keeps old bytes, so every kernel writes its whole output.
     pub fn alloc(self: &Arc<Self>, bytes: usize, faults: &Faults) -> Result<CpuBuf, ExecError> {
         let oom = |reason: String| ExecError::OutOfMemory {
             device: self.device,
@@ -56,9 +96,15 @@ impl Arena {
             return Err(oom("injected allocation failure".into()));
         }
         let words = bytes.div_ceil(8);
-        let mut v: Vec<u64> = Vec::new();
-        v.try_reserve_exact(words).map_err(|e| oom(e.to_string()))?;
-        v.resize(words, 0);
+        let v = match self.take_pooled(words) {
+            Some(v) => v,
+            None => {
+                let mut v: Vec<u64> = Vec::new();
+                v.try_reserve_exact(words).map_err(|e| oom(e.to_string()))?;
+                v.resize(words, 0);
+                v
+            }
+        };
         self.counter.add(bytes);
         Ok(CpuBuf {
             words: v,
@@ -79,6 +125,7 @@ pub struct CpuBuf {
 impl Drop for CpuBuf {
     fn drop(&mut self) {
         self.arena.counter.sub(self.len);
+        self.arena.give_back(std::mem::take(&mut self.words));
     }
 }
 
@@ -214,6 +261,26 @@ pub fn memcpy(src: &[u8], out: &mut CpuBuf) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn freed_buffers_are_recycled_and_not_counted() {
+        let arena = Arc::new(Arena::open(Device::cpu(7)));
+        let faults = Faults::new(None);
+        let mut a = arena.alloc(4096, &faults).unwrap();
+        a.bytes_mut()[0] = 42;
+        let ptr = a.bytes().as_ptr();
+        drop(a);
+        assert_eq!(arena.stats().current, 0);
+        assert_eq!(arena.pooled_bytes(), 4096);
+        let b = arena.alloc(4096, &faults).unwrap();
+        assert_eq!(b.bytes().as_ptr(), ptr, "the pooled buffer is reused");
+        assert_eq!(arena.pooled_bytes(), 0);
+        assert_eq!(arena.stats().current, 4096);
+        let c = arena.alloc(8, &faults).unwrap();
+        assert_eq!(c.bytes(), &[0u8; 8], "a fresh buffer is zeroed");
+        drop((b, c));
+        assert_eq!(arena.stats().live_buffers, 0);
+    }
 
     #[test]
     fn fold_is_threaded_and_exact_and_frees() {
