@@ -522,9 +522,65 @@ fn choose(g: &Graph, spec: &Spec, opts: &LowerOptions, topo: &Topology) -> (Choi
     )
 }
 
-/// Lowers `spec` with `choice` on a scratch copy and estimates the new nodes.
+/// Lowers `spec` with `choice` into a scratch graph that holds only the
+/// collective's operands and the copies of them that `g` already has (so a
+/// shard staged for an earlier collective is credited, as in the real
+/// lowering), and estimates the new nodes. Working on a small graph keeps
+/// `auto` linear in the number of collectives: copying the whole graph per
+/// candidate made it quadratic.
 fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> Estimate {
-    let mut scratch = g.clone();
+    let mut scratch = Graph::new("estimate");
+    // Original value -> its stand-in in the scratch graph.
+    let mut map: BTreeMap<ValueId, ValueId> = BTreeMap::new();
+    let mut vals: Vec<ValueId> = Vec::with_capacity(spec.vals.len());
+    for (i, (v, d)) in spec.vals.iter().zip(&spec.devs).enumerate() {
+        // Walk back through copies to the value they all carry...
+        let mut root = *v;
+        while let Some(src) = g
+            .node(root.node)
+            .filter(|n| matches!(n.op, Op::Copy { .. }))
+            .and_then(|n| n.operands.first().copied())
+        {
+            root = src;
+        }
+        if !map.contains_key(&root) {
+            let device = g.value_device(root).unwrap_or(*d);
+            let input = Op::Input {
+                name: format!("s{i}"),
+                device,
+            };
+            let here = scratch.add_value(input, &[], spec.ty.clone());
+            map.insert(root, here);
+            // ...then copy every chain hanging off it, breadth first.
+            let mut queue = vec![(root, here)];
+            while let Some((orig, here)) = queue.pop() {
+                for (user, _) in g.users(orig) {
+                    let Some(n) = g.node(user) else { continue };
+                    if let Op::Copy { to } = n.op {
+                        let c = scratch.add_value(Op::Copy { to }, &[here], n.ty.clone());
+                        let user_val = ValueId {
+                            node: user,
+                            result: 0,
+                        };
+                        map.insert(user_val, c);
+                        queue.push((user_val, c));
+                    }
+                }
+            }
+        }
+        let Some(&local) = map.get(v) else {
+            return Estimate::default();
+        };
+        vals.push(local);
+    }
+    let Some(&first) = vals.first() else {
+        return Estimate::default();
+    };
+    let local = Spec {
+        first,
+        vals,
+        ..spec.clone()
+    };
     let before: BTreeSet<NodeId> = scratch.node_ids().collect();
     let mut tx = Transfers::new(&scratch);
     {
@@ -532,9 +588,9 @@ fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> E
             g: &mut scratch,
             tx: &mut tx,
             topo,
-            fallback: spec.first,
+            fallback: first,
         };
-        em.lower(spec, choice);
+        em.lower(&local, choice);
     }
     estimate(topo, &graph_steps(&scratch, &before))
 }
