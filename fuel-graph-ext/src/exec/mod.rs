@@ -225,6 +225,14 @@ impl Executable {
                         got: t.ty().clone(),
                     });
                 }
+                if t.bytes().len() != s.ty.size_bytes() {
+                    return Err(ExecError::InputSize {
+                        name: name.clone(),
+                        ty: s.ty.clone(),
+                        want: s.ty.size_bytes(),
+                        got: t.bytes().len(),
+                    });
+                }
                 data[i] = Some(t.shared());
             }
         }
