@@ -146,3 +146,43 @@ fn eight_threads_on_shared_cpu_and_vulkan_devices() {
         .collect();
     run_all(jobs);
 }
+
+#[test]
+fn one_executable_shared_by_eight_threads() {
+    // `run` takes one run at a time; callers on other threads wait their turn.
+    let devs = cpus(3);
+    let g = all_reduce_graph(&devs, DType::F32, 500, ReduceOp::Sum);
+    let lowered = lower(&g, "lower-collectives{algorithm=ring}");
+    let exe = Arc::new(exec::compile(&lowered, &[]).unwrap());
+    let inputs = Arc::new(deterministic_inputs(&g));
+    let want = Arc::new(interpret(&g, &inputs).unwrap());
+    let (tx, rx) = mpsc::channel();
+    for i in 0..8 {
+        let (exe, inputs, want, tx) = (exe.clone(), inputs.clone(), want.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let res = (0..25).try_for_each(|run| {
+                let got = exe
+                    .run_host(&inputs)
+                    .map_err(|e| format!("run {run}: {e}"))?;
+                got.iter()
+                    .zip(want.iter())
+                    .try_for_each(|(g, w)| g.check_close(w))
+                    .map_err(|e| format!("run {run}: {e}"))
+            });
+            let _ = tx.send((i, res));
+        });
+    }
+    drop(tx);
+    let until = Instant::now() + DEADLINE;
+    for _ in 0..8 {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok((i, res)) => {
+                if let Err(e) = res {
+                    panic!("thread {i}: {e}");
+                }
+            }
+            Err(_) => panic!("a thread did not finish within {DEADLINE:?}: deadlock or hang"),
+        }
+    }
+    assert_no_leaks(&exe);
+}
