@@ -255,6 +255,8 @@ impl Executable {
         let plan = &self.plan;
         let n = plan.steps.len();
         let keep: Vec<bool> = (0..n).map(|i| plan.outputs.contains(&i)).collect();
+        // Indices below are step numbers of `plan`, which sizes every
+        // vector here, so indexing cannot go out of bounds.
         let mut reads_left = plan.reads.clone();
         let mut deps_left: Vec<usize> = plan
             .steps
