@@ -382,6 +382,8 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         .iter()
         .enumerate()
         .all(|(k, id)| id.0 == NodeIndex::new(k)));
+    // `by_number` maps to indices of `pending`, and `ids` has one entry per
+    // pending node, so `ids[k]` and `pending[prev]` are in bounds.
     let resolve = |r: &Ref, g: &Graph| -> Result<ValueId, ParseError> {
         let err = |message: String| ParseError {
             line: r.line,
