@@ -46,6 +46,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0112", parse_empty_input),
     ("E0113", parse_bad_escape),
     ("E0114", parse_unknown_reduction),
+    ("E0115", parse_huge_result_index),
     ("E0201", verify_cycle),
     ("E0202", verify_operand_types),
     ("E0203", verify_declared_type),
@@ -413,6 +414,10 @@ fn parse_bad_escape() -> Outcome {
 }
 fn parse_unknown_reduction() -> Outcome {
     parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:1 = all_reduce.avg %0 : f32[4]\n  return %1#0\n}\n")
+}
+
+fn parse_huge_result_index() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:1 = all_reduce.sum %0 : f32[4]\n  return %1#4294967296\n}\n")
 }
 
 // ---- verify (E02) -----------------------------------------------------------
