@@ -553,6 +553,8 @@ fn device_not_listed() -> Outcome {
     compile_err(CPU_AR, &[Device::cpu(0)])
 }
 fn vulkan_no_driver() -> Outcome {
+    // Without a loader at all the child would give another reason.
+    need_vulkan(&[Device::vulkan(0)])?;
     // The loader reads VK_ICD_FILENAMES when it starts, so this runs in a child.
     cli_err(
         &["-", "--run"],
