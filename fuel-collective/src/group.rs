@@ -36,7 +36,8 @@ pub enum CollectiveError {
         size: usize,
     },
     /// Shards come from different lazy graphs.
-    #[error("shard {index} belongs to graph #{other} but shard 0 to graph #{first}; record every shard of one collective in the same LazyGraph")]
+    // The graph ids are process-wide counters, so the message leaves them out.
+    #[error("shard {index} belongs to a different LazyGraph than shard 0; record every shard of one collective in the same LazyGraph")]
     MixedGraphs {
         index: usize,
         first: u64,

@@ -683,6 +683,7 @@ impl Emitter<'_> {
             [] => self.to(self.fallback, at),
             [one] => *one,
             many => {
+                // `many` has two or more values here.
                 let ty = self.ty(many[0]);
                 self.g
                     .add_value(Op::Elementwise { kind, device: at }, many, ty)

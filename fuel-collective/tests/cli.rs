@@ -134,7 +134,7 @@ fn bad_input_is_an_error_not_a_panic() {
         (
             &["-"],
             Some("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=0} @cpu:0 : f32[4]\n  return %1\n}\n"),
-            "// ^ error: `div` needs {by} >= 1",
+            "// ^ error: `div {by=0}` divides by zero",
         ),
         (&["no/such/file.fir"], None, "cannot read `no/such/file.fir`"),
         (&[], None, "no input: give a .fir file"),

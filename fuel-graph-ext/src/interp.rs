@@ -153,11 +153,19 @@ pub enum InterpError {
     #[error("no data for input \"{0}\"; pass one tensor per input name")]
     MissingInput(String),
     /// Data of the wrong type was given.
-    #[error("input \"{name}\" is declared {want} but the data is {got}")]
+    #[error("input \"{name}\" is declared {want} but the data is {got}; pass a tensor of the declared type")]
     InputType {
         name: String,
         want: TensorType,
         got: TensorType,
+    },
+    /// Data of the right type but the wrong number of elements.
+    #[error("input \"{name}\" is declared {ty}, which has {want} element(s), but the data has {got}; give one value per element")]
+    InputLength {
+        name: String,
+        ty: TensorType,
+        want: usize,
+        got: usize,
     },
     /// The graph is malformed; run the verifier for the full report.
     #[error("cannot interpret an invalid graph: {0}; run the verifier for details")]
@@ -281,6 +289,9 @@ fn eval(
             data,
         }])
     };
+    // Indexing below (`args[0]`, `shape[axis]`, data ranges) cannot panic:
+    // `typed` ran `infer_type`, which checks operand counts, axes and slice
+    // bounds, and inputs were checked to hold one value per element.
     if !matches!(op, Op::Input { .. }) {
         typed(args)?;
     }
@@ -289,11 +300,19 @@ fn eval(
             let t = inputs
                 .get(name)
                 .ok_or_else(|| InterpError::MissingInput(name.clone()))?;
-            if t.ty != *ty || t.data.len() != ty.num_elements() {
+            if t.ty != *ty {
                 return Err(InterpError::InputType {
                     name: name.clone(),
                     want: ty.clone(),
                     got: t.ty.clone(),
+                });
+            }
+            if t.data.len() != ty.num_elements() {
+                return Err(InterpError::InputLength {
+                    name: name.clone(),
+                    ty: ty.clone(),
+                    want: ty.num_elements(),
+                    got: t.data.len(),
                 });
             }
             Ok(vec![t.clone()])

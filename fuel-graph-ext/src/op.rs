@@ -279,7 +279,7 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Strin
                 ));
             }
             if let Op::Div { by: 0, .. } = op {
-                return Err("`div` needs {by} >= 1".into());
+                return Err("`div {by=0}` divides by zero; use {by} of 1 or more".into());
             }
             Ok(operands[0].clone())
         }
@@ -328,7 +328,10 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Strin
         Op::Reduce { root, .. } => {
             need(1, "one or more shards")?;
             if *root >= n {
-                return Err(format!("root {root} is out of range for {n} shard(s)"));
+                return Err(format!(
+                    "root {root} is out of range for {n} shard(s); use a root from 0 to {}",
+                    n.saturating_sub(1)
+                ));
             }
             all_equal()
         }

@@ -278,14 +278,14 @@ impl Topology {
                     for kv in rest {
                         match kv.split_once('=') {
                             Some(("bandwidth", v)) => {
-                                cost.bandwidth_gbps = num(v).ok_or_else(|| err(format!("bad bandwidth `{v}`")))?
+                                cost.bandwidth_gbps = num(v).ok_or_else(|| err(format!("bad bandwidth `{v}`: expected a positive number of GB/s, e.g. bandwidth=25")))?
                             }
                             Some(("latency", v)) => {
                                 cost.latency_us = v
                                     .parse::<f64>()
                                     .ok()
                                     .filter(|x| *x >= 0.0)
-                                    .ok_or_else(|| err(format!("bad latency `{v}`")))?
+                                    .ok_or_else(|| err(format!("bad latency `{v}`: expected microseconds, 0 or more, e.g. latency=10")))?
                             }
                             _ => return Err(err(format!("expected bandwidth=GBPS or latency=US, found `{kv}`"))),
                         }

@@ -103,7 +103,10 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
             match infer_type(&n.op, &tys) {
                 Ok(t) if t != n.ty => push(
                     Some(id),
-                    format!("declared type {} but the operands give {t}", n.ty),
+                    format!(
+                        "declared type {} but the operands give {t}; declare {t}",
+                        n.ty
+                    ),
                 ),
                 Ok(_) => {}
                 Err(e) => push(Some(id), e),

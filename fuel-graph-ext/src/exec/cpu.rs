@@ -195,6 +195,9 @@ fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     });
 }
 
+// The verifier gives an n-ary op two or more operands of the output's type,
+// and `run` refuses inputs whose bytes do not fill their type, so every
+// operand is as long as `out` and the indexing below stays in bounds.
 fn fold_typed<T: Elem>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf) {
     let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
     par_chunks(out.typed_mut::<T>(), |off, chunk| {

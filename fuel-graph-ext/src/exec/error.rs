@@ -57,7 +57,7 @@ pub enum ExecError {
     #[error("no data for input \"{0}\"; pass one tensor per input name")]
     MissingInput(String),
     /// An input tensor has the wrong type.
-    #[error("input \"{name}\" is declared {want} but the data is {got}")]
+    #[error("input \"{name}\" is declared {want} but the data is {got}; pass a tensor of the declared type")]
     InputType {
         /// The input.
         name: String,
@@ -65,6 +65,18 @@ pub enum ExecError {
         want: TensorType,
         /// Given type.
         got: TensorType,
+    },
+    /// An input tensor's bytes do not fill its type (a hand-built tensor).
+    #[error("input \"{name}\" is declared {ty}, which takes {want} bytes, but the data has {got}; give one value per element")]
+    InputSize {
+        /// The input.
+        name: String,
+        /// Its type.
+        ty: TensorType,
+        /// Bytes the type takes.
+        want: usize,
+        /// Bytes given.
+        got: usize,
     },
     /// An allocation failed.
     #[error("out of memory on {device}: cannot allocate {bytes} bytes ({reason})")]
@@ -97,7 +109,7 @@ pub enum ExecError {
         reason: String,
     },
     /// An injected fault fired (see `Executable::inject_fault`).
-    #[error("injected fault in `{op}` on {device}")]
+    #[error("injected fault in `{op}` on {device} (armed by `Executable::inject_fault`; the next run is unaffected)")]
     Injected {
         /// The device.
         device: Device,

@@ -225,6 +225,14 @@ impl Executable {
                         got: t.ty().clone(),
                     });
                 }
+                if t.bytes().len() != s.ty.size_bytes() {
+                    return Err(ExecError::InputSize {
+                        name: name.clone(),
+                        ty: s.ty.clone(),
+                        want: s.ty.size_bytes(),
+                        got: t.bytes().len(),
+                    });
+                }
                 data[i] = Some(t.shared());
             }
         }
@@ -247,6 +255,8 @@ impl Executable {
         let plan = &self.plan;
         let n = plan.steps.len();
         let keep: Vec<bool> = (0..n).map(|i| plan.outputs.contains(&i)).collect();
+        // Indices below are step numbers of `plan`, which sizes every
+        // vector here, so indexing cannot go out of bounds.
         let mut reads_left = plan.reads.clone();
         let mut deps_left: Vec<usize> = plan
             .steps

@@ -206,6 +206,7 @@ impl Plan {
 }
 
 /// Splits `shape` around `axis` into (outer, extent, inner) element counts.
+// `compile` verified the graph before planning, so `axis` is below the rank.
 fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let outer = shape[..axis].iter().product();
     let inner = shape[axis + 1..].iter().product();

@@ -244,7 +244,15 @@ impl<'a> Cur<'a> {
         let number = self.number("a value number after `%`")? as usize;
         let result = if self.rest().starts_with('#') {
             self.pos += 1;
-            Some(self.number("a result index after `#`")? as u32)
+            let at = self.pos;
+            let ix = self.number("a result index after `#`")?;
+            // `as u32` would wrap a huge index around to a valid one.
+            Some(u32::try_from(ix).map_err(|_| {
+                self.err_at(
+                    at,
+                    format!("result index `{ix}` is too large (at most {})", u32::MAX),
+                )
+            })?)
         } else {
             None
         };
@@ -382,6 +390,8 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         .iter()
         .enumerate()
         .all(|(k, id)| id.0 == NodeIndex::new(k)));
+    // `by_number` maps to indices of `pending`, and `ids` has one entry per
+    // pending node, so `ids[k]` and `pending[prev]` are in bounds.
     let resolve = |r: &Ref, g: &Graph| -> Result<ValueId, ParseError> {
         let err = |message: String| ParseError {
             line: r.line,

@@ -35,7 +35,7 @@ pub fn run_and_check(
     devices: Option<&str>,
 ) -> Result<(), Failure> {
     let list = match devices {
-        Some(s) => parse_device_list(s).map_err(|e| Failure::input(e.to_string()))?,
+        Some(s) => parse_device_list(s).map_err(|e| Failure::input(format!("--devices: {e}")))?,
         None => Vec::new(),
     };
     let exe = exec::compile(lowered, &list).map_err(|e| Failure::input(e.to_string()))?;

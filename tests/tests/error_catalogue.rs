@@ -1,0 +1,669 @@
+//! The error catalogue's test: `docs/errors.md` is the data.
+//!
+//! Every entry of the catalogue is a `### EXXXX — title` heading followed,
+//! somewhere before the next heading, by one fenced block that holds the
+//! exact message a user sees (without its final newline). This file reads
+//! the catalogue, produces each error with the case function of the same id
+//! and asserts the message is byte-for-byte the documented one, so the docs
+//! and the code cannot drift apart. An entry without a case, or a case
+//! without an entry, fails too.
+//!
+//! `PRINT_ERRORS=1` prints every produced message (to draft a new entry).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_collective::{CollectiveError, DeviceGroup};
+use fuel_graph_ext::exec::{self, FaultPoint};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
+use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::verify::{verify, Level};
+use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// A case either produces the message or says why it cannot run here.
+type Outcome = Result<String, Skip>;
+
+/// Why a case cannot run on this machine.
+struct Skip(String);
+
+/// A case function: produces one documented error.
+type Case = fn() -> Outcome;
+
+const CASES: &[(&str, Case)] = &[
+    ("E0101", parse_unknown_op),
+    ("E0102", parse_bad_device),
+    ("E0103", parse_unclosed_shape),
+    ("E0104", parse_undefined_value),
+    ("E0105", parse_missing_brace),
+    ("E0106", parse_missing_attribute),
+    ("E0107", parse_wrong_result_count),
+    ("E0108", parse_missing_result_index),
+    ("E0109", parse_unknown_dtype),
+    ("E0110", parse_duplicate_value),
+    ("E0111", parse_unknown_attribute),
+    ("E0112", parse_empty_input),
+    ("E0113", parse_bad_escape),
+    ("E0114", parse_unknown_reduction),
+    ("E0115", parse_huge_result_index),
+    ("E0201", verify_cycle),
+    ("E0202", verify_operand_types),
+    ("E0203", verify_declared_type),
+    ("E0204", verify_slice_out_of_range),
+    ("E0205", verify_move_with_other_uses),
+    ("E0206", verify_root_out_of_range),
+    ("E0207", verify_not_divisible),
+    ("E0208", verify_div_by_zero),
+    ("E0209", verify_operand_on_other_device),
+    ("E0210", verify_no_direct_copy),
+    ("E0301", pipeline_unknown_pass),
+    ("E0302", pipeline_unknown_option),
+    ("E0303", pipeline_bad_algorithm),
+    ("E0304", pipeline_bad_arity),
+    ("E0305", pipeline_bad_reduce_at),
+    ("E0306", pipeline_malformed),
+    ("E0307", pipeline_output_does_not_verify),
+    ("E0308", topology_bad_line),
+    ("E0401", group_empty),
+    ("E0402", group_no_shards),
+    ("E0403", group_shard_count),
+    ("E0404", group_mixed_graphs),
+    ("E0405", group_dtype_mismatch),
+    ("E0406", group_shape_mismatch),
+    ("E0407", group_wrong_device),
+    ("E0408", group_root_out_of_range),
+    ("E0409", group_axis_out_of_range),
+    ("E0410", group_not_divisible),
+    ("E0501", device_not_listed),
+    ("E0502", vulkan_no_driver),
+    ("E0503", vulkan_index_too_high),
+    ("E0504", cuda_not_installed),
+    ("E0601", dtype_u8_on_vulkan),
+    ("E0602", dtype_bf16_on_vulkan),
+    ("E0701", exec_leftover_collective),
+    ("E0702", exec_copy_across_vendors),
+    ("E0703", exec_injected_copy),
+    ("E0704", exec_injected_kernel),
+    ("E0705", exec_injected_alloc),
+    ("E0706", exec_missing_input),
+    ("E0707", exec_input_type),
+    ("E0708", exec_input_size),
+    ("E0709", interp_input_length),
+    ("E0801", cli_no_input),
+    ("E0802", cli_unreadable_file),
+    ("E0803", cli_parse_error),
+    ("E0804", cli_verify_error),
+    ("E0805", cli_bad_devices),
+    ("E0806", cli_bad_topology),
+];
+
+/// One documented entry.
+struct Entry {
+    id: String,
+    line: usize,
+    message: Option<String>,
+}
+
+fn catalogue_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md")
+}
+
+/// Reads `### EXXXX — title` headings and the first fenced block under each.
+fn entries(md: &str) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    let mut block: Option<Vec<&str>> = None;
+    for (ln, line) in md.lines().enumerate() {
+        if let Some(lines) = block.as_mut() {
+            if line.starts_with("```") {
+                let text = lines.join("\n");
+                block = None;
+                if let Some(e) = out.last_mut() {
+                    e.message.get_or_insert(text);
+                }
+            } else {
+                lines.push(line);
+            }
+            continue;
+        }
+        if line.starts_with("```") {
+            block = Some(Vec::new());
+        } else if let Some(h) = line.strip_prefix("### ") {
+            let id = h.split_whitespace().next().unwrap_or("");
+            if id.len() == 5 && id.starts_with('E') && id[1..].chars().all(|c| c.is_ascii_digit()) {
+                out.push(Entry {
+                    id: id.to_string(),
+                    line: ln + 1,
+                    message: None,
+                });
+            }
+        } else if line.starts_with("## ") || line.starts_with("### ") {
+            // A section heading ends the previous entry's search for a block.
+            out.push(Entry {
+                id: String::new(),
+                line: ln + 1,
+                message: None,
+            });
+        }
+    }
+    out.retain(|e| !e.id.is_empty());
+    out
+}
+
+#[test]
+fn every_documented_error_is_produced_exactly() {
+    let path = catalogue_path();
+    let md = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let docs = entries(&md);
+    let print = std::env::var("PRINT_ERRORS").is_ok_and(|v| v == "1");
+    let mut failures = Vec::new();
+    for e in &docs {
+        if docs.iter().filter(|o| o.id == e.id).count() > 1 {
+            failures.push(format!("{} is documented twice (line {})", e.id, e.line));
+        }
+        if !CASES.iter().any(|(id, _)| *id == e.id) {
+            failures.push(format!(
+                "{} (errors.md line {}) has no case function in this file",
+                e.id, e.line
+            ));
+        }
+    }
+    for (id, case) in CASES {
+        let got = match case() {
+            Ok(m) => m.trim_end_matches('\n').to_string(),
+            Err(Skip(why)) => {
+                println!("SKIP: {id}: {why}");
+                continue;
+            }
+        };
+        if print {
+            println!("=== {id}\n{got}\n");
+        }
+        let Some(doc) = docs.iter().find(|e| e.id == *id) else {
+            failures.push(format!("{id} has a case but no entry in docs/errors.md"));
+            continue;
+        };
+        match &doc.message {
+            None => failures.push(format!(
+                "{id} (errors.md line {}) has no fenced message block",
+                doc.line
+            )),
+            Some(want) if *want != got => {
+                let diff = similar::TextDiff::from_lines(want.as_str(), got.as_str());
+                failures.push(format!(
+                    "{id} (errors.md line {}): the documented message differs from the produced one\n{}",
+                    doc.line,
+                    diff.unified_diff().header("documented", "produced")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} problem(s):\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn the_catalogue_reader_finds_ids_and_blocks() {
+    let md = "# t\n## Parse\n### E0001 — a\ntext\n```\nline one\nline two\n```\n### E0002 — b\n## Driver errors\n```\nnot E0002's\n```\n";
+    let e = entries(md);
+    assert_eq!(e.len(), 2);
+    assert_eq!(e[0].id, "E0001");
+    assert_eq!(e[0].message.as_deref(), Some("line one\nline two"));
+    assert_eq!(e[1].id, "E0002");
+    assert_eq!(
+        e[1].message, None,
+        "a block after a new section is not the entry's"
+    );
+}
+
+// ---- helpers ----------------------------------------------------------------
+
+fn parse_err(src: &str) -> Outcome {
+    match text::parse(src) {
+        Ok(_) => panic!("expected a parse error for:\n{src}"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn verify_err(src: &str, level: Level) -> Outcome {
+    let g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    match verify(&g, level, &Topology::default()) {
+        Ok(()) => panic!("expected a verifier error for:\n{src}"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn pipeline_err(src: &str, pipeline: &str) -> Outcome {
+    let cx = PassContext {
+        topology: Arc::new(Topology::default()),
+    };
+    let mut pm = match PassManager::new(&fuel_collective::registry(), pipeline, cx) {
+        Ok(pm) => pm,
+        Err(e) => return Ok(e.to_string()),
+    };
+    pm.verify_each = true;
+    pm.dump_dir = None;
+    pm.print_after = None;
+    let mut g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    match pm.run(&mut g) {
+        Ok(_) => panic!("expected `{pipeline}` to fail"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn compile_err(src: &str, devices: &[Device]) -> Outcome {
+    let g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
+    match exec::compile(&g, devices) {
+        Ok(_) => panic!("expected compile to fail for:\n{src}"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn group_err(r: Result<impl Sized, CollectiveError>) -> Outcome {
+    match r {
+        Ok(_) => panic!("expected the collective to be refused"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+/// Vulkan devices, or a skip (a failure under `FUEL_REQUIRE_VULKAN=1`).
+fn need_vulkan(devices: &[Device]) -> Result<(), Skip> {
+    if fuel_tests::devices_or_skip("error_catalogue", devices) {
+        Ok(())
+    } else {
+        Err(Skip("Vulkan is unavailable".into()))
+    }
+}
+
+fn f32s(shape: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, shape)
+}
+
+fn shards(g: &LazyGraph, devs: &[Device], ty: &TensorType) -> Vec<LazyTensor> {
+    devs.iter()
+        .enumerate()
+        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
+        .collect()
+}
+
+const CPU01: [Device; 2] = [Device::cpu(0), Device::cpu(1)];
+
+/// The `fuel-opt` binary that `cargo test --workspace` builds beside this
+/// test's binary (`target/<profile>/fuel-opt`).
+fn fuel_opt() -> Result<PathBuf, Skip> {
+    let exe = std::env::current_exe().map_err(|e| Skip(e.to_string()))?;
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("fuel-opt"))
+        .ok_or_else(|| Skip("cannot locate the target folder".into()))?;
+    if bin.exists() {
+        Ok(bin)
+    } else {
+        Err(Skip(format!(
+            "{} is not built; run `cargo test --workspace` (or `cargo build -p fuel-collective`) first",
+            bin.display()
+        )))
+    }
+}
+
+/// Runs `fuel-opt` in `tests/golden/` (paths in messages stay short) and returns
+/// its standard error; the exit status must be 2 (bad input).
+fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome {
+    let mut cmd = Command::new(fuel_opt()?);
+    cmd.args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Skip(format!("cannot run fuel-opt: {e}")))?;
+    if let Some(mut i) = child.stdin.take() {
+        use std::io::Write;
+        i.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "fuel-opt {args:?} should exit 2; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stderr).unwrap())
+}
+
+/// A lowered all-reduce over cpu:0 and cpu:1 (one copy each way, one add).
+const CPU_AR: &str = "graph @ar {
+  %0 = input \"a\" @cpu:0 : f32[16]
+  %1 = input \"b\" @cpu:1 : f32[16]
+  %2 = copy %1 -> cpu:0 : f32[16]
+  %3 = add %0, %2 @cpu:0 : f32[16]
+  %4 = copy %3 -> cpu:1 : f32[16]
+  return %3, %4
+}
+";
+
+fn run_err(point: Option<FaultPoint>, edit: impl FnOnce(&mut Inputs)) -> Outcome {
+    let g = text::parse(CPU_AR).unwrap();
+    let exe = exec::compile(&g, &CPU01).unwrap();
+    let mut inputs = deterministic_inputs(&g);
+    edit(&mut inputs);
+    if let Some(p) = point {
+        exe.inject_fault(p);
+    }
+    let e = match exe.run_host(&inputs) {
+        Ok(_) => panic!("the run should fail"),
+        Err(e) => e,
+    };
+    fuel_tests::assert_no_leaks(&exe);
+    Ok(e.to_string())
+}
+
+type Inputs = std::collections::BTreeMap<String, HostTensor>;
+
+// ---- parse (E01) ------------------------------------------------------------
+
+fn parse_unknown_op() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = frob %0 @cpu:0 : f32[4]\n  return %1\n}\n")
+}
+fn parse_bad_device() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @gpu:0 : f32[4]\n  return %0\n}\n")
+}
+fn parse_unclosed_shape() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4\n  return %0\n}\n")
+}
+fn parse_undefined_value() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  return %7\n}\n")
+}
+fn parse_missing_brace() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  return %0\n")
+}
+fn parse_missing_attribute() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = slice %0 {axis=0, len=2} @cpu:0 : f32[2]\n  return %1\n}\n")
+}
+fn parse_wrong_result_count() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:2 = all_reduce.sum %0 : f32[4]\n  return %1#0\n}\n")
+}
+fn parse_missing_result_index() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2\n}\n")
+}
+fn parse_unknown_dtype() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f8[4]\n  return %0\n}\n")
+}
+fn parse_duplicate_value() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %0 = input \"b\" @cpu:0 : f32[4]\n  return %0\n}\n")
+}
+fn parse_unknown_attribute() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=2, round=1} @cpu:0 : f32[4]\n  return %1\n}\n")
+}
+fn parse_empty_input() -> Outcome {
+    parse_err("// only a comment\n")
+}
+fn parse_bad_escape() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\\q\" @cpu:0 : f32[4]\n  return %0\n}\n")
+}
+fn parse_unknown_reduction() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:1 = all_reduce.avg %0 : f32[4]\n  return %1#0\n}\n")
+}
+
+fn parse_huge_result_index() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:1 = all_reduce.sum %0 : f32[4]\n  return %1#4294967296\n}\n")
+}
+
+// ---- verify (E02) -----------------------------------------------------------
+
+fn verify_cycle() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %2 @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", Level::Structural)
+}
+fn verify_operand_types() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[6]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", Level::Structural)
+}
+fn verify_declared_type() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : i32[4]\n  return %1\n}\n", Level::Structural)
+}
+fn verify_slice_out_of_range() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = slice %0 {axis=0, len=3, start=2} @cpu:0 : f32[3]\n  return %1\n}\n", Level::Structural)
+}
+fn verify_move_with_other_uses() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = move %0 -> cpu:1 : f32[4]\n  return %0, %1\n}\n", Level::Structural)
+}
+fn verify_root_out_of_range() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = reduce.sum %0, %1 {root=2} : f32[4]\n  return %2\n}\n", Level::Structural)
+}
+fn verify_not_divisible() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[5]\n  %1 = input \"b\" @cpu:1 : f32[5]\n  %2:2 = reduce_scatter.sum %0, %1 {axis=0} : f32[2]\n  return %2#0, %2#1\n}\n", Level::Structural)
+}
+fn verify_div_by_zero() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=0} @cpu:0 : f32[4]\n  return %1\n}\n", Level::Structural)
+}
+fn verify_operand_on_other_device() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", Level::Placement)
+}
+fn verify_no_direct_copy() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = copy %0 -> vulkan:0 : f32[4]\n  return %1\n}\n", Level::Placement)
+}
+
+// ---- pipeline (E03) ---------------------------------------------------------
+
+const SMALL: &str = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2#0, %2#1\n}\n";
+
+fn pipeline_unknown_pass() -> Outcome {
+    pipeline_err(SMALL, "lower-collective")
+}
+fn pipeline_unknown_option() -> Outcome {
+    pipeline_err(SMALL, "lower-collectives{algo=ring}")
+}
+fn pipeline_bad_algorithm() -> Outcome {
+    pipeline_err(SMALL, "lower-collectives{algorithm=butterfly}")
+}
+fn pipeline_bad_arity() -> Outcome {
+    pipeline_err(SMALL, "lower-collectives{algorithm=tree, arity=1}")
+}
+fn pipeline_bad_reduce_at() -> Outcome {
+    pipeline_err(SMALL, "lower-collectives{reduce_at=gpu:0}")
+}
+fn pipeline_malformed() -> Outcome {
+    pipeline_err(SMALL, "lower-collectives{algorithm=ring,dce")
+}
+fn pipeline_output_does_not_verify() -> Outcome {
+    pipeline_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", "cse")
+}
+fn topology_bad_line() -> Outcome {
+    match Topology::parse("peer cuda:0 cuda:1\nlink host-cuda bandwidth=fast\n") {
+        Ok(_) => panic!("expected a topology error"),
+        Err(e) => Ok(e),
+    }
+}
+
+// ---- collectives (E04) ------------------------------------------------------
+
+fn group_empty() -> Outcome {
+    group_err(DeviceGroup::new(Vec::new()))
+}
+fn group_no_shards() -> Outcome {
+    let group = DeviceGroup::new(CPU01).unwrap();
+    group_err(group.all_reduce(&[], ReduceOp::Sum))
+}
+fn group_shard_count() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1), Device::cpu(2)]).unwrap();
+    group_err(group.all_reduce(&shards(&lg, &CPU01, &f32s(&[4])), ReduceOp::Sum))
+}
+fn group_mixed_graphs() -> Outcome {
+    let (a, b) = (LazyGraph::new("a"), LazyGraph::new("b"));
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = [
+        a.input("x", Device::cpu(0), f32s(&[4])),
+        b.input("y", Device::cpu(1), f32s(&[4])),
+    ];
+    group_err(group.all_reduce(&xs, ReduceOp::Sum))
+}
+fn group_dtype_mismatch() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = [
+        lg.input("x", Device::cpu(0), f32s(&[4])),
+        lg.input("y", Device::cpu(1), TensorType::new(DType::I32, &[4])),
+    ];
+    group_err(group.all_reduce(&xs, ReduceOp::Sum))
+}
+fn group_shape_mismatch() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = [
+        lg.input("x", Device::cpu(0), f32s(&[4])),
+        lg.input("y", Device::cpu(1), f32s(&[2, 2])),
+    ];
+    group_err(group.all_reduce(&xs, ReduceOp::Sum))
+}
+fn group_wrong_device() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new([Device::cpu(0), Device::vulkan(0)]).unwrap();
+    group_err(group.all_reduce(&shards(&lg, &CPU01, &f32s(&[4])), ReduceOp::Sum))
+}
+fn group_root_out_of_range() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    group_err(group.reduce(&shards(&lg, &CPU01, &f32s(&[4])), ReduceOp::Sum, 2))
+}
+fn group_axis_out_of_range() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    group_err(group.all_gather(&shards(&lg, &CPU01, &f32s(&[4, 2])), 2))
+}
+fn group_not_divisible() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    group_err(group.reduce_scatter(&shards(&lg, &CPU01, &f32s(&[5])), ReduceOp::Sum, 0))
+}
+
+// ---- devices (E05) ----------------------------------------------------------
+
+fn device_not_listed() -> Outcome {
+    compile_err(CPU_AR, &[Device::cpu(0)])
+}
+fn vulkan_no_driver() -> Outcome {
+    // Without a loader at all the child would give another reason.
+    need_vulkan(&[Device::vulkan(0)])?;
+    // The loader reads VK_ICD_FILENAMES when it starts, so this runs in a child.
+    cli_err(
+        &["-", "--run"],
+        Some(VK_ONLY),
+        &[
+            ("VK_ICD_FILENAMES", "/nonexistent.json"),
+            ("VK_DRIVER_FILES", "/nonexistent.json"),
+        ],
+    )
+}
+const VK_ONLY: &str = "graph @v {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = add %0, %0 @vulkan:0 : f32[4]\n  return %1\n}\n";
+fn vulkan_index_too_high() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    compile_err(&VK_ONLY.replace("vulkan:0", "vulkan:9"), &[])
+}
+fn cuda_not_installed() -> Outcome {
+    if exec::discover().has(Device::cuda(0)) {
+        return Err(Skip("this machine has a CUDA GPU".into()));
+    }
+    compile_err(&VK_ONLY.replace("vulkan:0", "cuda:0"), &[])
+}
+
+// ---- dtypes (E06) -----------------------------------------------------------
+
+fn dtype_u8_on_vulkan() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    compile_err(&VK_ONLY.replace("f32", "u8"), &[])
+}
+fn dtype_bf16_on_vulkan() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    compile_err(&VK_ONLY.replace("f32", "bf16"), &[])
+}
+
+// ---- execution (E07) --------------------------------------------------------
+
+fn exec_leftover_collective() -> Outcome {
+    compile_err(SMALL, &[])
+}
+fn exec_copy_across_vendors() -> Outcome {
+    compile_err("graph @x {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = copy %0 -> vulkan:1 : f32[4]\n  return %1\n}\n", &[])
+}
+fn exec_injected_copy() -> Outcome {
+    run_err(Some(FaultPoint::Copy { nth: 1 }), |_| {})
+}
+fn exec_injected_kernel() -> Outcome {
+    run_err(Some(FaultPoint::Kernel { nth: 0 }), |_| {})
+}
+fn exec_injected_alloc() -> Outcome {
+    // Allocation 0 and 1 are the two inputs, 2 the copy's destination.
+    run_err(Some(FaultPoint::Alloc { nth: 2 }), |_| {})
+}
+fn exec_missing_input() -> Outcome {
+    run_err(None, |i| {
+        i.remove("b");
+    })
+}
+fn exec_input_type() -> Outcome {
+    run_err(None, |i| {
+        let t = i.get_mut("b").unwrap();
+        t.ty = TensorType::new(DType::I32, &[16]);
+    })
+}
+fn exec_input_size() -> Outcome {
+    run_err(None, |i| {
+        i.get_mut("b").unwrap().data.truncate(12);
+    })
+}
+fn interp_input_length() -> Outcome {
+    let g = text::parse(CPU_AR).unwrap();
+    let mut inputs = deterministic_inputs(&g);
+    inputs.get_mut("a").unwrap().data.push(1.0);
+    match interpret(&g, &inputs) {
+        Ok(_) => panic!("expected the interpreter to refuse"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+// ---- fuel-opt (E08) ---------------------------------------------------------
+
+fn cli_no_input() -> Outcome {
+    cli_err(&["--passes", "dce"], None, &[])
+}
+fn cli_unreadable_file() -> Outcome {
+    cli_err(&["missing.fir"], None, &[])
+}
+fn cli_parse_error() -> Outcome {
+    cli_err(
+        &["-"],
+        Some("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4\n  return %0\n}\n"),
+        &[],
+    )
+}
+fn cli_verify_error() -> Outcome {
+    cli_err(&["-"], Some("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=0} @cpu:0 : f32[4]\n  return %1\n}\n"), &[])
+}
+fn cli_bad_devices() -> Outcome {
+    cli_err(
+        &["-", "--run", "--devices", "cpu:0,tpu:1"],
+        Some(CPU_AR),
+        &[],
+    )
+}
+fn cli_bad_topology() -> Outcome {
+    let topo = std::env::temp_dir().join("fuel-catalogue.topo");
+    std::fs::write(&topo, "staging cuda:0\n").unwrap();
+    cli_err(
+        &["-", "--topology", topo.to_str().unwrap()],
+        Some(CPU_AR),
+        &[],
+    )
+    .map(|m| m.replace(topo.to_str().unwrap(), "bad.topo"))
+}

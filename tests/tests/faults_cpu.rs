@@ -1,0 +1,108 @@
+//! Faults on host arenas only: a run that fails halfway (an injected copy,
+//! kernel or allocation failure, at every point a run reaches) ends in the
+//! exact error text, frees every buffer, and the next run is correct.
+//!
+//! CPU only on purpose: `scripts/valgrind-check.sh` runs this binary under
+//! valgrind, so it must not load a Vulkan or CUDA driver.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use fuel_graph_ext::exec::{self, FaultPoint};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::{text, DType, Device, ReduceOp};
+use fuel_tests::assert_no_leaks;
+use support::{all_reduce_graph, assert_close, fail_at_every_point, lower};
+
+const CPUS: [Device; 4] = [
+    Device::cpu(0),
+    Device::cpu(1),
+    Device::cpu(2),
+    Device::cpu(3),
+];
+
+#[test]
+fn every_fault_in_a_lowered_ring_all_reduce() {
+    let g = all_reduce_graph(&CPUS, DType::F32, 64, ReduceOp::Sum);
+    let lowered = lower(&g, "lower-collectives{algorithm=ring}");
+    let n = fail_at_every_point(&lowered, &CPUS);
+    assert!(n > 20, "the ring should have many fault points, found {n}");
+}
+
+#[test]
+fn every_fault_in_a_lowered_star_mean() {
+    // Star with a mean: copies, one n-ary add, a div, copies back.
+    let g = all_reduce_graph(&CPUS, DType::I32, 48, ReduceOp::Mean);
+    let lowered = lower(&g, "lower-collectives{algorithm=star, reduce_at=cpu:2}");
+    fail_at_every_point(&lowered, &CPUS);
+}
+
+#[test]
+fn faults_in_moves_slices_and_concats() {
+    let src = "graph @m {
+  %0 = input \"a\" @cpu:0 : i32[6,4]
+  %1 = move %0 -> cpu:1 : i32[6,4]
+  %2 = slice %1 {axis=1, len=2, start=1} @cpu:1 : i32[6,2]
+  %3 = concat %2, %1, %2 {axis=1} @cpu:1 : i32[6,8]
+  %4 = copy %3 -> cpu:0 : i32[6,8]
+  return %4
+}
+";
+    let g = text::parse(src).unwrap();
+    fail_at_every_point(&g, &[Device::cpu(0), Device::cpu(1)]);
+}
+
+#[test]
+fn the_exact_messages_of_each_kind() {
+    // Allocation order is fixed here: one input, then the copy's buffer.
+    let src = "graph @one {
+  %0 = input \"a\" @cpu:0 : f32[16]
+  %1 = copy %0 -> cpu:1 : f32[16]
+  %2 = add %1, %1 @cpu:1 : f32[16]
+  return %2
+}
+";
+    let g = text::parse(src).unwrap();
+    let exe = exec::compile(&g, &[]).unwrap();
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    let tail = "(armed by `Executable::inject_fault`; the next run is unaffected)";
+    for (point, msg) in [
+        (
+            FaultPoint::Copy { nth: 0 },
+            format!("injected fault in `copy` on cpu:1 {tail}"),
+        ),
+        (
+            FaultPoint::Kernel { nth: 0 },
+            format!("injected fault in `add` on cpu:1 {tail}"),
+        ),
+        (
+            FaultPoint::Alloc { nth: 1 },
+            "out of memory on cpu:1: cannot allocate 64 bytes (injected allocation failure)"
+                .to_string(),
+        ),
+    ] {
+        exe.inject_fault(point);
+        let e = exe.run_host(&inputs).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some(msg.as_str()), "{point:?}");
+        assert_no_leaks(&exe);
+        assert_close(&exe.run_host(&inputs).unwrap(), &want, "after the fault");
+    }
+}
+
+#[test]
+fn a_fault_is_armed_for_one_run_only() {
+    let g = lower(
+        &all_reduce_graph(&CPUS[..2], DType::F32, 8, ReduceOp::Max),
+        "lower-collectives",
+    );
+    let exe = exec::compile(&g, &[]).unwrap();
+    let inputs = deterministic_inputs(&g);
+    exe.inject_fault(FaultPoint::Kernel { nth: 0 });
+    assert!(exe.run_host(&inputs).is_err());
+    for _ in 0..3 {
+        exe.run_host(&inputs).unwrap();
+    }
+    assert_no_leaks(&exe);
+}

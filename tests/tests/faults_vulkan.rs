@@ -1,0 +1,73 @@
+//! Faults with Vulkan devices (lavapipe here): copies in and out of Vulkan,
+//! staged vulkan:0 -> cpu:0 -> vulkan:1 hops and shader kernels fail at
+//! every point a run reaches; each failure gives the exact injected-fault
+//! message, frees every buffer on every device, and the next run is correct.
+//! Without Vulkan the tests print `SKIP: <reason>` (a failure under
+//! `FUEL_REQUIRE_VULKAN=1`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use fuel_graph_ext::exec::{self, FaultPoint};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::{text, DType, Device, ReduceOp};
+use fuel_tests::{assert_no_leaks, devices_or_skip};
+use support::{all_reduce_graph, assert_close, fail_at_every_point, lower};
+
+const MIXED: [Device; 3] = [Device::cpu(0), Device::vulkan(0), Device::vulkan(1)];
+
+#[test]
+fn every_fault_in_a_staged_all_reduce() {
+    if !devices_or_skip("every_fault_in_a_staged_all_reduce", &MIXED) {
+        return;
+    }
+    for algorithm in ["star", "ring"] {
+        let g = all_reduce_graph(&MIXED, DType::F32, 96, ReduceOp::Sum);
+        let lowered = lower(&g, &format!("lower-collectives{{algorithm={algorithm}}}"));
+        let n = fail_at_every_point(&lowered, &MIXED);
+        assert!(n > 10, "{algorithm}: only {n} fault points");
+    }
+}
+
+#[test]
+fn the_exact_messages_on_vulkan() {
+    let devs = [Device::cpu(0), Device::vulkan(0)];
+    if !devices_or_skip("the_exact_messages_on_vulkan", &devs) {
+        return;
+    }
+    let src = "graph @one {
+  %0 = input \"a\" @cpu:0 : i32[16]
+  %1 = copy %0 -> vulkan:0 : i32[16]
+  %2 = mul %1, %1 @vulkan:0 : i32[16]
+  return %2
+}
+";
+    let g = text::parse(src).unwrap();
+    let exe = exec::compile(&g, &[]).unwrap();
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    let tail = "(armed by `Executable::inject_fault`; the next run is unaffected)";
+    for (point, msg) in [
+        (
+            FaultPoint::Copy { nth: 0 },
+            format!("injected fault in `copy` on vulkan:0 {tail}"),
+        ),
+        (
+            FaultPoint::Kernel { nth: 0 },
+            format!("injected fault in `mul` on vulkan:0 {tail}"),
+        ),
+        (
+            FaultPoint::Alloc { nth: 1 },
+            "out of memory on vulkan:0: cannot allocate 64 bytes (injected allocation failure)"
+                .to_string(),
+        ),
+    ] {
+        exe.inject_fault(point);
+        let e = exe.run_host(&inputs).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some(msg.as_str()), "{point:?}");
+        assert_no_leaks(&exe);
+        assert_close(&exe.run_host(&inputs).unwrap(), &want, "after the fault");
+        assert_no_leaks(&exe);
+    }
+}

@@ -1,0 +1,170 @@
+//! Helpers shared by the reliability tests (`faults_*`, `soak`,
+//! `concurrency`): record a collective through `DeviceGroup`, lower it with
+//! `lower-collectives`, and count what a run of the result will do.
+
+#![allow(dead_code)]
+
+use fuel_collective::DeviceGroup;
+use fuel_graph_ext::interp::HostTensor;
+use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::{DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
+use std::sync::Arc;
+
+/// An `all_reduce` of one `dtype[n]` shard per device, recorded through a
+/// `DeviceGroup`; returns the graph before lowering.
+pub fn all_reduce_graph(devices: &[Device], dtype: DType, n: usize, op: ReduceOp) -> Graph {
+    let lg = LazyGraph::new("all_reduce");
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let ty = TensorType::new(dtype, &[n]);
+    let shards: Vec<_> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
+        .collect();
+    for t in group.all_reduce(&shards, op).unwrap() {
+        lg.output(&t).unwrap();
+    }
+    lg.snapshot()
+}
+
+/// `g` after `pipeline` (with verification after every pass).
+pub fn lower(g: &Graph, pipeline: &str) -> Graph {
+    let cx = PassContext {
+        topology: Arc::new(Topology::default()),
+    };
+    let mut pm = PassManager::new(&fuel_collective::registry(), pipeline, cx).unwrap();
+    pm.verify_each = true;
+    pm.dump_dir = None;
+    pm.print_after = None;
+    let mut out = g.clone();
+    pm.run(&mut out)
+        .unwrap_or_else(|e| panic!("{pipeline}: {e}"));
+    out
+}
+
+/// How many copies (and moves), kernels and buffer allocations one run of
+/// the lowered graph `g` makes: every node allocates its result once.
+pub struct Counts {
+    pub copies: usize,
+    pub kernels: usize,
+    pub allocs: usize,
+}
+
+pub fn counts(g: &Graph) -> Counts {
+    let mut c = Counts {
+        copies: 0,
+        kernels: 0,
+        allocs: 0,
+    };
+    for id in g.node_ids() {
+        let op = &g.node(id).unwrap().op;
+        match op {
+            Op::Input { .. } => {}
+            Op::Copy { .. } | Op::Move { .. } => c.copies += 1,
+            _ => c.kernels += 1,
+        }
+        c.allocs += 1;
+    }
+    c
+}
+
+/// Bytes of every value `g` places on `device`: no schedule can hold more
+/// at once, so it bounds the allocator's peak.
+pub fn all_values_bytes(g: &Graph, device: Device) -> usize {
+    g.node_ids()
+        .map(|id| g.node(id).unwrap())
+        .filter(|n| n.op.device() == Some(device))
+        .map(|n| n.ty.size_bytes() * n.num_results())
+        .sum()
+}
+
+/// Asserts `got` equals `want` (floats within the interpreter's tolerance).
+pub fn assert_close(got: &[HostTensor], want: &[HostTensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: number of results");
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        if let Err(e) = g.check_close(w) {
+            panic!("{what}: result {k}: {e}");
+        }
+    }
+}
+
+/// Resident set size of this process in bytes (Linux `/proc/self/statm`).
+pub fn rss_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    // The page size is 4 KiB on every Linux target we run on.
+    pages * 4096
+}
+
+/// The message an injected fault must give, if `msg` is one for `point`
+/// on one of `devices`: the exact text with the device, op and byte count
+/// filled in from the candidates.
+pub fn expected_fault_message(
+    point: fuel_graph_ext::exec::FaultPoint,
+    msg: &str,
+    devices: &[Device],
+) -> Option<String> {
+    use fuel_graph_ext::exec::FaultPoint;
+    let tail = "(armed by `Executable::inject_fault`; the next run is unaffected)";
+    devices.iter().find_map(|d| {
+        let want = match point {
+            FaultPoint::Copy { .. } => format!("injected fault in `copy` on {d} {tail}"),
+            FaultPoint::Kernel { .. } => ["add", "mul", "max", "min", "div", "slice", "concat"]
+                .iter()
+                .map(|op| format!("injected fault in `{op}` on {d} {tail}"))
+                .find(|w| w == msg)?,
+            FaultPoint::Alloc { .. } => {
+                let bytes: usize = msg
+                    .strip_prefix(&format!("out of memory on {d}: cannot allocate "))?
+                    .split(' ')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                format!(
+                    "out of memory on {d}: cannot allocate {bytes} bytes (injected allocation failure)"
+                )
+            }
+        };
+        (want == msg).then_some(want)
+    })
+}
+
+/// Injects every copy, kernel and allocation fault one run of `lowered`
+/// can hit, one per run. Each run must fail with the exact injected-fault
+/// message, leave every allocator at zero, and the next run must succeed
+/// with the interpreter's results. Returns how many faults were checked.
+pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
+    use fuel_graph_ext::exec::{self, FaultPoint};
+    use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+    let exe = exec::compile(lowered, devices).unwrap();
+    let inputs = deterministic_inputs(lowered);
+    let want = interpret(lowered, &inputs).unwrap();
+    let c = counts(lowered);
+    let points = (0..c.copies)
+        .map(|nth| FaultPoint::Copy { nth })
+        .chain((0..c.kernels).map(|nth| FaultPoint::Kernel { nth }))
+        .chain((0..c.allocs).map(|nth| FaultPoint::Alloc { nth }));
+    let mut checked = 0;
+    for point in points {
+        exe.inject_fault(point);
+        let e = match exe.run_host(&inputs) {
+            Ok(_) => panic!("{point:?}: the run succeeded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            expected_fault_message(point, &e, devices).is_some(),
+            "{point:?}: unexpected message: {e}"
+        );
+        fuel_tests::assert_no_leaks(&exe);
+        let got = exe
+            .run_host(&inputs)
+            .unwrap_or_else(|e| panic!("the run after {point:?} failed: {e}"));
+        assert_close(&got, &want, &format!("the run after {point:?}"));
+        fuel_tests::assert_no_leaks(&exe);
+        checked += 1;
+    }
+    // One more fault past the last event: nothing fires, the run succeeds.
+    exe.inject_fault(FaultPoint::Copy { nth: c.copies });
+    assert_close(&exe.run_host(&inputs).unwrap(), &want, "past the last copy");
+    checked
+}
