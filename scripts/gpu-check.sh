@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the CUDA + Vulkan executor tests on a GPU machine and fails
+# Builds and runs the CUDA + Vulkan executor tests and the NCCL driver tests on a GPU machine and fails
 # if any of them printed SKIP (so a missing driver cannot pass silently).
 # Needs libcuda (an NVIDIA driver) and a Vulkan loader + ICD
 # (`apt-get install -y mesa-vulkan-drivers libvulkan1` gives lavapipe).
@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 FUEL_REQUIRE_VULKAN=1 FUEL_REQUIRE_CUDA=1 \
   cargo test -p fuel-tests --test exec_cuda -- --nocapture --test-threads=1 2>&1 | tee "$log"
+# NCCL driver tests: need libnccl.so on LD_LIBRARY_PATH (with the pip wheel,
+# symlink nvidia/nccl/lib/libnccl.so.2 to libnccl.so: cudarc never loads .so.2).
+FUEL_REQUIRE_CUDA=1 \
+  cargo test -p fuel-collective --test driver_nccl -- --nocapture --test-threads=1 2>&1 | tee -a "$log"
 if grep -q 'SKIP' "$log"; then
   echo "gpu-check: FAILED, some tests were skipped:" >&2
   grep 'SKIP' "$log" >&2
