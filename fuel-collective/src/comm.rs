@@ -11,7 +11,9 @@
 //! records one collective node that the `lower-collectives` pass turns into
 //! copies.
 //!
-//! The only communicator here is [`IdentityComm`], a world of one rank. It
+//! [`IdentityComm`] here is a world of one rank;
+//! [`crate::driver::DriverCommunicator`] is the world of many, over a
+//! collective driver. It
 //! returns its input because with a single rank there is genuinely nothing to
 //! combine: the reduction of one shard is that shard (the mean of one is
 //! itself), gathering one shard gives it back, and broadcasting from rank 0
@@ -33,6 +35,16 @@ pub trait Communicator {
     fn broadcast(&self, tensor: &LazyTensor, root: usize) -> Result<LazyTensor, CollectiveError>;
     /// Every rank gets all ranks' tensors joined along `axis`.
     fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank gets its slice (the `rank`-th of `world_size` equal
+    /// slices along `axis`) of the reduction of every rank's `tensor`.
+    fn reduce_scatter(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+    ) -> Result<LazyTensor, CollectiveError>;
+    /// Returns once every rank has called it.
+    fn barrier(&self) -> Result<(), CollectiveError>;
 }
 
 /// The world of one rank: every collective returns its input.
@@ -72,5 +84,21 @@ impl Communicator for IdentityComm {
             });
         }
         Ok(tensor.clone())
+    }
+
+    fn reduce_scatter(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+    ) -> Result<LazyTensor, CollectiveError> {
+        // One rank keeps the whole (reduced) tensor: its slice is all of it.
+        self.all_gather(tensor, axis)?;
+        self.all_reduce(tensor, op)
+    }
+
+    fn barrier(&self) -> Result<(), CollectiveError> {
+        // Nobody else to wait for.
+        Ok(())
     }
 }

@@ -81,6 +81,9 @@ pub enum CollectiveError {
         extent: usize,
         size: usize,
     },
+    /// A collective driver refused or failed (see [`crate::driver::DriverError`]).
+    #[error("collective driver: {0}")]
+    Driver(String),
     /// The graph refused the node (should not happen after the checks above).
     #[error(transparent)]
     Build(#[from] BuildError),

@@ -9,16 +9,24 @@
 //! [`cost`] model and the pure [`plan`] helpers (islands, ring chunks, tree
 //! shape). `docs/lowering.md` explains the algorithms with pictures.
 //!
+//! [`driver`] holds the collective drivers (host threads, NCCL, MPI) that run
+//! a collective as one operation, and the SPMD communicator over them.
+//!
 //! [`registry`] gives a pass registry with every pass of the project, which
 //! is what `fuel-opt` and the golden tests use.
 
 pub mod comm;
 pub mod cost;
+pub mod driver;
 pub mod group;
 pub mod lower;
 pub mod plan;
 
 pub use comm::{Communicator, IdentityComm};
+pub use driver::{
+    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverCommunicator, DriverError,
+    ElemType, HostDriver, JoinOptions, NcclDriver,
+};
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Algorithm, LowerCollectives, LowerOptions};
 

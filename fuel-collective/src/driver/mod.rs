@@ -1,0 +1,409 @@
+//! Collective drivers: backends that run a collective themselves, as one
+//! enqueued operation on a communication stream, instead of the copy chains
+//! that `lower-collectives` writes.
+//!
+//! [`Driver`] is the small per-backend abstraction (open a device, make a
+//! stream, move bytes in and out of a [`DeviceResource`]).
+//! [`CollectiveDriver`] adds groups and the collectives themselves. Three
+//! implementations exist: [`HostDriver`] (CPU ranks that are threads of one
+//! process, over shared memory), [`NcclDriver`] (CUDA GPUs through NCCL,
+//! loaded at run time) and, behind the `mpi` feature, `MpiDriver` (CPU ranks
+//! that are separate processes). [`DriverCommunicator`] puts the SPMD
+//! [`crate::Communicator`] on top of any of them. `docs/drivers.md` has the
+//! whole story.
+//!
+//! Ordering against compute is explicit: every [`DeviceResource`] carries the
+//! fence that says when its contents are valid. A collective waits on the
+//! source's fence on the comm stream (never on the caller's thread), and
+//! signals the destination's fence when it is done, so it never blocks compute
+//! and never reads a buffer before the compute stream has written it.
+
+mod elem;
+pub mod host;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod nccl;
+pub mod spmd;
+
+pub use elem::ElemType;
+pub use host::{HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId};
+#[cfg(feature = "mpi")]
+pub use mpi::{MpiCommunicator, MpiDriver};
+pub use nccl::{NcclDriver, NcclUniqueId};
+pub use spmd::DriverCommunicator;
+
+use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
+use std::fmt;
+use std::time::Duration;
+
+/// The environment variable that sets the default join timeout, in milliseconds.
+pub const JOIN_TIMEOUT_ENV: &str = "FUEL_JOIN_TIMEOUT_MS";
+/// The environment variable that sets how long one collective waits for a peer, in milliseconds.
+pub const OP_TIMEOUT_ENV: &str = "FUEL_COLLECTIVE_TIMEOUT_MS";
+/// The join timeout when [`JOIN_TIMEOUT_ENV`] is not set.
+pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// The per-operation timeout when [`OP_TIMEOUT_ENV`] is not set.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The name of a group of ranks, chosen by the program (e.g. `"dp-0"`).
+///
+/// [`CollectiveDriver::group_id`] turns it into the driver's [`CollectiveDriver::UniqueId`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommunicationId(pub String);
+
+impl CommunicationId {
+    /// A group called `name`.
+    pub fn new(name: impl Into<String>) -> CommunicationId {
+        CommunicationId(name.into())
+    }
+}
+
+impl fmt::Display for CommunicationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How long a rank waits for the others.
+///
+/// [`JoinOptions::from_env`] (what the trait's `join` uses) reads
+/// [`JOIN_TIMEOUT_ENV`] and [`OP_TIMEOUT_ENV`]; drivers also offer a
+/// `join_with` that takes explicit options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinOptions {
+    /// How long `join` waits for every rank to arrive.
+    pub join_timeout: Duration,
+    /// How long one collective, send or receive waits for a peer (or for the
+    /// source fence) before it fails.
+    pub op_timeout: Duration,
+}
+
+impl Default for JoinOptions {
+    fn default() -> Self {
+        JoinOptions {
+            join_timeout: DEFAULT_JOIN_TIMEOUT,
+            op_timeout: DEFAULT_OP_TIMEOUT,
+        }
+    }
+}
+
+impl JoinOptions {
+    /// The defaults, overridden by [`JOIN_TIMEOUT_ENV`] and [`OP_TIMEOUT_ENV`]
+    /// when they hold a whole number of milliseconds.
+    pub fn from_env() -> JoinOptions {
+        let ms = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_millis)
+        };
+        let d = JoinOptions::default();
+        JoinOptions {
+            join_timeout: ms(JOIN_TIMEOUT_ENV).unwrap_or(d.join_timeout),
+            op_timeout: ms(OP_TIMEOUT_ENV).unwrap_or(d.op_timeout),
+        }
+    }
+
+    /// Both timeouts set to `t` (handy in tests).
+    pub fn with_timeout(t: Duration) -> JoinOptions {
+        JoinOptions {
+            join_timeout: t,
+            op_timeout: t,
+        }
+    }
+}
+
+/// Why a driver refused or failed. Each message names the problem and the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    /// Some ranks never joined.
+    #[error("joining group `{group}` as rank {rank} of {ranks} timed out after {waited_ms} ms; rank(s) {missing:?} never arrived; start every rank, or raise the timeout (JoinOptions or {JOIN_TIMEOUT_ENV})")]
+    JoinTimeout {
+        /// The group.
+        group: String,
+        /// The rank that gave up.
+        rank: usize,
+        /// The group size.
+        ranks: usize,
+        /// The ranks that never arrived.
+        missing: Vec<usize>,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// A rank number outside the group, or an empty group.
+    #[error("rank {rank} is not in a group of {ranks}; use a rank from 0 to {}", ranks.saturating_sub(1))]
+    BadRank {
+        /// The rank given.
+        rank: usize,
+        /// The group size.
+        ranks: usize,
+    },
+    /// Two joins of one group disagree, or a rank joined twice.
+    #[error("cannot join group `{group}`: {reason}")]
+    JoinRefused {
+        /// The group.
+        group: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The driver has no name for this element type.
+    #[error("the {driver} driver cannot carry {elem} elements; it supports {supported}; convert the tensor first")]
+    UnsupportedElem {
+        /// The driver.
+        driver: &'static str,
+        /// The refused type.
+        elem: ElemType,
+        /// What it supports.
+        supported: &'static str,
+    },
+    /// A byte size that is not a whole number of elements.
+    #[error("{size} bytes is not a whole number of {elem} elements ({elem_size} bytes each); pass a multiple of {elem_size}")]
+    PartialElement {
+        /// The size given.
+        size: u64,
+        /// The element type.
+        elem: ElemType,
+        /// Bytes per element.
+        elem_size: usize,
+    },
+    /// A buffer too small for `count` elements.
+    #[error("`{op}` of {count} elements needs {need} bytes but the buffer has {have}; allocate a larger buffer or pass a smaller count")]
+    BufferTooSmall {
+        /// The operation.
+        op: &'static str,
+        /// The element count.
+        count: usize,
+        /// Bytes needed.
+        need: usize,
+        /// Bytes present.
+        have: usize,
+    },
+    /// Two ranks called one collective with different arguments.
+    #[error("`{op}` mismatch: rank {rank} passed {mine} but rank {peer} passed {theirs}; every rank must pass the same element type, count and reduce op")]
+    Mismatch {
+        /// The operation.
+        op: &'static str,
+        /// This rank.
+        rank: usize,
+        /// This rank's arguments.
+        mine: String,
+        /// The other rank.
+        peer: usize,
+        /// Its arguments.
+        theirs: String,
+    },
+    /// A peer left the group (its communicator was dropped) or failed.
+    #[error("rank {peer} of group `{group}` is gone ({reason}); rank {rank} cannot finish `{op}`; restart the group")]
+    PeerGone {
+        /// The group.
+        group: String,
+        /// This rank.
+        rank: usize,
+        /// The rank that left.
+        peer: usize,
+        /// Why it left.
+        reason: String,
+        /// The operation that could not finish.
+        op: &'static str,
+    },
+    /// Waiting for a peer or a fence took too long.
+    #[error("rank {rank}: `{op}` waited {waited_ms} ms for {waiting_for}; check that every rank issues the same collectives in the same order, or raise the timeout (JoinOptions or {OP_TIMEOUT_ENV})")]
+    Timeout {
+        /// This rank.
+        rank: usize,
+        /// The operation.
+        op: &'static str,
+        /// What it waited for.
+        waiting_for: String,
+        /// How long.
+        waited_ms: u64,
+    },
+    /// An earlier failure poisoned this communicator.
+    #[error("rank {rank}'s communicator failed earlier ({reason}); drop it and join a new group")]
+    Poisoned {
+        /// This rank.
+        rank: usize,
+        /// The first failure.
+        reason: String,
+    },
+    /// A stream that does not belong to this communicator.
+    #[error(
+        "the comm stream passed does not belong to this communicator; use `comm_stream(&comm)`"
+    )]
+    WrongStream,
+    /// A runtime library is missing.
+    #[error("{library} is not available: {reason}; {hint}")]
+    LibraryMissing {
+        /// The library.
+        library: &'static str,
+        /// What went wrong.
+        reason: String,
+        /// How to fix it.
+        hint: &'static str,
+    },
+    /// The backend returned an error.
+    #[error("{driver}: `{call}` failed: {reason}")]
+    Backend {
+        /// The driver.
+        driver: &'static str,
+        /// The call.
+        call: &'static str,
+        /// Its error.
+        reason: String,
+    },
+    /// The device is not one this driver opens.
+    #[error("the {driver} driver cannot open {device}; it opens {kind} devices")]
+    WrongDevice {
+        /// The driver.
+        driver: &'static str,
+        /// The device given.
+        device: Device,
+        /// The kind it opens.
+        kind: DeviceKind,
+    },
+}
+
+/// A buffer on a driver's device and the fence that says when its contents
+/// are valid (compute has written it, or a collective has filled it).
+pub struct DeviceResource<D: Driver> {
+    /// The buffer handle.
+    pub buffer: D::Buffer,
+    /// Signalled when the buffer's contents are valid.
+    pub fence: D::Fence,
+    /// Its size in bytes.
+    pub bytes: usize,
+}
+
+impl<D: Driver> Clone for DeviceResource<D>
+where
+    D::Buffer: Clone,
+    D::Fence: Clone,
+{
+    fn clone(&self) -> Self {
+        DeviceResource {
+            buffer: self.buffer.clone(),
+            fence: self.fence.clone(),
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// The executor's per-backend driver: what a collective driver needs from a
+/// backend besides the collectives themselves.
+pub trait Driver: Sized + Send + Sync + 'static {
+    /// An opened device.
+    type Device: Clone + Send + Sync;
+    /// A buffer handle on that device.
+    type Buffer: Send + Sync;
+    /// The fence that orders a buffer's writer before its readers.
+    type Fence: Send + Sync;
+    /// A compute stream.
+    type Stream: Send;
+
+    /// The driver's name in messages.
+    const NAME: &'static str;
+    /// The kind of device it opens.
+    const KIND: DeviceKind;
+
+    /// Opens `device`.
+    fn open(device: Device) -> Result<Self::Device, DriverError>;
+    /// A new compute stream on `dev`.
+    fn new_stream(dev: &Self::Device) -> Result<Self::Stream, DriverError>;
+    /// A zeroed buffer of `bytes`, valid at once (its fence is signalled).
+    fn alloc(dev: &Self::Device, bytes: usize) -> Result<DeviceResource<Self>, DriverError>;
+    /// A buffer holding `bytes`, valid at once.
+    fn upload(dev: &Self::Device, bytes: &[u8]) -> Result<DeviceResource<Self>, DriverError>;
+    /// Waits for the resource's fence (at most `timeout`) and reads it back.
+    fn download(res: &DeviceResource<Self>, timeout: Duration) -> Result<Vec<u8>, DriverError>;
+}
+
+/// A driver that runs collectives across devices itself.
+///
+/// The collective methods enqueue work on `stream` and return; an `Err`
+/// means the driver refused to enqueue. A failure after enqueueing fails the
+/// destination's fence (so [`Driver::download`] reports it) and is returned
+/// by [`CollectiveDriver::synchronize`].
+pub trait CollectiveDriver: Driver {
+    /// This rank's membership of one group, joined once and kept.
+    type Communicator: Send;
+    /// What every rank of a group joins under.
+    type UniqueId: Copy;
+    /// How the driver names an element type.
+    type DataType: Copy;
+    /// The stream collectives run on, apart from the compute streams.
+    type CommStream: Copy;
+
+    /// The unique id for the group `id`: minted by whichever caller asks
+    /// first in this process and remembered, so two servers of one group get
+    /// the same answer.
+    fn group_id(id: &CommunicationId) -> Result<Self::UniqueId, DriverError>;
+    /// Joins group `id` as rank `rank` of `ranks`, waiting for every rank
+    /// at most the join timeout of [`JoinOptions::from_env`].
+    fn join(
+        id: Self::UniqueId,
+        ranks: usize,
+        rank: usize,
+    ) -> Result<Self::Communicator, DriverError>;
+    /// The driver's name for `dtype` and how many elements `size` bytes hold.
+    fn data_type(dtype: ElemType, size: u64) -> Result<(Self::DataType, usize), DriverError>;
+    /// The communicator's comm stream.
+    fn comm_stream(comm: &Self::Communicator) -> Self::CommStream;
+    /// This rank and the group size.
+    fn rank_and_size(comm: &Self::Communicator) -> (usize, usize);
+    /// Reduces `src` across the group into `dst` on every rank.
+    #[allow(clippy::too_many_arguments)]
+    fn all_reduce(
+        comm: &Self::Communicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: Self::DataType,
+        count: usize,
+        op: ReduceOp,
+        stream: Self::CommStream,
+    ) -> Result<(), DriverError>;
+    /// Sends `count` elements of `src` to `peer`.
+    fn send(
+        comm: &Self::Communicator,
+        src: &DeviceResource<Self>,
+        dtype: Self::DataType,
+        count: usize,
+        peer: usize,
+        stream: Self::CommStream,
+    ) -> Result<(), DriverError>;
+    /// Receives `count` elements from `peer` into `dst`.
+    fn recv(
+        comm: &Self::Communicator,
+        dst: &DeviceResource<Self>,
+        dtype: Self::DataType,
+        count: usize,
+        peer: usize,
+        stream: Self::CommStream,
+    ) -> Result<(), DriverError>;
+    /// Waits until everything enqueued on `stream` is done; returns the
+    /// first failure since the last call.
+    fn synchronize(comm: &Self::Communicator, stream: Self::CommStream) -> Result<(), DriverError>;
+}
+
+/// Checks `size` against `elem` and gives the element count.
+pub(crate) fn whole_elements(elem: ElemType, size: u64) -> Result<usize, DriverError> {
+    let es = elem.size_bytes();
+    if !size.is_multiple_of(es as u64) {
+        return Err(DriverError::PartialElement {
+            size,
+            elem,
+            elem_size: es,
+        });
+    }
+    usize::try_from(size / es as u64).map_err(|_| DriverError::PartialElement {
+        size,
+        elem,
+        elem_size: es,
+    })
+}
+
+pub(crate) fn check_rank(rank: usize, ranks: usize) -> Result<(), DriverError> {
+    if ranks == 0 || rank >= ranks {
+        return Err(DriverError::BadRank { rank, ranks });
+    }
+    Ok(())
+}

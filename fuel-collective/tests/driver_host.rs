@@ -1,0 +1,501 @@
+//! HostDriver across threads: joins, all_reduce in every element type and
+//! reduce op, send/recv, the SPMD communicator, and every error path. Every
+//! wait is bounded (200 ms to a few seconds), and threads are joined with a
+//! deadline, so a hang fails the test instead of stalling it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_collective::driver::{HostCommunicator, HostUniqueId};
+use fuel_collective::{
+    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
+    ElemType, HostDriver, JoinOptions,
+};
+use fuel_graph_ext::interp::HostTensor;
+use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const SHORT: Duration = Duration::from_millis(200);
+const LONG: Duration = Duration::from_secs(10);
+
+fn fresh(name: &str) -> HostUniqueId {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let id = CommunicationId::new(format!("{name}-{}", N.fetch_add(1, Ordering::Relaxed)));
+    HostDriver::group_id(&id).unwrap()
+}
+
+/// Runs `f(rank)` on `n` threads and collects the results, failing if any
+/// thread is still running after 20 s.
+fn spmd<T: Send + 'static>(
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let (tx, rx) = mpsc::channel();
+    for rank in 0..n {
+        let (tx, f) = (tx.clone(), f.clone());
+        std::thread::spawn(move || {
+            let r = f(rank);
+            let _ = tx.send((rank, r));
+        });
+    }
+    drop(tx);
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for _ in 0..n {
+        let (rank, r) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a rank thread hung or panicked");
+        out[rank] = Some(r);
+    }
+    out.into_iter().map(|r| r.unwrap()).collect()
+}
+
+fn join(
+    id: HostUniqueId,
+    n: usize,
+    rank: usize,
+    t: Duration,
+) -> Result<HostCommunicator, DriverError> {
+    HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(t))
+}
+
+/// A value in 0..=3 that every element type can hold, distinct per rank and index.
+fn val(rank: usize, i: usize) -> u8 {
+    ((rank * 3 + i) % 4) as u8
+}
+
+fn encode(elem: ElemType, x: f64) -> Vec<u8> {
+    match elem {
+        ElemType::Bool => vec![u8::from(x != 0.0)],
+        ElemType::I8 => (x as i8).to_le_bytes().to_vec(),
+        ElemType::U8 => (x as u8).to_le_bytes().to_vec(),
+        ElemType::I16 => (x as i16).to_le_bytes().to_vec(),
+        ElemType::U16 => (x as u16).to_le_bytes().to_vec(),
+        ElemType::I32 => (x as i32).to_le_bytes().to_vec(),
+        ElemType::U32 => (x as u32).to_le_bytes().to_vec(),
+        ElemType::I64 => (x as i64).to_le_bytes().to_vec(),
+        ElemType::U64 => (x as u64).to_le_bytes().to_vec(),
+        ElemType::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
+        ElemType::BF16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
+        ElemType::F32 => (x as f32).to_le_bytes().to_vec(),
+        ElemType::F64 => x.to_le_bytes().to_vec(),
+    }
+}
+
+/// The expected reduction of small non-negative values, computed exactly.
+fn expected(elem: ElemType, op: ReduceOp, vals: &[f64]) -> f64 {
+    let n = vals.len() as f64;
+    if elem == ElemType::Bool {
+        let b: Vec<bool> = vals.iter().map(|v| *v != 0.0).collect();
+        let any = b.iter().any(|x| *x);
+        let all = b.iter().all(|x| *x);
+        return f64::from(u8::from(match op {
+            ReduceOp::Sum | ReduceOp::Max => any,
+            _ => all,
+        }));
+    }
+    let r = match op {
+        ReduceOp::Sum => vals.iter().sum(),
+        ReduceOp::Product => vals.iter().product(),
+        ReduceOp::Max => vals.iter().cloned().fold(f64::MIN, f64::max),
+        ReduceOp::Min => vals.iter().cloned().fold(f64::MAX, f64::min),
+        ReduceOp::Mean => vals.iter().sum::<f64>() / n,
+    };
+    let float = matches!(
+        elem,
+        ElemType::F16 | ElemType::BF16 | ElemType::F32 | ElemType::F64
+    );
+    if float {
+        r
+    } else {
+        r.trunc()
+    }
+}
+
+#[test]
+fn all_reduce_every_elem_type_and_op_across_2_to_8_threads() {
+    for n in [2usize, 3, 5, 8] {
+        let id = fresh("allreduce");
+        let results = spmd(n, move |rank| {
+            let comm = join(id, n, rank, LONG).unwrap();
+            let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
+            let s = HostDriver::comm_stream(&comm);
+            let mut checked = 0;
+            for elem in ElemType::ALL {
+                for op in ReduceOp::ALL {
+                    let count = 5;
+                    let bytes: Vec<u8> = (0..count)
+                        .flat_map(|i| encode(elem, f64::from(val(rank, i))))
+                        .collect();
+                    let src = HostDriver::upload(&dev, &bytes).unwrap();
+                    let dst = HostDriver::alloc(&dev, bytes.len()).unwrap();
+                    let (dt, c) = HostDriver::data_type(elem, bytes.len() as u64).unwrap();
+                    assert_eq!(c, count);
+                    HostDriver::all_reduce(&comm, &src, &dst, dt, c, op, s).unwrap();
+                    let got = HostDriver::download(&dst, LONG).unwrap();
+                    for i in 0..count {
+                        let vals: Vec<f64> = (0..n).map(|r| f64::from(val(r, i))).collect();
+                        let want = encode(elem, expected(elem, op, &vals));
+                        let es = elem.size_bytes();
+                        assert_eq!(
+                            &got[i * es..(i + 1) * es],
+                            &want[..],
+                            "{n} ranks, {elem}, {op:?}, element {i}, rank {rank}"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+            HostDriver::synchronize(&comm, s).unwrap();
+            checked
+        });
+        assert!(results.iter().all(|c| *c == 13 * 5), "{results:?}");
+    }
+}
+
+#[test]
+fn in_place_all_reduce_waits_for_the_compute_fence() {
+    let id = fresh("inplace");
+    let out = spmd(2, move |rank| {
+        let comm = join(id, 2, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let buf = HostDriver::alloc(&dev, 4).unwrap();
+        // The compute side has not written the buffer yet.
+        buf.fence.reset();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_reduce(&comm, &buf, &buf, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        // Enqueueing returned at once; now "compute" writes and signals.
+        let compute = HostDriver::new_stream(&dev).unwrap();
+        let (b, f) = (buf.buffer.clone(), buf.fence.clone());
+        compute.submit(move || {
+            b.lock().unwrap().bytes_mut()[..4].copy_from_slice(&(10 + rank as i32).to_le_bytes());
+            f.signal();
+        });
+        HostDriver::synchronize(&comm, s).unwrap();
+        let got = HostDriver::download(&buf, LONG).unwrap();
+        i32::from_le_bytes(got[..4].try_into().unwrap())
+    });
+    assert_eq!(out, vec![21, 21]);
+}
+
+#[test]
+fn send_recv_is_fifo_per_pair_in_every_elem_type() {
+    let n = 4;
+    let id = fresh("p2p");
+    spmd(n, move |rank| {
+        let comm = join(id, n, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        let next = (rank + 1) % n;
+        let prev = (rank + n - 1) % n;
+        for elem in ElemType::ALL {
+            // Two messages to the same peer arrive in order.
+            let a: Vec<u8> = (0..3)
+                .flat_map(|i| encode(elem, f64::from(val(rank, i))))
+                .collect();
+            let b: Vec<u8> = (0..3)
+                .flat_map(|i| encode(elem, f64::from(val(rank, i + 1))))
+                .collect();
+            let (sa, sb) = (
+                HostDriver::upload(&dev, &a).unwrap(),
+                HostDriver::upload(&dev, &b).unwrap(),
+            );
+            HostDriver::send(&comm, &sa, elem, 3, next, s).unwrap();
+            HostDriver::send(&comm, &sb, elem, 3, next, s).unwrap();
+            let ra = HostDriver::alloc(&dev, a.len()).unwrap();
+            let rb = HostDriver::alloc(&dev, b.len()).unwrap();
+            HostDriver::recv(&comm, &ra, elem, 3, prev, s).unwrap();
+            HostDriver::recv(&comm, &rb, elem, 3, prev, s).unwrap();
+            let wa: Vec<u8> = (0..3)
+                .flat_map(|i| encode(elem, f64::from(val(prev, i))))
+                .collect();
+            let wb: Vec<u8> = (0..3)
+                .flat_map(|i| encode(elem, f64::from(val(prev, i + 1))))
+                .collect();
+            assert_eq!(HostDriver::download(&ra, LONG).unwrap(), wa, "{elem}");
+            assert_eq!(HostDriver::download(&rb, LONG).unwrap(), wb, "{elem}");
+        }
+        HostDriver::synchronize(&comm, s).unwrap();
+    });
+}
+
+#[test]
+fn group_id_is_minted_once_and_shared() {
+    let name = CommunicationId::new("shared-group-id-test");
+    let ids = spmd(6, move |_| HostDriver::group_id(&name).unwrap());
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+    let other = HostDriver::group_id(&CommunicationId::new("shared-group-id-other")).unwrap();
+    assert_ne!(ids[0], other);
+}
+
+#[test]
+fn join_timeout_names_the_missing_ranks() {
+    let id = fresh("timeout");
+    // Only rank 0 of 3 arrives.
+    let e = join(id, 3, 0, SHORT).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, DriverError::JoinTimeout { missing, .. } if missing == &vec![1, 2]),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("[1, 2]") && msg.contains("FUEL_JOIN_TIMEOUT_MS"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn join_timeout_with_two_of_four_present_names_ranks_1_and_3() {
+    let id = fresh("timeout2");
+    // Ranks 0 and 2 of 4 arrive; 1 and 3 never do. Whether the other
+    // arrival was seen depends on thread start-up, so only 1 and 3 are sure.
+    let errs = spmd(2, move |i| join(id, 4, i * 2, SHORT).unwrap_err());
+    for e in errs {
+        let msg = e.to_string();
+        match &e {
+            DriverError::JoinTimeout { missing, .. } => {
+                assert!(missing.contains(&1) && missing.contains(&3), "{msg}")
+            }
+            _ => panic!("{msg}"),
+        }
+    }
+}
+
+#[test]
+fn join_refuses_bad_ranks_sizes_and_duplicates() {
+    let id = fresh("refuse");
+    assert!(matches!(
+        join(id, 2, 2, SHORT),
+        Err(DriverError::BadRank { rank: 2, ranks: 2 })
+    ));
+    let out = spmd(2, move |rank| {
+        if rank == 0 {
+            join(id, 2, 0, Duration::from_secs(2))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+            let wrong = join(id, 3, 1, SHORT).unwrap_err().to_string();
+            assert!(
+                wrong.contains("3 ranks") && wrong.contains("formed with 2"),
+                "{wrong}"
+            );
+            let dup = join(id, 2, 0, SHORT).unwrap_err().to_string();
+            assert!(dup.contains("already joined"), "{dup}");
+            // Now complete the group.
+            join(id, 2, 1, Duration::from_secs(2))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    });
+    assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+}
+
+#[test]
+fn data_type_refuses_partial_elements() {
+    let e = HostDriver::data_type(ElemType::F32, 10).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("10 bytes") && msg.contains("f32") && msg.contains("multiple of 4"),
+        "{msg}"
+    );
+    assert_eq!(
+        HostDriver::data_type(ElemType::BF16, 10).unwrap(),
+        (ElemType::BF16, 5)
+    );
+}
+
+#[test]
+fn unknown_elem_type_is_an_error_not_a_crash() {
+    use fuel_collective::NcclDriver;
+    let e = NcclDriver::data_type(ElemType::I16, 8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("i16") && e.contains("cannot carry"), "{e}");
+}
+
+#[test]
+fn mismatched_counts_fail_on_every_rank() {
+    let id = fresh("mismatch");
+    let errs = spmd(2, move |rank| {
+        let comm = join(id, 2, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let count = 2 + rank;
+        let src = HostDriver::upload(&dev, &vec![1u8; count * 4]).unwrap();
+        let dst = HostDriver::alloc(&dev, count * 4).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, count, ReduceOp::Sum, s).unwrap();
+        let e = HostDriver::download(&dst, LONG).unwrap_err();
+        // The sticky error also comes out of synchronize, and the comm is poisoned.
+        assert!(HostDriver::synchronize(&comm, s).is_err());
+        let again =
+            HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, count, ReduceOp::Sum, s);
+        assert!(
+            matches!(again, Err(DriverError::Poisoned { .. })),
+            "{again:?}"
+        );
+        e
+    });
+    for e in errs {
+        let msg = e.to_string();
+        assert!(
+            matches!(
+                e,
+                DriverError::Mismatch { .. } | DriverError::PeerGone { .. }
+            ),
+            "{msg}"
+        );
+        if let DriverError::Mismatch { .. } = e {
+            assert!(msg.contains("2 f32") && msg.contains("3 f32"), "{msg}");
+        }
+    }
+}
+
+#[test]
+fn a_dropped_peer_is_an_error_not_a_hang() {
+    let id = fresh("dropout");
+    let out = spmd(3, move |rank| {
+        let comm = join(id, 3, rank, LONG).unwrap();
+        if rank == 2 {
+            drop(comm);
+            return None;
+        }
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let src = HostDriver::upload(&dev, &[1, 0, 0, 0]).unwrap();
+        let dst = HostDriver::alloc(&dev, 4).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_reduce(&comm, &src, &dst, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        Some(HostDriver::download(&dst, LONG).unwrap_err())
+    });
+    for e in out.into_iter().flatten() {
+        let msg = e.to_string();
+        // Rank 2 left; the other survivor may instead report rank 0/1 failing first.
+        assert!(matches!(e, DriverError::PeerGone { .. }), "{msg}");
+        assert!(msg.contains("is gone"), "{msg}");
+    }
+}
+
+#[test]
+fn a_silent_peer_times_out_and_recv_names_it() {
+    let id = fresh("silent");
+    let out = spmd(2, move |rank| {
+        let comm = join(id, 2, rank, SHORT.saturating_mul(5)).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        if rank == 1 {
+            // Hold the communicator until rank 0 has given up.
+            std::thread::sleep(Duration::from_secs(2));
+            return None;
+        }
+        let dst = HostDriver::alloc(&dev, 8).unwrap();
+        HostDriver::recv(&comm, &dst, ElemType::F64, 1, 1, s).unwrap();
+        Some(HostDriver::download(&dst, LONG).unwrap_err().to_string())
+    });
+    let msg = out[0].clone().unwrap();
+    assert!(
+        msg.contains("waited") && msg.contains("data from rank 1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn enqueue_checks_buffers_peers_and_streams() {
+    let id = fresh("checks");
+    spmd(2, move |rank| {
+        let comm = join(id, 2, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let small = HostDriver::alloc(&dev, 4).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        let e = HostDriver::send(&comm, &small, ElemType::F64, 1, 1 - rank, s).unwrap_err();
+        assert!(e.to_string().contains("needs 8 bytes"), "{e}");
+        let e = HostDriver::send(&comm, &small, ElemType::U8, 1, rank, s).unwrap_err();
+        assert!(matches!(e, DriverError::BadRank { .. }), "{e}");
+        assert!(HostDriver::open(Device {
+            kind: fuel_graph_ext::DeviceKind::Cuda,
+            index: 0
+        })
+        .is_err());
+    });
+}
+
+#[test]
+fn spmd_communicator_all_collectives_on_4_threads() {
+    let n = 4;
+    let id = fresh("spmd");
+    let results = spmd(n, move |rank| {
+        let comm = join(id, n, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, dev, LONG);
+        assert_eq!((c.rank(), c.world_size()), (rank, n));
+        let g = LazyGraph::new("rank");
+        let ty = TensorType::new(DType::F32, &[2, 4]);
+        let x = g.input("x", Device::cpu(rank as u32), ty.clone());
+        let data: Vec<f64> = (0..8).map(|i| (rank * 10 + i) as f64).collect();
+        c.bind("x", HostTensor::new(ty, data));
+        let sum = c.all_reduce(&x, ReduceOp::Sum).unwrap();
+        let doubled = sum.add(&sum).unwrap();
+        let mean = c.all_reduce(&x, ReduceOp::Mean).unwrap();
+        let b = c.broadcast(&x, 2).unwrap();
+        let ag = c.all_gather(&x, 1).unwrap();
+        let rs = c.reduce_scatter(&x, ReduceOp::Max, 1).unwrap();
+        c.barrier().unwrap();
+        (
+            c.evaluate(&doubled).unwrap().data,
+            c.evaluate(&mean).unwrap().data,
+            c.evaluate(&b).unwrap().data,
+            c.evaluate(&ag).unwrap(),
+            c.evaluate(&rs).unwrap(),
+        )
+    });
+    for (rank, (doubled, mean, b, ag, rs)) in results.into_iter().enumerate() {
+        let sum: Vec<f64> = (0..8)
+            .map(|i| (0..n).map(|r| (r * 10 + i) as f64).sum())
+            .collect();
+        assert_eq!(doubled, sum.iter().map(|v| v * 2.0).collect::<Vec<_>>());
+        assert_eq!(mean, sum.iter().map(|v| v / n as f64).collect::<Vec<_>>());
+        assert_eq!(b, (0..8).map(|i| (20 + i) as f64).collect::<Vec<_>>());
+        assert_eq!(ag.ty, TensorType::new(DType::F32, &[2, 16]));
+        // Row o of the gather is every rank's row o, in rank order.
+        let want: Vec<f64> = (0..2)
+            .flat_map(|o| {
+                (0..n).flat_map(move |r| (0..4).map(move |j| (r * 10 + o * 4 + j) as f64))
+            })
+            .collect();
+        assert_eq!(ag.data, want);
+        assert_eq!(rs.ty, TensorType::new(DType::F32, &[2, 1]));
+        let max_rank = (n - 1) * 10;
+        assert_eq!(
+            rs.data,
+            vec![(max_rank + rank) as f64, (max_rank + 4 + rank) as f64]
+        );
+    }
+}
+
+#[test]
+fn spmd_errors_are_collective_errors() {
+    let id = fresh("spmd-err");
+    spmd(2, move |rank| {
+        let comm = join(id, 2, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, dev, LONG);
+        let g = LazyGraph::new("r");
+        let x = g.input("x", Device::cpu(0), TensorType::new(DType::I32, &[3]));
+        assert!(c
+            .broadcast(&x, 5)
+            .unwrap_err()
+            .to_string()
+            .contains("root 5"));
+        assert!(c
+            .all_gather(&x, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("axis 1"));
+        let e = c
+            .reduce_scatter(&x, ReduceOp::Sum, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot split"), "{e}");
+        // x is not bound: evaluation names the problem.
+        let e = c.all_reduce(&x, ReduceOp::Sum).unwrap_err().to_string();
+        assert!(e.contains("evaluating the operand"), "{e}");
+    });
+}
