@@ -4,6 +4,7 @@
 //! emitted nodes, so criterion's "elem/s" reads as nodes per second.
 //!
 //! Run: `cargo bench -p fuel-collective --bench lowering`.
+#![allow(clippy::expect_used)]
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use fuel_collective::DeviceGroup;
