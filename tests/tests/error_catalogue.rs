@@ -12,7 +12,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_collective::{CollectiveError, DeviceGroup};
+use fuel_collective::driver::{HostCommunicator, HostUniqueId};
+use fuel_collective::{
+    CollectiveDriver, CollectiveError, CommunicationId, DeviceGroup, Driver, DriverError, ElemType,
+    HostDriver, JoinOptions, NcclDriver,
+};
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::pass::{PassContext, PassManager};
@@ -21,6 +25,7 @@ use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, Tenso
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A case either produces the message or says why it cannot run here.
 type Outcome = Result<String, Skip>;
@@ -96,6 +101,13 @@ const CASES: &[(&str, Case)] = &[
     ("E0804", cli_verify_error),
     ("E0805", cli_bad_devices),
     ("E0806", cli_bad_topology),
+    ("E0901", driver_join_timeout),
+    ("E0902", driver_bad_rank),
+    ("E0903", driver_unsupported_elem),
+    ("E0904", driver_partial_element),
+    ("E0905", driver_mismatch),
+    ("E0906", driver_peer_gone),
+    ("E0907", driver_nccl_missing),
 ];
 
 /// One documented entry.
@@ -666,4 +678,96 @@ fn cli_bad_topology() -> Outcome {
         &[],
     )
     .map(|m| m.replace(topo.to_str().unwrap(), "bad.topo"))
+}
+
+// ---- collective driver (E09) ------------------------------------------------
+
+/// Group names are fixed (not minted per run) so the messages that name
+/// them are the same every time; timeouts are the configured ones, never a
+/// measured time.
+fn driver_group(name: &str) -> HostUniqueId {
+    HostDriver::group_id(&CommunicationId::new(name)).unwrap()
+}
+fn driver_err<T>(r: Result<T, DriverError>) -> Outcome {
+    match r {
+        Ok(_) => panic!("expected the driver to refuse"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+/// Runs rank 0 of a 2-rank host group on this thread and rank 1's `other`
+/// on a helper thread; returns rank 0's error from an `all_reduce` of
+/// `count` f32 elements. Every wait is bounded by `DRIVER_WAIT`.
+fn driver_pair(
+    name: &'static str,
+    count: usize,
+    other: impl FnOnce(HostCommunicator) + Send + 'static,
+) -> Outcome {
+    let id = driver_group(name);
+    let peer = std::thread::spawn(move || {
+        let comm = HostDriver::join_with(id, 2, 1, JoinOptions::with_timeout(DRIVER_WAIT))
+            .expect("rank 1 joins");
+        other(comm);
+    });
+    let comm = HostDriver::join_with(id, 2, 0, JoinOptions::with_timeout(DRIVER_WAIT))
+        .expect("rank 0 joins");
+    let dev = HostDriver::open(Device::cpu(0)).unwrap();
+    let src = HostDriver::upload(&dev, &vec![1u8; count * 4]).unwrap();
+    let dst = HostDriver::alloc(&dev, count * 4).unwrap();
+    let s = HostDriver::comm_stream(&comm);
+    HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, count, ReduceOp::Sum, s).unwrap();
+    let got = HostDriver::download(&dst, DRIVER_WAIT);
+    drop(comm);
+    peer.join().expect("rank 1 panicked");
+    driver_err(got)
+}
+const DRIVER_WAIT: Duration = Duration::from_secs(10);
+
+fn driver_join_timeout() -> Outcome {
+    // Rank 0 of 2 joins alone; rank 1 never comes.
+    let id = driver_group("catalogue-join");
+    driver_err(HostDriver::join_with(
+        id,
+        2,
+        0,
+        JoinOptions::with_timeout(Duration::from_millis(100)),
+    ))
+}
+fn driver_bad_rank() -> Outcome {
+    let id = driver_group("catalogue-rank");
+    driver_err(HostDriver::join_with(
+        id,
+        2,
+        2,
+        JoinOptions::with_timeout(Duration::from_millis(100)),
+    ))
+}
+fn driver_unsupported_elem() -> Outcome {
+    // Pure: the type mapping runs before any GPU or library is touched.
+    driver_err(NcclDriver::data_type(ElemType::Bool, 8))
+}
+fn driver_partial_element() -> Outcome {
+    driver_err(HostDriver::data_type(ElemType::F32, 10))
+}
+fn driver_mismatch() -> Outcome {
+    // Rank 0 reduces 2 elements, rank 1 reduces 3. Each posts its data
+    // before reading the other's, so rank 0 always sees rank 1's arguments.
+    driver_pair("catalogue-mismatch", 2, |comm| {
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let src = HostDriver::upload(&dev, &[1u8; 12]).unwrap();
+        let dst = HostDriver::alloc(&dev, 12).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, 3, ReduceOp::Sum, s).unwrap();
+        let _ = HostDriver::download(&dst, DRIVER_WAIT);
+    })
+}
+fn driver_peer_gone() -> Outcome {
+    // Rank 1 joins, then drops its communicator without taking part.
+    driver_pair("catalogue-dropout", 1, drop)
+}
+fn driver_nccl_missing() -> Outcome {
+    match NcclDriver::group_id(&CommunicationId::new("catalogue-nccl")) {
+        Ok(_) => Err(Skip("libnccl is present on this machine".into())),
+        Err(e @ DriverError::LibraryMissing { .. }) => Ok(e.to_string()),
+        Err(e) => Err(Skip(format!("libnccl loads, but: {e}"))),
+    }
 }
