@@ -17,7 +17,13 @@ for t in "${targets[@]}"; do
   echo "=== fuzzing $t for ${secs}s"
   log="$scratch.log"
   status=0
-  cargo fuzz run "$t" "$scratch" "corpus/$t" -- -max_total_time="$secs" -max_len=4096 -timeout=10 \
+  # parse takes text, so longer inputs help; lower's inputs are small
+  # structs, and each runs the whole pipeline, so it gets more time per input.
+  case "$t" in
+    lower) flags=(-max_len=512 -timeout=20) ;;
+    *) flags=(-max_len=4096 -timeout=10) ;;
+  esac
+  cargo fuzz run "$t" "$scratch" "corpus/$t" -- -max_total_time="$secs" "${flags[@]}" \
     -print_final_stats=1 >"$log" 2>&1 || status=$?
   grep -E "stat::number_of_executed_units|Done [0-9]+ runs|panicked|SUMMARY|ERROR" "$log" || true
   [ "$status" -eq 0 ] || tail -n 60 "$log"
