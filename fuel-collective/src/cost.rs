@@ -41,6 +41,19 @@ pub enum StepKind {
         /// Bytes per tensor.
         bytes: usize,
     },
+    /// One rank's share of an all-reduce that a collective driver runs over
+    /// `ranks` devices of `device`'s kind.
+    Driver {
+        /// The rank's device.
+        device: Device,
+        /// Ranks in the driver call.
+        ranks: usize,
+        /// Bytes per shard.
+        bytes: usize,
+        /// Whether every pair of the call's devices has a direct peer link
+        /// (otherwise the driver's traffic crosses the host).
+        peered: bool,
+    },
 }
 
 /// One step and the steps (by index, all earlier) it waits for.
@@ -81,7 +94,35 @@ pub fn step_us(topo: &Topology, kind: &StepKind) -> f64 {
             inputs,
             bytes,
         } => topo.reduce_us(device, inputs, bytes),
+        StepKind::Driver {
+            device,
+            ranks,
+            bytes,
+            peered,
+        } => driver_us(topo, device, ranks, bytes, peered),
     }
+}
+
+/// A driver all-reduce modelled as a ring: each rank sends and receives
+/// `2(k-1)/k` of the shard in `2(k-1)` steps over the links its driver uses
+/// (CUDA peer links where every pair is peered, else the host-CUDA link;
+/// host-host for CPUs), and reduces `(k-1)/k` of it.
+pub fn driver_us(topo: &Topology, device: Device, ranks: usize, bytes: usize, peered: bool) -> f64 {
+    use fuel_graph_ext::topology::LinkClass;
+    if ranks <= 1 {
+        return 0.0;
+    }
+    let k = ranks as f64;
+    let class = match device.kind {
+        fuel_graph_ext::DeviceKind::Cuda if peered => LinkClass::CudaPeer,
+        fuel_graph_ext::DeviceKind::Cuda => LinkClass::HostCuda,
+        _ => LinkClass::HostHost,
+    };
+    let link = topo.link(class);
+    let moved = 2.0 * (k - 1.0) / k * bytes as f64;
+    2.0 * (k - 1.0) * link.latency_us
+        + moved / (link.bandwidth_gbps * 1e3)
+        + topo.reduce_us(device, 1, bytes) * (k - 1.0) / k
 }
 
 /// A resource a step occupies: a directed link, or a device's compute.
@@ -112,7 +153,9 @@ pub fn estimate(topo: &Topology, steps: &[Step]) -> Estimate {
                 est.bytes_moved += bytes;
                 Resource::Link(from, to)
             }
-            StepKind::Compute { device, .. } => Resource::Compute(device),
+            StepKind::Compute { device, .. } | StepKind::Driver { device, .. } => {
+                Resource::Compute(device)
+            }
         };
         *busy.entry(res).or_insert(0.0) += t;
     }

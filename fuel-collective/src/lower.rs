@@ -78,7 +78,7 @@ pub const NAME: &str = "lower-collectives";
 pub const OPTIONS: &[(&str, &str)] = &[
     (
         "algorithm",
-        "auto (default, cheapest by the cost model), star, hierarchical, ring or tree",
+        "auto (default, cheapest by the cost model), star, hierarchical, ring, tree or driver",
     ),
     (
         "arity",
@@ -103,6 +103,8 @@ pub enum Algorithm {
     Ring,
     /// A k-ary tree.
     Tree,
+    /// A collective driver inside each island that has one, then a hub.
+    Driver,
 }
 
 impl Algorithm {
@@ -114,6 +116,7 @@ impl Algorithm {
             Algorithm::Hierarchical => "hierarchical",
             Algorithm::Ring => "ring",
             Algorithm::Tree => "tree",
+            Algorithm::Driver => "driver",
         }
     }
 }
@@ -127,10 +130,11 @@ impl FromStr for Algorithm {
             Algorithm::Hierarchical,
             Algorithm::Ring,
             Algorithm::Tree,
+            Algorithm::Driver,
         ]
         .into_iter()
         .find(|a| a.as_str() == s)
-        .ok_or_else(|| "expected auto, star, hierarchical, ring or tree".to_string())
+        .ok_or_else(|| "expected auto, star, hierarchical, ring, tree or driver".to_string())
     }
 }
 
@@ -329,6 +333,9 @@ enum Choice {
         root: usize,
         arity: usize,
     },
+    /// `driver_all_reduce` inside each island with a driver, then the
+    /// islands' partials combined at this hub.
+    Driver(Device),
 }
 
 impl fmt::Display for Choice {
@@ -341,6 +348,7 @@ impl fmt::Display for Choice {
             Choice::Islands => f.write_str("hierarchical"),
             Choice::Ring => f.write_str("ring"),
             Choice::Tree { arity, .. } => write!(f, "tree{{arity={arity}}}"),
+            Choice::Driver(d) => write!(f, "driver@{d}"),
         }
     }
 }
@@ -353,6 +361,7 @@ impl Choice {
             Choice::Hierarchical(_) | Choice::Islands => Algorithm::Hierarchical,
             Choice::Ring => Algorithm::Ring,
             Choice::Tree { .. } => Algorithm::Tree,
+            Choice::Driver(_) => Algorithm::Driver,
         }
     }
 }
@@ -416,7 +425,26 @@ fn candidates(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Vec<Result<C
         root,
         arity: opts.arity,
     }));
+    // A collective driver, where an island of two or more devices has one.
+    if matches!(spec.op, Op::AllReduce { .. }) && !driver_islands(&spec.devs, topo).is_empty() {
+        out.push(Ok(Choice::Driver(hub(spec, opts, topo))));
+    }
     out
+}
+
+/// The groups a collective driver can serve: the distinct devices of `devs`
+/// of one kind whose driver the topology declares (the host driver for CPUs,
+/// NCCL for CUDA; Vulkan has none), where there are two or more of them. A
+/// driver reaches every device of its kind, peer links or not, so these are
+/// per kind, not the direct-copy islands of [`plan::islands`].
+fn driver_islands(devs: &[Device], topo: &Topology) -> Vec<Vec<Device>> {
+    let mut by_kind: BTreeMap<fuel_graph_ext::DeviceKind, Vec<Device>> = BTreeMap::new();
+    for d in plan::unique(devs) {
+        if d.kind != fuel_graph_ext::DeviceKind::Vulkan && topo.drivers.contains(&d.kind) {
+            by_kind.entry(d.kind).or_default().push(d);
+        }
+    }
+    by_kind.into_values().filter(|g| g.len() >= 2).collect()
 }
 
 /// Where hierarchical combines the islands' partials.
@@ -501,6 +529,10 @@ fn choose(g: &Graph, spec: &Spec, opts: &LowerOptions, topo: &Topology) -> (Choi
         Algorithm::Ring if ring_unfit(spec).is_some() => (
             cheapest(Some(Algorithm::Tree)),
             "algorithm=ring cannot cut this tensor, fell back to tree".to_string(),
+        ),
+        Algorithm::Driver if cheapest(Some(Algorithm::Driver)).is_none() => (
+            cheapest(Some(Algorithm::Hierarchical)),
+            "algorithm=driver needs an all_reduce over an island of two or more devices with a driver (`driver cpu` or `driver cuda` in the topology), fell back to hierarchical".to_string(),
         ),
         forced => (
             cheapest(Some(forced)),
@@ -592,14 +624,14 @@ fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> E
         };
         em.lower(&local, choice);
     }
-    estimate(topo, &graph_steps(&scratch, &before))
+    estimate(topo, &graph_steps(&scratch, topo, &before))
 }
 
 /// The cost model's view of an already lowered graph: every copy and
 /// compute node becomes a [`Step`], waiting on the steps of its operands.
 /// Nodes in `skip` (for example those that existed before a lowering) are
 /// left out, and so are inputs.
-pub fn graph_steps(g: &Graph, skip: &BTreeSet<NodeId>) -> Vec<Step> {
+pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<Step> {
     let mut index: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut steps = Vec::new();
     for id in g.topo_order() {
@@ -610,6 +642,27 @@ pub fn graph_steps(g: &Graph, skip: &BTreeSet<NodeId>) -> Vec<Step> {
         let bytes = n.ty.size_bytes();
         let kind = match &n.op {
             Op::Input { .. } => continue,
+            Op::DriverAllReduce { device, .. } => {
+                let devs: Vec<Device> = n
+                    .operands
+                    .iter()
+                    .filter_map(|v| g.value_device(*v))
+                    .collect();
+                let peered = devs.iter().all(|a| {
+                    devs.iter().all(|b| {
+                        a == b
+                            || (a.kind == b.kind
+                                && a.kind == fuel_graph_ext::DeviceKind::Cuda
+                                && topo.has_peer(a.index, b.index))
+                    })
+                });
+                StepKind::Driver {
+                    device: *device,
+                    ranks: n.operands.len(),
+                    bytes,
+                    peered,
+                }
+            }
             Op::Copy { to } | Op::Move { to } => {
                 let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) else {
                     continue;
@@ -646,7 +699,7 @@ pub fn graph_steps(g: &Graph, skip: &BTreeSet<NodeId>) -> Vec<Step> {
 
 /// The cost model's estimate for a whole lowered graph.
 pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
-    estimate(topo, &graph_steps(g, &BTreeSet::new()))
+    estimate(topo, &graph_steps(g, topo, &BTreeSet::new()))
 }
 
 /// Graph surgery for one collective.
@@ -876,7 +929,8 @@ impl Emitter<'_> {
                     self.reach(&mut held, v, d);
                 }
             }
-            Algorithm::Hierarchical => {
+            // A driver choice spreads results the hierarchical way.
+            Algorithm::Hierarchical | Algorithm::Driver => {
                 let mut all = vec![src];
                 all.extend(&rest);
                 for island in plan::islands(&all, self.topo) {
@@ -1003,6 +1057,9 @@ impl Emitter<'_> {
                 if choice == Choice::Ring {
                     return self.lower_ring(spec, op);
                 }
+                if let Choice::Driver(hub) = choice {
+                    return self.lower_driver(spec, op, hub);
+                }
                 let total = match choice {
                     Choice::Star(p) => self.combine(kind, &spec.vals, p),
                     Choice::Hierarchical(p) => self.reduce_hier(kind, &spec.vals, p),
@@ -1037,6 +1094,76 @@ impl Emitter<'_> {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// An all_reduce through collective drivers: each island that has a
+    /// driver reduces its shards with one `driver_all_reduce` per rank, so
+    /// the shards never leave their devices. With one such island covering
+    /// every rank, those nodes are the result (Mean divides on each rank).
+    /// Otherwise each island's partial (from its first member) and the other
+    /// islands' shards go to `hub`, are combined there, and the total spreads
+    /// back as in `hierarchical`.
+    fn lower_driver(&mut self, spec: &Spec, op: ReduceOp, hub: Device) -> Vec<ValueId> {
+        let n = spec.ranks();
+        let kind = op.combiner();
+        // Mean is a sum on the driver, divided where the sum is complete.
+        let driver_op = if op == ReduceOp::Mean {
+            ReduceOp::Sum
+        } else {
+            op
+        };
+        let islands = driver_islands(&spec.devs, self.topo);
+        let mut covered = vec![false; n];
+        let mut per_rank: Vec<Option<ValueId>> = vec![None; n];
+        let mut partials: Vec<ValueId> = Vec::new();
+        for island in &islands {
+            let members: Vec<usize> = (0..n)
+                .filter(|r| spec.devs.get(*r).is_some_and(|d| island.contains(d)))
+                .collect();
+            let vals: Vec<ValueId> = members
+                .iter()
+                .filter_map(|r| spec.vals.get(*r).copied())
+                .collect();
+            for (j, r) in members.iter().enumerate() {
+                let Some(&device) = spec.devs.get(*r) else {
+                    continue;
+                };
+                let node = self.g.add_value(
+                    Op::DriverAllReduce {
+                        op: driver_op,
+                        rank: j,
+                        device,
+                    },
+                    &vals,
+                    spec.ty.clone(),
+                );
+                per_rank[*r] = Some(node);
+                covered[*r] = true;
+                if j == 0 {
+                    partials.push(node);
+                }
+            }
+        }
+        if covered.iter().all(|c| *c) && islands.len() == 1 {
+            return per_rank
+                .into_iter()
+                .map(|v| {
+                    let v = v.unwrap_or(self.fallback);
+                    self.finish(op, v, n)
+                })
+                .collect();
+        }
+        // Ranks no driver island covers join at the hub as they are.
+        let mut operands = partials;
+        operands.extend(
+            (0..n)
+                .filter(|r| !covered[*r])
+                .filter_map(|r| spec.vals.get(r).copied()),
+        );
+        let total = self.combine(kind, &operands, hub);
+        let total = self.finish(op, total, n);
+        let map = self.spread(total, &spec.targets(), Algorithm::Hierarchical, 2);
+        pick(&map, &spec.targets())
     }
 
     fn lower_ring(&mut self, spec: &Spec, op: ReduceOp) -> Vec<ValueId> {

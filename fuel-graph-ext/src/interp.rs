@@ -338,7 +338,7 @@ fn eval(
                 })
                 .collect())
         }
-        Op::Reduce { op, .. } => one(reduce_all(*op, ty, args)),
+        Op::Reduce { op, .. } | Op::DriverAllReduce { op, .. } => one(reduce_all(*op, ty, args)),
         Op::Broadcast { to } => Ok(to.iter().map(|_| args[0].clone()).collect()),
         Op::AllGather { axis } => {
             let d = concat_data(args, *axis);

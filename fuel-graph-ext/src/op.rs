@@ -149,6 +149,16 @@ pub enum Op {
     AllGather { axis: usize },
     /// Rank i gets the i-th equal slice (along `axis`) of the reduction.
     ReduceScatter { op: ReduceOp, axis: usize },
+    /// Rank `rank`'s result of an all-reduce that a collective driver (the
+    /// host driver for CPU devices, NCCL for CUDA) carries out over the
+    /// operands, which may live on several devices of one kind. It is what
+    /// `lower-collectives` emits inside an island that has a driver; one node
+    /// per rank whose result is used, each on its rank's device.
+    DriverAllReduce {
+        op: ReduceOp,
+        rank: usize,
+        device: Device,
+    },
 }
 
 impl Op {
@@ -167,6 +177,7 @@ impl Op {
             Op::Broadcast { .. } => "broadcast".into(),
             Op::AllGather { .. } => "all_gather".into(),
             Op::ReduceScatter { op, .. } => format!("reduce_scatter.{op}"),
+            Op::DriverAllReduce { op, .. } => format!("driver_all_reduce.{op}"),
         }
     }
 
@@ -187,6 +198,12 @@ impl Op {
         )
     }
 
+    /// True for a driver collective: placed on one device, but its operands
+    /// may live on other devices of the same kind (the driver moves them).
+    pub fn is_driver_collective(&self) -> bool {
+        matches!(self, Op::DriverAllReduce { .. })
+    }
+
     /// True when the node is written `%N:K` and its results used as `%N#i`.
     pub fn is_multi_result(&self) -> bool {
         self.is_collective() && !matches!(self, Op::Reduce { .. })
@@ -199,7 +216,8 @@ impl Op {
             | Op::Elementwise { device, .. }
             | Op::Div { device, .. }
             | Op::Slice { device, .. }
-            | Op::Concat { device, .. } => Some(*device),
+            | Op::Concat { device, .. }
+            | Op::DriverAllReduce { device, .. } => Some(*device),
             Op::Copy { to } | Op::Move { to } => Some(*to),
             _ => None,
         }
@@ -222,6 +240,7 @@ impl Op {
                 vec![("axis", *axis as u64)]
             }
             Op::Reduce { root, .. } => vec![("root", *root as u64)],
+            Op::DriverAllReduce { rank, .. } => vec![("rank", *rank as u64)],
             _ => vec![],
         }
     }
@@ -323,6 +342,16 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Strin
         }
         Op::AllReduce { .. } => {
             need(1, "one or more shards")?;
+            all_equal()
+        }
+        Op::DriverAllReduce { rank, .. } => {
+            need(1, "one or more shards")?;
+            if *rank >= n {
+                return Err(format!(
+                    "rank {rank} is out of range for {n} shard(s); use a rank from 0 to {}",
+                    n - 1
+                ));
+            }
             all_equal()
         }
         Op::Reduce { root, .. } => {

@@ -11,7 +11,9 @@
 //!   moved value has no other use.
 //! - [`Level::Placement`] adds the rules for a pipeline's output: the
 //!   operands of a non-transfer, non-collective op live on its device, and
-//!   every copy or move is one feasible hop per the [`Topology`].
+//!   every copy or move is one feasible hop per the [`Topology`]; a driver
+//!   collective runs on a device kind whose driver the topology declares,
+//!   and all its operands live on devices of that kind.
 
 use crate::graph::{Graph, NodeId};
 use crate::op::{infer_type, Op};
@@ -142,6 +144,41 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
                             topo.staging
                         ),
                     );
+                }
+            }
+            Op::DriverAllReduce { rank, device, .. } => {
+                let kind = device.kind;
+                if kind == crate::device::DeviceKind::Vulkan {
+                    push(
+                        Some(id),
+                        "no collective driver exists for vulkan devices; lower this collective with copy chains instead".into(),
+                    );
+                } else if !topo.drivers.contains(&kind) {
+                    push(
+                        Some(id),
+                        format!(
+                            "the topology has no collective driver for {kind}; add `driver {kind}` to the topology file, or lower without a driver"
+                        ),
+                    );
+                }
+                for (slot, v) in n.operands.iter().enumerate() {
+                    let Some(d) = g.value_device(*v) else {
+                        continue;
+                    };
+                    if slot == *rank && d != *device {
+                        push(
+                            Some(id),
+                            format!("rank {rank}'s operand ({}) is on {d}, but the result is placed on {device}; they must match", num.name(g, *v)),
+                        );
+                    } else if d.kind != kind {
+                        push(
+                            Some(id),
+                            format!(
+                                "operand {slot} ({}) is on {d}, but a {kind} driver only reaches {kind} devices; stage it with copies first",
+                                num.name(g, *v)
+                            ),
+                        );
+                    }
                 }
             }
             op if op.is_collective() => {}

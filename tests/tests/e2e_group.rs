@@ -143,3 +143,58 @@ fn cuda_groups_through_device_group() {
         }
     }
 }
+
+/// The host driver: with `driver cpu` in the topology, `lower-collectives`
+/// emits `driver_all_reduce` nodes whose shards are read straight from the
+/// other CPU arenas, and the executor runs them.
+#[test]
+fn host_driver_all_reduce_on_cpu_arenas() {
+    use fuel_graph_ext::Topology;
+    use std::sync::Arc;
+    let devs = [
+        Device::cpu(0),
+        Device::cpu(1),
+        Device::cpu(2),
+        Device::cpu(3),
+    ];
+    let topo = Arc::new(Topology::parse("driver cpu\n").unwrap());
+    for (dtype, op) in [
+        (DType::F32, ReduceOp::Sum),
+        (DType::I32, ReduceOp::Max),
+        (DType::F64, ReduceOp::Mean),
+    ] {
+        let ty = TensorType::new(dtype, &[40, 3]);
+        let original = record(&devs, &ty, op);
+        let mut lowered = original.clone();
+        let pipeline = fuel_collective::pipeline_with("algorithm=driver");
+        PassManager::new(
+            &fuel_collective::registry(),
+            &pipeline,
+            PassContext {
+                topology: topo.clone(),
+            },
+        )
+        .unwrap()
+        .run(&mut lowered)
+        .unwrap();
+        let text = fuel_graph_ext::text::print(&lowered);
+        assert!(text.contains("= driver_all_reduce."), "{text}");
+        // Without the driver in its topology the executor refuses the graph.
+        let e = exec::compile(&lowered, &devs)
+            .err()
+            .expect("needs the driver in the topology");
+        assert!(
+            e.to_string()
+                .contains("add `driver cpu` to the topology file"),
+            "{e}"
+        );
+        let exe = exec::compile_with(&lowered, &devs, &topo).unwrap();
+        let inputs = deterministic_inputs(&original);
+        let want = interpret(&original, &inputs).unwrap();
+        let got = exe.run_host(&inputs).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.data, w.data, "{op} {dtype}: result {k}");
+        }
+        assert_no_leaks(&exe);
+    }
+}

@@ -62,6 +62,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0208", verify_div_by_zero),
     ("E0209", verify_operand_on_other_device),
     ("E0210", verify_no_direct_copy),
+    ("E0211", verify_driver_without_driver),
     ("E0301", pipeline_unknown_pass),
     ("E0302", pipeline_unknown_option),
     ("E0303", pipeline_bad_algorithm),
@@ -463,6 +464,10 @@ fn verify_operand_on_other_device() -> Outcome {
 }
 fn verify_no_direct_copy() -> Outcome {
     verify_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = copy %0 -> vulkan:0 : f32[4]\n  return %1\n}\n", Level::Placement)
+}
+
+fn verify_driver_without_driver() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = driver_all_reduce.sum %0, %1 {rank=0} @cuda:0 : f32[4]\n  return %2\n}\n", Level::Placement)
 }
 
 // ---- pipeline (E03) ---------------------------------------------------------

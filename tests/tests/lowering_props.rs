@@ -34,13 +34,14 @@ const DTYPES: [DType; 7] = [
     DType::I64,
     DType::U8,
 ];
-const ALGORITHMS: [&str; 6] = [
+const ALGORITHMS: [&str; 7] = [
     "auto",
     "star",
     "hierarchical",
     "ring",
     "tree",
     "tree, arity=3",
+    "driver",
 ];
 
 #[derive(Clone, Debug)]
@@ -143,8 +144,13 @@ proptest! {
 
     #[test]
     fn lowering_is_placed_direct_and_faithful(c in case()) {
+        // With peers, the CPU and CUDA drivers are declared too, so the
+        // driver plans are drawn (and checked) as well.
         let topo = Arc::new(if c.peers {
-            Topology::default().with_peer(0, 1)
+            let mut t = Topology::default().with_peer(0, 1);
+            t.drivers.insert(fuel_graph_ext::DeviceKind::Cpu);
+            t.drivers.insert(fuel_graph_ext::DeviceKind::Cuda);
+            t
         } else {
             Topology::default()
         });

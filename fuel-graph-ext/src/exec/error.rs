@@ -15,6 +15,16 @@ pub enum ExecError {
         /// The op's mnemonic.
         op: String,
     },
+    /// A driver collective this executor cannot carry out.
+    #[error("`{op}` on {device}: {reason}")]
+    DriverCollective {
+        /// The op's mnemonic.
+        op: String,
+        /// Where it was placed.
+        device: Device,
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// The graph uses a device the caller did not list.
     #[error(
         "the graph uses {device}, which is not in the device list {listed}; add it to the list"

@@ -117,6 +117,29 @@ impl Plan {
                     }
                 }
                 Op::Elementwise { kind, .. } => Work::Fold { kind: *kind },
+                // The host driver: every CPU arena is host memory, so rank
+                // `rank`'s worker folds the shards of all the island's arenas
+                // straight into its own arena, with no staging copies.
+                Op::DriverAllReduce { op, .. } => {
+                    let refuse = |reason: &str| ExecError::DriverCollective {
+                        op: n.op.mnemonic(),
+                        device,
+                        reason: reason.into(),
+                    };
+                    if !device.is_cpu() {
+                        return Err(refuse(
+                            "this executor runs driver collectives only on CPU devices (NCCL execution is not implemented); lower without `driver cuda` in the topology",
+                        ));
+                    }
+                    if *op == crate::op::ReduceOp::Mean {
+                        return Err(refuse(
+                            "run it as driver_all_reduce.sum followed by div, the form lower-collectives emits",
+                        ));
+                    }
+                    Work::Fold {
+                        kind: op.combiner(),
+                    }
+                }
                 Op::Div { by, .. } => Work::Div { by: *by },
                 Op::Slice {
                     axis, start, len, ..

@@ -5,8 +5,9 @@
 //! `copy` to the consumer's device, or two copies through the staging CPU
 //! where the topology has no direct path. Copies are shared per (value,
 //! device), including copies already in the graph, so running the pass twice
-//! changes nothing the second time. Leaves alone inputs, collectives (their
-//! operands are meant to be spread out) and existing copies and moves (a
+//! changes nothing the second time. Leaves alone inputs, collectives and
+//! driver collectives (their operands are meant to be spread out) and
+//! existing copies and moves (a
 //! transfer written by the user is `split-cross-vendor-copies`' business).
 
 use super::Transfers;
@@ -37,7 +38,7 @@ impl Pass for InsertCrossDeviceCopies {
         let mut changed = false;
         for id in g.topo_order() {
             let Some(n) = g.node(id) else { continue };
-            if n.op.is_transfer() || n.op.is_collective() {
+            if n.op.is_transfer() || n.op.is_collective() || n.op.is_driver_collective() {
                 continue;
             }
             let Some(dev) = n.op.device() else { continue };

@@ -601,6 +601,11 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
         },
         ("concat", None) => Op::Concat { axis: required("axis", &mut take)?, device: need_at(c)? },
         ("all_reduce", _) => Op::AllReduce { op: reduce_variant(c)? },
+        ("driver_all_reduce", _) => Op::DriverAllReduce {
+            op: reduce_variant(c)?,
+            rank: required("rank", &mut take)?,
+            device: need_at(c)?,
+        },
         ("reduce", _) => Op::Reduce { op: reduce_variant(c)?, root: required("root", &mut take)? },
         ("broadcast", None) => Op::Broadcast {
             to: arrow_list
@@ -614,7 +619,7 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
                 op_pos,
                 format!(
                     "unknown op `{mnemonic}`: expected input, copy, move, add, mul, max, min, div, slice, concat, \
-                     all_reduce.<op>, reduce.<op>, broadcast, all_gather or reduce_scatter.<op>"
+                     all_reduce.<op>, reduce.<op>, broadcast, all_gather, reduce_scatter.<op> or driver_all_reduce.<op>"
                 ),
             ))
         }

@@ -26,7 +26,7 @@ struct Case {
     peers: bool,
 }
 
-const ALGORITHMS: [&str; 6] = ["auto", "star", "hierarchical", "ring", "tree", "star"];
+const ALGORITHMS: [&str; 6] = ["auto", "star", "hierarchical", "ring", "tree", "driver"];
 
 fn device(k: u8) -> Device {
     match k % 3 {
@@ -77,6 +77,8 @@ fuzz_target!(|c: Case| {
     let mut topo = Topology::default();
     if c.peers {
         topo = topo.with_peer(0, 1);
+        topo.drivers.insert(DeviceKind::Cpu);
+        topo.drivers.insert(DeviceKind::Cuda);
     }
     let topo = Arc::new(topo);
     if verify(&g, Level::Structural, &topo).is_err() {

@@ -211,7 +211,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
         }
     }
     if a.run {
-        run::run_and_check(&original, &g, a.devices.as_deref())?;
+        run::run_and_check(&original, &g, a.devices.as_deref(), &topo)?;
     }
     Ok(())
 }

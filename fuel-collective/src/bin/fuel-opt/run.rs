@@ -33,12 +33,14 @@ pub fn run_and_check(
     original: &Graph,
     lowered: &Graph,
     devices: Option<&str>,
+    topology: &fuel_graph_ext::Topology,
 ) -> Result<(), Failure> {
     let list = match devices {
         Some(s) => parse_device_list(s).map_err(|e| Failure::input(format!("--devices: {e}")))?,
         None => Vec::new(),
     };
-    let exe = exec::compile(lowered, &list).map_err(|e| Failure::input(e.to_string()))?;
+    let exe =
+        exec::compile_with(lowered, &list, topology).map_err(|e| Failure::input(e.to_string()))?;
     let inputs = deterministic_inputs(original);
     let want = interpret(original, &inputs).map_err(|e| Failure::input(e.to_string()))?;
     let got = exe
