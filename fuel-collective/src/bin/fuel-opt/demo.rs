@@ -33,7 +33,7 @@ pub struct DemoArgs {
     /// Reduce op: sum, prod, max, min or mean.
     #[arg(long, default_value = "sum")]
     op: String,
-    /// Algorithm for lower-collectives: auto, star, hierarchical, ring or tree.
+    /// Algorithm for lower-collectives: auto, star, hierarchical, ring, tree or driver.
     #[arg(long, default_value = "auto")]
     algorithm: String,
     /// Where to write the dumps.
