@@ -107,12 +107,24 @@ impl Buf {
     /// Reads the whole buffer back to the host.
     pub fn download(&self, bytes: usize) -> Result<Vec<u8>, ExecError> {
         let mut out = vec![0u8; bytes];
-        match self {
-            Buf::Cpu(b) => out.copy_from_slice(&b.bytes()[..bytes]),
-            Buf::Cuda(b) => b.dev().download(b, &mut out)?,
-            Buf::Vulkan(b) => b.dev().download(b, &mut out)?,
-        }
+        self.download_into(&mut out)?;
         Ok(out)
+    }
+
+    /// Reads the first `out.len()` bytes of the buffer into `out`.
+    pub fn download_into(&self, out: &mut [u8]) -> Result<(), ExecError> {
+        match self {
+            Buf::Cpu(b) => {
+                let src = b
+                    .bytes()
+                    .get(..out.len())
+                    .ok_or_else(|| ExecError::Internal("download past the buffer".into()))?;
+                cpu::copy_bytes(src, out);
+            }
+            Buf::Cuda(b) => b.dev().download(b, out)?,
+            Buf::Vulkan(b) => b.dev().download(b, out)?,
+        }
+        Ok(())
     }
 }
 

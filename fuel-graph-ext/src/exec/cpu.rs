@@ -254,7 +254,11 @@ pub fn gather(regions: &[Region], ins: &[&CpuBuf], out: &mut CpuBuf) -> Result<(
 
 /// Copies bytes from a host slice into `out` (same length), in parallel when large.
 pub fn memcpy(src: &[u8], out: &mut CpuBuf) {
-    let dst = out.bytes_mut();
+    copy_bytes(src, out.bytes_mut());
+}
+
+/// `dst.copy_from_slice(src)` (same length), in parallel when large.
+pub fn copy_bytes(src: &[u8], dst: &mut [u8]) {
     par_chunks(dst, |off, chunk| {
         let len = chunk.len();
         chunk.copy_from_slice(&src[off..off + len]);

@@ -67,6 +67,16 @@ impl Tensor {
         &self.bytes
     }
 
+    /// The bytes, writable, if the tensor has type `ty` and shares them
+    /// with no other tensor (what [`run_into`](super::Executable::run_into)
+    /// overwrites in place).
+    pub(crate) fn bytes_mut_for(&mut self, ty: &TensorType) -> Option<&mut [u8]> {
+        if self.ty != *ty {
+            return None;
+        }
+        Arc::get_mut(&mut self.bytes)
+    }
+
     /// The shared byte buffer (cheap to clone).
     pub(crate) fn shared(&self) -> Arc<[u8]> {
         self.bytes.clone()

@@ -1,7 +1,8 @@
 //! `fuel-opt bench`: collective benchmarks in the nccl-tests format.
 //!
 //! For each size (bytes per rank) it records an all_reduce with
-//! `DeviceGroup`, lowers it, compiles it once, and times `Executable::run`
+//! `DeviceGroup`, lowers it, compiles it once, and times `Executable::run_into`
+//! into one reused output vector
 //! (median over `--iters` after `--warmup`). `algbw` is bytes per rank over
 //! the median time and `busbw = algbw * 2(n-1)/n`. `#wrong` counts elements
 //! that differ from the reference interpreter in the last run.
@@ -207,18 +208,20 @@ pub fn measure(
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
         .collect();
-    let run = |exe: &exec::Executable| {
-        exe.run(&inputs)
+    // The same output vector every time: `run_into` overwrites it in place,
+    // as a training loop would.
+    let mut last = Vec::new();
+    let mut run = |exe: &exec::Executable| {
+        exe.run_into(&inputs, &mut last)
             .map_err(|e| Failure::input(format!("run failed: {e}")))
     };
     for _ in 0..warmup {
         run(&exe)?;
     }
     let mut times = Vec::with_capacity(iters);
-    let mut last = Vec::new();
     for _ in 0..iters {
         let t = Instant::now();
-        last = run(&exe)?;
+        run(&exe)?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let time_us = scenario::median_us(&mut times);
