@@ -18,7 +18,7 @@ use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use std::sync::Arc;
 
-/// Tensors with at least this many elements are split over threads.
+/// Buffers of at least this many f32s' bytes are split over threads.
 pub const PARALLEL_MIN: usize = 1 << 18;
 /// Elements per block of the fold.
 const BLOCK: usize = 4096;
@@ -169,30 +169,29 @@ impl CpuBuf {
     }
 }
 
-fn threads_for(n: usize) -> usize {
-    if n < PARALLEL_MIN {
+/// Threads for a buffer of `bytes`: one below [`PARALLEL_MIN`] f32s' worth.
+fn threads_for(bytes: usize) -> usize {
+    let min = PARALLEL_MIN * 4;
+    if bytes < min {
         return 1;
     }
-    std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(n / (PARALLEL_MIN / 4))
-        .max(1)
+    rayon::current_num_threads().min(bytes / (min / 4)).max(1)
 }
 
-/// Runs `f(offset, chunk)` over chunks of `out`, on several threads when large.
+/// Runs `f(offset, chunk)` over chunks of `out`, on several threads when
+/// large. The threads are rayon's pool, started once per process: spawning
+/// fresh threads per call cost 100 us or more per kernel on a loaded VM.
 fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
-    let threads = threads_for(out.len());
+    use rayon::prelude::*;
+    let threads = threads_for(std::mem::size_of_val(out));
     if threads <= 1 {
         f(0, out);
         return;
     }
     let per = out.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        for (i, chunk) in out.chunks_mut(per).enumerate() {
-            let f = &f;
-            s.spawn(move || f(i * per, chunk));
-        }
-    });
+    out.par_chunks_mut(per)
+        .enumerate()
+        .for_each(|(i, chunk)| f(i * per, chunk));
 }
 
 // The verifier gives an n-ary op two or more operands of the output's type,

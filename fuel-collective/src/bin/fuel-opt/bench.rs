@@ -9,7 +9,8 @@
 //!
 //! In the same run it measures the host's own bound for the same data
 //! movement: one n-ary add over the n shards plus n-1 memcpys of the result,
-//! done with plain multi-threaded loops on host memory. The add works on
+//! done with plain loops on host memory (the faster of one thread and
+//! rayon's pool). The add works on
 //! integers of the element's width, because the bound is about memory
 //! traffic, not arithmetic. `ratio = algbw / bound` says how close to that
 //! limit the collective runs.
@@ -273,8 +274,10 @@ fn display_algorithm(requested: &str, lowered: &fuel_graph_ext::Graph) -> String
 }
 
 /// Median microseconds of the host bound: an n-ary add of `n` buffers of
-/// `bytes` into one, then `n - 1` copies of it, on host memory with as many
-/// threads as the machine has.
+/// `bytes` into one, then `n - 1` copies of it, on host memory. It is timed
+/// on one thread and split over rayon's pool (the threads the CPU kernels
+/// use) and the faster of the two counts, so the bound pays no thread
+/// start-up the executor does not pay either.
 pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: usize) -> f64 {
     let words = bytes.div_ceil(8);
     let inputs: Vec<Vec<u64>> = (0..n).map(|i| vec![i as u64 + 1; words]).collect();
@@ -282,25 +285,23 @@ pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: 
     let mut copies: Vec<Vec<u64>> = (0..n.saturating_sub(1))
         .map(|_| vec![0u64; words])
         .collect();
-    // Threads only pay off once a buffer is large; below that, one thread.
-    let threads = if bytes < 1 << 20 {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |p| p.get())
-    };
-    let mut times = Vec::with_capacity(iters);
-    for it in 0..warmup + iters {
-        let t = Instant::now();
-        parallel_add(&inputs, &mut out, elem, threads);
-        for c in copies.iter_mut() {
-            parallel_copy(&out, c, threads);
+    let mut best = f64::INFINITY;
+    for threads in [1, rayon::current_num_threads()] {
+        let mut times = Vec::with_capacity(iters);
+        for it in 0..warmup + iters {
+            let t = Instant::now();
+            parallel_add(&inputs, &mut out, elem, threads);
+            for c in copies.iter_mut() {
+                parallel_copy(&out, c, threads);
+            }
+            if it >= warmup {
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+            }
         }
-        if it >= warmup {
-            times.push(t.elapsed().as_secs_f64() * 1e6);
-        }
+        best = best.min(scenario::median_us(&mut times));
     }
     std::hint::black_box(&copies);
-    scenario::median_us(&mut times)
+    best
 }
 
 fn lanes_add(acc: &mut [u64], x: &[u64], elem: usize) {
@@ -331,12 +332,11 @@ fn parallel_add(inputs: &[Vec<u64>], out: &mut [u64], elem: usize, threads: usiz
         add_range(inputs, out, 0, elem);
         return;
     }
+    use rayon::prelude::*;
     let chunk = out.len().div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (t, part) in out.chunks_mut(chunk).enumerate() {
-            s.spawn(move || add_range(inputs, part, t * chunk, elem));
-        }
-    });
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(t, part)| add_range(inputs, part, t * chunk, elem));
 }
 
 /// Folds `inputs[.][start..start + out.len()]` into `out`, block by block so
@@ -359,10 +359,9 @@ fn parallel_copy(src: &[u64], dst: &mut [u64], threads: usize) {
         dst.copy_from_slice(src);
         return;
     }
+    use rayon::prelude::*;
     let chunk = src.len().div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (d, sp) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
-            s.spawn(move || d.copy_from_slice(sp));
-        }
-    });
+    dst.par_chunks_mut(chunk)
+        .zip(src.par_chunks(chunk))
+        .for_each(|(d, sp)| d.copy_from_slice(sp));
 }
