@@ -85,3 +85,37 @@ fn star_extra_memory_is_bounded() {
     // The root's n-ary fold: 3 copies + the sum beyond its shard.
     assert_extra_at_most("star", 4.0);
 }
+
+/// `run_into` writes each run's results into the previous run's output
+/// tensors (no new output memory), and a tensor the caller still shares is
+/// left alone.
+#[test]
+fn run_into_reuses_output_tensors() {
+    let devices: Vec<Device> = (0..4).map(Device::cpu).collect();
+    let g = all_reduce_graph(&devices, DType::F32, 1000, ReduceOp::Sum);
+    let lowered = lower(&g, &fuel_collective::pipeline_with("algorithm=ring"));
+    let exe = exec::compile(&lowered, &devices).unwrap();
+    let host = deterministic_inputs(&g);
+    let inputs: BTreeMap<String, Tensor> = host
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    let want = interpret(&g, &host).unwrap();
+    let mut outs = Vec::new();
+    exe.run_into(&inputs, &mut outs).unwrap();
+    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
+    let kept = outs[1].clone();
+    exe.run_into(&inputs, &mut outs).unwrap();
+    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
+    assert_close(&got, &want, "second run");
+    assert_eq!(outs[0].bytes().as_ptr(), first[0], "output 0 reused");
+    assert_ne!(
+        outs[1].bytes().as_ptr(),
+        first[1],
+        "a shared output is not overwritten"
+    );
+    assert_close(&[kept.to_host()], &want[1..2], "the kept tensor");
+    for d in &devices {
+        assert_eq!(exe.memory(*d).unwrap().current, 0);
+    }
+}

@@ -59,6 +59,9 @@ pub struct Executable {
     inline: bool,
     /// `keep[i]`: slot `i` is a graph output.
     keep: Vec<bool>,
+    /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
+    /// become that output tensor without a copy.
+    sole: Vec<bool>,
 }
 
 /// Per-run state of the inline runner, kept between runs so a run
@@ -68,6 +71,8 @@ struct Scratch {
     table: Vec<Option<Arc<Buf>>>,
     reads_left: Vec<usize>,
     ins: Vec<Arc<Buf>>,
+    /// Per slot: the caller's output bytes the step may write into.
+    reuse: Vec<Option<Arc<[u8]>>>,
 }
 
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
@@ -136,6 +141,9 @@ pub fn compile_with(
     let keep = (0..plan.steps.len())
         .map(|i| plan.outputs.contains(&i))
         .collect();
+    let sole = (0..plan.steps.len())
+        .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
+        .collect();
     Ok(Executable {
         plan: Arc::new(plan),
         ctxs,
@@ -144,6 +152,7 @@ pub fn compile_with(
         running: Mutex::new(Scratch::default()),
         inline,
         keep,
+        sole,
     })
 }
 
@@ -276,17 +285,33 @@ impl Executable {
         }
         if self.inline {
             let s = &mut *scratch;
+            // Outputs write straight into the caller's previous output
+            // tensors where they can, and become the new ones uncopied.
+            s.reuse.clear();
+            s.reuse.resize_with(n, || None);
+            for (k, &o) in plan.outputs.iter().enumerate() {
+                if self.sole[o] {
+                    s.reuse[o] = outputs
+                        .get_mut(k)
+                        .and_then(|t| t.take_bytes_for(&plan.steps[o].ty));
+                }
+            }
             let result = self.run_inline(s, data, &faults);
-            let result = result.and_then(|()| self.read_outputs(&s.table, outputs));
+            let result = result.and_then(|()| self.read_outputs(&mut s.table, outputs));
             // Success or failure, nothing outlives the run.
             s.table.iter_mut().for_each(|b| *b = None);
+            s.reuse.iter_mut().for_each(|b| *b = None);
             s.ins.clear();
+            if result.is_err() {
+                // Some tensors may have lent their bytes to the failed run.
+                outputs.clear();
+            }
             return result;
         }
         let table: Table = Arc::new(Mutex::new((0..n).map(|_| None).collect()));
         let result = self.dispatch(&table, data, &faults);
         let result = result.and_then(|()| match table.lock() {
-            Ok(t) => self.read_outputs(&t, outputs),
+            Ok(mut t) => self.read_outputs(&mut t, outputs),
             Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
         });
         // Success or failure, nothing outlives the run.
@@ -323,8 +348,9 @@ impl Executable {
                 s.ins.push(b);
             }
             let input = data[i].take();
+            let reuse = s.reuse[i].take();
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                backend::run_step(step, ctx, &s.ins, input.as_deref(), faults)
+                backend::run_step(step, ctx, &s.ins, input.as_ref(), faults, reuse)
             }));
             s.ins.clear();
             let buf = match res {
@@ -449,7 +475,7 @@ impl Executable {
         let sent = worker.send(Box::new(move || {
             let step = &plan.steps[i];
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                backend::run_step(step, &ctx, &ins, input.as_deref(), &faults)
+                backend::run_step(step, &ctx, &ins, input.as_ref(), &faults, None)
             }));
             drop(ins);
             let res = match res {
@@ -477,12 +503,33 @@ impl Executable {
 
     fn read_outputs(
         &self,
-        t: &[Option<Arc<Buf>>],
+        t: &mut [Option<Arc<Buf>>],
         outputs: &mut Vec<Tensor>,
     ) -> Result<(), ExecError> {
         outputs.truncate(self.plan.outputs.len());
         for (k, &o) in self.plan.outputs.iter().enumerate() {
             let step = &self.plan.steps[o];
+            // A host buffer over shared bytes becomes the tensor as it is.
+            if self.sole[o] {
+                if let Some(b) = t[o].take() {
+                    match Arc::try_unwrap(b) {
+                        Ok(Buf::Cpu(cb)) => match cb.into_shared() {
+                            Ok(bytes) => {
+                                put(
+                                    outputs,
+                                    k,
+                                    Tensor::from_bytes(step.ty.clone(), bytes)
+                                        .map_err(ExecError::Internal)?,
+                                );
+                                continue;
+                            }
+                            Err(cb) => t[o] = Some(Arc::new(Buf::Cpu(cb))),
+                        },
+                        Ok(other) => t[o] = Some(Arc::new(other)),
+                        Err(shared) => t[o] = Some(shared),
+                    }
+                }
+            }
             let buf = t[o]
                 .as_ref()
                 .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
@@ -506,6 +553,15 @@ impl Executable {
             }
         }
         Ok(())
+    }
+}
+
+/// Sets output `k` (outputs are filled in order, so `k <= outputs.len()`).
+fn put(outputs: &mut Vec<Tensor>, k: usize, t: Tensor) {
+    if k < outputs.len() {
+        outputs[k] = t;
+    } else {
+        outputs.push(t);
     }
 }
 
