@@ -13,7 +13,9 @@
 //! rayon's pool). The add works on
 //! integers of the element's width, because the bound is about memory
 //! traffic, not arithmetic. `ratio = algbw / bound` says how close to that
-//! limit the collective runs.
+//! limit the collective runs. For groups with Vulkan devices the bound adds
+//! each Vulkan device's own staging download and upload of the bytes per
+//! rank ([`staging_bound_us`]): the staging-copy bound.
 
 use crate::scenario::{self, Shape};
 use crate::sizes::{format_size, parse_sizes};
@@ -105,8 +107,16 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             a.warmup
         );
         println!(
-            "# bound: host n-ary add + {} memcpys of the result, same run",
-            n.saturating_sub(1)
+            "# bound: host n-ary add + {} memcpys of the result{}, same run",
+            n.saturating_sub(1),
+            if devices
+                .iter()
+                .any(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)
+            {
+                " + each Vulkan device's staging download and upload"
+            } else {
+                ""
+            }
         );
         println!(
             "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6}",
@@ -246,7 +256,8 @@ pub fn measure(
     } else {
         algbw
     };
-    let bound_us = host_bound_us(n, bytes, dtype.size_bytes(), iters, warmup);
+    let bound_us = host_bound_us(n, bytes, dtype.size_bytes(), iters, warmup)
+        + staging_bound_us(devices, bytes, iters, warmup)?;
     let bound = if bound_us > 0.0 {
         bytes as f64 / (bound_us * 1e3)
     } else {
@@ -302,6 +313,48 @@ pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: 
     }
     std::hint::black_box(&copies);
     best
+}
+
+/// Median microseconds for every Vulkan device of the group to move `bytes`
+/// through its staging buffer once each way (a download then an upload),
+/// with the backend's own calls and no executor around them; 0 without
+/// Vulkan devices. Added to the host bound, it is what a star through the
+/// host cannot beat.
+pub fn staging_bound_us(
+    devices: &[fuel_graph_ext::Device],
+    bytes: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<f64, Failure> {
+    use fuel_graph_ext::exec::{fault::Faults, vulkan::Instance};
+    let vk: Vec<_> = devices
+        .iter()
+        .filter(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)
+        .collect();
+    if vk.is_empty() {
+        return Ok(0.0);
+    }
+    let fail = |e: String| Failure::input(format!("staging bound: {e}"));
+    let inst = Instance::open().map_err(|u| fail(u.reason))?;
+    let faults = Faults::new(None);
+    let mut host = vec![1u8; bytes];
+    let mut total = 0.0;
+    for d in vk {
+        let dev = inst.open_device(*d).map_err(|e| fail(e.to_string()))?;
+        let buf = dev.alloc(bytes, &faults).map_err(|e| fail(e.to_string()))?;
+        let mut times = Vec::with_capacity(iters);
+        for it in 0..warmup + iters {
+            let t = Instant::now();
+            dev.download(&buf, &mut host)
+                .map_err(|e| fail(e.to_string()))?;
+            dev.upload(&host, &buf).map_err(|e| fail(e.to_string()))?;
+            if it >= warmup {
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        total += scenario::median_us(&mut times);
+    }
+    Ok(total)
 }
 
 fn lanes_add(acc: &mut [u64], x: &[u64], elem: usize) {
