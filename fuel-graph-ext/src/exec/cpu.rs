@@ -163,7 +163,7 @@ impl Arena {
 /// Whether host bytes may back a [`CpuBuf`] as they are: every element
 /// type needs at most 8-byte alignment.
 pub fn aligned(bytes: &[u8]) -> bool {
-    bytes.as_ptr() as usize % 8 == 0
+    (bytes.as_ptr() as usize).is_multiple_of(8)
 }
 
 #[derive(Debug)]
