@@ -58,6 +58,13 @@ pub struct BenchArgs {
     /// A topology file for the cost model (e.g. from `bench --calibrate`).
     #[arg(long)]
     topology: Option<std::path::PathBuf>,
+    /// Measure link bandwidth/latency and reduce throughput among the
+    /// devices with the executor, and write a topology file (`--out`).
+    #[arg(long)]
+    calibrate: bool,
+    /// Where `--calibrate` writes the topology.
+    #[arg(long, default_value = "out/topology.topo")]
+    out: std::path::PathBuf,
 }
 
 /// One measured row.
@@ -92,6 +99,9 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
     let topo = Arc::new(crate::load_topology(a.topology.as_ref())?);
+    if a.calibrate {
+        return crate::calibrate::calibrate(&devices, &topo, &a.out, a.iters, a.warmup);
+    }
     let n = devices.len();
     let progress = std::io::stderr().is_terminal();
     if a.csv {
