@@ -18,6 +18,7 @@ use crate::exec::fault::{Event, Faults};
 use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use ash::vk;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 const SPV_F32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f32.spv"));
@@ -231,6 +232,7 @@ pub struct VkDev {
     pipes: Vec<(DType, Pipeline)>,
     counter: AllocCounter,
     staging: Mutex<Option<KeptStaging>>,
+    pool: Mutex<BufPool>,
 }
 
 #[repr(C)]
@@ -408,6 +410,7 @@ impl VkDev {
                 pipes,
                 counter: AllocCounter::default(),
                 staging: Mutex::new(None),
+                pool: Mutex::new(BufPool::default()),
             }))
         }
     }
@@ -539,13 +542,26 @@ impl VkDev {
                 reason: "injected allocation failure".into(),
             });
         }
-        let (buffer, memory) = self.raw_buffer(
-            bytes,
-            vk::BufferUsageFlags::STORAGE_BUFFER
-                | vk::BufferUsageFlags::TRANSFER_SRC
-                | vk::BufferUsageFlags::TRANSFER_DST,
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-        )?;
+        let pooled = self
+            .pool
+            .lock()
+            .ok()
+            .and_then(|mut p| p.by_len.get_mut(&bytes).and_then(Vec::pop));
+        let (buffer, memory) = match pooled {
+            Some(b) => {
+                if let Ok(mut p) = self.pool.lock() {
+                    p.bytes -= bytes;
+                }
+                b
+            }
+            None => self.raw_buffer(
+                bytes,
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+                vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            )?,
+        };
         self.counter.add(bytes);
         Ok(VkBuf {
             buffer,
@@ -917,6 +933,12 @@ impl Drop for VkDev {
             if let Some(k) = self.staging.lock().ok().and_then(|mut k| k.take()) {
                 self.destroy_staging(k);
             }
+            if let Ok(mut p) = self.pool.lock() {
+                for (buffer, memory) in std::mem::take(&mut p.by_len).into_values().flatten() {
+                    self.dev.destroy_buffer(buffer, None);
+                    self.dev.free_memory(memory, None);
+                }
+            }
             if let Ok(s) = self.submit.lock() {
                 self.dev.destroy_fence(s.fence, None);
                 self.dev.destroy_command_pool(s.pool, None);
@@ -1025,14 +1047,39 @@ impl VkBuf {
 
 impl Drop for VkBuf {
     fn drop(&mut self) {
-        // SAFETY: no submit that uses the buffer is in flight (each is waited
-        // on), and the handles belong to `dev`, which outlives this call.
+        self.dev.counter.sub(self.len);
+        // Back to the device's pool while it has room (no submit that uses
+        // the buffer is in flight: each is waited on).
+        if let Ok(mut p) = self.dev.pool.lock() {
+            if p.bytes + self.len <= POOL_MAX_BYTES {
+                p.bytes += self.len;
+                p.by_len
+                    .entry(self.len)
+                    .or_default()
+                    .push((self.buffer, self.memory));
+                return;
+            }
+        }
+        // SAFETY: as above, and the handles belong to `dev`, which outlives
+        // this call.
         unsafe {
             self.dev.dev.destroy_buffer(self.buffer, None);
             self.dev.dev.free_memory(self.memory, None);
         }
-        self.dev.counter.sub(self.len);
     }
+}
+
+/// The most bytes a Vulkan device keeps in its pool of freed buffers.
+pub const POOL_MAX_BYTES: usize = 1 << 30;
+
+/// Freed device buffers by length: a compiled executable allocates the same
+/// sizes every run, and `vkAllocateMemory` per step cost more than the
+/// work on lavapipe. Pooled buffers are not live: they do not count in
+/// `current`.
+#[derive(Default)]
+struct BufPool {
+    by_len: BTreeMap<usize, Vec<(vk::Buffer, vk::DeviceMemory)>>,
+    bytes: usize,
 }
 
 /// A device's host-visible staging buffer, mapped for as long as it lives.
