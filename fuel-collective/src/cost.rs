@@ -13,7 +13,8 @@
 //! one device) may not. So the estimate is the larger of two lower bounds on
 //! the finishing time: the longest chain of dependent steps (the critical
 //! path), and the busiest resource's total work (a link is an ordered device
-//! pair; a device's compute is one resource). Latency-bound small messages
+//! pair; a device's compute is one resource; host memory, shared by every
+//! host-to-host copy and every CPU computation, is one resource). Latency-bound small messages
 //! therefore favour few steps (star), bandwidth-bound large ones favour
 //! spreading bytes over many links (ring).
 
@@ -130,6 +131,11 @@ pub fn driver_us(topo: &Topology, device: Device, ranks: usize, bytes: usize, pe
 enum Resource {
     Link(Device, Device),
     Compute(Device),
+    /// Host memory: every copy between two host arenas and every CPU
+    /// computation. Host arenas share the host's cores and memory bus (the
+    /// executor even runs an all-host graph's steps one after another), so
+    /// their work does not overlap the way separate links do.
+    Host,
 }
 
 /// Estimates a lowering from its steps. Dependencies that do not point to an
@@ -151,7 +157,16 @@ pub fn estimate(topo: &Topology, steps: &[Step]) -> Estimate {
             StepKind::Transfer { from, to, bytes } => {
                 est.transfers += 1;
                 est.bytes_moved += bytes;
-                Resource::Link(from, to)
+                if from.is_cpu() && to.is_cpu() {
+                    Resource::Host
+                } else {
+                    Resource::Link(from, to)
+                }
+            }
+            StepKind::Compute { device, .. } | StepKind::Driver { device, .. }
+                if device.is_cpu() =>
+            {
+                Resource::Host
             }
             StepKind::Compute { device, .. } | StepKind::Driver { device, .. } => {
                 Resource::Compute(device)
@@ -198,6 +213,28 @@ mod tests {
         // ... but two on one link queue up.
         let same = estimate(&t, &[hop(c, h, 1000, &[]), hop(c, h, 1000, &[])]);
         assert!((same.total_us() - 2.0 * one).abs() < 1e-9);
+    }
+
+    #[test]
+    fn host_to_host_hops_and_cpu_work_share_host_memory() {
+        let t = Topology::default();
+        let (a, b, c) = (Device::cpu(0), Device::cpu(1), Device::cpu(2));
+        let one = t.transfer_us(b, a, 1 << 20);
+        // Two independent host-host hops on different links still queue.
+        let two = estimate(&t, &[hop(b, a, 1 << 20, &[]), hop(c, a, 1 << 20, &[])]);
+        assert!((two.total_us() - 2.0 * one).abs() < 1e-9);
+        // And a CPU reduction queues behind them.
+        let add = Step {
+            kind: StepKind::Compute {
+                device: Device::cpu(3),
+                inputs: 2,
+                bytes: 1 << 20,
+            },
+            deps: vec![],
+        };
+        let r = t.reduce_us(Device::cpu(3), 2, 1 << 20);
+        let three = estimate(&t, &[hop(b, a, 1 << 20, &[]), hop(c, a, 1 << 20, &[]), add]);
+        assert!((three.total_us() - 2.0 * one - r).abs() < 1e-9);
     }
 
     #[test]

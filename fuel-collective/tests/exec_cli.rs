@@ -107,3 +107,42 @@ fn unlisted_device_is_an_input_error() {
         "{err}"
     );
 }
+
+/// `bench --calibrate` writes a topology file that `--topology` reads back,
+/// with the measured host-host link and CPU reduce figures in it.
+#[test]
+fn calibrate_writes_a_topology_the_bench_reads_back() {
+    let dir = std::env::temp_dir().join(format!("fuel-calibrate-{}", std::process::id()));
+    let out = dir.join("t.topo");
+    let o = Command::new(env!("CARGO_BIN_EXE_fuel-opt"))
+        .args(["bench", "--calibrate", "--devices", "cpu:0,cpu:1"])
+        .args(["--iters", "1", "--warmup", "0", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("link host-host"), "{stdout}");
+    assert!(stdout.contains("reduce cpu"), "{stdout}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let t = fuel_graph_ext::Topology::parse(&text).unwrap();
+    assert_eq!(
+        t.to_text(),
+        text.lines()
+            .skip(1)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_fuel-opt"))
+        .args(["bench", "--devices", "cpu:0,cpu:1", "--sizes", "4K"])
+        .args(["--iters", "1", "--warmup", "0", "--topology"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -168,28 +168,22 @@ impl Graph {
     /// reduce, and the op's own device otherwise. `None` for a dangling value
     /// or an ill-formed collective.
     pub fn value_device(&self, v: ValueId) -> Option<Device> {
-        self.value_device_depth(v, 0)
-    }
-
-    fn value_device_depth(&self, v: ValueId, depth: usize) -> Option<Device> {
-        // Collectives take their placement from operands; a cycle of
-        // collectives would recurse forever, so give up past a bound.
-        if depth > 64 {
-            return None;
-        }
-        let n = self.node(v.node)?;
-        match &n.op {
-            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
-                let src = *n.operands.get(v.result as usize)?;
-                self.value_device_depth(src, depth + 1)
+        // Collectives take their placement from operands, so follow them.
+        // A chain without a cycle visits each node at most once; past that
+        // many hops it is a cycle of collectives, which has no device.
+        let mut v = v;
+        for _ in 0..=self.node_count() {
+            let n = self.node(v.node)?;
+            match &n.op {
+                Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
+                    v = *n.operands.get(v.result as usize)?;
+                }
+                Op::Reduce { root, .. } => v = *n.operands.get(*root)?,
+                Op::Broadcast { to } => return to.get(v.result as usize).copied(),
+                op => return op.device(),
             }
-            Op::Reduce { root, .. } => {
-                let src = *n.operands.get(*root)?;
-                self.value_device_depth(src, depth + 1)
-            }
-            Op::Broadcast { to } => to.get(v.result as usize).copied(),
-            op => op.device(),
         }
+        None
     }
 
     /// Every (consumer, slot) reading `v`, sorted.

@@ -72,8 +72,19 @@ impl Ctx {
 
     /// A buffer of `bytes` on this device.
     pub fn alloc(&self, bytes: usize, faults: &Faults) -> Result<Buf, ExecError> {
+        self.alloc_reusing(bytes, faults, None)
+    }
+
+    /// [`alloc`](Self::alloc); a host arena writes into `reuse` (a caller's
+    /// output bytes) when it can, other devices ignore it.
+    pub fn alloc_reusing(
+        &self,
+        bytes: usize,
+        faults: &Faults,
+        reuse: Option<Arc<[u8]>>,
+    ) -> Result<Buf, ExecError> {
         Ok(match self {
-            Ctx::Cpu(a) => Buf::Cpu(a.alloc(bytes, faults)?),
+            Ctx::Cpu(a) => Buf::Cpu(a.alloc_reusing(bytes, faults, reuse)?),
             Ctx::Cuda(c) => Buf::Cuda(c.alloc(bytes, faults)?),
             Ctx::Vulkan(v) => Buf::Vulkan(v.alloc(bytes, faults)?),
         })
@@ -107,12 +118,24 @@ impl Buf {
     /// Reads the whole buffer back to the host.
     pub fn download(&self, bytes: usize) -> Result<Vec<u8>, ExecError> {
         let mut out = vec![0u8; bytes];
-        match self {
-            Buf::Cpu(b) => out.copy_from_slice(&b.bytes()[..bytes]),
-            Buf::Cuda(b) => b.dev().download(b, &mut out)?,
-            Buf::Vulkan(b) => b.dev().download(b, &mut out)?,
-        }
+        self.download_into(&mut out)?;
         Ok(out)
+    }
+
+    /// Reads the first `out.len()` bytes of the buffer into `out`.
+    pub fn download_into(&self, out: &mut [u8]) -> Result<(), ExecError> {
+        match self {
+            Buf::Cpu(b) => {
+                let src = b
+                    .bytes()
+                    .get(..out.len())
+                    .ok_or_else(|| ExecError::Internal("download past the buffer".into()))?;
+                cpu::copy_bytes(src, out);
+            }
+            Buf::Cuda(b) => b.dev().download(b, out)?,
+            Buf::Vulkan(b) => b.dev().download(b, out)?,
+        }
+        Ok(())
     }
 }
 
@@ -147,13 +170,17 @@ fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError
         .collect()
 }
 
-/// Runs one step on `ctx` and returns its result buffer.
+/// Runs one step on `ctx` and returns its result buffer. `input` is the
+/// caller's tensor for an input step (a host arena wraps it without
+/// copying); `reuse` is storage the result may be written into (see
+/// [`Ctx::alloc_reusing`]).
 pub fn run_step(
     step: &Step,
     ctx: &Ctx,
     ins: &[Arc<Buf>],
-    input: Option<&[u8]>,
+    input: Option<&Arc<[u8]>>,
     faults: &Faults,
+    reuse: Option<Arc<[u8]>>,
 ) -> Result<Buf, ExecError> {
     let bytes = step.ty.size_bytes();
     let n = step.ty.num_elements();
@@ -162,16 +189,19 @@ pub fn run_step(
     match &step.work {
         Work::Input { name } => {
             let data = input.ok_or_else(|| ExecError::MissingInput(name.clone()))?;
-            ctx.upload(data, faults)
+            match ctx {
+                Ctx::Cpu(a) if cpu::aligned(data) => Ok(Buf::Cpu(a.wrap(data.clone(), faults)?)),
+                _ => ctx.upload(data, faults),
+            }
         }
         Work::Copy { .. } => {
             let src = ins
                 .first()
                 .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
-            crate::exec::copy::copy(src, ctx, bytes, faults)
+            crate::exec::copy::copy(src, ctx, bytes, faults, reuse)
         }
         Work::Fold { .. } | Work::Div { .. } | Work::Gather { .. } => {
-            let mut out = ctx.alloc(bytes, faults)?;
+            let mut out = ctx.alloc_reusing(bytes, faults, reuse)?;
             if faults.check(Event::Kernel) {
                 return Err(ExecError::Injected {
                     device: ctx.device(),

@@ -16,9 +16,16 @@ use crate::exec::error::ExecError;
 use crate::exec::fault::{Event, Faults};
 use crate::exec::plan::Region;
 
-/// Copies `bytes` of `src` into a new buffer on `dst`.
-pub fn copy(src: &Buf, dst: &Ctx, bytes: usize, faults: &Faults) -> Result<Buf, ExecError> {
-    let mut out = dst.alloc(bytes, faults)?;
+/// Copies `bytes` of `src` into a new buffer on `dst` (into `reuse` when
+/// `dst` is a host arena that can take it, see [`Ctx::alloc_reusing`]).
+pub fn copy(
+    src: &Buf,
+    dst: &Ctx,
+    bytes: usize,
+    faults: &Faults,
+    reuse: Option<std::sync::Arc<[u8]>>,
+) -> Result<Buf, ExecError> {
+    let mut out = dst.alloc_reusing(bytes, faults, reuse)?;
     if faults.check(Event::Copy) {
         return Err(ExecError::Injected {
             device: dst.device(),
@@ -93,7 +100,7 @@ mod tests {
         let v1 = inst.open_device(Device::vulkan(1)).unwrap();
         let faults = Faults::new(None);
         let src = Buf::Vulkan(v0.alloc(64, &faults).unwrap());
-        let e = copy(&src, &Ctx::Vulkan(v1.clone()), 64, &faults)
+        let e = copy(&src, &Ctx::Vulkan(v1.clone()), 64, &faults, None)
             .err()
             .unwrap()
             .to_string();

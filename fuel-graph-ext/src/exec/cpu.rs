@@ -18,7 +18,7 @@ use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use std::sync::Arc;
 
-/// Tensors with at least this many elements are split over threads.
+/// Buffers of at least this many f32s' bytes are split over threads.
 pub const PARALLEL_MIN: usize = 1 << 18;
 /// Elements per block of the fold.
 const BLOCK: usize = 4096;
@@ -87,6 +87,18 @@ impl Arena {
     /// A buffer of `bytes`, 8-byte aligned. A new one is zeroed; a recycled
     /// one keeps old bytes, so every kernel writes its whole output.
     pub fn alloc(self: &Arc<Self>, bytes: usize, faults: &Faults) -> Result<CpuBuf, ExecError> {
+        self.alloc_reusing(bytes, faults, None)
+    }
+
+    /// [`alloc`](Self::alloc), but into `reuse` when it is `bytes` long,
+    /// 8-byte aligned and shared with nobody: the bytes of a caller's output
+    /// tensor, which the runner hands back without copying.
+    pub fn alloc_reusing(
+        self: &Arc<Self>,
+        bytes: usize,
+        faults: &Faults,
+        reuse: Option<Arc<[u8]>>,
+    ) -> Result<CpuBuf, ExecError> {
         let oom = |reason: String| ExecError::OutOfMemory {
             device: self.device,
             bytes,
@@ -94,6 +106,16 @@ impl Arena {
         };
         if faults.check(Event::Alloc) {
             return Err(oom("injected allocation failure".into()));
+        }
+        if let Some(mut r) = reuse {
+            if r.len() == bytes && aligned(&r) && Arc::get_mut(&mut r).is_some() {
+                self.counter.add(bytes);
+                return Ok(CpuBuf {
+                    store: Store::Shared(r),
+                    len: bytes,
+                    arena: self.clone(),
+                });
+            }
         }
         let words = bytes.div_ceil(8);
         let v = match self.take_pooled(words) {
@@ -107,17 +129,55 @@ impl Arena {
         };
         self.counter.add(bytes);
         Ok(CpuBuf {
-            words: v,
+            store: Store::Pooled(v),
             len: bytes,
+            arena: self.clone(),
+        })
+    }
+
+    /// A read-only buffer over a caller's input bytes, without copying them
+    /// (they must be [`aligned`]); counted like any buffer while it lives.
+    pub fn wrap(self: &Arc<Self>, bytes: Arc<[u8]>, faults: &Faults) -> Result<CpuBuf, ExecError> {
+        let len = bytes.len();
+        if faults.check(Event::Alloc) {
+            return Err(ExecError::OutOfMemory {
+                device: self.device,
+                bytes: len,
+                reason: "injected allocation failure".into(),
+            });
+        }
+        if !aligned(&bytes) {
+            return Err(ExecError::Internal(
+                "wrapped host bytes are misaligned".into(),
+            ));
+        }
+        self.counter.add(len);
+        Ok(CpuBuf {
+            store: Store::Shared(bytes),
+            len,
             arena: self.clone(),
         })
     }
 }
 
+/// Whether host bytes may back a [`CpuBuf`] as they are: every element
+/// type needs at most 8-byte alignment.
+pub fn aligned(bytes: &[u8]) -> bool {
+    (bytes.as_ptr() as usize).is_multiple_of(8)
+}
+
+#[derive(Debug)]
+enum Store {
+    /// The arena's own storage; goes back to its pool.
+    Pooled(Vec<u64>),
+    /// Host bytes shared with a caller's tensor (8-byte aligned).
+    Shared(Arc<[u8]>),
+}
+
 /// A buffer in one arena; freeing it (drop) updates the arena's counter.
 #[derive(Debug)]
 pub struct CpuBuf {
-    words: Vec<u64>,
+    store: Store,
     len: usize,
     arena: Arc<Arena>,
 }
@@ -125,41 +185,81 @@ pub struct CpuBuf {
 impl Drop for CpuBuf {
     fn drop(&mut self) {
         self.arena.counter.sub(self.len);
-        self.arena.give_back(std::mem::take(&mut self.words));
+        if let Store::Pooled(v) = std::mem::replace(&mut self.store, Store::Pooled(Vec::new())) {
+            if !v.is_empty() {
+                self.arena.give_back(v);
+            }
+        }
     }
 }
 
 impl CpuBuf {
+    fn ptr(&self) -> *const u8 {
+        match &self.store {
+            Store::Pooled(v) => v.as_ptr().cast::<u8>(),
+            Store::Shared(b) => b.as_ptr(),
+        }
+    }
+
+    fn ptr_mut(&mut self) -> *mut u8 {
+        if let Store::Shared(b) = &mut self.store {
+            if Arc::get_mut(b).is_none() {
+                // Shared with a caller: write into a copy of our own.
+                let mut v = vec![0u64; self.len.div_ceil(8)];
+                // SAFETY: `v` holds at least `len` bytes; the regions are distinct.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr().cast::<u8>(), self.len)
+                };
+                self.store = Store::Pooled(v);
+            }
+        }
+        match &mut self.store {
+            Store::Pooled(v) => v.as_mut_ptr().cast::<u8>(),
+            // Unique (checked above), so writing through it is sound.
+            Store::Shared(b) => Arc::get_mut(b).map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
+        }
+    }
+
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `words` holds at least `len` initialised bytes; u8 has no alignment needs.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+        // SAFETY: the storage holds at least `len` initialised bytes; u8 has no alignment needs.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
     }
 
     /// The bytes, writable.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and we hold `&mut self`.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+        let p = self.ptr_mut();
+        // SAFETY: as in `bytes`, and we hold `&mut self` over unshared storage.
+        unsafe { std::slice::from_raw_parts_mut(p, self.len) }
     }
 
     fn typed<T: Elem>(&self) -> &[T] {
-        // SAFETY: the storage is u64-aligned, which is enough for every `Elem`
+        // SAFETY: the storage is 8-byte aligned (pooled `u64`s, or shared
+        // bytes checked by `aligned`), which is enough for every `Elem`
         // (see its safety contract), and every bit pattern is a valid `T`.
         unsafe {
-            std::slice::from_raw_parts(
-                self.words.as_ptr().cast::<T>(),
-                self.len / std::mem::size_of::<T>(),
-            )
+            std::slice::from_raw_parts(self.ptr().cast::<T>(), self.len / std::mem::size_of::<T>())
         }
     }
 
     fn typed_mut<T: Elem>(&mut self) -> &mut [T] {
-        // SAFETY: as in `typed`, and we hold `&mut self`.
+        let p = self.ptr_mut();
+        // SAFETY: as in `typed`, and we hold `&mut self` over unshared storage.
         unsafe {
-            std::slice::from_raw_parts_mut(
-                self.words.as_mut_ptr().cast::<T>(),
-                self.len / std::mem::size_of::<T>(),
-            )
+            std::slice::from_raw_parts_mut(p.cast::<T>(), self.len / std::mem::size_of::<T>())
+        }
+    }
+
+    /// Hands shared storage back as host bytes without copying (the buffer
+    /// is freed from the arena's point of view); pooled storage comes back
+    /// as `Err(self)`.
+    pub fn into_shared(mut self) -> Result<Arc<[u8]>, CpuBuf> {
+        match std::mem::replace(&mut self.store, Store::Pooled(Vec::new())) {
+            Store::Shared(b) => Ok(b),
+            pooled => {
+                self.store = pooled;
+                Err(self)
+            }
         }
     }
 
@@ -169,30 +269,29 @@ impl CpuBuf {
     }
 }
 
-fn threads_for(n: usize) -> usize {
-    if n < PARALLEL_MIN {
+/// Threads for a buffer of `bytes`: one below [`PARALLEL_MIN`] f32s' worth.
+fn threads_for(bytes: usize) -> usize {
+    let min = PARALLEL_MIN * 4;
+    if bytes < min {
         return 1;
     }
-    std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(n / (PARALLEL_MIN / 4))
-        .max(1)
+    rayon::current_num_threads().min(bytes / (min / 4)).max(1)
 }
 
-/// Runs `f(offset, chunk)` over chunks of `out`, on several threads when large.
+/// Runs `f(offset, chunk)` over chunks of `out`, on several threads when
+/// large. The threads are rayon's pool, started once per process: spawning
+/// fresh threads per call cost 100 us or more per kernel on a loaded VM.
 fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
-    let threads = threads_for(out.len());
+    use rayon::prelude::*;
+    let threads = threads_for(std::mem::size_of_val(out));
     if threads <= 1 {
         f(0, out);
         return;
     }
     let per = out.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        for (i, chunk) in out.chunks_mut(per).enumerate() {
-            let f = &f;
-            s.spawn(move || f(i * per, chunk));
-        }
-    });
+    out.par_chunks_mut(per)
+        .enumerate()
+        .for_each(|(i, chunk)| f(i * per, chunk));
 }
 
 // The verifier gives an n-ary op two or more operands of the output's type,
@@ -254,7 +353,11 @@ pub fn gather(regions: &[Region], ins: &[&CpuBuf], out: &mut CpuBuf) -> Result<(
 
 /// Copies bytes from a host slice into `out` (same length), in parallel when large.
 pub fn memcpy(src: &[u8], out: &mut CpuBuf) {
-    let dst = out.bytes_mut();
+    copy_bytes(src, out.bytes_mut());
+}
+
+/// `dst.copy_from_slice(src)` (same length), in parallel when large.
+pub fn copy_bytes(src: &[u8], dst: &mut [u8]) {
     par_chunks(dst, |off, chunk| {
         let len = chunk.len();
         chunk.copy_from_slice(&src[off..off + len]);

@@ -53,7 +53,26 @@ pub struct Executable {
     // between jobs, and are joined on drop.
     workers: HashMap<Device, Worker>,
     armed: Mutex<Option<FaultPoint>>,
-    running: Mutex<()>,
+    /// Held for the whole of a run; holds the inline runner's scratch.
+    running: Mutex<Scratch>,
+    /// Every device is a host arena: steps run on the caller's thread.
+    inline: bool,
+    /// `keep[i]`: slot `i` is a graph output.
+    keep: Vec<bool>,
+    /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
+    /// become that output tensor without a copy.
+    sole: Vec<bool>,
+}
+
+/// Per-run state of the inline runner, kept between runs so a run
+/// allocates no vectors of its own.
+#[derive(Default)]
+struct Scratch {
+    table: Vec<Option<Arc<Buf>>>,
+    reads_left: Vec<usize>,
+    ins: Vec<Arc<Buf>>,
+    /// Per slot: the caller's output bytes the step may write into.
+    reuse: Vec<Option<Arc<[u8]>>>,
 }
 
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
@@ -107,19 +126,33 @@ pub fn compile_with(
             .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
         ctx.supports(s.ty.dtype)?;
     }
+    // Host arenas share the host's cores: handing their steps to worker
+    // threads buys no overlap, only a thread handoff per step, and the
+    // kernels of large steps use every core anyway. Such an executable runs
+    // its steps in schedule order on the caller's thread.
+    let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
     let mut workers = HashMap::new();
-    for d in ctxs.keys() {
+    for d in ctxs.keys().filter(|_| !inline) {
         let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
             ExecError::Internal(format!("cannot start the worker thread for {d}: {e}"))
         })?;
         workers.insert(*d, w);
     }
+    let keep = (0..plan.steps.len())
+        .map(|i| plan.outputs.contains(&i))
+        .collect();
+    let sole = (0..plan.steps.len())
+        .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
+        .collect();
     Ok(Executable {
         plan: Arc::new(plan),
         ctxs,
         workers,
         armed: Mutex::new(None),
-        running: Mutex::new(()),
+        running: Mutex::new(Scratch::default()),
+        inline,
+        keep,
+        sole,
     })
 }
 
@@ -203,7 +236,21 @@ impl Executable {
     /// Runs the graph on `inputs` (one tensor per input name) and returns
     /// the outputs in return order. No graph work happens here.
     pub fn run(&self, inputs: &BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, ExecError> {
-        let _one_at_a_time = self
+        let mut outputs = Vec::new();
+        self.run_into(inputs, &mut outputs)?;
+        Ok(outputs)
+    }
+
+    /// [`run`](Self::run), writing the outputs into `outputs`. Tensors
+    /// already there of the right type whose bytes nobody else shares are
+    /// overwritten in place, so a loop that passes the same vector every
+    /// time allocates no output memory after the first run.
+    pub fn run_into(
+        &self,
+        inputs: &BTreeMap<String, Tensor>,
+        outputs: &mut Vec<Tensor>,
+    ) -> Result<(), ExecError> {
+        let mut scratch = self
             .running
             .lock()
             .map_err(|_| ExecError::Internal("a previous run panicked".into()))?;
@@ -236,14 +283,92 @@ impl Executable {
                 data[i] = Some(t.shared());
             }
         }
+        if self.inline {
+            let s = &mut *scratch;
+            // Outputs write straight into the caller's previous output
+            // tensors where they can, and become the new ones uncopied.
+            s.reuse.clear();
+            s.reuse.resize_with(n, || None);
+            for (k, &o) in plan.outputs.iter().enumerate() {
+                if self.sole[o] {
+                    s.reuse[o] = outputs
+                        .get_mut(k)
+                        .and_then(|t| t.take_bytes_for(&plan.steps[o].ty));
+                }
+            }
+            let result = self.run_inline(s, data, &faults);
+            let result = result.and_then(|()| self.read_outputs(&mut s.table, outputs));
+            // Success or failure, nothing outlives the run.
+            s.table.iter_mut().for_each(|b| *b = None);
+            s.reuse.iter_mut().for_each(|b| *b = None);
+            s.ins.clear();
+            if result.is_err() {
+                // Some tensors may have lent their bytes to the failed run.
+                outputs.clear();
+            }
+            return result;
+        }
         let table: Table = Arc::new(Mutex::new((0..n).map(|_| None).collect()));
         let result = self.dispatch(&table, data, &faults);
-        let outputs = result.and_then(|()| self.read_outputs(&table));
+        let result = result.and_then(|()| match table.lock() {
+            Ok(mut t) => self.read_outputs(&mut t, outputs),
+            Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
+        });
         // Success or failure, nothing outlives the run.
         if let Ok(mut t) = table.lock() {
             t.clear();
         }
-        outputs
+        result
+    }
+
+    /// Runs every step in schedule order on this thread (host arenas only),
+    /// freeing each buffer after its last read as the worker runner does.
+    fn run_inline(
+        &self,
+        s: &mut Scratch,
+        mut data: Vec<Option<Arc<[u8]>>>,
+        faults: &Faults,
+    ) -> Result<(), ExecError> {
+        let plan = &self.plan;
+        let n = plan.steps.len();
+        s.table.clear();
+        s.table.resize_with(n, || None);
+        s.reads_left.clear();
+        s.reads_left.extend_from_slice(&plan.reads);
+        for (i, step) in plan.steps.iter().enumerate() {
+            let ctx = self
+                .ctxs
+                .get(&step.device)
+                .ok_or_else(|| ExecError::Internal(format!("{} not opened", step.device)))?;
+            s.ins.clear();
+            for &o in &step.operands {
+                let b = s.table[o]
+                    .clone()
+                    .ok_or_else(|| ExecError::Internal(format!("operand slot {o} is empty")))?;
+                s.ins.push(b);
+            }
+            let input = data[i].take();
+            let reuse = s.reuse[i].take();
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                backend::run_step(step, ctx, &s.ins, input.as_ref(), faults, reuse)
+            }));
+            s.ins.clear();
+            let buf = match res {
+                Ok(r) => r?,
+                Err(p) => return Err(panicked(step, &*p)),
+            };
+            s.table[i] = Some(Arc::new(buf));
+            for &o in &step.operands {
+                s.reads_left[o] -= 1;
+                if s.reads_left[o] == 0 && !self.keep[o] {
+                    s.table[o] = None;
+                }
+            }
+            if plan.reads[i] == 0 && !self.keep[i] {
+                s.table[i] = None;
+            }
+        }
+        Ok(())
     }
 
     fn dispatch(
@@ -350,7 +475,7 @@ impl Executable {
         let sent = worker.send(Box::new(move || {
             let step = &plan.steps[i];
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                backend::run_step(step, &ctx, &ins, input.as_deref(), &faults)
+                backend::run_step(step, &ctx, &ins, input.as_ref(), &faults, None)
             }));
             drop(ins);
             let res = match res {
@@ -362,15 +487,7 @@ impl Executable {
                     Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
                 },
                 Ok(Err(e)) => Err(e),
-                Err(p) => Err(ExecError::Internal(format!(
-                    "`{}` on {} panicked: {}",
-                    step.mnemonic,
-                    step.device,
-                    p.downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default()
-                ))),
+                Err(p) => Err(panicked(step, &*p)),
             };
             let _ = done.send((i, res));
         }));
@@ -384,23 +501,80 @@ impl Executable {
         }
     }
 
-    fn read_outputs(&self, table: &Table) -> Result<Vec<Tensor>, ExecError> {
-        let t = table
-            .lock()
-            .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
-        self.plan
-            .outputs
-            .iter()
-            .map(|&o| {
-                let step = &self.plan.steps[o];
-                let buf = t[o]
-                    .as_ref()
-                    .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
-                let bytes = buf.download(step.ty.size_bytes())?;
-                Tensor::from_bytes(step.ty.clone(), bytes).map_err(ExecError::Internal)
-            })
-            .collect()
+    fn read_outputs(
+        &self,
+        t: &mut [Option<Arc<Buf>>],
+        outputs: &mut Vec<Tensor>,
+    ) -> Result<(), ExecError> {
+        outputs.truncate(self.plan.outputs.len());
+        for (k, &o) in self.plan.outputs.iter().enumerate() {
+            let step = &self.plan.steps[o];
+            // A host buffer over shared bytes becomes the tensor as it is.
+            if self.sole[o] {
+                if let Some(b) = t[o].take() {
+                    match Arc::try_unwrap(b) {
+                        Ok(Buf::Cpu(cb)) => match cb.into_shared() {
+                            Ok(bytes) => {
+                                put(
+                                    outputs,
+                                    k,
+                                    Tensor::from_bytes(step.ty.clone(), bytes)
+                                        .map_err(ExecError::Internal)?,
+                                );
+                                continue;
+                            }
+                            Err(cb) => t[o] = Some(Arc::new(Buf::Cpu(cb))),
+                        },
+                        Ok(other) => t[o] = Some(Arc::new(other)),
+                        Err(shared) => t[o] = Some(shared),
+                    }
+                }
+            }
+            let buf = t[o]
+                .as_ref()
+                .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
+            let reuse = outputs.get_mut(k).and_then(|t| t.bytes_mut_for(&step.ty));
+            match reuse {
+                Some(dst) => buf.download_into(dst)?,
+                None => {
+                    let mut bytes: Arc<[u8]> =
+                        std::iter::repeat_n(0u8, step.ty.size_bytes()).collect();
+                    let dst = Arc::get_mut(&mut bytes)
+                        .ok_or_else(|| ExecError::Internal("a fresh buffer is shared".into()))?;
+                    buf.download_into(dst)?;
+                    let t =
+                        Tensor::from_bytes(step.ty.clone(), bytes).map_err(ExecError::Internal)?;
+                    if k < outputs.len() {
+                        outputs[k] = t;
+                    } else {
+                        outputs.push(t);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
+}
+
+/// Sets output `k` (outputs are filled in order, so `k <= outputs.len()`).
+fn put(outputs: &mut Vec<Tensor>, k: usize, t: Tensor) {
+    if k < outputs.len() {
+        outputs[k] = t;
+    } else {
+        outputs.push(t);
+    }
+}
+
+fn panicked(step: &plan::Step, p: &(dyn std::any::Any + Send)) -> ExecError {
+    ExecError::Internal(format!(
+        "`{}` on {} panicked: {}",
+        step.mnemonic,
+        step.device,
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    ))
 }
 
 impl Drop for Executable {

@@ -67,6 +67,29 @@ impl Tensor {
         &self.bytes
     }
 
+    /// The bytes, writable, if the tensor has type `ty` and shares them
+    /// with no other tensor (what [`run_into`](super::Executable::run_into)
+    /// overwrites in place).
+    pub(crate) fn bytes_mut_for(&mut self, ty: &TensorType) -> Option<&mut [u8]> {
+        if self.ty != *ty || self.bytes.len() != ty.size_bytes() {
+            return None;
+        }
+        Arc::get_mut(&mut self.bytes)
+    }
+
+    /// Takes the bytes out, if the tensor has type `ty` and shares them with
+    /// no other tensor, leaving an empty (invalid) tensor behind: the
+    /// runner writes the result into them and puts a valid tensor back.
+    pub(crate) fn take_bytes_for(&mut self, ty: &TensorType) -> Option<Arc<[u8]>> {
+        if self.ty != *ty
+            || Arc::strong_count(&self.bytes) != 1
+            || Arc::weak_count(&self.bytes) != 0
+        {
+            return None;
+        }
+        Some(std::mem::replace(&mut self.bytes, Arc::from(Vec::new())))
+    }
+
     /// The shared byte buffer (cheap to clone).
     pub(crate) fn shared(&self) -> Arc<[u8]> {
         self.bytes.clone()

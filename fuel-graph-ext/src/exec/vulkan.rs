@@ -18,6 +18,7 @@ use crate::exec::fault::{Event, Faults};
 use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use ash::vk;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 const SPV_F32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f32.spv"));
@@ -230,6 +231,8 @@ pub struct VkDev {
     /// One element-wise pipeline per dtype the device can run.
     pipes: Vec<(DType, Pipeline)>,
     counter: AllocCounter,
+    staging: Mutex<Option<KeptStaging>>,
+    pool: Mutex<BufPool>,
 }
 
 #[repr(C)]
@@ -406,6 +409,8 @@ impl VkDev {
                 layout,
                 pipes,
                 counter: AllocCounter::default(),
+                staging: Mutex::new(None),
+                pool: Mutex::new(BufPool::default()),
             }))
         }
     }
@@ -537,13 +542,26 @@ impl VkDev {
                 reason: "injected allocation failure".into(),
             });
         }
-        let (buffer, memory) = self.raw_buffer(
-            bytes,
-            vk::BufferUsageFlags::STORAGE_BUFFER
-                | vk::BufferUsageFlags::TRANSFER_SRC
-                | vk::BufferUsageFlags::TRANSFER_DST,
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-        )?;
+        let pooled = self
+            .pool
+            .lock()
+            .ok()
+            .and_then(|mut p| p.by_len.get_mut(&bytes).and_then(Vec::pop));
+        let (buffer, memory) = match pooled {
+            Some(b) => {
+                if let Ok(mut p) = self.pool.lock() {
+                    p.bytes -= bytes;
+                }
+                b
+            }
+            None => self.raw_buffer(
+                bytes,
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+                vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            )?,
+        };
         self.counter.add(bytes);
         Ok(VkBuf {
             buffer,
@@ -553,18 +571,65 @@ impl VkDev {
         })
     }
 
-    fn staging(&self, bytes: usize) -> Result<Staging<'_>, ExecError> {
-        let (buffer, memory) = self.raw_buffer(
-            bytes,
-            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
-        )?;
-        Ok(Staging {
-            dev: self,
-            buffer,
-            memory,
-            len: bytes,
-        })
+    /// Runs `f` with this device's staging buffer, at least `bytes` long,
+    /// host-visible and mapped. It is kept between transfers (and grown when
+    /// a larger one comes): allocating and mapping a fresh one per transfer
+    /// cost more than the copy itself on lavapipe.
+    fn with_staging<R>(
+        &self,
+        bytes: usize,
+        f: impl FnOnce(&KeptStaging) -> Result<R, ExecError>,
+    ) -> Result<R, ExecError> {
+        let mut kept = self
+            .staging
+            .lock()
+            .map_err(|_| ExecError::Internal("Vulkan staging lock poisoned".into()))?;
+        if kept.as_ref().is_none_or(|k| k.len < bytes) {
+            if let Some(old) = kept.take() {
+                self.destroy_staging(old);
+            }
+            let (buffer, memory) = self.raw_buffer(
+                bytes,
+                vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+            )?;
+            // SAFETY: host-visible memory of this device, mapped once.
+            let mapped = unsafe {
+                self.dev
+                    .map_memory(memory, 0, bytes as u64, vk::MemoryMapFlags::empty())
+            };
+            match mapped {
+                Ok(p) => {
+                    *kept = Some(KeptStaging {
+                        buffer,
+                        memory,
+                        len: bytes,
+                        ptr: p.cast::<u8>(),
+                    })
+                }
+                Err(e) => {
+                    // SAFETY: unused.
+                    unsafe {
+                        self.dev.destroy_buffer(buffer, None);
+                        self.dev.free_memory(memory, None);
+                    }
+                    return Err(self.err("vkMapMemory", e));
+                }
+            }
+        }
+        let k = kept
+            .as_ref()
+            .ok_or_else(|| ExecError::Internal("no staging buffer".into()))?;
+        f(k)
+    }
+
+    fn destroy_staging(&self, k: KeptStaging) {
+        // SAFETY: every transfer that used it was waited on.
+        unsafe {
+            self.dev.unmap_memory(k.memory);
+            self.dev.destroy_buffer(k.buffer, None);
+            self.dev.free_memory(k.memory, None);
+        }
     }
 
     /// Records commands with `record`, submits them and waits.
@@ -619,16 +684,15 @@ impl VkDev {
         if src.is_empty() {
             return Ok(());
         }
-        let staging = self.staging(src.len())?;
-        staging.write(src)?;
-        self.run("upload", |cmd, _| {
-            let r = [vk::BufferCopy::default().size(src.len() as u64)];
-            // SAFETY: both buffers are live and at least `src.len()` bytes.
-            unsafe {
-                self.dev
-                    .cmd_copy_buffer(cmd, staging.buffer, dst.buffer, &r)
-            };
-            Ok(())
+        self.with_staging(src.len(), |k| {
+            // SAFETY: the mapping is `k.len` >= src.len() bytes; coherent memory.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), k.ptr, src.len()) };
+            self.run("upload", |cmd, _| {
+                let r = [vk::BufferCopy::default().size(src.len() as u64)];
+                // SAFETY: both buffers are live and at least `src.len()` bytes.
+                unsafe { self.dev.cmd_copy_buffer(cmd, k.buffer, dst.buffer, &r) };
+                Ok(())
+            })
         })
     }
 
@@ -637,17 +701,17 @@ impl VkDev {
         if dst.is_empty() {
             return Ok(());
         }
-        let staging = self.staging(dst.len())?;
-        self.run("download", |cmd, _| {
-            let r = [vk::BufferCopy::default().size(dst.len() as u64)];
-            // SAFETY: both buffers are live and at least `dst.len()` bytes.
-            unsafe {
-                self.dev
-                    .cmd_copy_buffer(cmd, src.buffer, staging.buffer, &r)
-            };
+        self.with_staging(dst.len(), |k| {
+            self.run("download", |cmd, _| {
+                let r = [vk::BufferCopy::default().size(dst.len() as u64)];
+                // SAFETY: both buffers are live and at least `dst.len()` bytes.
+                unsafe { self.dev.cmd_copy_buffer(cmd, src.buffer, k.buffer, &r) };
+                Ok(())
+            })?;
+            // SAFETY: as in `upload`; the download was waited on.
+            unsafe { std::ptr::copy_nonoverlapping(k.ptr, dst.as_mut_ptr(), dst.len()) };
             Ok(())
-        })?;
-        staging.read(dst)
+        })
     }
 
     /// Copies byte regions of `srcs` (all on this device) into `dst`.
@@ -866,6 +930,15 @@ impl Drop for VkDev {
         // every submit was waited on. Destroy children before the device.
         unsafe {
             let _ = self.dev.device_wait_idle();
+            if let Some(k) = self.staging.lock().ok().and_then(|mut k| k.take()) {
+                self.destroy_staging(k);
+            }
+            if let Ok(mut p) = self.pool.lock() {
+                for (buffer, memory) in std::mem::take(&mut p.by_len).into_values().flatten() {
+                    self.dev.destroy_buffer(buffer, None);
+                    self.dev.free_memory(memory, None);
+                }
+            }
             if let Ok(s) = self.submit.lock() {
                 self.dev.destroy_fence(s.fence, None);
                 self.dev.destroy_command_pool(s.pool, None);
@@ -974,63 +1047,49 @@ impl VkBuf {
 
 impl Drop for VkBuf {
     fn drop(&mut self) {
-        // SAFETY: no submit that uses the buffer is in flight (each is waited
-        // on), and the handles belong to `dev`, which outlives this call.
+        self.dev.counter.sub(self.len);
+        // Back to the device's pool while it has room (no submit that uses
+        // the buffer is in flight: each is waited on).
+        if let Ok(mut p) = self.dev.pool.lock() {
+            if p.bytes + self.len <= POOL_MAX_BYTES {
+                p.bytes += self.len;
+                p.by_len
+                    .entry(self.len)
+                    .or_default()
+                    .push((self.buffer, self.memory));
+                return;
+            }
+        }
+        // SAFETY: as above, and the handles belong to `dev`, which outlives
+        // this call.
         unsafe {
             self.dev.dev.destroy_buffer(self.buffer, None);
             self.dev.dev.free_memory(self.memory, None);
         }
-        self.dev.counter.sub(self.len);
     }
 }
 
-/// A temporary host-visible buffer for uploads and downloads.
-struct Staging<'a> {
-    dev: &'a VkDev,
+/// The most bytes a Vulkan device keeps in its pool of freed buffers.
+pub const POOL_MAX_BYTES: usize = 1 << 30;
+
+/// Freed device buffers by length: a compiled executable allocates the same
+/// sizes every run, and `vkAllocateMemory` per step cost more than the
+/// work on lavapipe. Pooled buffers are not live: they do not count in
+/// `current`.
+#[derive(Default)]
+struct BufPool {
+    by_len: BTreeMap<usize, Vec<(vk::Buffer, vk::DeviceMemory)>>,
+    bytes: usize,
+}
+
+/// A device's host-visible staging buffer, mapped for as long as it lives.
+struct KeptStaging {
     buffer: vk::Buffer,
     memory: vk::DeviceMemory,
     len: usize,
+    ptr: *mut u8,
 }
 
-impl Staging<'_> {
-    fn map(&self) -> Result<*mut u8, ExecError> {
-        // SAFETY: host-visible memory of this device, mapped once at a time.
-        unsafe {
-            self.dev
-                .dev
-                .map_memory(self.memory, 0, self.len as u64, vk::MemoryMapFlags::empty())
-        }
-        .map(|p| p.cast::<u8>())
-        .map_err(|e| self.dev.err("vkMapMemory", e))
-    }
-
-    fn write(&self, src: &[u8]) -> Result<(), ExecError> {
-        let p = self.map()?;
-        // SAFETY: the mapping is `len` >= src.len() bytes; coherent memory.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len().min(self.len));
-            self.dev.dev.unmap_memory(self.memory);
-        }
-        Ok(())
-    }
-
-    fn read(&self, dst: &mut [u8]) -> Result<(), ExecError> {
-        let p = self.map()?;
-        // SAFETY: as in `write`; the download was waited on.
-        unsafe {
-            std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len().min(self.len));
-            self.dev.dev.unmap_memory(self.memory);
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Staging<'_> {
-    fn drop(&mut self) {
-        // SAFETY: the transfer that used it was waited on.
-        unsafe {
-            self.dev.dev.destroy_buffer(self.buffer, None);
-            self.dev.dev.free_memory(self.memory, None);
-        }
-    }
-}
+// SAFETY: `ptr` is a mapping of `memory`, used only while holding the owning
+// device's `staging` lock.
+unsafe impl Send for KeptStaging {}

@@ -6,6 +6,7 @@
 //! pipeline or usage errors).
 
 mod bench;
+mod calibrate;
 mod demo;
 mod run;
 mod scenario;
