@@ -222,7 +222,7 @@ pub fn measure(
     let ty = TensorType::new(dtype, &[count]);
     let g = scenario::build(devices, &ty, op, Shape::AllReduce)?;
     let lowered = scenario::lower(&g, algorithm, topo, None)?;
-    let exe = exec::compile(&lowered, devices)
+    let exe = exec::compile_with(&lowered, devices, topo)
         .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
     let host_inputs = deterministic_inputs(&g);
     let inputs: BTreeMap<String, Tensor> = host_inputs
