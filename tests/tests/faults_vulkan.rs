@@ -9,11 +9,9 @@
 
 mod support;
 
-use fuel_graph_ext::exec::{self, FaultPoint};
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::{text, DType, Device, ReduceOp};
-use fuel_tests::{assert_no_leaks, devices_or_skip};
-use support::{all_reduce_graph, assert_close, fail_at_every_point, lower};
+use fuel_graph_ext::{DType, Device, ReduceOp};
+use fuel_tests::devices_or_skip;
+use support::{all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower};
 
 const MIXED: [Device; 3] = [Device::cpu(0), Device::vulkan(0), Device::vulkan(1)];
 
@@ -43,31 +41,5 @@ fn the_exact_messages_on_vulkan() {
   return %2
 }
 ";
-    let g = text::parse(src).unwrap();
-    let exe = exec::compile(&g, &[]).unwrap();
-    let inputs = deterministic_inputs(&g);
-    let want = interpret(&g, &inputs).unwrap();
-    let tail = "(armed by `Executable::inject_fault`; the next run is unaffected)";
-    for (point, msg) in [
-        (
-            FaultPoint::Copy { nth: 0 },
-            format!("injected fault in `copy` on vulkan:0 {tail}"),
-        ),
-        (
-            FaultPoint::Kernel { nth: 0 },
-            format!("injected fault in `mul` on vulkan:0 {tail}"),
-        ),
-        (
-            FaultPoint::Alloc { nth: 1 },
-            "out of memory on vulkan:0: cannot allocate 64 bytes (injected allocation failure)"
-                .to_string(),
-        ),
-    ] {
-        exe.inject_fault(point);
-        let e = exe.run_host(&inputs).err().map(|e| e.to_string());
-        assert_eq!(e.as_deref(), Some(msg.as_str()), "{point:?}");
-        assert_no_leaks(&exe);
-        assert_close(&exe.run_host(&inputs).unwrap(), &want, "after the fault");
-        assert_no_leaks(&exe);
-    }
+    assert_exact_fault_messages(src, Device::vulkan(0), "mul");
 }

@@ -168,3 +168,37 @@ pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
     assert_close(&exe.run_host(&inputs).unwrap(), &want, "past the last copy");
     checked
 }
+
+/// Compiles `src` (an input, a copy to `device`, then one `op` there), injects
+/// a copy, a kernel and an allocation fault in turn, and checks each run's
+/// exact message, that nothing leaked, and that the next run is correct.
+pub fn assert_exact_fault_messages(src: &str, device: Device, op: &str) {
+    let g = fuel_graph_ext::text::parse(src).unwrap();
+    let exe = fuel_graph_ext::exec::compile(&g, &[]).unwrap();
+    let inputs = fuel_graph_ext::interp::deterministic_inputs(&g);
+    let want = fuel_graph_ext::interp::interpret(&g, &inputs).unwrap();
+    let tail = "(armed by `Executable::inject_fault`; the next run is unaffected)";
+    for (point, msg) in [
+        (
+            fuel_graph_ext::exec::FaultPoint::Copy { nth: 0 },
+            format!("injected fault in `copy` on {device} {tail}"),
+        ),
+        (
+            fuel_graph_ext::exec::FaultPoint::Kernel { nth: 0 },
+            format!("injected fault in `{op}` on {device} {tail}"),
+        ),
+        (
+            fuel_graph_ext::exec::FaultPoint::Alloc { nth: 1 },
+            format!(
+                "out of memory on {device}: cannot allocate 64 bytes (injected allocation failure)"
+            ),
+        ),
+    ] {
+        exe.inject_fault(point);
+        let e = exe.run_host(&inputs).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some(msg.as_str()), "{point:?}");
+        fuel_tests::assert_no_leaks(&exe);
+        assert_close(&exe.run_host(&inputs).unwrap(), &want, "after the fault");
+        fuel_tests::assert_no_leaks(&exe);
+    }
+}
