@@ -66,7 +66,7 @@ use fuel_graph_ext::pass::{Changed, Pass, PassError, PassOptions};
 use fuel_graph_ext::passes::Transfers;
 use fuel_graph_ext::topology::Route;
 use fuel_graph_ext::{Device, ElementwiseOp, Graph, Op, ReduceOp, TensorType, Topology};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -205,6 +205,7 @@ impl Pass for LowerCollectives {
             message,
         };
         let mut tx = Transfers::new(g);
+        let mut cache = EstimateCache::new();
         let targets: Vec<NodeId> = g
             .topo_order()
             .into_iter()
@@ -212,7 +213,7 @@ impl Pass for LowerCollectives {
             .collect();
         for id in &targets {
             let spec = Spec::read(g, *id).map_err(fail)?;
-            let (choice, note) = choose(g, &spec, &self.opts, &self.topo);
+            let (choice, note) = choose(g, &spec, &self.opts, &self.topo, &mut cache);
             tracing::info!(target: "lower-collectives", "{note}");
             let results = {
                 let mut em = Emitter {
@@ -469,7 +470,13 @@ fn hub(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Device {
 }
 
 /// Picks the lowering and writes the note that explains it.
-fn choose(g: &Graph, spec: &Spec, opts: &LowerOptions, topo: &Topology) -> (Choice, String) {
+fn choose(
+    g: &Graph,
+    spec: &Spec,
+    opts: &LowerOptions,
+    topo: &Topology,
+    cache: &mut EstimateCache,
+) -> (Choice, String) {
     let list = |ds: &[Device]| {
         ds.iter()
             .map(|d| d.to_string())
@@ -498,22 +505,27 @@ fn choose(g: &Graph, spec: &Spec, opts: &LowerOptions, topo: &Topology) -> (Choi
             format!("{head}: one rank, nothing to exchange"),
         );
     }
-    let mut scored: Vec<(Choice, Estimate)> = Vec::new();
-    let mut parts: Vec<String> = Vec::new();
-    for c in candidates(spec, opts, topo) {
-        match c {
-            Ok(choice) => {
-                let est = estimate_choice(g, spec, choice, topo);
-                parts.push(format!(
-                    "{choice} {:.2}us ({} hops)",
-                    est.total_us(),
-                    est.transfers
-                ));
-                scored.push((choice, est));
+    let scratch = scratch_for(g, spec);
+    let key = EstimateKey::new(spec, scratch.as_ref());
+    let (scored, parts) = cache.entry(key).or_insert_with(|| {
+        let mut scored: Vec<(Choice, Estimate)> = Vec::new();
+        let mut parts: Vec<String> = Vec::new();
+        for c in candidates(spec, opts, topo) {
+            match c {
+                Ok(choice) => {
+                    let est = estimate_choice(scratch.as_ref(), spec, choice, topo);
+                    parts.push(format!(
+                        "{choice} {:.2}us ({} hops)",
+                        est.total_us(),
+                        est.transfers
+                    ));
+                    scored.push((choice, est));
+                }
+                Err(why) => parts.push(why),
             }
-            Err(why) => parts.push(why),
         }
-    }
+        (scored, parts.join(", "))
+    });
     let cheapest = |family: Option<Algorithm>| {
         scored
             .iter()
@@ -547,20 +559,18 @@ fn choose(g: &Graph, spec: &Spec, opts: &LowerOptions, topo: &Topology) -> (Choi
     });
     (
         choice,
-        format!(
-            "{head}: chose {choice} ({why}); estimates: {}",
-            parts.join(", ")
-        ),
+        format!("{head}: chose {choice} ({why}); estimates: {parts}"),
     )
 }
 
-/// Lowers `spec` with `choice` into a scratch graph that holds only the
-/// collective's operands and the copies of them that `g` already has (so a
-/// shard staged for an earlier collective is credited, as in the real
-/// lowering), and estimates the new nodes. Working on a small graph keeps
-/// `auto` linear in the number of collectives: copying the whole graph per
-/// candidate made it quadratic.
-fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> Estimate {
+/// The scratch graph `auto` estimates `spec`'s candidates in: it holds only
+/// the collective's operands and the copies of them that `g` already has (so
+/// a shard staged for an earlier collective is credited, as in the real
+/// lowering). Returns the graph and the operands' stand-ins, or `None` where
+/// an operand has no stand-in (every estimate is then the default). Working
+/// on a small graph keeps `auto` linear in the number of collectives:
+/// copying the whole graph per candidate made it quadratic.
+fn scratch_for(g: &Graph, spec: &Spec) -> Option<(Graph, Vec<ValueId>)> {
     let mut scratch = Graph::new("estimate");
     // Original value -> its stand-in in the scratch graph.
     let mut map: BTreeMap<ValueId, ValueId> = BTreeMap::new();
@@ -600,17 +610,66 @@ fn estimate_choice(g: &Graph, spec: &Spec, choice: Choice, topo: &Topology) -> E
                 }
             }
         }
-        let Some(&local) = map.get(v) else {
-            return Estimate::default();
-        };
-        vals.push(local);
+        vals.push(*map.get(v)?);
     }
+    Some((scratch, vals))
+}
+
+/// Everything an estimate of `spec`'s candidates depends on besides the
+/// pass options and the topology (fixed for a run): the collective and the
+/// whole scratch graph it is lowered into. Equal keys give equal estimates,
+/// so a chain of identical collectives is estimated once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct EstimateKey {
+    op: Op,
+    ty: TensorType,
+    devs: Vec<Device>,
+    vals: Option<Vec<ValueId>>,
+    nodes: Vec<(Op, Vec<ValueId>, TensorType)>,
+}
+
+impl EstimateKey {
+    fn new(spec: &Spec, scratch: Option<&(Graph, Vec<ValueId>)>) -> EstimateKey {
+        let nodes = scratch
+            .map(|(sg, _)| {
+                sg.node_ids()
+                    .filter_map(|id| sg.node(id))
+                    .map(|n| (n.op.clone(), n.operands.to_vec(), n.ty.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        EstimateKey {
+            op: spec.op.clone(),
+            ty: spec.ty.clone(),
+            devs: spec.devs.clone(),
+            vals: scratch.map(|(_, v)| v.clone()),
+            nodes,
+        }
+    }
+}
+
+/// The scored candidates and the estimates part of the note, per
+/// [`EstimateKey`], for one run of the pass.
+type EstimateCache = HashMap<EstimateKey, (Vec<(Choice, Estimate)>, String)>;
+
+/// Lowers `spec` with `choice` into a copy of its scratch graph (see
+/// [`scratch_for`]) and estimates the new nodes.
+fn estimate_choice(
+    scratch: Option<&(Graph, Vec<ValueId>)>,
+    spec: &Spec,
+    choice: Choice,
+    topo: &Topology,
+) -> Estimate {
+    let Some((scratch, vals)) = scratch else {
+        return Estimate::default();
+    };
     let Some(&first) = vals.first() else {
         return Estimate::default();
     };
+    let mut scratch = scratch.clone();
     let local = Spec {
         first,
-        vals,
+        vals: vals.clone(),
         ..spec.clone()
     };
     let before: BTreeSet<NodeId> = scratch.node_ids().collect();

@@ -17,7 +17,8 @@ use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableGraph};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use smallvec::SmallVec;
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt;
 
 /// A node's identity; stable across removals of other nodes.
@@ -326,34 +327,60 @@ impl Graph {
     /// ready node with the smallest index. Nodes on a cycle (which the
     /// verifier rejects) are appended in index order, so printing never fails.
     pub fn topo_order(&self) -> Vec<NodeId> {
-        let mut indeg: HashMap<NodeIndex<u32>, usize> = HashMap::with_capacity(self.node_count());
-        let mut ready = BTreeSet::new();
+        self.topo_order_acyclic().0
+    }
+
+    /// [`Graph::topo_order`], and whether every node was ordered by Kahn's
+    /// algorithm, i.e. whether the graph is acyclic (one pass for callers
+    /// such as the verifier that need both).
+    pub fn topo_order_acyclic(&self) -> (Vec<NodeId>, bool) {
+        // In-degrees indexed by node index; `usize::MAX` marks a free slot.
+        let bound = petgraph::visit::NodeIndexable::node_bound(&self.g);
+        let mut indeg: Vec<usize> = vec![usize::MAX; bound];
+        // A min-heap pops the smallest ready index, as a sorted set would;
+        // each node becomes ready once, so there are no duplicates.
+        let mut ready: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
         for id in self.g.node_indices() {
             let d = self.g.node_weight(id).map_or(0, |n| {
                 n.operands.iter().filter(|v| self.contains(v.node)).count()
             });
             if d == 0 {
-                ready.insert(id);
+                ready.push(Reverse(id.index() as u32));
             }
-            indeg.insert(id, d);
+            if let Some(slot) = indeg.get_mut(id.index()) {
+                *slot = d;
+            }
         }
         let mut order = Vec::with_capacity(self.node_count());
-        while let Some(id) = ready.pop_first() {
+        while let Some(Reverse(i)) = ready.pop() {
+            let id = NodeIndex::new(i as usize);
             order.push(NodeId(id));
             for e in self.g.edges_directed(id, Direction::Outgoing) {
-                if let Some(d) = indeg.get_mut(&e.target()) {
-                    *d -= 1;
-                    if *d == 0 {
-                        ready.insert(e.target());
+                let t = e.target();
+                if let Some(d) = indeg.get_mut(t.index()) {
+                    if *d != usize::MAX && *d > 0 {
+                        *d -= 1;
+                        if *d == 0 {
+                            ready.push(Reverse(t.index() as u32));
+                        }
                     }
                 }
             }
         }
-        if order.len() < self.node_count() {
-            let seen: BTreeSet<NodeId> = order.iter().copied().collect();
-            order.extend(self.node_ids().filter(|id| !seen.contains(id)));
+        let acyclic = order.len() >= self.node_count();
+        if !acyclic {
+            let mut seen = vec![false; bound];
+            for id in &order {
+                if let Some(s) = seen.get_mut(id.0.index()) {
+                    *s = true;
+                }
+            }
+            order.extend(
+                self.node_ids()
+                    .filter(|id| !seen.get(id.0.index()).copied().unwrap_or(false)),
+            );
         }
-        order
+        (order, acyclic)
     }
 
     /// True if the operands form no cycle.

@@ -74,9 +74,10 @@ pub fn verify(g: &Graph, level: Level, topo: &Topology) -> Result<(), VerifyErro
 
 fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
     let mut errs = Vec::new();
-    let num = Numbering::new(g);
+    let (order, acyclic) = g.topo_order_acyclic();
+    let num = Numbering::from_order(&order);
     let mut push = |node: Option<NodeId>, message: String| errs.push(VerifyError { node, message });
-    if !g.is_acyclic() {
+    if !acyclic {
         push(
             None,
             "the graph has a cycle: a value is (indirectly) its own operand".into(),
@@ -87,7 +88,7 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
             push(None, format!("returned value {i} is not defined"));
         }
     }
-    for id in g.topo_order() {
+    for id in order {
         let Some(n) = g.node(id) else { continue };
         let mut defined = true;
         for (slot, v) in n.operands.iter().enumerate() {

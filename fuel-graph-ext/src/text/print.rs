@@ -2,30 +2,38 @@
 
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
-use std::collections::HashMap;
 use std::fmt::Write;
 
 /// The dense `%N` numbering used by one print of a graph.
 #[derive(Clone, Debug, Default)]
 pub struct Numbering {
-    map: HashMap<NodeId, usize>,
+    /// Number by node index; `usize::MAX` for a node not numbered.
+    map: Vec<usize>,
 }
 
 impl Numbering {
     /// Numbers nodes in the graph's deterministic topological order.
     pub fn new(g: &Graph) -> Numbering {
-        Numbering {
-            map: g
-                .topo_order()
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| (n, i))
-                .collect(),
+        Numbering::from_order(&g.topo_order())
+    }
+    /// Numbers nodes in the given order (for a caller that already has
+    /// [`Graph::topo_order`]).
+    pub fn from_order(order: &[NodeId]) -> Numbering {
+        let bound = order.iter().map(|n| n.0.index() + 1).max().unwrap_or(0);
+        let mut map = vec![usize::MAX; bound];
+        for (i, n) in order.iter().enumerate() {
+            if let Some(slot) = map.get_mut(n.0.index()) {
+                *slot = i;
+            }
         }
+        Numbering { map }
     }
     /// The number of a node.
     pub fn number(&self, id: NodeId) -> Option<usize> {
-        self.map.get(&id).copied()
+        self.map
+            .get(id.0.index())
+            .copied()
+            .filter(|n| *n != usize::MAX)
     }
     /// The text name of a value: `%N`, `%N#i`, or `%?` for a dangling one.
     pub fn name(&self, g: &Graph, v: ValueId) -> String {
@@ -50,13 +58,14 @@ pub fn print(g: &Graph) -> String {
 /// Prints the graph as lines, each tagged with the node it shows (if any),
 /// so that the verifier can put errors under the offending line.
 pub fn print_lines(g: &Graph) -> Vec<(Option<NodeId>, String)> {
-    let num = Numbering::new(g);
+    let order = g.topo_order();
+    let num = Numbering::from_order(&order);
     let mut lines = Vec::with_capacity(g.node_count() + 3 + g.notes().len());
     lines.push((None, format!("graph @{} {{", g.name)));
     for note in g.notes() {
         lines.push((None, format!("  // {note}")));
     }
-    for id in g.topo_order() {
+    for id in order {
         if let Some(line) = node_line(g, &num, id) {
             lines.push((Some(id), line));
         }
