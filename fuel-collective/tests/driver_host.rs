@@ -494,8 +494,58 @@ fn spmd_errors_are_collective_errors() {
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot split"), "{e}");
-        // x is not bound: evaluation names the problem.
-        let e = c.all_reduce(&x, ReduceOp::Sum).unwrap_err().to_string();
-        assert!(e.contains("evaluating the operand"), "{e}");
+        // Recording is lazy; x is not bound, so running the graph names the
+        // problem before any rank reaches the collective.
+        let s = c.all_reduce(&x, ReduceOp::Sum).unwrap();
+        let e = c.evaluate(&s).unwrap_err().to_string();
+        assert!(e.contains("no data for input \"x\""), "{e}");
     });
+}
+
+/// The SPMD graphs are recorded, not run: each rank's graph holds
+/// `comm.*` nodes, the executor meets the other ranks when it reaches them,
+/// and the results equal the world oracle `interpret_world` on the same
+/// graphs and inputs.
+#[test]
+fn spmd_graphs_record_comm_nodes_and_match_the_world_oracle() {
+    use fuel_graph_ext::interp::interpret_world;
+    use std::collections::BTreeMap;
+    let n = 3;
+    let id = fresh("spmd-lazy");
+    let ranks = spmd(n, move |rank| {
+        let comm = join(id, n, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, dev, LONG);
+        let g = LazyGraph::new("rank");
+        let ty = TensorType::new(DType::I32, &[3, 2]);
+        let x = g.input("x", Device::cpu(rank as u32), ty.clone());
+        let s = c.all_reduce(&x, ReduceOp::Max).unwrap();
+        let y = s.add(&x).unwrap();
+        let out = c.all_gather(&y, 0).unwrap();
+        let text = fuel_graph_ext::text::print(&g.snapshot());
+        assert!(
+            text.contains(&format!(
+                "= comm.all_reduce.max %0 {{comm={}, ranks=3}} @cpu:{rank}",
+                c.id()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("= comm.all_gather"), "{text}");
+        let data: Vec<f64> = (0..6)
+            .map(|i| ((rank * 7 + i * 3) % 11) as f64 - 5.0)
+            .collect();
+        let input = HostTensor::new(ty, data);
+        c.bind("x", input.clone());
+        let got = c.evaluate(&out).unwrap();
+        let mut graph = g.snapshot();
+        graph.set_outputs(vec![out.value()]);
+        (graph, BTreeMap::from([("x".to_string(), input)]), got)
+    });
+    let graphs: Vec<_> = ranks.iter().map(|r| r.0.clone()).collect();
+    let inputs: Vec<_> = ranks.iter().map(|r| r.1.clone()).collect();
+    let want = interpret_world(&graphs, &inputs).unwrap();
+    for (rank, (_, _, got)) in ranks.iter().enumerate() {
+        assert_eq!(got.ty, TensorType::new(DType::I32, &[9, 2]));
+        assert_eq!(got, &want[rank][0], "rank {rank}");
+    }
 }

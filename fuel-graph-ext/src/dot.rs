@@ -115,6 +115,7 @@ pub fn to_dot(g: &Graph) -> String {
             Op::Copy { .. } => "shape=cds, fillcolor=\"#fff4c2\"",
             Op::Move { .. } => "shape=cds, fillcolor=\"#ffd9a8\", style=\"filled,dashed\"",
             op if op.is_collective() => "shape=hexagon, fillcolor=\"#e9dcf7\"",
+            op if op.is_comm() => "shape=octagon, fillcolor=\"#e9dcf7\", style=\"filled,bold\"",
             op if op.is_driver_collective() => {
                 "shape=hexagon, fillcolor=\"#c9e7f2\", style=\"filled,bold\""
             }

@@ -8,8 +8,9 @@
 //! device: nothing here is ever scheduled or timed.
 
 use crate::dtype::{DType, TensorType};
+use crate::graph::NodeId;
 use crate::graph::{Graph, ValueId};
-use crate::op::{ElementwiseOp, Op, ReduceOp};
+use crate::op::{CommOp, ElementwiseOp, Op, ReduceOp};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
@@ -167,6 +168,16 @@ pub enum InterpError {
         want: usize,
         got: usize,
     },
+    /// An SPMD collective over several ranks needs their graphs too.
+    #[error(
+        "`{op}` meets {ranks} ranks; evaluate every rank's graph together with interpret_world"
+    )]
+    NeedsWorld { op: String, ranks: usize },
+    /// The ranks' graphs do not meet at matching collectives.
+    #[error(
+        "the ranks do not meet: {0}; every rank must record the same collectives in the same order"
+    )]
+    WorldMismatch(String),
     /// The graph is malformed; run the verifier for the full report.
     #[error("cannot interpret an invalid graph: {0}; run the verifier for details")]
     Invalid(String),
@@ -340,6 +351,15 @@ fn eval(
         }
         Op::Reduce { op, .. } | Op::DriverAllReduce { op, .. } => one(reduce_all(*op, ty, args)),
         Op::Broadcast { to } => Ok(to.iter().map(|_| args[0].clone()).collect()),
+        Op::Comm { kind, ranks, .. } => {
+            if *ranks != 1 {
+                return Err(InterpError::NeedsWorld {
+                    op: op.mnemonic(),
+                    ranks: *ranks,
+                });
+            }
+            Ok(vec![comm_result(kind, ty, args, 0)])
+        }
         Op::AllGather { axis } => {
             let d = concat_data(args, *axis);
             Ok(args
@@ -364,6 +384,192 @@ fn eval(
                 .collect())
         }
     }
+}
+
+/// Rank `rank`'s result of an SPMD collective, given every rank's operand
+/// (`args[r]` is rank r's; callers check there are `ranks` of them).
+fn comm_result(kind: &CommOp, ty: &TensorType, args: &[&HostTensor], rank: usize) -> HostTensor {
+    let data = match kind {
+        CommOp::AllReduce(op) => reduce_all(*op, ty, args),
+        CommOp::Broadcast { root } => args.get(*root).map_or_else(Vec::new, |t| t.data.clone()),
+        CommOp::AllGather { axis } => concat_data(args, *axis),
+        CommOp::ReduceScatter { op, axis } => {
+            let full = HostTensor {
+                ty: args[0].ty.clone(),
+                data: reduce_all(*op, &args[0].ty, args),
+            };
+            let len = ty.shape[*axis];
+            slice_data(&full, *axis, rank * len, len)
+        }
+        CommOp::Barrier => args.get(rank).map_or_else(Vec::new, |t| t.data.clone()),
+    };
+    HostTensor {
+        ty: ty.clone(),
+        data,
+    }
+}
+
+/// Evaluates an SPMD world: `graphs[r]` is rank r's graph, fed by
+/// `inputs[r]`. Each rank runs until its next `comm.*` node; when every rank
+/// waits at one, they must be the same collective (same kind and attributes,
+/// the same communicator — matched by the order each rank first uses its
+/// communicators, since `comm` ids are local handles — and `ranks` equal to
+/// the world size), which is then evaluated for
+/// all of them. Returns each rank's outputs. This is the oracle for SPMD
+/// graphs, as [`interpret`] is for single-process ones.
+pub fn interpret_world(
+    graphs: &[Graph],
+    inputs: &[BTreeMap<String, HostTensor>],
+) -> Result<Vec<Vec<HostTensor>>, InterpError> {
+    let n = graphs.len();
+    if inputs.len() != n {
+        return Err(InterpError::WorldMismatch(format!(
+            "{n} graph(s) but {} input set(s)",
+            inputs.len()
+        )));
+    }
+    let orders: Vec<Vec<NodeId>> = graphs.iter().map(|g| g.topo_order()).collect();
+    // A `comm` id is a handle local to its rank's process; ranks match
+    // communicators by the order in which each rank first uses them.
+    let ordinals: Vec<HashMap<u32, usize>> = graphs
+        .iter()
+        .zip(&orders)
+        .map(|(g, order)| {
+            let mut m = HashMap::new();
+            for id in order {
+                if let Some(Op::Comm { comm, .. }) = g.node(*id).map(|x| &x.op) {
+                    let next = m.len();
+                    m.entry(*comm).or_insert(next);
+                }
+            }
+            m
+        })
+        .collect();
+    let mut pos = vec![0usize; n];
+    let mut envs: Vec<HashMap<ValueId, HostTensor>> = vec![HashMap::new(); n];
+    let vanished = || InterpError::Invalid("a node vanished".into());
+    let args_of = |g: &Graph, env: &HashMap<ValueId, HostTensor>, id: NodeId| {
+        let node = g.node(id).ok_or_else(vanished)?;
+        node.operands
+            .iter()
+            .map(|v| {
+                env.get(v)
+                    .cloned()
+                    .ok_or_else(|| InterpError::Invalid(format!("operand {v:?} is undefined")))
+            })
+            .collect::<Result<Vec<HostTensor>, _>>()
+    };
+    loop {
+        // Run every rank up to its next collective.
+        for r in 0..n {
+            let (g, order) = (&graphs[r], &orders[r]);
+            while let Some(&id) = order.get(pos[r]) {
+                let node = g.node(id).ok_or_else(vanished)?;
+                if node.op.is_comm() {
+                    break;
+                }
+                let args = args_of(g, &envs[r], id)?;
+                let refs: Vec<&HostTensor> = args.iter().collect();
+                let results = eval(&node.op, &node.ty, &refs, &inputs[r])?;
+                for (i, t) in results.into_iter().enumerate() {
+                    envs[r].insert(
+                        ValueId {
+                            node: id,
+                            result: i as u32,
+                        },
+                        t,
+                    );
+                }
+                pos[r] += 1;
+            }
+        }
+        let waiting: Vec<Option<NodeId>> = (0..n).map(|r| orders[r].get(pos[r]).copied()).collect();
+        if waiting.iter().all(Option::is_none) {
+            break;
+        }
+        let op_at = |r: usize| {
+            waiting[r]
+                .and_then(|id| graphs[r].node(id))
+                .map(|node| node.op.clone())
+        };
+        let describe = |r: usize| match op_at(r) {
+            Some(op) => format!("rank {r} waits at `{}` {:?}", op.mnemonic(), op.attrs()),
+            None => format!("rank {r} has finished"),
+        };
+        let first = op_at(0);
+        for r in 0..n {
+            let same = match (&first, &op_at(r)) {
+                (
+                    Some(Op::Comm {
+                        kind: a,
+                        comm: ca,
+                        ranks: na,
+                        ..
+                    }),
+                    Some(Op::Comm {
+                        kind: b,
+                        comm: cb,
+                        ranks: nb,
+                        ..
+                    }),
+                ) => a == b && ordinals[0].get(ca) == ordinals[r].get(cb) && na == nb && *na == n,
+                _ => false,
+            };
+            if !same {
+                return Err(InterpError::WorldMismatch(format!(
+                    "{}, but {}",
+                    describe(0),
+                    describe(r)
+                )));
+            }
+        }
+        let mut operands = Vec::with_capacity(n);
+        for r in 0..n {
+            let id = waiting[r].ok_or_else(vanished)?;
+            let mut a = args_of(&graphs[r], &envs[r], id)?;
+            operands.push(
+                a.pop().ok_or_else(|| {
+                    InterpError::Invalid("a collective without an operand".into())
+                })?,
+            );
+        }
+        if operands.iter().any(|t| t.ty != operands[0].ty) {
+            return Err(InterpError::WorldMismatch(
+                "the ranks' operands have different types".into(),
+            ));
+        }
+        let refs: Vec<&HostTensor> = operands.iter().collect();
+        for r in 0..n {
+            let id = waiting[r].ok_or_else(vanished)?;
+            let node = graphs[r].node(id).ok_or_else(vanished)?;
+            let Op::Comm { kind, .. } = &node.op else {
+                continue;
+            };
+            crate::op::infer_type(&node.op, &[&operands[r].ty]).map_err(InterpError::Invalid)?;
+            envs[r].insert(
+                ValueId {
+                    node: id,
+                    result: 0,
+                },
+                comm_result(kind, &node.ty, &refs, r),
+            );
+            pos[r] += 1;
+        }
+    }
+    (0..n)
+        .map(|r| {
+            graphs[r]
+                .outputs()
+                .iter()
+                .map(|v| {
+                    envs[r]
+                        .get(v)
+                        .cloned()
+                        .ok_or_else(|| InterpError::Invalid("a returned value is undefined".into()))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -394,6 +600,40 @@ mod tests {
             interpret(&g, &inputs).unwrap_err(),
             InterpError::MissingInput("b".into())
         );
+    }
+
+    #[test]
+    fn spmd_worlds_meet_at_their_collectives() {
+        let rank = |r: usize| {
+            let src = format!(
+                "graph @rank{r} {{\n  %0 = input \"x\" @cpu:{r} : i32[4]\n  %1 = comm.all_reduce.sum %0 {{comm=7, ranks=2}} @cpu:{r} : i32[4]\n  %2 = comm.all_gather %1 {{axis=0, comm=7, ranks=2}} @cpu:{r} : i32[8]\n  %3 = comm.reduce_scatter.max %0 {{axis=0, comm=7, ranks=2}} @cpu:{r} : i32[2]\n  %4 = comm.broadcast %0 {{comm=7, ranks=2, root=1}} @cpu:{r} : i32[4]\n  return %2, %3, %4\n}}\n"
+            );
+            let g = parse(&src).unwrap();
+            assert_eq!(crate::text::print(&g), src, "comm ops round-trip");
+            g
+        };
+        let ty = TensorType::new(DType::I32, &[4]);
+        let ins = |v: [f64; 4]| {
+            BTreeMap::from([("x".to_string(), HostTensor::new(ty.clone(), v.to_vec()))])
+        };
+        let graphs = [rank(0), rank(1)];
+        let out = interpret_world(
+            &graphs,
+            &[ins([1.0, 2.0, 3.0, 4.0]), ins([10.0, 0.0, 30.0, 0.0])],
+        )
+        .unwrap();
+        assert_eq!(
+            out[0][0].data,
+            vec![11.0, 2.0, 33.0, 4.0, 11.0, 2.0, 33.0, 4.0]
+        );
+        assert_eq!(out[0][1].data, vec![10.0, 2.0]);
+        assert_eq!(out[1][1].data, vec![30.0, 4.0]);
+        assert_eq!(out[0][2].data, vec![10.0, 0.0, 30.0, 0.0]);
+        // One rank alone cannot be interpreted, and mismatched worlds fail.
+        let e = interpret(&graphs[0], &ins([0.0; 4])).unwrap_err();
+        assert!(e.to_string().contains("interpret_world"), "{e}");
+        let e = interpret_world(&graphs[..1], &[ins([0.0; 4])]).unwrap_err();
+        assert!(e.to_string().contains("do not meet"), "{e}");
     }
 
     #[test]

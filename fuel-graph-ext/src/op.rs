@@ -114,6 +114,34 @@ impl FromStr for ReduceOp {
     }
 }
 
+/// What an SPMD collective does for the rank whose graph holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CommOp {
+    /// The reduction of every rank's operand.
+    AllReduce(ReduceOp),
+    /// Rank `root`'s operand.
+    Broadcast { root: usize },
+    /// Every rank's operand joined along `axis`, in rank order.
+    AllGather { axis: usize },
+    /// This rank's equal slice (along `axis`) of the reduction.
+    ReduceScatter { op: ReduceOp, axis: usize },
+    /// The operand itself, once every rank has arrived.
+    Barrier,
+}
+
+impl CommOp {
+    /// The mnemonic after `comm.`.
+    pub fn name(&self) -> String {
+        match self {
+            CommOp::AllReduce(op) => format!("all_reduce.{op}"),
+            CommOp::Broadcast { .. } => "broadcast".into(),
+            CommOp::AllGather { .. } => "all_gather".into(),
+            CommOp::ReduceScatter { op, .. } => format!("reduce_scatter.{op}"),
+            CommOp::Barrier => "barrier".into(),
+        }
+    }
+}
+
 /// Devices listed by a broadcast, inline for small groups.
 pub type DeviceList = SmallVec<[Device; 8]>;
 
@@ -159,6 +187,16 @@ pub enum Op {
         rank: usize,
         device: Device,
     },
+    /// This rank's part of an SPMD collective over `ranks` ranks that each
+    /// hold their own graph: the communicator registered as `comm` meets the
+    /// other ranks through its driver when the executor reaches the node.
+    /// Nodes of one communicator run in graph order, on every rank alike.
+    Comm {
+        kind: CommOp,
+        comm: u32,
+        ranks: usize,
+        device: Device,
+    },
 }
 
 impl Op {
@@ -178,6 +216,7 @@ impl Op {
             Op::AllGather { .. } => "all_gather".into(),
             Op::ReduceScatter { op, .. } => format!("reduce_scatter.{op}"),
             Op::DriverAllReduce { op, .. } => format!("driver_all_reduce.{op}"),
+            Op::Comm { kind, .. } => format!("comm.{}", kind.name()),
         }
     }
 
@@ -204,6 +243,12 @@ impl Op {
         matches!(self, Op::DriverAllReduce { .. })
     }
 
+    /// True for an SPMD collective: it meets other ranks, so it is never
+    /// merged with a look-alike and never removed as dead.
+    pub fn is_comm(&self) -> bool {
+        matches!(self, Op::Comm { .. })
+    }
+
     /// True when the node is written `%N:K` and its results used as `%N#i`.
     pub fn is_multi_result(&self) -> bool {
         self.is_collective() && !matches!(self, Op::Reduce { .. })
@@ -217,7 +262,8 @@ impl Op {
             | Op::Div { device, .. }
             | Op::Slice { device, .. }
             | Op::Concat { device, .. }
-            | Op::DriverAllReduce { device, .. } => Some(*device),
+            | Op::DriverAllReduce { device, .. }
+            | Op::Comm { device, .. } => Some(*device),
             Op::Copy { to } | Op::Move { to } => Some(*to),
             _ => None,
         }
@@ -241,6 +287,19 @@ impl Op {
             }
             Op::Reduce { root, .. } => vec![("root", *root as u64)],
             Op::DriverAllReduce { rank, .. } => vec![("rank", *rank as u64)],
+            Op::Comm {
+                kind, comm, ranks, ..
+            } => {
+                let mut a = vec![("comm", u64::from(*comm)), ("ranks", *ranks as u64)];
+                match kind {
+                    CommOp::Broadcast { root } => a.push(("root", *root as u64)),
+                    CommOp::AllGather { axis } | CommOp::ReduceScatter { axis, .. } => {
+                        a.insert(0, ("axis", *axis as u64))
+                    }
+                    CommOp::AllReduce(_) | CommOp::Barrier => {}
+                }
+                a
+            }
             _ => vec![],
         }
     }
@@ -343,6 +402,44 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Strin
         Op::AllReduce { .. } => {
             need(1, "one or more shards")?;
             all_equal()
+        }
+        Op::Comm { kind, ranks, .. } => {
+            if n != 1 {
+                return Err(format!(
+                    "`{}` takes exactly one operand, found {n}",
+                    op.mnemonic()
+                ));
+            }
+            let t = operands[0];
+            if *ranks == 0 {
+                return Err("an SPMD collective needs {ranks} >= 1".into());
+            }
+            match kind {
+                CommOp::AllReduce(_) | CommOp::Barrier => Ok(t.clone()),
+                CommOp::Broadcast { root } => {
+                    if root >= ranks {
+                        return Err(format!(
+                            "root {root} is out of range for {ranks} rank(s); use a root from 0 to {}",
+                            ranks - 1
+                        ));
+                    }
+                    Ok(t.clone())
+                }
+                CommOp::AllGather { axis } => {
+                    check_axis(*axis, t)?;
+                    Ok(t.with_dim(*axis, t.shape[*axis].saturating_mul(*ranks)))
+                }
+                CommOp::ReduceScatter { axis, .. } => {
+                    check_axis(*axis, t)?;
+                    let extent = t.shape[*axis];
+                    if !extent.is_multiple_of(*ranks) {
+                        return Err(format!(
+                            "reduce_scatter axis {axis} has extent {extent}, which {ranks} ranks cannot split evenly; pad it to a multiple of {ranks}"
+                        ));
+                    }
+                    Ok(t.with_dim(*axis, extent / ranks))
+                }
+            }
         }
         Op::DriverAllReduce { rank, .. } => {
             need(1, "one or more shards")?;

@@ -96,6 +96,9 @@ const CASES: &[(&str, Case)] = &[
     ("E0707", exec_input_type),
     ("E0708", exec_input_size),
     ("E0709", interp_input_length),
+    ("E0710", exec_comm_without_communicator),
+    ("E0711", exec_driver_mean),
+    ("E0712", interp_world_mismatch),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -645,6 +648,39 @@ fn interp_input_length() -> Outcome {
     inputs.get_mut("a").unwrap().data.push(1.0);
     match interpret(&g, &inputs) {
         Ok(_) => panic!("expected the interpreter to refuse"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn exec_comm_without_communicator() -> Outcome {
+    let src = "graph @rank {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = comm.all_reduce.sum %0 {comm=4000000000, ranks=2} @cpu:0 : f32[4]\n  return %1\n}\n";
+    let g = text::parse(src).unwrap();
+    let exe = exec::compile(&g, &[]).unwrap();
+    match exe.run_host(&deterministic_inputs(&g)) {
+        Ok(_) => panic!("expected the run to fail"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+fn exec_driver_mean() -> Outcome {
+    let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = driver_all_reduce.mean %0, %1 {rank=0} @cpu:0 : f32[4]\n  return %2\n}\n";
+    let g = text::parse(src).unwrap();
+    let topo = Topology::parse("driver cpu\n").unwrap();
+    match exec::compile_with(&g, &[], &topo) {
+        Ok(_) => panic!("expected compile to refuse"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+fn interp_world_mismatch() -> Outcome {
+    let rank = |op: &str| {
+        text::parse(&format!("graph @r {{\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = comm.{op} %0 {{comm=1, ranks=2}} @cpu:0 : f32[4]\n  return %1\n}}\n")).unwrap()
+    };
+    let graphs = [rank("all_reduce.sum"), rank("all_reduce.max")];
+    let inputs = [
+        deterministic_inputs(&graphs[0]),
+        deterministic_inputs(&graphs[1]),
+    ];
+    match fuel_graph_ext::interp::interpret_world(&graphs, &inputs) {
+        Ok(_) => panic!("expected the world to disagree"),
         Err(e) => Ok(e.to_string()),
     }
 }

@@ -1,66 +1,87 @@
 //! [`DriverCommunicator`]: the SPMD [`Communicator`] over any
 //! [`CollectiveDriver`], one rank per thread or process.
 //!
-//! Design: collectives run **eagerly** through the driver when they are
-//! recorded. The communicator evaluates the operand's lazy graph with the
-//! reference interpreter (inputs come from [`DriverCommunicator::bind`]),
-//! runs the collective on the driver's comm stream, and returns the result
-//! as a new `input` node of the same lazy graph whose value it binds, so the
-//! rest of the rank's graph keeps building on it and
-//! [`DriverCommunicator::evaluate`] sees the collective's result. Recording a
-//! driver-collective node in the graph instead (run by the executor on the
-//! comm stream) needs a new `Op` variant and is future work (see
-//! `docs/drivers.md`).
+//! Design: collectives are **recorded**, not run. Each call adds one
+//! `comm.<collective> %x {comm=ID, ranks=N} @device` node to the rank's
+//! lazy graph, where `ID` is this communicator's registration with the
+//! executor ([`fuel_graph_ext::exec::comm`]). Nothing moves until the rank
+//! compiles and runs its graph ([`DriverCommunicator::evaluate`] does that
+//! with the inputs given to [`DriverCommunicator::bind`]); the executor then
+//! reaches each `comm.*` node in graph order and calls back into this
+//! communicator, which runs the collective through its driver on the
+//! driver's comm stream (fenced against the buffers it reads and writes).
+//! Every rank records the same collectives in the same order, so they meet.
+//! The oracle for such graphs is `interp::interpret_world`.
 //!
 //! `all_gather` and `reduce_scatter` are composed from the driver's
 //! primitives: the gather is a send to every peer and a receive from every
 //! peer, the scatter an `all_reduce` of which each rank keeps its slice.
-//! `barrier` is an `all_reduce` of one byte.
+//! `barrier` has no tensor to record and runs at once, as an `all_reduce` of
+//! one byte.
 
 use super::{CollectiveDriver, DriverError, ElemType};
 use crate::{CollectiveError, Communicator};
-use fuel_graph_ext::exec::Tensor;
-use fuel_graph_ext::interp::{interpret, HostTensor};
-use fuel_graph_ext::{Device, LazyTensor, ReduceOp, TensorType};
+use fuel_graph_ext::exec::comm::{self, CommHandler};
+use fuel_graph_ext::exec::{self, Tensor};
+use fuel_graph_ext::interp::HostTensor;
+use fuel_graph_ext::op::CommOp;
+use fuel_graph_ext::{LazyTensor, Op, ReduceOp, TensorType};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// One rank of an SPMD world whose collectives go through driver `D`.
-pub struct DriverCommunicator<D: CollectiveDriver> {
+pub struct DriverCommunicator<D: CollectiveDriver + 'static> {
+    core: Rc<Core<D>>,
+    /// This communicator's registration with the executor.
+    id: u32,
+    bound: Mutex<BTreeMap<String, HostTensor>>,
+}
+
+/// What runs the collectives; the executor holds it (weakly) as a handler.
+struct Core<D: CollectiveDriver> {
     comm: D::Communicator,
     dev: D::Device,
     rank: usize,
     size: usize,
     timeout: Duration,
-    bound: Mutex<BTreeMap<String, HostTensor>>,
-    seq: AtomicU64,
 }
 
 fn drv(e: DriverError) -> CollectiveError {
     CollectiveError::Driver(e.to_string())
 }
 
-impl<D: CollectiveDriver> DriverCommunicator<D> {
+impl<D: CollectiveDriver + 'static> DriverCommunicator<D> {
     /// Wraps a joined communicator; buffers live on `dev`; reading results
-    /// back waits at most `timeout`.
+    /// back waits at most `timeout`. Registers it with the executor on this
+    /// thread, so this rank's graphs must run on this thread.
     pub fn new(comm: D::Communicator, dev: D::Device, timeout: Duration) -> Self {
         let (rank, size) = D::rank_and_size(&comm);
-        DriverCommunicator {
+        let core = Rc::new(Core {
             comm,
             dev,
             rank,
             size,
             timeout,
+        });
+        let handler: Rc<dyn CommHandler> = core.clone();
+        let id = comm::register(&handler);
+        DriverCommunicator {
+            core,
+            id,
             bound: Mutex::new(BTreeMap::new()),
-            seq: AtomicU64::new(0),
         }
     }
 
     /// The driver communicator underneath.
     pub fn inner(&self) -> &D::Communicator {
-        &self.comm
+        &self.core.comm
+    }
+
+    /// The id its `comm.*` nodes carry.
+    pub fn id(&self) -> u32 {
+        self.id
     }
 
     /// Feeds the lazy graph's input `name` with `value`.
@@ -72,17 +93,71 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
         self.bound.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The value of `t` given the bound inputs and earlier collective results.
+    /// Compiles this rank's graph with `t` as its output, runs it on the
+    /// executor with the bound inputs (every recorded collective meets the
+    /// other ranks, which must evaluate the same graph), and returns `t`.
     pub fn evaluate(&self, t: &LazyTensor) -> Result<HostTensor, CollectiveError> {
         let mut g = t.graph().snapshot();
         g.set_outputs(vec![t.value()]);
         let inputs = self.lock().clone();
-        let mut out = interpret(&g, &inputs)
-            .map_err(|e| CollectiveError::Driver(format!("evaluating the operand: {e}")))?;
+        let exe = exec::compile(&g, &[]).map_err(|e| {
+            CollectiveError::Driver(format!("compiling rank {}'s graph: {e}", self.core.rank))
+        })?;
+        let mut out = exe.run_host(&inputs).map_err(|e| {
+            CollectiveError::Driver(format!("running rank {}'s graph: {e}", self.core.rank))
+        })?;
         out.pop()
-            .ok_or_else(|| CollectiveError::Driver("evaluating the operand gave no value".into()))
+            .ok_or_else(|| CollectiveError::Driver("the graph returned no value".into()))
     }
 
+    /// Every rank gets the reduction of every rank's `t`, at once.
+    pub fn all_reduce_tensor(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor, DriverError> {
+        self.core.all_reduce_tensor(t, op)
+    }
+
+    /// Every rank gets rank `root`'s `t`, at once.
+    pub fn broadcast_tensor(&self, t: &Tensor, root: usize) -> Result<Tensor, DriverError> {
+        self.core.broadcast_tensor(t, root)
+    }
+
+    /// Every rank gets all ranks' `t` joined along `axis`, at once.
+    pub fn all_gather_tensor(&self, t: &Tensor, axis: usize) -> Result<Tensor, CollectiveError> {
+        self.core.all_gather_tensor(t, axis)
+    }
+
+    /// Rank r gets the r-th slice along `axis` of the reduction, at once.
+    pub fn reduce_scatter_tensor(
+        &self,
+        t: &Tensor,
+        op: ReduceOp,
+        axis: usize,
+    ) -> Result<Tensor, CollectiveError> {
+        self.core.reduce_scatter_tensor(t, op, axis)
+    }
+
+    /// Returns once every rank has called it.
+    pub fn barrier_now(&self) -> Result<(), DriverError> {
+        self.core.barrier_now()
+    }
+
+    /// Records one `comm.*` node reading `t`.
+    fn record(&self, t: &LazyTensor, kind: CommOp) -> Result<LazyTensor, CollectiveError> {
+        let device = t
+            .device()
+            .ok_or_else(|| CollectiveError::Driver("the tensor has no device".into()))?;
+        let op = Op::Comm {
+            kind,
+            comm: self.id,
+            ranks: self.core.size,
+            device,
+        };
+        let mut r = t.graph().record(op, &[t])?;
+        r.pop()
+            .ok_or_else(|| CollectiveError::Driver("recording the collective gave no value".into()))
+    }
+}
+
+impl<D: CollectiveDriver> Core<D> {
     fn run_reduce(
         &self,
         bytes: &[u8],
@@ -195,20 +270,6 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
         self.run_reduce(&[1u8], ElemType::U8, ReduceOp::Sum)
             .map(|_| ())
     }
-
-    /// Records `value` as a new input of `like`'s graph and binds it.
-    fn record(&self, like: &LazyTensor, what: &str, value: Tensor) -> LazyTensor {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{what}#{seq}@rank{}", self.rank);
-        let device = like.device().unwrap_or(Device::cpu(0));
-        let t = like.graph().input(&name, device, value.ty().clone());
-        self.bind(&name, value.to_host());
-        t
-    }
-
-    fn eval_tensor(&self, t: &LazyTensor) -> Result<Tensor, CollectiveError> {
-        Ok(Tensor::from_host(&self.evaluate(t)?))
-    }
 }
 
 fn check_axis(axis: usize, ty: &TensorType) -> Result<(), CollectiveError> {
@@ -230,38 +291,64 @@ fn to_tensor(ty: TensorType, bytes: Vec<u8>) -> Result<Tensor, DriverError> {
     })
 }
 
-impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
+impl<D: CollectiveDriver + 'static> CommHandler for Core<D> {
     fn world_size(&self) -> usize {
         self.size
     }
 
+    fn run(&self, op: &CommOp, input: &Tensor, out: &TensorType) -> Result<Tensor, String> {
+        let res = match *op {
+            CommOp::AllReduce(r) => self.all_reduce_tensor(input, r).map_err(|e| e.to_string()),
+            CommOp::Broadcast { root } => self
+                .broadcast_tensor(input, root)
+                .map_err(|e| e.to_string()),
+            CommOp::AllGather { axis } => self
+                .all_gather_tensor(input, axis)
+                .map_err(|e| e.to_string()),
+            CommOp::ReduceScatter { op, axis } => self
+                .reduce_scatter_tensor(input, op, axis)
+                .map_err(|e| e.to_string()),
+            CommOp::Barrier => self
+                .barrier_now()
+                .map(|()| input.clone())
+                .map_err(|e| e.to_string()),
+        }?;
+        if res.ty() != out {
+            return Err(format!(
+                "the driver returned {} where {out} was recorded",
+                res.ty()
+            ));
+        }
+        Ok(res)
+    }
+}
+
+impl<D: CollectiveDriver + 'static> Communicator for DriverCommunicator<D> {
+    fn rank(&self) -> usize {
+        self.core.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.core.size
+    }
+
     fn all_reduce(&self, tensor: &LazyTensor, op: ReduceOp) -> Result<LazyTensor, CollectiveError> {
-        let v = self.eval_tensor(tensor)?;
-        let out = self.all_reduce_tensor(&v, op).map_err(drv)?;
-        Ok(self.record(tensor, "all_reduce", out))
+        self.record(tensor, CommOp::AllReduce(op))
     }
 
     fn broadcast(&self, tensor: &LazyTensor, root: usize) -> Result<LazyTensor, CollectiveError> {
-        if root >= self.size {
+        if root >= self.core.size {
             return Err(CollectiveError::RootOutOfRange {
                 root,
-                size: self.size,
+                size: self.core.size,
             });
         }
-        let v = self.eval_tensor(tensor)?;
-        let out = self.broadcast_tensor(&v, root).map_err(drv)?;
-        Ok(self.record(tensor, "broadcast", out))
+        self.record(tensor, CommOp::Broadcast { root })
     }
 
     fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
         check_axis(axis, &tensor.ty())?;
-        let v = self.eval_tensor(tensor)?;
-        let out = self.all_gather_tensor(&v, axis)?;
-        Ok(self.record(tensor, "all_gather", out))
+        self.record(tensor, CommOp::AllGather { axis })
     }
 
     fn reduce_scatter(
@@ -272,19 +359,17 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
     ) -> Result<LazyTensor, CollectiveError> {
         let ty = tensor.ty();
         check_axis(axis, &ty)?;
-        if !ty.shape[axis].is_multiple_of(self.size) {
+        if !ty.shape[axis].is_multiple_of(self.core.size) {
             return Err(CollectiveError::NotDivisible {
                 axis,
                 extent: ty.shape[axis],
-                size: self.size,
+                size: self.core.size,
             });
         }
-        let v = self.eval_tensor(tensor)?;
-        let out = self.reduce_scatter_tensor(&v, op, axis)?;
-        Ok(self.record(tensor, "reduce_scatter", out))
+        self.record(tensor, CommOp::ReduceScatter { op, axis })
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {
-        self.barrier_now().map_err(drv)
+        self.core.barrier_now().map_err(drv)
     }
 }

@@ -194,6 +194,9 @@ pub fn run_step(
                 _ => ctx.upload(data, faults),
             }
         }
+        Work::Comm { .. } => Err(ExecError::Internal(
+            "SPMD collectives run on the caller's thread, not through run_step".into(),
+        )),
         Work::Copy { .. } => {
             let src = ins
                 .first()
@@ -220,7 +223,7 @@ pub fn run_step(
                         Work::Gather { regions } => {
                             cpu::gather(regions, &ins, d).map_err(ExecError::Internal)?
                         }
-                        Work::Input { .. } | Work::Copy { .. } => {}
+                        Work::Input { .. } | Work::Copy { .. } | Work::Comm { .. } => {}
                     }
                 }
                 (Buf::Cuda(d), Ctx::Cuda(c)) => {
@@ -232,7 +235,7 @@ pub fn run_step(
                             c.div(dtype, *by, a, d, n)?
                         }
                         Work::Gather { regions } => c.copy_regions(op, regions, &ins, d)?,
-                        Work::Input { .. } | Work::Copy { .. } => {}
+                        Work::Input { .. } | Work::Copy { .. } | Work::Comm { .. } => {}
                     }
                 }
                 (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
@@ -244,7 +247,7 @@ pub fn run_step(
                             v.div(dtype, *by, a, d, n)?
                         }
                         Work::Gather { regions } => v.copy_regions(op, regions, &ins, d)?,
-                        Work::Input { .. } | Work::Copy { .. } => {}
+                        Work::Input { .. } | Work::Copy { .. } | Work::Comm { .. } => {}
                     }
                 }
                 (Buf::Cuda(_) | Buf::Vulkan(_), _) => return Err(wrong(op)),

@@ -14,6 +14,7 @@
 
 pub mod alloc;
 pub mod backend;
+pub mod comm;
 pub mod copy;
 pub mod cpu;
 pub mod cuda;
@@ -131,6 +132,19 @@ pub fn compile_with(
     // kernels of large steps use every core anyway. Such an executable runs
     // its steps in schedule order on the caller's thread.
     let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
+    if !inline {
+        if let Some(s) = plan
+            .steps
+            .iter()
+            .find(|s| matches!(s.work, Work::Comm { .. }))
+        {
+            return Err(ExecError::DriverCollective {
+                op: s.mnemonic.clone(),
+                device: s.device,
+                reason: "an SPMD collective runs on the rank's own thread, so its graph must use CPU devices only; copy to and from the GPU around it".into(),
+            });
+        }
+    }
     let mut workers = HashMap::new();
     for d in ctxs.keys().filter(|_| !inline) {
         let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
@@ -350,6 +364,9 @@ impl Executable {
             let input = data[i].take();
             let reuse = s.reuse[i].take();
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if let Work::Comm { op, comm } = &step.work {
+                    return run_comm(plan, step, *op, *comm, ctx, &s.ins, faults);
+                }
                 backend::run_step(step, ctx, &s.ins, input.as_ref(), faults, reuse)
             }));
             s.ins.clear();
@@ -582,4 +599,51 @@ impl Drop for Executable {
         // Join the workers before the devices go.
         self.workers.clear();
     }
+}
+
+/// Runs one `comm.*` step through the communicator registered as `comm` on
+/// this thread: the operand's bytes go in, this rank's result comes back into
+/// a buffer of the step's device.
+fn run_comm(
+    plan: &Plan,
+    step: &plan::Step,
+    op: crate::op::CommOp,
+    comm: u32,
+    ctx: &Ctx,
+    ins: &[Arc<Buf>],
+    faults: &Faults,
+) -> Result<Buf, ExecError> {
+    let refuse = |reason: String| ExecError::DriverCollective {
+        op: step.mnemonic.clone(),
+        device: step.device,
+        reason,
+    };
+    let handler = comm::lookup(comm).ok_or_else(|| {
+        refuse(format!(
+            "no communicator {comm} is registered on this thread; run each rank's graph on the thread that owns its communicator"
+        ))
+    })?;
+    let (Some(Buf::Cpu(src)), Some(&slot)) = (ins.first().map(|b| &**b), step.operands.first())
+    else {
+        return Err(ExecError::Internal(
+            "an SPMD collective without a host operand".into(),
+        ));
+    };
+    let in_ty = plan
+        .steps
+        .get(slot)
+        .map(|s| s.ty.clone())
+        .ok_or_else(|| ExecError::Internal("operand step missing".into()))?;
+    let input = Tensor::from_bytes(in_ty, src.bytes().to_vec()).map_err(ExecError::Internal)?;
+    let out = handler.run(&op, &input, &step.ty).map_err(refuse)?;
+    let mut buf = ctx.alloc(out.bytes().len(), faults)?;
+    match &mut buf {
+        Buf::Cpu(d) => d.bytes_mut().copy_from_slice(out.bytes()),
+        _ => {
+            return Err(ExecError::Internal(
+                "an SPMD collective off the host".into(),
+            ))
+        }
+    }
+    Ok(buf)
 }

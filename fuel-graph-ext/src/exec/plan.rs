@@ -40,6 +40,9 @@ pub enum Work {
     Div { by: u64 },
     /// Gathers byte regions of the operands (slice and concat).
     Gather { regions: Vec<Region> },
+    /// An SPMD collective through the communicator registered as `comm`
+    /// (see [`crate::exec::comm`]); run on the caller's thread.
+    Comm { op: crate::op::CommOp, comm: u32 },
 }
 
 /// One scheduled node.
@@ -117,6 +120,21 @@ impl Plan {
                     }
                 }
                 Op::Elementwise { kind, .. } => Work::Fold { kind: *kind },
+                Op::Comm { kind, comm, .. } => {
+                    if !device.is_cpu() {
+                        return Err(ExecError::DriverCollective {
+                            op: n.op.mnemonic(),
+                            device,
+                            reason:
+                                "SPMD collectives run on CPU devices; copy the value to a CPU first"
+                                    .into(),
+                        });
+                    }
+                    Work::Comm {
+                        op: *kind,
+                        comm: *comm,
+                    }
+                }
                 // The host driver: every CPU arena is host memory, so rank
                 // `rank`'s worker folds the shards of all the island's arenas
                 // straight into its own arena, with no staging copies.

@@ -3,7 +3,8 @@
 //! Matches nodes with the same op, attributes, operands and type. Produces one
 //! node per such class (the first in topological order) and points every use
 //! of the others at it, then removes them. Leaves alone inputs (two inputs are
-//! two arguments even if alike) and moves (each consumes its source).
+//! two arguments even if alike), moves (each consumes its source) and SPMD
+//! collectives (each meets the other ranks once).
 
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
@@ -24,7 +25,7 @@ impl Pass for Cse {
         let mut changed = false;
         for id in g.topo_order() {
             let Some(n) = g.node(id) else { continue };
-            if matches!(n.op, Op::Input { .. } | Op::Move { .. }) {
+            if matches!(n.op, Op::Input { .. } | Op::Move { .. }) || n.op.is_comm() {
                 continue;
             }
             let key = (n.op.clone(), n.operands.to_vec(), n.ty.clone());

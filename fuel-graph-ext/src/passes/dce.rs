@@ -2,7 +2,8 @@
 //!
 //! Matches nodes none of whose results reach a returned value. Produces the
 //! same graph without them. Leaves alone inputs, which are the graph's
-//! signature even when unused.
+//! signature even when unused, and SPMD collectives (`comm.*`) with what
+//! they read, which other ranks wait for.
 
 use crate::graph::{Graph, NodeId};
 use crate::op::Op;
@@ -19,7 +20,13 @@ impl Pass for Dce {
 
     fn run(&mut self, g: &mut Graph) -> Result<Changed, PassError> {
         let mut live: HashSet<NodeId> = HashSet::new();
+        // SPMD collectives are live even when unused: the other ranks wait
+        // for this one to arrive.
         let mut stack: Vec<NodeId> = g.outputs().iter().map(|v| v.node).collect();
+        stack.extend(
+            g.node_ids()
+                .filter(|id| g.node(*id).is_some_and(|n| n.op.is_comm())),
+        );
         while let Some(id) = stack.pop() {
             if !live.insert(id) {
                 continue;

@@ -9,7 +9,7 @@
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{DeviceList, ElementwiseOp, Op, ReduceOp};
+use crate::op::{CommOp, DeviceList, ElementwiseOp, Op, ReduceOp};
 use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::fmt;
@@ -601,6 +601,48 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
         },
         ("concat", None) => Op::Concat { axis: required("axis", &mut take)?, device: need_at(c)? },
         ("all_reduce", _) => Op::AllReduce { op: reduce_variant(c)? },
+        ("comm", Some(v)) => {
+            let (what, red) = match v.split_once('.') {
+                Some((w, r)) => (w, Some(r)),
+                None => (v, None),
+            };
+            let red_op = |c: &Cur<'_>| -> Result<ReduceOp, ParseError> {
+                red.ok_or_else(|| c.err_at(op_pos, format!("expected `comm.{what}.sum|prod|max|min|mean`")))?
+                    .parse::<ReduceOp>()
+                    .map_err(|e| c.err_at(op_pos, e))
+            };
+            let kind = match (what, red) {
+                ("all_reduce", _) => CommOp::AllReduce(red_op(c)?),
+                ("reduce_scatter", _) => CommOp::ReduceScatter {
+                    op: red_op(c)?,
+                    axis: required("axis", &mut take)?,
+                },
+                ("broadcast", None) => CommOp::Broadcast {
+                    root: required("root", &mut take)?,
+                },
+                ("all_gather", None) => CommOp::AllGather {
+                    axis: required("axis", &mut take)?,
+                },
+                ("barrier", None) => CommOp::Barrier,
+                _ => {
+                    return Err(c.err_at(
+                        op_pos,
+                        format!(
+                            "unknown SPMD collective `{mnemonic}`: expected comm.all_reduce.<op>, comm.broadcast, comm.all_gather, comm.reduce_scatter.<op> or comm.barrier"
+                        ),
+                    ))
+                }
+            };
+            let comm = required("comm", &mut take)?;
+            let comm = u32::try_from(comm)
+                .map_err(|_| c.err_at(op_pos, format!("{{comm={comm}}} does not fit in 32 bits")))?;
+            Op::Comm {
+                kind,
+                comm,
+                ranks: required("ranks", &mut take)?,
+                device: need_at(c)?,
+            }
+        }
         ("driver_all_reduce", _) => Op::DriverAllReduce {
             op: reduce_variant(c)?,
             rank: required("rank", &mut take)?,
@@ -619,7 +661,7 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
                 op_pos,
                 format!(
                     "unknown op `{mnemonic}`: expected input, copy, move, add, mul, max, min, div, slice, concat, \
-                     all_reduce.<op>, reduce.<op>, broadcast, all_gather, reduce_scatter.<op> or driver_all_reduce.<op>"
+                     all_reduce.<op>, reduce.<op>, broadcast, all_gather, reduce_scatter.<op>, driver_all_reduce.<op> or comm.<collective>"
                 ),
             ))
         }
