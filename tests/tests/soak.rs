@@ -20,10 +20,16 @@ const RSS_GROWTH_BOUND: usize = 16 << 20;
 
 /// Runs the all-reduce of `devices` `runs` times; RSS is sampled after
 /// `warmup` runs and at the end.
+/// RSS is per process: one test at a time, and the lock is taken before a
+/// test opens any device (loading the Vulkan driver in one test while the
+/// other measures would count the driver as growth).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn soak(devices: &[Device], algorithm: &str, n: usize, runs: usize, warmup: usize) {
-    // RSS is per process: measure one soak at a time.
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let g = all_reduce_graph(devices, DType::F32, n, ReduceOp::Sum);
     let lowered = lower(&g, &format!("lower-collectives{{algorithm={algorithm}}}"));
     let exe = exec::compile(&lowered, &[]).unwrap();
@@ -86,6 +92,7 @@ fn soak(devices: &[Device], algorithm: &str, n: usize, runs: usize, warmup: usiz
 
 #[test]
 fn ten_thousand_runs_on_four_cpus() {
+    let _one = one_at_a_time();
     let cpus = [
         Device::cpu(0),
         Device::cpu(1),
@@ -103,6 +110,7 @@ fn ten_thousand_runs_on_four_cpus() {
 /// in about 0.3 s. 2,000 runs still show that nothing accumulates per run.
 #[test]
 fn two_thousand_runs_on_cpu_and_two_vulkan_devices() {
+    let _one = one_at_a_time();
     let devs = [Device::cpu(0), Device::vulkan(0), Device::vulkan(1)];
     if !devices_or_skip("two_thousand_runs_on_cpu_and_two_vulkan_devices", &devs) {
         return;
