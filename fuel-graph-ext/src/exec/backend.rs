@@ -197,6 +197,9 @@ pub fn run_step(
         Work::Comm { .. } => Err(ExecError::Internal(
             "SPMD collectives run on the caller's thread, not through run_step".into(),
         )),
+        Work::Share { .. } => Err(ExecError::Internal(
+            "a shared host copy holds its source's buffer; the runner does it, not run_step".into(),
+        )),
         Work::Copy { .. } => {
             let src = ins
                 .first()
@@ -223,7 +226,10 @@ pub fn run_step(
                         Work::Gather { regions } => {
                             cpu::gather(regions, &ins, d).map_err(ExecError::Internal)?
                         }
-                        Work::Input { .. } | Work::Copy { .. } | Work::Comm { .. } => {}
+                        Work::Input { .. }
+                        | Work::Copy { .. }
+                        | Work::Share { .. }
+                        | Work::Comm { .. } => {}
                     }
                 }
                 (Buf::Cuda(d), Ctx::Cuda(c)) => {
@@ -235,7 +241,10 @@ pub fn run_step(
                             c.div(dtype, *by, a, d, n)?
                         }
                         Work::Gather { regions } => c.copy_regions(op, regions, &ins, d)?,
-                        Work::Input { .. } | Work::Copy { .. } | Work::Comm { .. } => {}
+                        Work::Input { .. }
+                        | Work::Copy { .. }
+                        | Work::Share { .. }
+                        | Work::Comm { .. } => {}
                     }
                 }
                 (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
@@ -247,7 +256,10 @@ pub fn run_step(
                             v.div(dtype, *by, a, d, n)?
                         }
                         Work::Gather { regions } => v.copy_regions(op, regions, &ins, d)?,
-                        Work::Input { .. } | Work::Copy { .. } | Work::Comm { .. } => {}
+                        Work::Input { .. }
+                        | Work::Copy { .. }
+                        | Work::Share { .. }
+                        | Work::Comm { .. } => {}
                     }
                 }
                 (Buf::Cuda(_) | Buf::Vulkan(_), _) => return Err(wrong(op)),

@@ -2,7 +2,9 @@
 //!
 //! [`copy`] is one exhaustive `match` on (source kind, destination kind)
 //! with no wildcard, so adding a backend fails to compile until every pair is
-//! decided. Host arenas copy with memcpy; host and CUDA use the driver's
+//! decided. Host arenas copy with memcpy (a host copy that only feeds other
+//! steps never gets here: the runner shares the source's buffer, see
+//! `plan::Work::Share`); host and CUDA use the driver's
 //! copies (pinned staging for large transfers); CUDA to CUDA is a device or
 //! peer copy; host and Vulkan go through a host-visible staging buffer;
 //! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an

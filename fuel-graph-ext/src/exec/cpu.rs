@@ -1,7 +1,8 @@
 //! The CPU backend: one host arena per `cpu:N`, and its kernels.
 //!
-//! Each [`Arena`] owns its buffers (separate allocations, never shared with
-//! another arena) and counts their bytes. Kernels work block by block: a
+//! Each [`Arena`] owns its buffers (separate allocations) and counts their
+//! bytes; a step on another arena may read one through a shared host copy
+//! (`plan::Work::Share`), but only the owning arena frees it. Kernels work block by block: a
 //! block of the output starts as a copy of operand 0 and every other operand
 //! is folded into it while the block is still in cache, so an n-ary op reads
 //! each input once. The inner loops are plain zipped iterations that the

@@ -7,7 +7,10 @@
 //! starts one worker thread per device ([`worker`]). [`Executable::run`]
 //! then only feeds data: it releases each step to its device's worker once
 //! the step's operands exist, frees every buffer right after its last reader
-//! finishes, and reads the outputs back as host [`Tensor`]s. A failed step
+//! finishes, and reads the outputs back as host [`Tensor`]s. A copy between
+//! two host arenas that only feeds other steps shares its source's buffer
+//! instead of copying it ([`plan::Work::Share`], on by default, see
+//! [`Options`]). A failed step
 //! stops the run, all buffers are released, and the executable can run again.
 //! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
 //! one exhaustive match in [`copy`]. See `docs/backends.md`.
@@ -76,6 +79,28 @@ struct Scratch {
     reuse: Vec<Option<Arc<[u8]>>>,
 }
 
+/// Choices [`compile_with_options`] makes about how a graph runs; none of
+/// them changes what it computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// A `copy` or `move` from one host arena to another whose result is not
+    /// a graph output shares its source's buffer instead of copying it: all
+    /// host arenas are this process's memory and every reader only reads.
+    /// It saves the memcpy and the destination's bytes (a star's root then
+    /// holds only its result). Default `true`; `false` makes every such copy
+    /// a real memcpy, to measure or debug the copy itself. Outputs always
+    /// copy, and copies to or from a GPU are never shared.
+    pub share_host_copies: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            share_host_copies: true,
+        }
+    }
+}
+
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
 /// list means "the devices the graph uses".
 pub fn compile(g: &Graph, devices: &[Device]) -> Result<Executable, ExecError> {
@@ -87,6 +112,16 @@ pub fn compile_with(
     g: &Graph,
     devices: &[Device],
     topology: &Topology,
+) -> Result<Executable, ExecError> {
+    compile_with_options(g, devices, topology, Options::default())
+}
+
+/// [`compile_with`] with explicit [`Options`].
+pub fn compile_with_options(
+    g: &Graph,
+    devices: &[Device],
+    topology: &Topology,
+    options: Options,
 ) -> Result<Executable, ExecError> {
     for id in g.node_ids() {
         if let Some(n) = g.node(id) {
@@ -120,7 +155,7 @@ pub fn compile_with(
         }
     }
     let ctxs = open_devices(&listed)?;
-    let plan = Plan::new(g)?;
+    let plan = Plan::new_with(g, options.share_host_copies)?;
     for s in &plan.steps {
         let ctx = ctxs
             .get(&s.device)
@@ -361,6 +396,13 @@ impl Executable {
                     .ok_or_else(|| ExecError::Internal(format!("operand slot {o} is empty")))?;
                 s.ins.push(b);
             }
+            if let Work::Share { .. } = step.work {
+                let shared = share(step, &s.ins, faults)?;
+                s.ins.clear();
+                s.table[i] = Some(shared);
+                self.release_operands(i, &mut s.reads_left, &mut s.table);
+                continue;
+            }
             let input = data[i].take();
             let reuse = s.reuse[i].take();
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -375,17 +417,24 @@ impl Executable {
                 Err(p) => return Err(panicked(step, &*p)),
             };
             s.table[i] = Some(Arc::new(buf));
-            for &o in &step.operands {
-                s.reads_left[o] -= 1;
-                if s.reads_left[o] == 0 && !self.keep[o] {
-                    s.table[o] = None;
-                }
-            }
-            if plan.reads[i] == 0 && !self.keep[i] {
-                s.table[i] = None;
-            }
+            self.release_operands(i, &mut s.reads_left, &mut s.table);
         }
         Ok(())
+    }
+
+    /// After step `i` finished: drops every slot whose last read that was,
+    /// and `i`'s own when nothing reads it and it is not an output. A buffer
+    /// that a shared copy also holds lives on in that slot.
+    fn release_operands(&self, i: usize, reads_left: &mut [usize], table: &mut [Option<Arc<Buf>>]) {
+        for &o in &self.plan.steps[i].operands {
+            reads_left[o] -= 1;
+            if reads_left[o] == 0 && !self.keep[o] {
+                table[o] = None;
+            }
+        }
+        if self.plan.reads[i] == 0 && !self.keep[i] {
+            table[i] = None;
+        }
     }
 
     fn dispatch(
@@ -396,7 +445,6 @@ impl Executable {
     ) -> Result<(), ExecError> {
         let plan = &self.plan;
         let n = plan.steps.len();
-        let keep: Vec<bool> = (0..n).map(|i| plan.outputs.contains(&i)).collect();
         // Indices below are step numbers of `plan`, which sizes every
         // vector here, so indexing cannot go out of bounds.
         let mut reads_left = plan.reads.clone();
@@ -432,15 +480,7 @@ impl Executable {
             let mut t = table
                 .lock()
                 .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
-            for &o in &plan.steps[i].operands {
-                reads_left[o] -= 1;
-                if reads_left[o] == 0 && !keep[o] {
-                    t[o] = None;
-                }
-            }
-            if plan.reads[i] == 0 && !keep[i] {
-                t[i] = None;
-            }
+            self.release_operands(i, &mut reads_left, &mut t);
             drop(t);
             for &d in &plan.dependents[i] {
                 deps_left[d] -= 1;
@@ -481,6 +521,18 @@ impl Executable {
                 })
                 .collect::<Result<_, _>>()?
         };
+        if let Work::Share { .. } = step.work {
+            // No device work: the slot takes its source's buffer right here.
+            let res = share(step, &ins, faults).and_then(|b| match table.lock() {
+                Ok(mut t) => {
+                    t[i] = Some(b);
+                    Ok(())
+                }
+                Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
+            });
+            let _ = done.send((i, res));
+            return Ok(());
+        }
         let worker = self
             .workers
             .get(&step.device)
@@ -570,6 +622,23 @@ impl Executable {
             }
         }
         Ok(())
+    }
+}
+
+/// A [`Work::Share`] step: the source's buffer itself, after the fault
+/// point a real copy would pass.
+fn share(step: &plan::Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf>, ExecError> {
+    if faults.check(fault::Event::Copy) {
+        return Err(ExecError::Injected {
+            device: step.device,
+            op: "copy".into(),
+        });
+    }
+    match ins.first() {
+        Some(b) if matches!(**b, Buf::Cpu(_)) => Ok(b.clone()),
+        _ => Err(ExecError::Internal(
+            "a shared copy without a host source".into(),
+        )),
     }
 }
 

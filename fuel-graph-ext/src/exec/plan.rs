@@ -5,7 +5,10 @@
 //! reads it will see, so the runner frees a buffer the moment its last reader
 //! finishes (graph outputs are kept until they are read back). Slices and
 //! concats become lists of byte [`Region`]s, which every backend carries out
-//! as plain copies. Nothing here touches a device.
+//! as plain copies. A copy between two host arenas whose result only feeds
+//! other steps becomes [`Work::Share`]: every host arena lives in this
+//! process's memory, so the step's slot shares its source's buffer and
+//! nothing is copied or allocated. Nothing here touches a device.
 
 use crate::device::Device;
 use crate::dtype::TensorType;
@@ -34,6 +37,12 @@ pub enum Work {
     Input { name: String },
     /// Copies (or moves) operand 0 from `src` to the step's device.
     Copy { src: Device, is_move: bool },
+    /// A copy or move from the host arena `src` to another host arena whose
+    /// result is not a graph output: the step's slot holds operand 0's
+    /// buffer itself. Every reader only reads it, and the buffer lives until
+    /// both slots are done with it. Graph outputs always copy, so the caller
+    /// gets bytes of its own.
+    Share { src: Device },
     /// Folds an element-wise op over all operands in one pass.
     Fold { kind: ElementwiseOp },
     /// Divides operand 0 by a positive integer.
@@ -76,8 +85,15 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Schedules `g`, which must already have passed the verifier.
+    /// Schedules `g`, which must already have passed the verifier, with
+    /// host-to-host copies shared (see [`Work::Share`]).
     pub fn new(g: &Graph) -> Result<Plan, ExecError> {
+        Plan::new_with(g, true)
+    }
+
+    /// [`Plan::new`]; `share_host_copies = false` keeps every host-to-host
+    /// copy a real memcpy into a buffer of its own.
+    pub fn new_with(g: &Graph, share_host_copies: bool) -> Result<Plan, ExecError> {
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
         for id in g.topo_order() {
@@ -204,6 +220,15 @@ impl Plan {
                     .ok_or_else(|| ExecError::Internal("output not scheduled".into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if share_host_copies {
+            for (i, s) in steps.iter_mut().enumerate() {
+                if let Work::Copy { src, .. } = s.work {
+                    if src.is_cpu() && s.device.is_cpu() && !outputs.contains(&i) {
+                        s.work = Work::Share { src };
+                    }
+                }
+            }
+        }
         Ok(Plan {
             steps,
             reads,
@@ -212,34 +237,62 @@ impl Plan {
         })
     }
 
+    /// The slot whose buffer slot `i` holds: its own, or for a
+    /// [`Work::Share`] step the buffer it shares (followed through chains).
+    pub fn owner(&self, i: usize) -> usize {
+        let mut o = i;
+        while let Some(Step {
+            work: Work::Share { .. },
+            operands,
+            ..
+        }) = self.steps.get(o)
+        {
+            match operands.first() {
+                Some(&src) => o = src,
+                None => break,
+            }
+        }
+        o
+    }
+
     /// The bytes each device would hold at its peak if the steps ran one
-    /// after another in schedule order, freeing each buffer after its last read.
+    /// after another in schedule order, freeing each buffer once no slot
+    /// that holds it has a read left.
     pub fn sequential_peak(&self) -> HashMap<Device, usize> {
+        let n = self.steps.len();
         let mut left = self.reads.clone();
         let mut now: HashMap<Device, usize> = HashMap::new();
         let mut peak: HashMap<Device, usize> = HashMap::new();
-        let keep: Vec<bool> = (0..self.steps.len())
-            .map(|i| self.outputs.contains(&i))
-            .collect();
-        for (i, s) in self.steps.iter().enumerate() {
-            let cur = now.entry(s.device).or_default();
-            *cur += s.ty.size_bytes();
-            let p = peak.entry(s.device).or_default();
-            *p = (*p).max(*cur);
-            let free = |slot: usize, now: &mut HashMap<Device, usize>| {
-                let st = &self.steps[slot];
+        let keep: Vec<bool> = (0..n).map(|i| self.outputs.contains(&i)).collect();
+        let owner: Vec<usize> = (0..n).map(|i| self.owner(i)).collect();
+        // Live slots per buffer, indexed by the owning slot.
+        let mut holders = vec![0usize; n];
+        let release = |slot: usize, holders: &mut Vec<usize>, now: &mut HashMap<Device, usize>| {
+            let o = owner[slot];
+            holders[o] -= 1;
+            if holders[o] == 0 {
+                let st = &self.steps[o];
                 if let Some(c) = now.get_mut(&st.device) {
                     *c = c.saturating_sub(st.ty.size_bytes());
                 }
-            };
+            }
+        };
+        for (i, s) in self.steps.iter().enumerate() {
+            holders[owner[i]] += 1;
+            if owner[i] == i {
+                let cur = now.entry(s.device).or_default();
+                *cur += s.ty.size_bytes();
+                let p = peak.entry(s.device).or_default();
+                *p = (*p).max(*cur);
+            }
             for &o in &s.operands {
                 left[o] -= 1;
                 if left[o] == 0 && !keep[o] {
-                    free(o, &mut now);
+                    release(o, &mut holders, &mut now);
                 }
             }
             if self.reads[i] == 0 && !keep[i] {
-                free(i, &mut now);
+                release(i, &mut holders, &mut now);
             }
         }
         peak
@@ -360,5 +413,30 @@ mod tests {
         assert_eq!(p.reads, vec![1, 1, 2, 0]);
         // a, b, a+b live at once (48 bytes); then a and b go before the last add.
         assert_eq!(p.sequential_peak()[&Device::cpu(0)], 48);
+    }
+
+    #[test]
+    fn host_copies_that_only_feed_steps_share_their_source() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = copy %0 -> cpu:1 : f32[4]\n  %2 = add %1, %1 @cpu:1 : f32[4]\n  %3 = copy %2 -> cpu:0 : f32[4]\n  return %3\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Plan::new(&g).unwrap();
+        assert_eq!(
+            p.steps[1].work,
+            Work::Share {
+                src: Device::cpu(0)
+            }
+        );
+        // The output copy stays a copy: the caller gets its own bytes.
+        assert!(matches!(p.steps[3].work, Work::Copy { .. }));
+        assert_eq!(p.owner(1), 0);
+        assert_eq!(p.owner(2), 2);
+        let peak = p.sequential_peak();
+        // cpu:1 holds only the sum. cpu:0's input lives on while the shared
+        // slot is read (by the add), and is gone before the output copy.
+        assert_eq!(peak[&Device::cpu(1)], 16);
+        assert_eq!(peak[&Device::cpu(0)], 16);
+        let unshared = Plan::new_with(&g, false).unwrap();
+        assert!(matches!(unshared.steps[1].work, Work::Copy { .. }));
+        assert_eq!(unshared.sequential_peak()[&Device::cpu(1)], 32);
     }
 }
