@@ -170,6 +170,47 @@ fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError
         .collect()
 }
 
+/// A host fold whose operands include GPU buffers (deferred copies, see
+/// `plan::Work::Defer`): runs of host operands fold straight into `out`, and
+/// each GPU operand is downloaded into one scratch buffer and folded in, in
+/// operand order, so the result equals the plain n-ary fold.
+fn staged_fold(
+    arena: &Arc<Arena>,
+    dtype: DType,
+    kind: crate::op::ElementwiseOp,
+    ins: &[Arc<Buf>],
+    out: &mut CpuBuf,
+    faults: &Faults,
+) -> Result<(), ExecError> {
+    let mut scratch: Option<CpuBuf> = None;
+    let mut started = false;
+    let mut k = 0;
+    while k < ins.len() {
+        let run: Vec<&CpuBuf> = ins[k..]
+            .iter()
+            .map_while(|b| match &**b {
+                Buf::Cpu(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if !run.is_empty() {
+            k += run.len();
+            cpu::fold_into(dtype, kind, &run, out, started);
+            started = true;
+            continue;
+        }
+        let s = match &mut scratch {
+            Some(s) => s,
+            None => scratch.insert(arena.alloc(out.bytes().len(), faults)?),
+        };
+        ins[k].download_into(s.bytes_mut())?;
+        cpu::fold_into(dtype, kind, &[&*s], out, started);
+        started = true;
+        k += 1;
+    }
+    Ok(())
+}
+
 /// Runs one step on `ctx` and returns its result buffer. `input` is the
 /// caller's tensor for an input step (a host arena wraps it without
 /// copying); `reuse` is storage the result may be written into (see
@@ -197,7 +238,7 @@ pub fn run_step(
         Work::Comm { .. } => Err(ExecError::Internal(
             "SPMD collectives run on the caller's thread, not through run_step".into(),
         )),
-        Work::Share { .. } => Err(ExecError::Internal(
+        Work::Share { .. } | Work::Defer { .. } => Err(ExecError::Internal(
             "a shared host copy holds its source's buffer; the runner does it, not run_step".into(),
         )),
         Work::Copy { .. } => {
@@ -215,7 +256,13 @@ pub fn run_step(
                 });
             }
             match (&mut out, ctx) {
-                (Buf::Cpu(d), _) => {
+                (Buf::Cpu(d), Ctx::Cpu(arena)) => {
+                    if let Work::Fold { kind } = &step.work {
+                        if ins.iter().any(|b| !matches!(**b, Buf::Cpu(_))) {
+                            staged_fold(arena, dtype, *kind, ins, d, faults)?;
+                            return Ok(out);
+                        }
+                    }
                     let ins = cpu_ops(ins, op)?;
                     match &step.work {
                         Work::Fold { kind } => cpu::fold(dtype, *kind, &ins, d),
@@ -229,6 +276,7 @@ pub fn run_step(
                         Work::Input { .. }
                         | Work::Copy { .. }
                         | Work::Share { .. }
+                        | Work::Defer { .. }
                         | Work::Comm { .. } => {}
                     }
                 }
@@ -244,6 +292,7 @@ pub fn run_step(
                         Work::Input { .. }
                         | Work::Copy { .. }
                         | Work::Share { .. }
+                        | Work::Defer { .. }
                         | Work::Comm { .. } => {}
                     }
                 }
@@ -259,10 +308,11 @@ pub fn run_step(
                         Work::Input { .. }
                         | Work::Copy { .. }
                         | Work::Share { .. }
+                        | Work::Defer { .. }
                         | Work::Comm { .. } => {}
                     }
                 }
-                (Buf::Cuda(_) | Buf::Vulkan(_), _) => return Err(wrong(op)),
+                (Buf::Cpu(_) | Buf::Cuda(_) | Buf::Vulkan(_), _) => return Err(wrong(op)),
             }
             Ok(out)
         }

@@ -298,14 +298,19 @@ fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
 // The verifier gives an n-ary op two or more operands of the output's type,
 // and `run` refuses inputs whose bytes do not fill their type, so every
 // operand is as long as `out` and the indexing below stays in bounds.
-fn fold_typed<T: Elem>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf) {
+fn fold_typed<T: Elem>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
     let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
+    // Folding onto `out` folds every operand into it; otherwise operand 0
+    // starts each block.
+    let rest = if onto { &ins[..] } else { &ins[1..] };
     par_chunks(out.typed_mut::<T>(), |off, chunk| {
         for (bi, block) in chunk.chunks_mut(BLOCK).enumerate() {
             let start = off + bi * BLOCK;
             let end = start + block.len();
-            block.copy_from_slice(&ins[0][start..end]);
-            for x in &ins[1..] {
+            if !onto {
+                block.copy_from_slice(&ins[0][start..end]);
+            }
+            for x in rest {
                 for (o, y) in block.iter_mut().zip(&x[start..end]) {
                     *o = T::apply(kind, *o, *y);
                 }
@@ -326,10 +331,17 @@ fn div_typed<T: Elem>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
 
 /// `out = fold(kind, ins)`; all buffers hold `dtype` elements of one length.
 pub fn fold(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf) {
+    fold_into(dtype, kind, ins, out, false)
+}
+
+/// `out = fold(kind, ins)` when `onto` is false; `out = fold(kind, [out] ++
+/// ins)` when it is true (a left fold continued, so folding operands in
+/// groups gives the same bits as folding them all at once).
+pub fn fold_into(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
     if ins.is_empty() {
         return;
     }
-    with_elem!(dtype, T => fold_typed::<T>(kind, ins, out))
+    with_elem!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
 }
 
 /// `out = input / by`.
@@ -412,5 +424,44 @@ mod tests {
         drop((bufs, out));
         assert_eq!(arena.stats().current, 0);
         assert_eq!(arena.stats().peak, 4 * n * 4);
+    }
+
+    #[test]
+    fn folding_in_groups_gives_the_bits_of_one_fold() {
+        let arena = Arc::new(Arena::open(Device::cpu(0)));
+        let faults = Faults::new(None);
+        let n = 1000;
+        let bufs: Vec<CpuBuf> = (0..4)
+            .map(|k| {
+                let mut b = arena.alloc(n * 4, &faults).unwrap();
+                for (i, x) in b.typed_mut::<f32>().iter_mut().enumerate() {
+                    *x = (i as f32 * 0.37 + k as f32).sin() * 1e3;
+                }
+                b
+            })
+            .collect();
+        let refs: Vec<&CpuBuf> = bufs.iter().collect();
+        let mut whole = arena.alloc(n * 4, &faults).unwrap();
+        fold(DType::F32, ElementwiseOp::Add, &refs, &mut whole);
+        let mut parts = arena.alloc(n * 4, &faults).unwrap();
+        fold_into(
+            DType::F32,
+            ElementwiseOp::Add,
+            &refs[..1],
+            &mut parts,
+            false,
+        );
+        fold_into(
+            DType::F32,
+            ElementwiseOp::Add,
+            &refs[1..3],
+            &mut parts,
+            true,
+        );
+        fold_into(DType::F32, ElementwiseOp::Add, &refs[3..], &mut parts, true);
+        assert_eq!(whole.bytes(), parts.bytes());
+        // And it is not a no-op: folding onto a buffer adds to what is there.
+        fold_into(DType::F32, ElementwiseOp::Add, &refs[..1], &mut parts, true);
+        assert_ne!(whole.bytes(), parts.bytes());
     }
 }

@@ -9,8 +9,9 @@
 //! the step's operands exist, frees every buffer right after its last reader
 //! finishes, and reads the outputs back as host [`Tensor`]s. A copy between
 //! two host arenas that only feeds other steps shares its source's buffer
-//! instead of copying it ([`plan::Work::Share`], on by default, see
-//! [`Options`]). A failed step
+//! instead of copying it ([`plan::Work::Share`]), and a GPU-to-host copy
+//! read only by a host fold is downloaded by that fold
+//! ([`plan::Work::Defer`]); both on by default, see [`Options`]. A failed step
 //! stops the run, all buffers are released, and the executable can run again.
 //! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
 //! one exhaustive match in [`copy`]. See `docs/backends.md`.
@@ -91,12 +92,21 @@ pub struct Options {
     /// a real memcpy, to measure or debug the copy itself. Outputs always
     /// copy, and copies to or from a GPU are never shared.
     pub share_host_copies: bool,
+    /// A copy from a GPU into a host arena whose one reader is an
+    /// element-wise fold there (and which is not a graph output) is done by
+    /// the fold itself: it downloads its GPU operands one at a time into a
+    /// single scratch buffer and folds each in, in operand order. A host
+    /// root of n ranks then holds its result and one scratch buffer instead
+    /// of n - 1 copies and its result. The download waits for the fold's
+    /// other operands, so it no longer overlaps them. Default `true`.
+    pub defer_gpu_copies_into_folds: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             share_host_copies: true,
+            defer_gpu_copies_into_folds: true,
         }
     }
 }
@@ -155,7 +165,7 @@ pub fn compile_with_options(
         }
     }
     let ctxs = open_devices(&listed)?;
-    let plan = Plan::new_with(g, options.share_host_copies)?;
+    let plan = Plan::new_with(g, &options)?;
     for s in &plan.steps {
         let ctx = ctxs
             .get(&s.device)
@@ -396,7 +406,7 @@ impl Executable {
                     .ok_or_else(|| ExecError::Internal(format!("operand slot {o} is empty")))?;
                 s.ins.push(b);
             }
-            if let Work::Share { .. } = step.work {
+            if let Work::Share { .. } | Work::Defer { .. } = step.work {
                 let shared = share(step, &s.ins, faults)?;
                 s.ins.clear();
                 s.table[i] = Some(shared);
@@ -521,7 +531,7 @@ impl Executable {
                 })
                 .collect::<Result<_, _>>()?
         };
-        if let Work::Share { .. } = step.work {
+        if let Work::Share { .. } | Work::Defer { .. } = step.work {
             // No device work: the slot takes its source's buffer right here.
             let res = share(step, &ins, faults).and_then(|b| match table.lock() {
                 Ok(mut t) => {
@@ -625,8 +635,8 @@ impl Executable {
     }
 }
 
-/// A [`Work::Share`] step: the source's buffer itself, after the fault
-/// point a real copy would pass.
+/// A [`Work::Share`] or [`Work::Defer`] step: the source's buffer itself,
+/// after the fault point a real copy would pass.
 fn share(step: &plan::Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf>, ExecError> {
     if faults.check(fault::Event::Copy) {
         return Err(ExecError::Injected {
@@ -634,11 +644,13 @@ fn share(step: &plan::Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf
             op: "copy".into(),
         });
     }
+    let host = matches!(step.work, Work::Share { .. });
     match ins.first() {
-        Some(b) if matches!(**b, Buf::Cpu(_)) => Ok(b.clone()),
-        _ => Err(ExecError::Internal(
-            "a shared copy without a host source".into(),
-        )),
+        Some(b) if matches!(**b, Buf::Cpu(_)) == host => Ok(b.clone()),
+        _ => Err(ExecError::Internal(format!(
+            "`{}` on {}: a shared copy's source is on the wrong kind of device",
+            step.mnemonic, step.device
+        ))),
     }
 }
 

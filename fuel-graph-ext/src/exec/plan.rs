@@ -8,7 +8,10 @@
 //! as plain copies. A copy between two host arenas whose result only feeds
 //! other steps becomes [`Work::Share`]: every host arena lives in this
 //! process's memory, so the step's slot shares its source's buffer and
-//! nothing is copied or allocated. Nothing here touches a device.
+//! nothing is copied or allocated. A copy from a GPU whose one reader is an
+//! element-wise fold on the host becomes [`Work::Defer`]: the fold downloads
+//! it itself, one GPU operand at a time, so a host root never holds all its
+//! copies at once. Nothing here touches a device.
 
 use crate::device::Device;
 use crate::dtype::TensorType;
@@ -43,6 +46,12 @@ pub enum Work {
     /// both slots are done with it. Graph outputs always copy, so the caller
     /// gets bytes of its own.
     Share { src: Device },
+    /// A copy from the GPU `src` into a host arena whose only reader is an
+    /// element-wise fold on that arena, and which is not a graph output: the
+    /// slot holds the GPU buffer, and the fold downloads it into one scratch
+    /// buffer when it gets to it (see `backend::run_step`), so the host
+    /// holds the result plus one operand instead of all of them.
+    Defer { src: Device },
     /// Folds an element-wise op over all operands in one pass.
     Fold { kind: ElementwiseOp },
     /// Divides operand 0 by a positive integer.
@@ -88,12 +97,13 @@ impl Plan {
     /// Schedules `g`, which must already have passed the verifier, with
     /// host-to-host copies shared (see [`Work::Share`]).
     pub fn new(g: &Graph) -> Result<Plan, ExecError> {
-        Plan::new_with(g, true)
+        Plan::new_with(g, &crate::exec::Options::default())
     }
 
-    /// [`Plan::new`]; `share_host_copies = false` keeps every host-to-host
-    /// copy a real memcpy into a buffer of its own.
-    pub fn new_with(g: &Graph, share_host_copies: bool) -> Result<Plan, ExecError> {
+    /// [`Plan::new`] with the copy rewrites `options` asks for: with both
+    /// off every copy is a real copy into a buffer of its own.
+    pub fn new_with(g: &Graph, options: &crate::exec::Options) -> Result<Plan, ExecError> {
+        let mut elementwise = Vec::new();
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
         for id in g.topo_order() {
@@ -191,6 +201,7 @@ impl Plan {
                 op => return Err(ExecError::Collective { op: op.mnemonic() }),
             };
             slot_of.insert(id, steps.len());
+            elementwise.push(matches!(n.op, Op::Elementwise { .. }));
             steps.push(Step {
                 node: id,
                 mnemonic: n.op.mnemonic(),
@@ -220,13 +231,31 @@ impl Plan {
                     .ok_or_else(|| ExecError::Internal("output not scheduled".into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if share_host_copies {
-            for (i, s) in steps.iter_mut().enumerate() {
-                if let Work::Copy { src, .. } = s.work {
-                    if src.is_cpu() && s.device.is_cpu() && !outputs.contains(&i) {
-                        s.work = Work::Share { src };
-                    }
+        for i in 0..steps.len() {
+            let Work::Copy { src, .. } = steps[i].work else {
+                continue;
+            };
+            let dst = steps[i].device;
+            if !dst.is_cpu() || outputs.contains(&i) {
+                continue;
+            }
+            if src.is_cpu() {
+                if options.share_host_copies {
+                    steps[i].work = Work::Share { src };
                 }
+                continue;
+            }
+            let one_fold_reader = match dependents[i].as_slice() {
+                [r] => {
+                    reads[i] == 1
+                        && elementwise[*r]
+                        && steps[*r].device == dst
+                        && matches!(steps[*r].work, Work::Fold { .. })
+                }
+                _ => false,
+            };
+            if options.defer_gpu_copies_into_folds && one_fold_reader {
+                steps[i].work = Work::Defer { src };
             }
         }
         Ok(Plan {
@@ -238,11 +267,12 @@ impl Plan {
     }
 
     /// The slot whose buffer slot `i` holds: its own, or for a
-    /// [`Work::Share`] step the buffer it shares (followed through chains).
+    /// [`Work::Share`] or [`Work::Defer`] step the buffer it holds
+    /// (followed through chains).
     pub fn owner(&self, i: usize) -> usize {
         let mut o = i;
         while let Some(Step {
-            work: Work::Share { .. },
+            work: Work::Share { .. } | Work::Defer { .. },
             operands,
             ..
         }) = self.steps.get(o)
@@ -257,7 +287,8 @@ impl Plan {
 
     /// The bytes each device would hold at its peak if the steps ran one
     /// after another in schedule order, freeing each buffer once no slot
-    /// that holds it has a read left.
+    /// that holds it has a read left. A fold with deferred operands also
+    /// holds one scratch buffer of its size while it runs.
     pub fn sequential_peak(&self) -> HashMap<Device, usize> {
         let n = self.steps.len();
         let mut left = self.reads.clone();
@@ -282,8 +313,17 @@ impl Plan {
             if owner[i] == i {
                 let cur = now.entry(s.device).or_default();
                 *cur += s.ty.size_bytes();
+                let scratch = if s
+                    .operands
+                    .iter()
+                    .any(|&o| matches!(self.steps[o].work, Work::Defer { .. }))
+                {
+                    s.ty.size_bytes()
+                } else {
+                    0
+                };
                 let p = peak.entry(s.device).or_default();
-                *p = (*p).max(*cur);
+                *p = (*p).max(*cur + scratch);
             }
             for &o in &s.operands {
                 left[o] -= 1;
@@ -435,8 +475,61 @@ mod tests {
         // slot is read (by the add), and is gone before the output copy.
         assert_eq!(peak[&Device::cpu(1)], 16);
         assert_eq!(peak[&Device::cpu(0)], 16);
-        let unshared = Plan::new_with(&g, false).unwrap();
+        let unshared = Plan::new_with(
+            &g,
+            &crate::exec::Options {
+                share_host_copies: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert!(matches!(unshared.steps[1].work, Work::Copy { .. }));
         assert_eq!(unshared.sequential_peak()[&Device::cpu(1)], 32);
+    }
+
+    #[test]
+    fn gpu_copies_read_once_by_a_host_fold_are_deferred() {
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = copy %0 -> cpu:0 : f32[4]\n  %3 = copy %0 -> cpu:0 : f32[4]\n  %4 = add %1, %2 @cpu:0 : f32[4]\n  %5 = div %3 {by=2} @cpu:0 : f32[4]\n  return %4, %5\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Plan::new(&g).unwrap();
+        let work = |mn: &str, k: usize| {
+            p.steps
+                .iter()
+                .filter(|s| s.mnemonic == mn)
+                .nth(k)
+                .map(|s| s.work.clone())
+                .unwrap()
+        };
+        // Read by the add: deferred. Read by a div (not a fold): copied.
+        let deferred = Work::Defer {
+            src: Device::vulkan(0),
+        };
+        assert_eq!(
+            [work("copy", 0), work("copy", 1)]
+                .iter()
+                .filter(|w| **w == deferred)
+                .count(),
+            1
+        );
+        assert!(p
+            .steps
+            .iter()
+            .any(|s| s.mnemonic == "copy" && matches!(s.work, Work::Copy { .. })));
+        // cpu:0 peaks with the input, the copy for the div, and the add's
+        // result plus its scratch: 4 x 16 bytes at most, never 5.
+        let peak = p.sequential_peak()[&Device::cpu(0)];
+        assert!(peak <= 64, "{peak}");
+        let plain = Plan::new_with(
+            &g,
+            &crate::exec::Options {
+                defer_gpu_copies_into_folds: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(plain
+            .steps
+            .iter()
+            .all(|s| !matches!(s.work, Work::Defer { .. })));
     }
 }

@@ -57,25 +57,62 @@ pub fn counts(g: &Graph) -> Counts {
         allocs: 0,
     };
     let outputs: Vec<_> = g.outputs().iter().map(|v| v.node).collect();
+    let readers = |id| -> Vec<_> {
+        g.node_ids()
+            .filter(|&r| g.node(r).unwrap().operands.iter().any(|v| v.node == id))
+            .collect()
+    };
+    // Folds that download deferred GPU operands into one scratch buffer.
+    let mut staging_folds = std::collections::BTreeSet::new();
     for id in g.node_ids() {
         let n = g.node(id).unwrap();
         match &n.op {
             Op::Input { .. } => {}
             Op::Copy { .. } | Op::Move { .. } => {
                 c.copies += 1;
+                let src = g.value_device(n.operands[0]).unwrap();
+                let dst = n.op.device().unwrap();
+                if !dst.is_cpu() || outputs.contains(&id) {
+                    c.allocs += 1;
+                    continue;
+                }
                 // A copy between two host arenas that is not an output shares
                 // its source's buffer (`exec::Options::share_host_copies`):
                 // it can still fail as a copy, but allocates nothing.
-                let src = g.value_device(n.operands[0]).unwrap();
-                let dst = n.op.device().unwrap();
-                if src.is_cpu() && dst.is_cpu() && !outputs.contains(&id) {
+                if src.is_cpu() {
                     continue;
+                }
+                // A GPU-to-host copy read once, by an element-wise fold on
+                // its host, is downloaded by that fold into a scratch buffer
+                // (`exec::Options::defer_gpu_copies_into_folds`).
+                let rs = readers(id);
+                let uses = rs
+                    .iter()
+                    .map(|&r| {
+                        g.node(r)
+                            .unwrap()
+                            .operands
+                            .iter()
+                            .filter(|v| v.node == id)
+                            .count()
+                    })
+                    .sum::<usize>();
+                match rs.as_slice() {
+                    [r] if uses == 1
+                        && matches!(g.node(*r).unwrap().op, Op::Elementwise { .. })
+                        && g.node(*r).unwrap().op.device() == Some(dst) =>
+                    {
+                        staging_folds.insert(*r);
+                        continue;
+                    }
+                    _ => {}
                 }
             }
             _ => c.kernels += 1,
         }
         c.allocs += 1;
     }
+    c.allocs += staging_folds.len();
     c
 }
 
