@@ -275,6 +275,17 @@ impl Executable {
             .collect()
     }
 
+    /// The graph's copies and moves that run without moving bytes: each
+    /// shares its host source's buffer ([`plan::Work::Share`]).
+    pub fn shared_copies(&self) -> BTreeSet<crate::graph::NodeId> {
+        self.plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.work, Work::Share { .. }))
+            .map(|s| s.node)
+            .collect()
+    }
+
     /// Per-device peak bytes if the steps ran one by one in schedule order.
     pub fn planned_peak(&self) -> HashMap<Device, usize> {
         self.plan.sequential_peak()

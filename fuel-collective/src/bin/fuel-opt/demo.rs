@@ -167,16 +167,22 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     }
 
     println!("== bytes moved per link");
-    let traffic = scenario::link_traffic(&lowered);
+    let traffic = scenario::link_traffic(&lowered, &exe.shared_copies());
     let mut total = 0;
-    for ((from, to), (bytes, copies)) in &traffic {
+    for ((from, to), t) in &traffic {
+        let shared = match t.shared {
+            0 => String::new(),
+            k if k == t.copies => " (shared, no bytes moved)".to_string(),
+            k => format!(" ({k} shared, no bytes moved)"),
+        };
         println!(
-            "  {:<22} {:>10} in {copies} cop{}",
+            "  {:<22} {:>10} in {} cop{}{shared}",
             format!("{from} -> {to}"),
-            human_bytes(*bytes),
-            if *copies == 1 { "y" } else { "ies" }
+            human_bytes(t.bytes),
+            t.copies,
+            if t.copies == 1 { "y" } else { "ies" }
         );
-        total += bytes;
+        total += t.bytes;
     }
     println!("  {:<22} {:>10}", "total", human_bytes(total));
 

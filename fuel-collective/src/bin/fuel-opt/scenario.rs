@@ -135,16 +135,36 @@ pub fn chosen(g: &Graph) -> String {
     }
 }
 
-/// Bytes and copies per (source, destination) link in a lowered graph.
-pub fn link_traffic(g: &Graph) -> BTreeMap<(Device, Device), (usize, usize)> {
-    let mut out: BTreeMap<(Device, Device), (usize, usize)> = BTreeMap::new();
+/// What a lowered graph's copies on one link do when run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkTraffic {
+    /// Bytes the copies move.
+    pub bytes: usize,
+    /// Copies and moves on the link.
+    pub copies: usize,
+    /// Of those, copies the executable runs by sharing the source's
+    /// buffer (no bytes moved; see `exec::Executable::shared_copies`).
+    pub shared: usize,
+}
+
+/// Traffic per (source, destination) link in a lowered graph, as an
+/// executable that shares the copies in `shared` runs it.
+pub fn link_traffic(
+    g: &Graph,
+    shared: &std::collections::BTreeSet<fuel_graph_ext::NodeId>,
+) -> BTreeMap<(Device, Device), LinkTraffic> {
+    let mut out: BTreeMap<(Device, Device), LinkTraffic> = BTreeMap::new();
     for id in g.node_ids() {
         let Some(n) = g.node(id) else { continue };
         if let Op::Copy { to } | Op::Move { to } = n.op {
             if let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) {
                 let e = out.entry((from, to)).or_default();
-                e.0 += n.ty.size_bytes();
-                e.1 += 1;
+                e.copies += 1;
+                if shared.contains(&id) {
+                    e.shared += 1;
+                } else {
+                    e.bytes += n.ty.size_bytes();
+                }
             }
         }
     }
