@@ -351,13 +351,14 @@ pub fn staging_bound_us(
     let mut total = 0.0;
     for d in vk {
         let dev = inst.open_device(*d).map_err(|e| fail(e.to_string()))?;
-        let buf = dev.alloc(bytes, &faults).map_err(|e| fail(e.to_string()))?;
+        let mut buf = dev.alloc(bytes, &faults).map_err(|e| fail(e.to_string()))?;
         let mut times = Vec::with_capacity(iters);
         for it in 0..warmup + iters {
             let t = Instant::now();
             dev.download(&buf, &mut host)
                 .map_err(|e| fail(e.to_string()))?;
-            dev.upload(&host, &buf).map_err(|e| fail(e.to_string()))?;
+            dev.upload(&host, &mut buf)
+                .map_err(|e| fail(e.to_string()))?;
             if it >= warmup {
                 times.push(t.elapsed().as_secs_f64() * 1e6);
             }
