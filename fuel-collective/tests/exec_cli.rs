@@ -67,6 +67,24 @@ fn run_on_vulkan_or_skip() {
     assert!(out.contains("result 1 : i32[1024] @vulkan:0 ok "), "{out}");
 }
 
+/// `FUEL_VULKAN_MAPPED=0` forces the staging path (no mapped storage
+/// buffers) in the whole process; results stay right.
+#[test]
+fn run_on_vulkan_through_staging_or_skip() {
+    let (code, out, err) = fuel_opt(AR_VK, &["--run"], &[("FUEL_VULKAN_MAPPED", "0")]);
+    if code == 2 && err.contains("cannot open vulkan:0") {
+        assert!(
+            std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
+            "{err}"
+        );
+        println!("SKIP: run_on_vulkan_through_staging_or_skip: {err}");
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("result 0 : i32[1024] @cpu:0 ok "), "{out}");
+    assert!(out.contains("result 1 : i32[1024] @vulkan:0 ok "), "{out}");
+}
+
 #[test]
 fn vulkan_without_a_driver_is_a_clear_error() {
     let hide = [

@@ -46,7 +46,7 @@ pub fn copy(
         (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
         // Same context: a device copy; two contexts: cudarc issues a peer copy.
         (Buf::Cuda(s), Buf::Cuda(d)) => d.dev().clone().copy_regions("copy", &whole, &[s], d)?,
-        (Buf::Cpu(s), Buf::Vulkan(d)) => d.dev().upload(&s.bytes()[..bytes], d)?,
+        (Buf::Cpu(s), Buf::Vulkan(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
         (Buf::Vulkan(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
         (Buf::Vulkan(s), Buf::Vulkan(d)) => {
             if !s.dev().same_device(d.dev()) {

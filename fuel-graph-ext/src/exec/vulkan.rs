@@ -3,8 +3,12 @@
 //! The loader is opened at run time (ash's `loaded` feature), so a machine
 //! without Vulkan builds and runs everything else. Each `vulkan:N` is its own
 //! `VkDevice` with its own queue, command buffer and memory; several of them
-//! may sit on one adapter (see [`devices_per_adapter`]). Host data moves
-//! through a host-visible staging buffer and `vkCmdCopyBuffer`; slices,
+//! may sit on one adapter (see [`devices_per_adapter`]). Where the device has
+//! a memory type that is device-local, host-visible, coherent and cached
+//! (lavapipe, integrated GPUs), storage buffers live there, mapped for as
+//! long as they exist, and host data moves with a memcpy ([`HostAccess`]);
+//! otherwise it moves through a host-visible staging buffer and
+//! `vkCmdCopyBuffer`. Slices,
 //! concats and same-device copies are `vkCmdCopyBuffer` regions; the n-ary
 //! element-wise ops and div run one WGSL compute shader per element type,
 //! compiled to SPIR-V by naga in `build.rs`. Every submit waits on its fence,
@@ -19,6 +23,7 @@ use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use ash::vk;
 use std::collections::BTreeMap;
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 const SPV_F32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f32.spv"));
@@ -45,6 +50,34 @@ pub fn devices_per_adapter() -> u32 {
         .and_then(|s| s.trim().parse::<u32>().ok())
         .filter(|n| *n >= 1)
         .unwrap_or(2)
+}
+
+/// How host bytes reach a device's storage buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostAccess {
+    /// Storage buffers in a memory type that is `DEVICE_LOCAL |
+    /// HOST_VISIBLE | HOST_COHERENT | HOST_CACHED`, mapped persistently, so
+    /// `upload`/`download` are a memcpy with no command buffer or fence;
+    /// the staging path where no such type exists or an allocation there
+    /// fails. `HOST_CACHED` is required because host reads of uncached
+    /// memory (a discrete GPU's BAR, an APU's write-combined type) are far
+    /// slower than a staged copy.
+    Mapped,
+    /// Always through the device's staging buffer and `vkCmdCopyBuffer`.
+    Staging,
+}
+
+impl HostAccess {
+    /// `Mapped`, unless `FUEL_VULKAN_MAPPED=0` asks for `Staging`.
+    pub fn from_env() -> HostAccess {
+        match std::env::var("FUEL_VULKAN_MAPPED")
+            .as_deref()
+            .map(str::trim)
+        {
+            Ok("0") => HostAccess::Staging,
+            _ => HostAccess::Mapped,
+        }
+    }
 }
 
 /// Why Vulkan cannot be used: a reason and a hint.
@@ -175,8 +208,17 @@ impl Instance {
             && v11.uniform_and_storage_buffer16_bit_access == vk::TRUE
     }
 
-    /// Opens `vulkan:N`: adapter `N / per_adapter`, its own `VkDevice`.
+    /// Opens `vulkan:N` with [`HostAccess::from_env`].
     pub fn open_device(self: &Arc<Self>, device: Device) -> Result<Arc<VkDev>, ExecError> {
+        self.open_device_with(device, HostAccess::from_env())
+    }
+
+    /// Opens `vulkan:N`: adapter `N / per_adapter`, its own `VkDevice`.
+    pub fn open_device_with(
+        self: &Arc<Self>,
+        device: Device,
+        access: HostAccess,
+    ) -> Result<Arc<VkDev>, ExecError> {
         let per = devices_per_adapter();
         let unavailable = |reason: String, hint: String| ExecError::DeviceUnavailable {
             device: device.to_string(),
@@ -194,7 +236,7 @@ impl Instance {
                 "raise FUEL_VULKAN_DEVICES to open more logical devices per adapter".into(),
             )
         })?;
-        VkDev::create(self.clone(), pd, device)
+        VkDev::create(self.clone(), pd, device, access)
             .map_err(|e| unavailable(e, "run `fuel-opt devices` to see what is available".into()))
     }
 }
@@ -225,6 +267,9 @@ pub struct VkDev {
     dev: ash::Device,
     queue: vk::Queue,
     memory: vk::PhysicalDeviceMemoryProperties,
+    /// The memory type storage buffers are allocated in and mapped, if any
+    /// (see [`HostAccess::Mapped`]).
+    mapped_type: Option<u32>,
     submit: Mutex<Submitter>,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -267,6 +312,7 @@ impl VkDev {
         instance: Arc<Instance>,
         pd: vk::PhysicalDevice,
         device: Device,
+        access: HostAccess,
     ) -> Result<Arc<VkDev>, String> {
         let vi = &instance.instance;
         // SAFETY: `pd` belongs to this live instance.
@@ -300,6 +346,10 @@ impl VkDev {
         let dev = unsafe { vi.create_device(pd, &ci, None) }.map_err(vk_err("vkCreateDevice"))?;
         // SAFETY: as above.
         let memory = unsafe { vi.get_physical_device_memory_properties(pd) };
+        let mapped_type = match access {
+            HostAccess::Mapped => mapped_memory_type(&memory),
+            HostAccess::Staging => None,
+        };
         // SAFETY: queue 0 of a family we asked for.
         let queue = unsafe { dev.get_device_queue(family, 0) };
         // From here on, a failure must destroy what was made; `Partial`
@@ -399,6 +449,7 @@ impl VkDev {
                 dev,
                 queue,
                 memory,
+                mapped_type,
                 submit: Mutex::new(Submitter {
                     pool,
                     cmd,
@@ -418,6 +469,17 @@ impl VkDev {
     /// Allocator numbers.
     pub fn stats(&self) -> MemStats {
         self.counter.stats()
+    }
+
+    /// Whether new storage buffers are host-mapped ([`HostAccess::Mapped`]
+    /// and the device has a fitting memory type).
+    pub fn host_mapped(&self) -> bool {
+        self.mapped_type.is_some()
+    }
+
+    /// Bytes held in the pool of freed buffers (not counted in `stats`).
+    pub fn pooled_bytes(&self) -> usize {
+        self.pool.lock().map(|p| p.bytes).unwrap_or(0)
     }
 
     /// Whether kernels on `dtype` can run here (copies, slices and concats
@@ -474,6 +536,20 @@ impl VkDev {
         usage: vk::BufferUsageFlags,
         want: vk::MemoryPropertyFlags,
     ) -> Result<(vk::Buffer, vk::DeviceMemory), ExecError> {
+        self.raw_buffer_in(bytes, usage, |bits| {
+            self.memory_type(bits, want)
+                .or_else(|| self.memory_type(bits, vk::MemoryPropertyFlags::empty()))
+        })
+    }
+
+    /// A buffer bound to fresh memory of the type `pick` chooses from the
+    /// buffer's allowed type bits.
+    fn raw_buffer_in(
+        &self,
+        bytes: usize,
+        usage: vk::BufferUsageFlags,
+        pick: impl FnOnce(u32) -> Option<u32>,
+    ) -> Result<(vk::Buffer, vk::DeviceMemory), ExecError> {
         let size = bytes.max(4) as u64;
         // SAFETY: live device, valid create info.
         let buffer = unsafe {
@@ -488,10 +564,7 @@ impl VkDev {
         .map_err(|e| self.err("vkCreateBuffer", e))?;
         // SAFETY: `buffer` was just created on this device.
         let req = unsafe { self.dev.get_buffer_memory_requirements(buffer) };
-        let ty = self
-            .memory_type(req.memory_type_bits, want)
-            .or_else(|| self.memory_type(req.memory_type_bits, vk::MemoryPropertyFlags::empty()));
-        let Some(ty) = ty else {
+        let Some(ty) = pick(req.memory_type_bits) else {
             // SAFETY: unused buffer of this device.
             unsafe { self.dev.destroy_buffer(buffer, None) };
             return Err(ExecError::OutOfMemory {
@@ -542,32 +615,67 @@ impl VkDev {
                 reason: "injected allocation failure".into(),
             });
         }
-        let pooled = self
-            .pool
-            .lock()
-            .ok()
-            .and_then(|mut p| p.by_len.get_mut(&bytes).and_then(Vec::pop));
-        let (buffer, memory) = match pooled {
-            Some(b) => {
-                if let Ok(mut p) = self.pool.lock() {
-                    p.bytes -= bytes;
-                }
-                b
+        let pooled = self.pool.lock().ok().and_then(|mut p| {
+            let b = p.by_len.get_mut(&bytes).and_then(Vec::pop);
+            if b.is_some() {
+                p.bytes -= bytes;
             }
-            None => self.raw_buffer(
-                bytes,
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-                vk::MemoryPropertyFlags::DEVICE_LOCAL,
-            )?,
+            b
+        });
+        let b = match pooled {
+            Some(b) => b,
+            None => self.new_storage(bytes)?,
         };
         self.counter.add(bytes);
         Ok(VkBuf {
-            buffer,
-            memory,
+            buffer: b.buffer,
+            memory: b.memory,
+            map: b.map,
             len: bytes,
             dev: self.clone(),
+        })
+    }
+
+    /// A fresh storage buffer: in the mapped type, mapped, when the device
+    /// has one and the allocation there succeeds (a small BAR heap may
+    /// refuse it), else device-local and unmapped.
+    fn new_storage(&self, bytes: usize) -> Result<Pooled, ExecError> {
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::TRANSFER_DST;
+        if let Some(ty) = self.mapped_type {
+            let made =
+                self.raw_buffer_in(bytes, usage, |bits| (bits & (1 << ty) != 0).then_some(ty));
+            if let Ok((buffer, memory)) = made {
+                // SAFETY: host-visible memory of this device, not mapped yet;
+                // it stays mapped until the buffer is destroyed.
+                let mapped = unsafe {
+                    self.dev
+                        .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                };
+                match mapped.ok().and_then(|p| NonNull::new(p.cast::<u8>())) {
+                    Some(p) => {
+                        return Ok(Pooled {
+                            buffer,
+                            memory,
+                            map: Some(Mapping(p)),
+                        })
+                    }
+                    // SAFETY: unused buffer and memory of this device (a
+                    // failed map leaves nothing mapped).
+                    None => unsafe {
+                        self.dev.destroy_buffer(buffer, None);
+                        self.dev.free_memory(memory, None);
+                    },
+                }
+            }
+        }
+        let (buffer, memory) =
+            self.raw_buffer(bytes, usage, vk::MemoryPropertyFlags::DEVICE_LOCAL)?;
+        Ok(Pooled {
+            buffer,
+            memory,
+            map: None,
         })
     }
 
@@ -659,7 +767,23 @@ impl VkDev {
                         .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
                 )
                 .map_err(|e| self.err(op, e))?;
+            // Earlier submits' writes (this queue, submission order) are made
+            // visible to these commands, and these commands' writes to the
+            // host once the fence is waited on: the host reads storage
+            // buffers directly when they are mapped, and the staging buffer
+            // otherwise. Host writes need nothing: they precede the submit,
+            // which orders them, and the memory is coherent.
+            self.barrier(
+                s.cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
+            );
             let recorded = record(s.cmd, s.descriptors);
+            self.barrier(
+                s.cmd,
+                vk::PipelineStageFlags::HOST,
+                vk::AccessFlags::HOST_READ,
+            );
             self.dev
                 .end_command_buffer(s.cmd)
                 .map_err(|e| self.err(op, e))?;
@@ -679,9 +803,59 @@ impl VkDev {
         Ok(())
     }
 
-    /// Host bytes into `dst` through a staging buffer.
-    pub fn upload(&self, src: &[u8], dst: &VkBuf) -> Result<(), ExecError> {
+    /// A global memory barrier after every write of earlier commands.
+    ///
+    /// # Safety
+    /// `cmd` is recording and belongs to this device.
+    unsafe fn barrier(
+        &self,
+        cmd: vk::CommandBuffer,
+        dst_stage: vk::PipelineStageFlags,
+        dst_access: vk::AccessFlags,
+    ) {
+        let b = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+            .dst_access_mask(dst_access)];
+        // SAFETY: the caller's contract; a global barrier names no handle.
+        unsafe {
+            self.dev.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &b,
+                &[],
+                &[],
+            )
+        };
+    }
+
+    /// Host bytes into `dst`: a memcpy into its mapping when it has one
+    /// (no command buffer, no fence), else through the staging buffer.
+    ///
+    /// The memcpy runs on the calling thread: rayon's pool measured no
+    /// faster on the 2-core VM, since the executor's per-device workers
+    /// already copy side by side (`docs/performance.md`).
+    pub fn upload(&self, src: &[u8], dst: &mut VkBuf) -> Result<(), ExecError> {
         if src.is_empty() {
+            return Ok(());
+        }
+        if src.len() > dst.len {
+            return Err(ExecError::Internal(format!(
+                "upload of {} bytes into a {}-byte Vulkan buffer",
+                src.len(),
+                dst.len
+            )));
+        }
+        if let Some(m) = dst.map {
+            // SAFETY: `m` maps all of `dst`'s memory, at least `dst.len` >=
+            // `src.len()` bytes, for as long as `dst` lives. No GPU work
+            // touches it now: `&mut dst` excludes every other reference to
+            // the buffer, and every command that used it before was waited
+            // on (`run` returns after its fence). Host writes before a later
+            // submit are visible to it (coherent memory, submit order).
+            let out = unsafe { std::slice::from_raw_parts_mut(m.0.as_ptr(), src.len()) };
+            out.copy_from_slice(src);
             return Ok(());
         }
         self.with_staging(src.len(), |k| {
@@ -696,9 +870,36 @@ impl VkDev {
         })
     }
 
-    /// `src` into host bytes through a staging buffer.
+    /// `src` into host bytes: a memcpy out of its mapping when it has one
+    /// (no command buffer, no fence), else through the staging buffer.
     pub fn download(&self, src: &VkBuf, dst: &mut [u8]) -> Result<(), ExecError> {
         if dst.is_empty() {
+            return Ok(());
+        }
+        if dst.len() > src.len {
+            return Err(ExecError::Internal(format!(
+                "download of {} bytes from a {}-byte Vulkan buffer",
+                dst.len(),
+                src.len
+            )));
+        }
+        if let Some(m) = src.map {
+            // Holding the buffer's device's submit lock keeps GPU commands
+            // out while the host reads: each one runs and is waited on under
+            // that lock.
+            let _gpu = src
+                .dev
+                .submit
+                .lock()
+                .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
+            // SAFETY: `m` maps at least `src.len` >= `dst.len()` bytes for as
+            // long as `src` lives. Nothing writes them meanwhile: host writes
+            // need `&mut VkBuf` (excluded by `&src`), and GPU commands run only
+            // under the lock held here and finish (fence waited) before
+            // releasing it; their writes were made visible to host reads by
+            // the barrier that ends every command buffer (`run`).
+            let from = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), dst.len()) };
+            dst.copy_from_slice(from);
             return Ok(());
         }
         self.with_staging(dst.len(), |k| {
@@ -934,9 +1135,8 @@ impl Drop for VkDev {
                 self.destroy_staging(k);
             }
             if let Ok(mut p) = self.pool.lock() {
-                for (buffer, memory) in std::mem::take(&mut p.by_len).into_values().flatten() {
-                    self.dev.destroy_buffer(buffer, None);
-                    self.dev.free_memory(memory, None);
+                for b in std::mem::take(&mut p.by_len).into_values().flatten() {
+                    self.destroy_storage(b);
                 }
             }
             if let Ok(s) = self.submit.lock() {
@@ -1030,10 +1230,13 @@ fn make_pipeline(
     }
 }
 
-/// A device-local buffer; dropping it frees the memory and updates the counter.
+/// A device-local buffer; dropping it returns it to the device's pool (or
+/// frees it) and updates the counter.
 pub struct VkBuf {
     buffer: vk::Buffer,
     memory: vk::DeviceMemory,
+    /// The persistent mapping of `memory`, in the mapped path.
+    map: Option<Mapping>,
     len: usize,
     dev: Arc<VkDev>,
 }
@@ -1042,6 +1245,11 @@ impl VkBuf {
     /// Its device.
     pub fn dev(&self) -> &Arc<VkDev> {
         &self.dev
+    }
+
+    /// Whether the host reaches it through a persistent mapping.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
     }
 }
 
@@ -1053,20 +1261,71 @@ impl Drop for VkBuf {
         if let Ok(mut p) = self.dev.pool.lock() {
             if p.bytes + self.len <= POOL_MAX_BYTES {
                 p.bytes += self.len;
-                p.by_len
-                    .entry(self.len)
-                    .or_default()
-                    .push((self.buffer, self.memory));
+                p.by_len.entry(self.len).or_default().push(Pooled {
+                    buffer: self.buffer,
+                    memory: self.memory,
+                    map: self.map,
+                });
                 return;
             }
         }
-        // SAFETY: as above, and the handles belong to `dev`, which outlives
-        // this call.
+        self.dev.destroy_storage(Pooled {
+            buffer: self.buffer,
+            memory: self.memory,
+            map: self.map,
+        });
+    }
+}
+
+impl VkDev {
+    /// Unmaps (if mapped) and frees a storage buffer of this device.
+    fn destroy_storage(&self, b: Pooled) {
+        // SAFETY: the handles belong to this device and nothing uses them:
+        // the buffer that held them is gone or being dropped, and every
+        // submit that used it was waited on.
         unsafe {
-            self.dev.dev.destroy_buffer(self.buffer, None);
-            self.dev.dev.free_memory(self.memory, None);
+            if b.map.is_some() {
+                self.dev.unmap_memory(b.memory);
+            }
+            self.dev.destroy_buffer(b.buffer, None);
+            self.dev.free_memory(b.memory, None);
         }
     }
+}
+
+/// The first memory type that is device-local, host-visible, coherent and
+/// cached ([`HostAccess::Mapped`]).
+fn mapped_memory_type(memory: &vk::PhysicalDeviceMemoryProperties) -> Option<u32> {
+    let want = vk::MemoryPropertyFlags::DEVICE_LOCAL
+        | vk::MemoryPropertyFlags::HOST_VISIBLE
+        | vk::MemoryPropertyFlags::HOST_COHERENT
+        | vk::MemoryPropertyFlags::HOST_CACHED;
+    (0..memory.memory_type_count).find(|&i| {
+        memory
+            .memory_types
+            .get(i as usize)
+            .is_some_and(|t| t.property_flags.contains(want))
+    })
+}
+
+/// A persistent host mapping of a storage buffer's memory.
+#[derive(Clone, Copy)]
+struct Mapping(NonNull<u8>);
+
+// SAFETY: the pointer is only an address of device memory that stays mapped
+// while the owning buffer (or its pool entry) lives; `upload` writes through
+// it only with `&mut VkBuf`, `download` reads with `&VkBuf` under the
+// device's submit lock, so moving or sharing the address between threads
+// adds no unsynchronised access.
+unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Mapping {}
+
+/// A storage buffer that is not handed out: its handles and mapping.
+struct Pooled {
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    map: Option<Mapping>,
 }
 
 /// The most bytes a Vulkan device keeps in its pool of freed buffers.
@@ -1078,7 +1337,7 @@ pub const POOL_MAX_BYTES: usize = 1 << 30;
 /// `current`.
 #[derive(Default)]
 struct BufPool {
-    by_len: BTreeMap<usize, Vec<(vk::Buffer, vk::DeviceMemory)>>,
+    by_len: BTreeMap<usize, Vec<Pooled>>,
     bytes: usize,
 }
 
@@ -1093,3 +1352,127 @@ struct KeptStaging {
 // SAFETY: `ptr` is a mapping of `memory`, used only while holding the owning
 // device's `staging` lock.
 unsafe impl Send for KeptStaging {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance_or_skip(test: &str) -> Option<Arc<Instance>> {
+        match Instance::open() {
+            Ok(i) => Some(i),
+            Err(u) => {
+                assert!(
+                    std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
+                    "{}",
+                    u.reason
+                );
+                println!("SKIP: {test}: {}", u.reason);
+                None
+            }
+        }
+    }
+
+    fn i32_bytes(v: impl Iterator<Item = u32>) -> Vec<u8> {
+        v.flat_map(u32::to_le_bytes).collect()
+    }
+
+    /// Operand `k` of round `round`: every byte varies, so a byte dropped or
+    /// shifted anywhere shows.
+    fn operand(i: usize, k: usize, round: u32) -> u32 {
+        (i as u32)
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add((k as u32 + 1).wrapping_mul(0x9e37_79b9))
+            .wrapping_add(round.wrapping_mul(0x85eb_ca6b))
+    }
+
+    /// Round trips, a fold longer than one dispatch (its scratch
+    /// accumulator comes from and goes back to the pool) and pooled buffers
+    /// reused with new data, in `access`; returns whether buffers were mapped.
+    fn transfers_and_folds(access: HostAccess) -> bool {
+        let Some(inst) = instance_or_skip("transfers_and_folds") else {
+            return false;
+        };
+        let on_lavapipe = inst
+            .adapters()
+            .first()
+            .is_some_and(|a| a.name.contains("llvmpipe"));
+        let dev = inst.open_device_with(Device::vulkan(0), access).unwrap();
+        let faults = Faults::new(None);
+        // Over 1 MiB, and operands enough for two chained dispatches.
+        let n = 300_000usize;
+        let ops = MAX_ARITY + 2;
+        for round in 0..3u32 {
+            let mut ins = Vec::new();
+            for k in 0..ops {
+                let data = i32_bytes((0..n).map(|i| operand(i, k, round)));
+                let mut b = dev.alloc(data.len(), &faults).unwrap();
+                dev.upload(&data, &mut b).unwrap();
+                let mut back = vec![0u8; data.len()];
+                dev.download(&b, &mut back).unwrap();
+                assert_eq!(back, data, "round {round}: operand {k} round trip");
+                ins.push(b);
+            }
+            assert_eq!(dev.stats().current, ops * n * 4);
+            let out = dev.alloc(n * 4, &faults).unwrap();
+            let refs: Vec<&VkBuf> = ins.iter().collect();
+            dev.fold(DType::I32, ElementwiseOp::Add, &refs, &out, n, &faults)
+                .unwrap();
+            let mut got = vec![0u8; n * 4];
+            dev.download(&out, &mut got).unwrap();
+            let want = i32_bytes(
+                (0..n).map(|i| (0..ops).fold(0u32, |a, k| a.wrapping_add(operand(i, k, round)))),
+            );
+            assert!(
+                got == want,
+                "round {round}: fold of {ops} operands is wrong"
+            );
+            for b in ins.iter().chain([&out]) {
+                assert_eq!(b.is_mapped(), dev.host_mapped());
+            }
+            drop(refs);
+            drop((ins, out));
+            assert_eq!(dev.stats().current, 0, "round {round}: bytes still counted");
+            assert_eq!(dev.stats().live_buffers, 0);
+            // Every buffer went back to the pool: the operands, the output
+            // and the accumulator of the chained dispatch.
+            assert_eq!(dev.pooled_bytes(), (ops + 2) * n * 4, "round {round}");
+        }
+        if access == HostAccess::Staging {
+            assert!(!dev.host_mapped());
+        } else if on_lavapipe {
+            assert!(
+                dev.host_mapped(),
+                "lavapipe has a DEVICE_LOCAL | HOST_VISIBLE | HOST_COHERENT | HOST_CACHED type"
+            );
+        }
+        dev.host_mapped()
+    }
+
+    #[test]
+    fn mapped_buffers_compute_right_and_return_to_the_pool() {
+        transfers_and_folds(HostAccess::Mapped);
+    }
+
+    #[test]
+    fn staging_fallback_computes_right_and_returns_to_the_pool() {
+        transfers_and_folds(HostAccess::Staging);
+    }
+
+    #[test]
+    fn transfers_past_the_buffer_are_refused() {
+        let Some(inst) = instance_or_skip("transfers_past_the_buffer_are_refused") else {
+            return;
+        };
+        for access in [HostAccess::Mapped, HostAccess::Staging] {
+            let dev = inst.open_device_with(Device::vulkan(0), access).unwrap();
+            let faults = Faults::new(None);
+            let mut b = dev.alloc(16, &faults).unwrap();
+            let e = dev.upload(&[0u8; 32], &mut b).unwrap_err().to_string();
+            assert!(e.contains("upload of 32 bytes into a 16-byte"), "{e}");
+            let e = dev.download(&b, &mut [0u8; 32]).unwrap_err().to_string();
+            assert!(e.contains("download of 32 bytes from a 16-byte"), "{e}");
+            drop(b);
+            assert_eq!(dev.stats().current, 0);
+        }
+    }
+}
