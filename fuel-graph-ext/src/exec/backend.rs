@@ -172,8 +172,9 @@ fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError
 
 /// A host fold whose operands include GPU buffers (deferred copies, see
 /// `plan::Work::Defer`): runs of host operands fold straight into `out`, and
-/// each GPU operand is downloaded into one scratch buffer and folded in, in
-/// operand order, so the result equals the plain n-ary fold.
+/// each GPU operand is folded in where it lies when the host can read it
+/// there (a mapped Vulkan buffer), else downloaded into one scratch buffer
+/// first; in operand order, so the result equals the plain n-ary fold.
 fn staged_fold(
     arena: &Arc<Arena>,
     dtype: DType,
@@ -198,6 +199,20 @@ fn staged_fold(
             cpu::fold_into(dtype, kind, &run, out, started);
             started = true;
             continue;
+        }
+        if let Buf::Vulkan(v) = &*ins[k] {
+            let folded =
+                v.with_mapped(|bytes| cpu::fold_bytes_into(dtype, kind, bytes, out, started));
+            match folded {
+                Some(Ok(true)) => {
+                    started = true;
+                    k += 1;
+                    continue;
+                }
+                Some(Err(e)) => return Err(e),
+                // Not mapped, or not aligned for the element type.
+                Some(Ok(false)) | None => {}
+            }
         }
         let s = match &mut scratch {
             Some(s) => s,

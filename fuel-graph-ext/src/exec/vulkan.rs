@@ -1251,6 +1251,26 @@ impl VkBuf {
     pub fn is_mapped(&self) -> bool {
         self.map.is_some()
     }
+
+    /// Runs `f` on the buffer's bytes where they lie when it is mapped
+    /// ([`HostAccess::Mapped`]), holding its device's submit lock for the
+    /// call as [`VkDev::download`] does; `None` when it is not mapped. Lets
+    /// a host kernel read a Vulkan operand without downloading it first.
+    /// `f` must not submit work to this buffer's device (the lock is held).
+    pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<Result<R, ExecError>> {
+        let m = self.map.as_ref()?;
+        let Ok(_gpu) = self.dev.submit.lock() else {
+            return Some(Err(ExecError::Internal(
+                "Vulkan submit lock poisoned".into(),
+            )));
+        };
+        // SAFETY: as in `VkDev::download`: `m` maps at least `self.len` bytes
+        // while `self` lives; host writes need `&mut VkBuf`, excluded by
+        // `&self`; GPU commands run only under the lock held here and were
+        // waited on (and made visible to the host) before it was released.
+        let bytes = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), self.len) };
+        Some(Ok(f(bytes)))
+    }
 }
 
 impl Drop for VkBuf {

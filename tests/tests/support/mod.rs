@@ -50,7 +50,9 @@ pub struct Counts {
     pub allocs: usize,
 }
 
-pub fn counts(g: &Graph) -> Counts {
+/// `mapped(d)`: the host reads GPU `d`'s buffers where they lie (a mapped
+/// Vulkan device), so a fold needs no scratch buffer for its operands.
+pub fn counts(g: &Graph, mapped: impl Fn(Device) -> bool) -> Counts {
     let mut c = Counts {
         copies: 0,
         kernels: 0,
@@ -83,7 +85,8 @@ pub fn counts(g: &Graph) -> Counts {
                     continue;
                 }
                 // A GPU-to-host copy read once, by an element-wise fold on
-                // its host, is downloaded by that fold into a scratch buffer
+                // its host, is read by that fold where it lies when mapped,
+                // else downloaded into one scratch buffer per fold
                 // (`exec::Options::defer_gpu_copies_into_folds`).
                 let rs = readers(id);
                 let uses = rs
@@ -102,7 +105,9 @@ pub fn counts(g: &Graph) -> Counts {
                         && matches!(g.node(*r).unwrap().op, Op::Elementwise { .. })
                         && g.node(*r).unwrap().op.device() == Some(dst) =>
                     {
-                        staging_folds.insert(*r);
+                        if !mapped(src) {
+                            staging_folds.insert(*r);
+                        }
                         continue;
                     }
                     _ => {}
@@ -177,6 +182,16 @@ pub fn expected_fault_message(
     })
 }
 
+/// Whether the executor maps `d`'s buffers for the host (lavapipe does,
+/// unless `FUEL_VULKAN_MAPPED=0`); false for every other device.
+pub fn host_mapped(d: Device) -> bool {
+    d.kind == fuel_graph_ext::DeviceKind::Vulkan
+        && fuel_graph_ext::exec::vulkan::Instance::open()
+            .ok()
+            .and_then(|i| i.open_device(d).ok())
+            .is_some_and(|v| v.host_mapped())
+}
+
 /// Injects every copy, kernel and allocation fault one run of `lowered`
 /// can hit, one per run. Each run must fail with the exact injected-fault
 /// message, leave every allocator at zero, and the next run must succeed
@@ -187,7 +202,7 @@ pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
     let exe = exec::compile(lowered, devices).unwrap();
     let inputs = deterministic_inputs(lowered);
     let want = interpret(lowered, &inputs).unwrap();
-    let c = counts(lowered);
+    let c = counts(lowered, host_mapped);
     let points = (0..c.copies)
         .map(|nth| FaultPoint::Copy { nth })
         .chain((0..c.kernels).map(|nth| FaultPoint::Kernel { nth }))
