@@ -249,6 +249,17 @@ impl Op {
         matches!(self, Op::Comm { .. })
     }
 
+    /// How many results a node with this op and `operands` operands has:
+    /// one per operand for all_reduce, all_gather and reduce_scatter, one per
+    /// target for broadcast, one otherwise.
+    pub fn num_results(&self, operands: usize) -> usize {
+        match self {
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => operands,
+            Op::Broadcast { to } => to.len(),
+            _ => 1,
+        }
+    }
+
     /// True when the node is written `%N:K` and its results used as `%N#i`.
     pub fn is_multi_result(&self) -> bool {
         self.is_collective() && !matches!(self, Op::Reduce { .. })
