@@ -86,6 +86,14 @@ impl Graph {
         }
     }
 
+    /// Makes room for `nodes` more nodes and `edges` more operand uses, so
+    /// that a caller that knows the size (the parser) does not regrow the
+    /// storage.
+    pub fn reserve(&mut self, nodes: usize, edges: usize) {
+        self.g.reserve_nodes(nodes);
+        self.g.reserve_edges(edges);
+    }
+
     /// Adds a node. Operands must name existing nodes; types are not checked
     /// here (the verifier does that), so passes and the parser can build any
     /// graph and get a full error report.
