@@ -314,7 +314,7 @@ impl Graph {
     pub fn add_note(&mut self, note: impl Into<String>) {
         let note = note.into();
         // Most notes have no line break: keep their allocation.
-        if note.bytes().any(|b| b == b'\n' || b == b'\r') {
+        if note.contains('\n') || note.contains('\r') {
             self.notes.push(note.replace(['\n', '\r'], " "));
         } else {
             self.notes.push(note);

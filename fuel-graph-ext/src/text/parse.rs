@@ -63,6 +63,18 @@ fn err_in(src: &str, line: usize, pos: usize, message: String) -> ParseError {
     }
 }
 
+/// How many `\n` bytes `src` holds. Counted in blocks of 255 bytes with a
+/// `u8` sum per block, which the compiler turns into wide byte compares.
+fn count_newlines(src: &str) -> usize {
+    src.as_bytes()
+        .chunks(255)
+        .map(|block| {
+            let n: u8 = block.iter().map(|b| u8::from(*b == b'\n')).sum();
+            usize::from(n)
+        })
+        .sum()
+}
+
 /// An operand as written: `%N` or `%N#i`, with its line and the byte offset
 /// of its `%`.
 struct Ref {
@@ -165,6 +177,7 @@ impl<'a> Cur<'a> {
         self.text.get(self.pos..).unwrap_or("")
     }
     /// Skips whitespace as `str::trim_start` does, ASCII without decoding.
+    #[inline]
     fn skip_ws(&mut self) {
         let r = self.rest();
         let ascii = r
@@ -178,6 +191,7 @@ impl<'a> Cur<'a> {
         }
     }
     /// True at end of line or at a trailing `//` comment.
+    #[inline]
     fn at_end(&mut self) -> bool {
         self.skip_ws();
         self.rest().is_empty() || self.rest().starts_with("//")
@@ -190,15 +204,17 @@ impl<'a> Cur<'a> {
             Some(c) => format!("`{c}`"),
         }
     }
+    #[inline]
     fn eat(&mut self, tok: &str) -> bool {
         self.skip_ws();
-        if self.rest().starts_with(tok) {
+        if self.starts_with(tok) {
             self.pos += tok.len();
             true
         } else {
             false
         }
     }
+    #[inline]
     fn expect(&mut self, tok: &str, what: &str) -> Result<(), ParseError> {
         if self.eat(tok) {
             Ok(())
@@ -207,9 +223,17 @@ impl<'a> Cur<'a> {
             Err(self.err(format!("expected {what}, found {found}")))
         }
     }
+    #[inline]
     fn peek(&mut self, tok: &str) -> bool {
         self.skip_ws();
-        self.rest().starts_with(tok)
+        self.starts_with(tok)
+    }
+    /// `rest().starts_with(tok)`, compared inline: tokens are a few bytes,
+    /// too short to pay for a call to `memcmp`.
+    #[inline]
+    fn starts_with(&self, tok: &str) -> bool {
+        let rest = self.rest().as_bytes();
+        rest.len() >= tok.len() && rest.iter().zip(tok.as_bytes()).all(|(a, b)| a == b)
     }
     /// Takes the longest run of bytes that satisfy `f`. `f` accepts ASCII
     /// bytes only, so the run ends on a character boundary.
@@ -222,17 +246,24 @@ impl<'a> Cur<'a> {
     fn number(&mut self, what: &str) -> Result<u64, ParseError> {
         self.skip_ws();
         let start = self.pos;
-        let digits = self.take_while(|b| b.is_ascii_digit());
-        if digits.is_empty() {
+        let mut value = Some(0u64);
+        let mut len = 0;
+        for b in self.rest().bytes() {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            value = value.and_then(|n| n.checked_mul(10)?.checked_add(u64::from(b - b'0')));
+            len += 1;
+        }
+        if len == 0 {
             let found = self.found();
             return Err(self.err(format!("expected {what}, found {found}")));
         }
-        digits
-            .bytes()
-            .try_fold(0u64, |n, b| {
-                n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-            })
-            .ok_or_else(|| self.err_at(start, format!("{what} `{digits}` is too large")))
+        self.pos += len;
+        value.ok_or_else(|| {
+            let digits = self.text.get(start..self.pos).unwrap_or("");
+            self.err_at(start, format!("{what} `{digits}` is too large"))
+        })
     }
     fn ident(&mut self, what: &str) -> Result<&'a str, ParseError> {
         self.skip_ws();
@@ -247,6 +278,9 @@ impl<'a> Cur<'a> {
         self.skip_ws();
         let start = self.pos;
         let text = self.take_while(|b| b.is_ascii_alphanumeric() || b == b':');
+        if let Some(device) = Device::parse_plain(text) {
+            return Ok(device);
+        }
         text.parse::<Device>().map_err(|e| {
             if text.is_empty() {
                 let found = self.found();
@@ -401,7 +435,7 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
     // At most one node per line, and no node line is shorter than 16 bytes
     // (`%0=input""@cpu:0:u8[]` is 21): reserving once saves regrowing and
     // copying the node storage while the file is read.
-    let line_bound = src.bytes().filter(|b| *b == b'\n').count() + 1;
+    let line_bound = count_newlines(src) + 1;
     g.reserve(line_bound.min(src.len() / 16), 0);
     let mut decls: Vec<Decl> = Vec::new();
     let mut refs: Vec<Ref> = Vec::new();
