@@ -63,6 +63,9 @@ fn err_in(src: &str, line: usize, pos: usize, message: String) -> ParseError {
     }
 }
 
+/// The most nodes [`parse`] reserves room for before reading.
+const MAX_RESERVED_NODES: usize = 1 << 20;
+
 /// How many `\n` bytes `src` holds. Counted in blocks of 255 bytes with a
 /// `u8` sum per block, which the compiler turns into wide byte compares.
 fn count_newlines(src: &str) -> usize {
@@ -432,12 +435,15 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
 
     // Step 1: read the lines; add nodes without operands.
     let mut g = Graph::new(name);
-    // At most one node per line, and no node line is shorter than 16 bytes
-    // (`%0=input""@cpu:0:u8[]` is 21): reserving once saves regrowing and
-    // copying the node storage while the file is read.
-    let line_bound = count_newlines(src) + 1;
-    g.reserve(line_bound.min(src.len() / 16), 0);
-    let mut decls: Vec<Decl> = Vec::new();
+    // Reserving once saves regrowing and copying the node storage while the
+    // file is read. There is at most one node per line, and no node line is
+    // shorter than 17 bytes (`%0=max@cpu:0:u8[]`); past a million nodes the
+    // storage grows as it goes, so odd input cannot make a huge reservation.
+    let node_bound = (count_newlines(src) + 1)
+        .min(src.len() / 17)
+        .min(MAX_RESERVED_NODES);
+    g.reserve(node_bound, 0);
+    let mut decls: Vec<Decl> = Vec::with_capacity(node_bound);
     let mut refs: Vec<Ref> = Vec::new();
     let mut returns: Option<Range<usize>> = None;
     let mut closed = false;
