@@ -625,8 +625,10 @@ fn parse_node_line(c: &mut Cur<'_>, refs: &mut Vec<Ref>) -> Result<NodeLine, Par
     c.skip_ws();
     let op_pos = c.pos;
     let mnemonic = c.ident("an op name")?;
-    let (base, variant) = match mnemonic.split_once('.') {
-        Some((b, v)) => (b, Some(v)),
+    // `split_once('.')` by bytes: mnemonics are a few ASCII bytes, too
+    // short for the memchr-based searcher to pay off.
+    let (base, variant) = match mnemonic.bytes().position(|b| b == b'.') {
+        Some(i) => (mnemonic.get(..i).unwrap_or(""), mnemonic.get(i + 1..)),
         None => (mnemonic, None),
     };
     let input_name = if base == "input" {
