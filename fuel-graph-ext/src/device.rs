@@ -71,6 +71,33 @@ impl Device {
             index,
         }
     }
+    /// `cpu:N`, `cuda:N` or `vulkan:N` exactly as printed (no spaces), or
+    /// `None`: a fast path for the parser, which falls back to `from_str`
+    /// (and its error) for anything else. Accepts only what `from_str`
+    /// accepts, with the same result.
+    pub fn parse_plain(s: &str) -> Option<Device> {
+        let (kind, index) = if let Some(i) = s.strip_prefix("cpu:") {
+            (DeviceKind::Cpu, i)
+        } else if let Some(i) = s.strip_prefix("cuda:") {
+            (DeviceKind::Cuda, i)
+        } else if let Some(i) = s.strip_prefix("vulkan:") {
+            (DeviceKind::Vulkan, i)
+        } else {
+            return None;
+        };
+        if index.is_empty() {
+            return None;
+        }
+        let index = index.bytes().try_fold(0u32, |n, b| {
+            if b.is_ascii_digit() {
+                n.checked_mul(10)?.checked_add(u32::from(b - b'0'))
+            } else {
+                None
+            }
+        })?;
+        Some(Device { kind, index })
+    }
+
     /// True for host devices.
     pub fn is_cpu(self) -> bool {
         self.kind == DeviceKind::Cpu
@@ -136,6 +163,30 @@ mod tests {
             let e = s.parse::<Device>().unwrap_err();
             assert!(e.to_string().contains("expected `cpu:N`"), "{e}");
         }
+        // The parser's fast path accepts a subset of `from_str`, alike.
+        for s in [
+            "cpu:0",
+            "cuda:12",
+            "vulkan:1",
+            "cpu:007",
+            "cpu:4294967295",
+            "cpu:4294967296",
+            "cpu:",
+            "cpu",
+            "gpu:0",
+            "cpu:0:1",
+            "cpu:x",
+            "cuda:1a",
+            " cpu:0",
+            "Cpu:0",
+            "",
+        ] {
+            if let Some(d) = Device::parse_plain(s) {
+                assert_eq!(s.parse::<Device>(), Ok(d), "{s}");
+            }
+        }
+        assert_eq!(Device::parse_plain("vulkan:3"), Some(Device::vulkan(3)));
+        assert_eq!(Device::parse_plain("cpu:4294967296"), None);
         assert_eq!(
             parse_device_list("cpu:0, cuda:1").unwrap(),
             vec![Device::cpu(0), Device::cuda(1)]

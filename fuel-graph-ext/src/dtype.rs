@@ -91,12 +91,18 @@ impl fmt::Display for DType {
 impl FromStr for DType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DType::ALL
-            .into_iter()
-            .find(|d| d.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown dtype `{s}`: expected one of f32, f16, bf16, f64, i32, i64, u8")
-            })
+        match s {
+            "f32" => Ok(DType::F32),
+            "f16" => Ok(DType::F16),
+            "bf16" => Ok(DType::BF16),
+            "f64" => Ok(DType::F64),
+            "i32" => Ok(DType::I32),
+            "i64" => Ok(DType::I64),
+            "u8" => Ok(DType::U8),
+            _ => Err(format!(
+                "unknown dtype `{s}`: expected one of f32, f16, bf16, f64, i32, i64, u8"
+            )),
+        }
     }
 }
 
@@ -166,6 +172,9 @@ mod tests {
         assert_eq!(t.size_bytes(), 2048);
         assert_eq!(TensorType::new(DType::I64, &[]).to_string(), "i64[]");
         assert_eq!(TensorType::new(DType::I64, &[]).num_elements(), 1);
+        for d in DType::ALL {
+            assert_eq!(d.as_str().parse::<DType>(), Ok(d));
+        }
         assert!("f8"
             .parse::<DType>()
             .unwrap_err()

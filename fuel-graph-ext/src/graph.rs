@@ -63,13 +63,7 @@ pub struct Node {
 impl Node {
     /// How many results the node has.
     pub fn num_results(&self) -> usize {
-        match &self.op {
-            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
-                self.operands.len()
-            }
-            Op::Broadcast { to } => to.len(),
-            _ => 1,
-        }
+        self.op.num_results(self.operands.len())
     }
 }
 
@@ -90,6 +84,14 @@ impl Graph {
             name: name.into(),
             ..Graph::default()
         }
+    }
+
+    /// Makes room for `nodes` more nodes and `edges` more operand uses, so
+    /// that a caller that knows the size (the parser) does not regrow the
+    /// storage.
+    pub fn reserve(&mut self, nodes: usize, edges: usize) {
+        self.g.reserve_nodes(nodes);
+        self.g.reserve_edges(edges);
     }
 
     /// Adds a node. Operands must name existing nodes; types are not checked
@@ -310,7 +312,13 @@ impl Graph {
 
     /// Adds a note (one line; newlines are replaced by spaces).
     pub fn add_note(&mut self, note: impl Into<String>) {
-        self.notes.push(note.into().replace(['\n', '\r'], " "));
+        let note = note.into();
+        // Most notes have no line break: keep their allocation.
+        if note.contains('\n') || note.contains('\r') {
+            self.notes.push(note.replace(['\n', '\r'], " "));
+        } else {
+            self.notes.push(note);
+        }
     }
 
     /// Inputs by name, in index order.

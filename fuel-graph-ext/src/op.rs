@@ -202,21 +202,37 @@ pub enum Op {
 impl Op {
     /// The mnemonic with its variant, as printed (`all_reduce.sum`).
     pub fn mnemonic(&self) -> String {
-        match self {
-            Op::Input { .. } => "input".into(),
-            Op::Copy { .. } => "copy".into(),
-            Op::Move { .. } => "move".into(),
-            Op::Elementwise { kind, .. } => kind.as_str().into(),
-            Op::Div { .. } => "div".into(),
-            Op::Slice { .. } => "slice".into(),
-            Op::Concat { .. } => "concat".into(),
-            Op::AllReduce { op } => format!("all_reduce.{op}"),
-            Op::Reduce { op, .. } => format!("reduce.{op}"),
-            Op::Broadcast { .. } => "broadcast".into(),
-            Op::AllGather { .. } => "all_gather".into(),
-            Op::ReduceScatter { op, .. } => format!("reduce_scatter.{op}"),
-            Op::DriverAllReduce { op, .. } => format!("driver_all_reduce.{op}"),
-            Op::Comm { kind, .. } => format!("comm.{}", kind.name()),
+        let mut s = String::new();
+        self.push_mnemonic(&mut s);
+        s
+    }
+
+    /// Appends [`Op::mnemonic`] to `out` (the printer's allocation-free path).
+    pub fn push_mnemonic(&self, out: &mut String) {
+        let (base, variant) = match self {
+            Op::Input { .. } => ("input", None),
+            Op::Copy { .. } => ("copy", None),
+            Op::Move { .. } => ("move", None),
+            Op::Elementwise { kind, .. } => (kind.as_str(), None),
+            Op::Div { .. } => ("div", None),
+            Op::Slice { .. } => ("slice", None),
+            Op::Concat { .. } => ("concat", None),
+            Op::AllReduce { op } => ("all_reduce", Some(op.as_str())),
+            Op::Reduce { op, .. } => ("reduce", Some(op.as_str())),
+            Op::Broadcast { .. } => ("broadcast", None),
+            Op::AllGather { .. } => ("all_gather", None),
+            Op::ReduceScatter { op, .. } => ("reduce_scatter", Some(op.as_str())),
+            Op::DriverAllReduce { op, .. } => ("driver_all_reduce", Some(op.as_str())),
+            Op::Comm { kind, .. } => {
+                out.push_str("comm.");
+                out.push_str(&kind.name());
+                return;
+            }
+        };
+        out.push_str(base);
+        if let Some(v) = variant {
+            out.push('.');
+            out.push_str(v);
         }
     }
 
@@ -247,6 +263,17 @@ impl Op {
     /// merged with a look-alike and never removed as dead.
     pub fn is_comm(&self) -> bool {
         matches!(self, Op::Comm { .. })
+    }
+
+    /// How many results a node with this op and `operands` operands has:
+    /// one per operand for all_reduce, all_gather and reduce_scatter, one per
+    /// target for broadcast, one otherwise.
+    pub fn num_results(&self, operands: usize) -> usize {
+        match self {
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => operands,
+            Op::Broadcast { to } => to.len(),
+            _ => 1,
+        }
     }
 
     /// True when the node is written `%N:K` and its results used as `%N#i`.

@@ -1,18 +1,25 @@
 //! Parsing text IR into a [`Graph`].
 //!
-//! Statements are one per line. The parser works in two steps: it reads every
-//! line into a pending node, then creates all nodes and resolves operands, so
-//! values may be used before the line that defines them (the verifier, not
-//! the parser, rejects cycles and type errors). Every error carries the
-//! 1-based line and column and says what was expected.
+//! Statements are one per line. The parser works in two steps. First it
+//! reads every line, adds each node to the graph without operands and keeps
+//! the node's operand references (`%N`, `%N#i`) in one flat list. Then it
+//! maps every `%N` to its node and sets the operands, so values may be used
+//! before the line that defines them (the verifier, not the parser, rejects
+//! cycles and type errors). The map from `N` to node is a table indexed by
+//! `N` when the numbers are dense (printed files number `%0, %1, ...`) and a
+//! hash map otherwise.
+//!
+//! Every error carries the 1-based line and column and says what was
+//! expected. Positions are kept as byte offsets into their line and turned
+//! into columns (characters) only when an error is built.
 
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{CommOp, DeviceList, ElementwiseOp, Op, ReduceOp};
-use petgraph::stable_graph::NodeIndex;
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 
 /// A parse failure at a position.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,22 +44,114 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// An operand as written: `%N` or `%N#i`, with its position.
+/// The 1-based column (in characters) of byte offset `pos` of `text`.
+fn col_at(text: &str, pos: usize) -> usize {
+    text.get(..pos.min(text.len()))
+        .map_or(0, |t| t.chars().count())
+        + 1
+}
+
+/// An error at byte offset `pos` of line `line` of `src`, found after the
+/// lines were read (the line is looked up again only here).
+fn err_in(src: &str, line: usize, pos: usize, message: String) -> ParseError {
+    let text = src.lines().nth(line.saturating_sub(1)).unwrap_or("");
+    ParseError {
+        line,
+        col: col_at(text, pos),
+        message,
+        source_line: text.to_string(),
+    }
+}
+
+/// The most nodes [`parse`] reserves room for before reading.
+const MAX_RESERVED_NODES: usize = 1 << 20;
+
+/// How many `\n` bytes `src` holds. Counted in blocks of 255 bytes with a
+/// `u8` sum per block, which the compiler turns into wide byte compares.
+fn count_newlines(src: &str) -> usize {
+    src.as_bytes()
+        .chunks(255)
+        .map(|block| {
+            let n: u8 = block.iter().map(|b| u8::from(*b == b'\n')).sum();
+            usize::from(n)
+        })
+        .sum()
+}
+
+/// An operand as written: `%N` or `%N#i`, with its line and the byte offset
+/// of its `%`.
 struct Ref {
     number: usize,
     result: Option<u32>,
     line: usize,
-    col: usize,
+    pos: usize,
 }
 
-struct Pending {
-    op: Op,
-    operands: Vec<Ref>,
-    ty: TensorType,
-    declared_results: Option<(usize, usize)>, // (K, column)
+/// A node line as read, before its operands are resolved.
+struct Decl {
+    id: NodeId,
     number: usize,
     line: usize,
-    col: usize,
+    /// Byte offset of the `%` that starts the line.
+    pos: usize,
+    /// `:K` as written, with the byte offset of `K`.
+    declared_results: Option<(usize, usize)>,
+    /// Its operands, in the flat list of [`Ref`]s.
+    refs: Range<usize>,
+    multi: bool,
+    /// Its result count once its operands are set.
+    results: usize,
+    /// Its result count while it has no operands yet: a use that is resolved
+    /// before the node's own line (a use on an earlier line, or on its own)
+    /// sees this count, which is 0 for collectives that have one result per
+    /// operand. This keeps the messages the parser has always given.
+    results_unresolved: usize,
+}
+
+/// Where each `%N` is defined: an index into the [`Decl`]s.
+enum Numbers {
+    /// Indexed by `N`; `u32::MAX` where `N` is not defined.
+    Dense(Vec<u32>),
+    /// For sparse or very large numbers.
+    Sparse(HashMap<usize, usize>),
+}
+
+impl Numbers {
+    /// Maps every number to its line, or says which line defines one twice.
+    fn new(decls: &[Decl]) -> Result<Numbers, (usize, usize)> {
+        let max = decls.iter().map(|d| d.number).max().unwrap_or(0);
+        let dense = max <= 2 * decls.len() + 64 && decls.len() < u32::MAX as usize;
+        if dense {
+            let mut table = vec![u32::MAX; max + 1];
+            for (k, d) in decls.iter().enumerate() {
+                if let Some(slot) = table.get_mut(d.number) {
+                    if *slot != u32::MAX {
+                        return Err((k, *slot as usize));
+                    }
+                    *slot = k as u32;
+                }
+            }
+            Ok(Numbers::Dense(table))
+        } else {
+            let mut map = HashMap::with_capacity(decls.len());
+            for (k, d) in decls.iter().enumerate() {
+                if let Some(prev) = map.insert(d.number, k) {
+                    return Err((k, prev));
+                }
+            }
+            Ok(Numbers::Sparse(map))
+        }
+    }
+
+    fn get(&self, number: usize) -> Option<usize> {
+        match self {
+            Numbers::Dense(table) => table
+                .get(number)
+                .filter(|k| **k != u32::MAX)
+                .map(|k| *k as usize),
+            Numbers::Sparse(map) => map.get(&number).copied(),
+        }
+    }
 }
 
 /// One line being read.
@@ -64,7 +163,7 @@ struct Cur<'a> {
 
 impl<'a> Cur<'a> {
     fn col_at(&self, pos: usize) -> usize {
-        self.text[..pos.min(self.text.len())].chars().count() + 1
+        col_at(self.text, pos)
     }
     fn err_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
         ParseError {
@@ -78,13 +177,24 @@ impl<'a> Cur<'a> {
         self.err_at(self.pos, message)
     }
     fn rest(&self) -> &'a str {
-        &self.text[self.pos..]
+        self.text.get(self.pos..).unwrap_or("")
     }
+    /// Skips whitespace as `str::trim_start` does, ASCII without decoding.
+    #[inline]
     fn skip_ws(&mut self) {
         let r = self.rest();
-        self.pos += r.len() - r.trim_start().len();
+        let ascii = r
+            .bytes()
+            .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'))
+            .count();
+        self.pos += ascii;
+        if r.as_bytes().get(ascii).is_some_and(|b| !b.is_ascii()) {
+            let r = self.rest();
+            self.pos += r.len() - r.trim_start().len();
+        }
     }
     /// True at end of line or at a trailing `//` comment.
+    #[inline]
     fn at_end(&mut self) -> bool {
         self.skip_ws();
         self.rest().is_empty() || self.rest().starts_with("//")
@@ -97,15 +207,17 @@ impl<'a> Cur<'a> {
             Some(c) => format!("`{c}`"),
         }
     }
+    #[inline]
     fn eat(&mut self, tok: &str) -> bool {
         self.skip_ws();
-        if self.rest().starts_with(tok) {
+        if self.starts_with(tok) {
             self.pos += tok.len();
             true
         } else {
             false
         }
     }
+    #[inline]
     fn expect(&mut self, tok: &str, what: &str) -> Result<(), ParseError> {
         if self.eat(tok) {
             Ok(())
@@ -114,34 +226,51 @@ impl<'a> Cur<'a> {
             Err(self.err(format!("expected {what}, found {found}")))
         }
     }
+    #[inline]
     fn peek(&mut self, tok: &str) -> bool {
         self.skip_ws();
-        self.rest().starts_with(tok)
+        self.starts_with(tok)
     }
-    fn take_while(&mut self, f: impl Fn(char) -> bool) -> &'a str {
+    /// `rest().starts_with(tok)`, compared inline: tokens are a few bytes,
+    /// too short to pay for a call to `memcmp`.
+    #[inline]
+    fn starts_with(&self, tok: &str) -> bool {
+        let rest = self.rest().as_bytes();
+        rest.len() >= tok.len() && rest.iter().zip(tok.as_bytes()).all(|(a, b)| a == b)
+    }
+    /// Takes the longest run of bytes that satisfy `f`. `f` accepts ASCII
+    /// bytes only, so the run ends on a character boundary.
+    fn take_while(&mut self, f: impl Fn(u8) -> bool) -> &'a str {
         let r = self.rest();
-        let n = r
-            .char_indices()
-            .find(|(_, c)| !f(*c))
-            .map_or(r.len(), |(i, _)| i);
+        let n = r.bytes().take_while(|b| b.is_ascii() && f(*b)).count();
         self.pos += n;
-        &r[..n]
+        r.get(..n).unwrap_or("")
     }
     fn number(&mut self, what: &str) -> Result<u64, ParseError> {
         self.skip_ws();
         let start = self.pos;
-        let digits = self.take_while(|c| c.is_ascii_digit());
-        if digits.is_empty() {
+        let mut value = Some(0u64);
+        let mut len = 0;
+        for b in self.rest().bytes() {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            value = value.and_then(|n| n.checked_mul(10)?.checked_add(u64::from(b - b'0')));
+            len += 1;
+        }
+        if len == 0 {
             let found = self.found();
             return Err(self.err(format!("expected {what}, found {found}")));
         }
-        digits
-            .parse()
-            .map_err(|_| self.err_at(start, format!("{what} `{digits}` is too large")))
+        self.pos += len;
+        value.ok_or_else(|| {
+            let digits = self.text.get(start..self.pos).unwrap_or("");
+            self.err_at(start, format!("{what} `{digits}` is too large"))
+        })
     }
     fn ident(&mut self, what: &str) -> Result<&'a str, ParseError> {
         self.skip_ws();
-        let id = self.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-');
+        let id = self.take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
         if id.is_empty() {
             let found = self.found();
             return Err(self.err(format!("expected {what}, found {found}")));
@@ -151,7 +280,10 @@ impl<'a> Cur<'a> {
     fn device(&mut self) -> Result<Device, ParseError> {
         self.skip_ws();
         let start = self.pos;
-        let text = self.take_while(|c| c.is_ascii_alphanumeric() || c == ':');
+        let text = self.take_while(|b| b.is_ascii_alphanumeric() || b == b':');
+        if let Some(device) = Device::parse_plain(text) {
+            return Ok(device);
+        }
         text.parse::<Device>().map_err(|e| {
             if text.is_empty() {
                 let found = self.found();
@@ -215,7 +347,7 @@ impl<'a> Cur<'a> {
     fn tensor_type(&mut self) -> Result<TensorType, ParseError> {
         self.skip_ws();
         let start = self.pos;
-        let name = self.take_while(|c| c.is_ascii_alphanumeric());
+        let name = self.take_while(|b| b.is_ascii_alphanumeric());
         let dtype: DType = name.parse().map_err(|e: String| {
             if name.is_empty() {
                 self.err("expected a type such as `f32[1024]`")
@@ -239,7 +371,7 @@ impl<'a> Cur<'a> {
     }
     fn value_ref(&mut self) -> Result<Ref, ParseError> {
         self.skip_ws();
-        let col = self.col_at(self.pos);
+        let pos = self.pos;
         self.expect("%", "a value such as `%3`")?;
         let number = self.number("a value number after `%`")? as usize;
         let result = if self.rest().starts_with('#') {
@@ -260,34 +392,37 @@ impl<'a> Cur<'a> {
             number,
             result,
             line: self.line,
-            col,
+            pos,
         })
     }
 }
 
 /// Parses one graph from text IR.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
-    let lines: Vec<&str> = src.lines().collect();
-    let mut i = 0;
+    let mut lines = src.lines();
+    let mut line_no = 0;
     let blank = |l: &str| {
         let t = l.trim();
         t.is_empty() || t.starts_with("//")
     };
-    while i < lines.len() && blank(lines[i]) {
-        i += 1;
-    }
-    let Some(header) = lines.get(i) else {
-        return Err(ParseError {
-            line: lines.len().max(1),
-            col: 1,
-            message: "expected `graph @name {`, found end of input".into(),
-            source_line: String::new(),
-        });
+    let header = loop {
+        let Some(l) = lines.next() else {
+            return Err(ParseError {
+                line: line_no.max(1),
+                col: 1,
+                message: "expected `graph @name {`, found end of input".into(),
+                source_line: String::new(),
+            });
+        };
+        line_no += 1;
+        if !blank(l) {
+            break l;
+        }
     };
     let mut c = Cur {
         text: header,
         pos: 0,
-        line: i + 1,
+        line: line_no,
     };
     c.expect("graph", "`graph @name {`")?;
     c.expect("@", "`@` before the graph name")?;
@@ -297,19 +432,30 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         let found = c.found();
         return Err(c.err(format!("expected end of line after `{{`, found {found}")));
     }
+
+    // Step 1: read the lines; add nodes without operands.
     let mut g = Graph::new(name);
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut returns: Option<Vec<Ref>> = None;
+    // Reserving once saves regrowing and copying the node storage while the
+    // file is read. There is at most one node per line, and no node line is
+    // shorter than 17 bytes (`%0=max@cpu:0:u8[]`); past a million nodes the
+    // storage grows as it goes, so odd input cannot make a huge reservation.
+    let node_bound = (count_newlines(src) + 1)
+        .min(src.len() / 17)
+        .min(MAX_RESERVED_NODES);
+    g.reserve(node_bound, 0);
+    let mut decls: Vec<Decl> = Vec::with_capacity(node_bound);
+    let mut refs: Vec<Ref> = Vec::new();
+    let mut returns: Option<Range<usize>> = None;
     let mut closed = false;
-    i += 1;
-    while i < lines.len() {
-        let text = lines[i];
+    let mut last_line = header;
+    for text in lines {
+        line_no += 1;
+        last_line = text;
         let mut c = Cur {
             text,
             pos: 0,
-            line: i + 1,
+            line: line_no,
         };
-        i += 1;
         c.skip_ws();
         if c.rest().is_empty() {
             continue;
@@ -340,9 +486,9 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         if returns.is_some() {
             return Err(c.err("expected `}` after the `return` line"));
         }
+        let first = refs.len();
         if c.rest().starts_with("return") {
             c.pos += "return".len();
-            let mut refs = Vec::new();
             if !c.at_end() {
                 loop {
                     refs.push(c.value_ref()?);
@@ -352,122 +498,126 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
                     c.expect(",", "`,` between returned values")?;
                 }
             }
-            returns = Some(refs);
+            returns = Some(first..refs.len());
             continue;
         }
-        pending.push(parse_node_line(&mut c)?);
+        let node = parse_node_line(&mut c, &mut refs)?;
+        let operands = refs.len() - first;
+        decls.push(Decl {
+            number: node.number,
+            line: line_no,
+            pos: node.pos,
+            declared_results: node.declared_results,
+            refs: first..refs.len(),
+            multi: node.op.is_multi_result(),
+            results: node.op.num_results(operands),
+            results_unresolved: node.op.num_results(0),
+            id: g.add_node(node.op, &[], node.ty),
+        });
     }
     if !closed {
         return Err(ParseError {
-            line: lines.len().max(1),
+            line: line_no.max(1),
             col: 1,
             message: "expected a closing `}`, found end of input".into(),
-            source_line: lines.last().copied().unwrap_or("").to_string(),
+            source_line: last_line.to_string(),
         });
     }
-    let source_line = |line: usize| lines.get(line - 1).copied().unwrap_or("").to_string();
 
-    // Step 2: create the nodes, then resolve operands.
-    let mut by_number: HashMap<usize, usize> = HashMap::new();
-    for (k, p) in pending.iter().enumerate() {
-        if let Some(prev) = by_number.insert(p.number, k) {
-            return Err(ParseError {
-                line: p.line,
-                col: p.col,
-                message: format!(
-                    "value %{} is already defined on line {}",
-                    p.number, pending[prev].line
-                ),
-                source_line: source_line(p.line),
-            });
-        }
-    }
-    let ids: Vec<NodeId> = pending
-        .iter()
-        .map(|p| g.add_node(p.op.clone(), &[], p.ty.clone()))
-        .collect();
-    debug_assert!(ids
-        .iter()
-        .enumerate()
-        .all(|(k, id)| id.0 == NodeIndex::new(k)));
-    // `by_number` maps to indices of `pending`, and `ids` has one entry per
-    // pending node, so `ids[k]` and `pending[prev]` are in bounds.
-    let resolve = |r: &Ref, g: &Graph| -> Result<ValueId, ParseError> {
-        let err = |message: String| ParseError {
-            line: r.line,
-            col: r.col,
-            message,
-            source_line: source_line(r.line),
-        };
-        let k = *by_number
-            .get(&r.number)
+    // Step 2: map numbers to nodes, then resolve operands in line order.
+    let numbers = Numbers::new(&decls).map_err(|(k, prev)| {
+        let (d, p) = (&decls[k], &decls[prev]);
+        err_in(
+            src,
+            d.line,
+            d.pos,
+            format!("value %{} is already defined on line {}", d.number, p.line),
+        )
+    })?;
+    g.reserve(0, refs.len());
+    // `numbers` holds indices of `decls`, so `decls[k]` is in bounds.
+    // `resolved` is how many node lines have their operands set.
+    let resolve = |r: &Ref, resolved: usize| -> Result<ValueId, ParseError> {
+        let err = |message: String| err_in(src, r.line, r.pos, message);
+        let k = numbers
+            .get(r.number)
             .ok_or_else(|| err(format!("value %{} is not defined", r.number)))?;
-        let node = g
-            .node(ids[k])
-            .ok_or_else(|| err("internal: node vanished".into()))?;
-        let multi = node.op.is_multi_result();
-        match (multi, r.result) {
+        let d = &decls[k];
+        let results = if k < resolved {
+            d.results
+        } else {
+            d.results_unresolved
+        };
+        match (d.multi, r.result) {
             (true, None) => Err(err(format!(
-                "%{} has {} results: expected `%{}#i`",
-                r.number,
-                node.num_results(),
-                r.number
+                "%{} has {results} results: expected `%{}#i`",
+                r.number, r.number
             ))),
             (false, Some(_)) => Err(err(format!(
                 "%{} has one result: expected `%{}` without `#`",
                 r.number, r.number
             ))),
-            (true, Some(ix)) if ix as usize >= node.num_results() => Err(err(format!(
-                "%{} has {} results, so `#{ix}` is out of range",
-                r.number,
-                node.num_results()
+            (true, Some(ix)) if ix as usize >= results => Err(err(format!(
+                "%{} has {results} results, so `#{ix}` is out of range",
+                r.number
             ))),
             (_, ix) => Ok(ValueId {
-                node: ids[k],
+                node: d.id,
                 result: ix.unwrap_or(0),
             }),
         }
     };
-    for (k, p) in pending.iter().enumerate() {
-        let ops = p
-            .operands
-            .iter()
-            .map(|r| resolve(r, &g))
-            .collect::<Result<Vec<_>, _>>()?;
-        g.set_operands(ids[k], &ops);
-        if let Some((declared, col)) = p.declared_results {
-            let actual = g.node(ids[k]).map_or(0, |n| n.num_results());
-            if declared != actual {
-                return Err(ParseError {
-                    line: p.line,
-                    col,
-                    message: format!(
-                        "expected `:{actual}` results for this `{}`, found `:{declared}`",
-                        p.op.mnemonic()
+    let mut operands: Vec<ValueId> = Vec::new();
+    for (k, d) in decls.iter().enumerate() {
+        operands.clear();
+        for r in refs.get(d.refs.clone()).unwrap_or_default() {
+            operands.push(resolve(r, k)?);
+        }
+        g.set_operands(d.id, &operands);
+        if let Some((declared, pos)) = d.declared_results {
+            if declared != d.results {
+                let mnemonic = g.node(d.id).map(|n| n.op.mnemonic()).unwrap_or_default();
+                return Err(err_in(
+                    src,
+                    d.line,
+                    pos,
+                    format!(
+                        "expected `:{}` results for this `{mnemonic}`, found `:{declared}`",
+                        d.results
                     ),
-                    source_line: source_line(p.line),
-                });
+                ));
             }
         }
     }
-    let outs = returns
+    let outs = refs
+        .get(returns.unwrap_or_default())
         .unwrap_or_default()
         .iter()
-        .map(|r| resolve(r, &g))
+        .map(|r| resolve(r, decls.len()))
         .collect::<Result<Vec<_>, _>>()?;
     g.set_outputs(outs);
     Ok(g)
 }
 
-fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
-    let line = c.line;
-    let col = c.col_at(c.pos);
+/// A node line as read: its op and type, and where it stands.
+struct NodeLine {
+    op: Op,
+    ty: TensorType,
+    number: usize,
+    /// Byte offset of the `%` that starts the line.
+    pos: usize,
+    declared_results: Option<(usize, usize)>,
+}
+
+/// Reads a node line; its operands go to the end of `refs`.
+fn parse_node_line(c: &mut Cur<'_>, refs: &mut Vec<Ref>) -> Result<NodeLine, ParseError> {
+    let pos = c.pos;
     c.expect("%", "a node line `%N = op ...`, `return` or `}`")?;
     let number = c.number("a value number after `%`")? as usize;
     let declared_results = if c.rest().starts_with(':') {
         c.pos += 1;
-        let kcol = c.col_at(c.pos);
-        Some((c.number("a result count after `:`")? as usize, kcol))
+        let kpos = c.pos;
+        Some((c.number("a result count after `:`")? as usize, kpos))
     } else {
         None
     };
@@ -475,8 +625,10 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
     c.skip_ws();
     let op_pos = c.pos;
     let mnemonic = c.ident("an op name")?;
-    let (base, variant) = match mnemonic.split_once('.') {
-        Some((b, v)) => (b, Some(v)),
+    // `split_once('.')` by bytes: mnemonics are a few ASCII bytes, too
+    // short for the memchr-based searcher to pay off.
+    let (base, variant) = match mnemonic.bytes().position(|b| b == b'.') {
+        Some(i) => (mnemonic.get(..i).unwrap_or(""), mnemonic.get(i + 1..)),
         None => (mnemonic, None),
     };
     let input_name = if base == "input" {
@@ -484,21 +636,20 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
     } else {
         None
     };
-    let mut operands = Vec::new();
     if c.peek("%") {
         loop {
-            operands.push(c.value_ref()?);
+            refs.push(c.value_ref()?);
             if !c.eat(",") {
                 break;
             }
         }
     }
-    let mut attrs: Vec<(String, u64, usize)> = Vec::new();
+    let mut attrs: Vec<(&str, u64, usize)> = Vec::new();
     if c.eat("{") {
         loop {
             c.skip_ws();
             let apos = c.pos;
-            let key = c.ident("an attribute name")?.to_string();
+            let key = c.ident("an attribute name")?;
             c.expect("=", "`=` after the attribute name")?;
             let v = c.number("an integer attribute value")?;
             if attrs.iter().any(|(k, _, _)| *k == key) {
@@ -548,7 +699,7 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
 
     // Turn the pieces into an Op, checking each is what this op takes.
     let mut take = |key: &str| -> Option<u64> {
-        let k = attrs.iter().position(|(a, _, _)| a == key)?;
+        let k = attrs.iter().position(|(a, _, _)| *a == key)?;
         Some(attrs.remove(k).1)
     };
     let required =
@@ -699,21 +850,14 @@ fn parse_node_line(c: &mut Cur<'_>) -> Result<Pending, ParseError> {
         } else {
             format!("expected `%{number}` without `:K` on `{mnemonic}`, which has one result")
         };
-        return Err(ParseError {
-            line,
-            col,
-            message: msg,
-            source_line: c.text.to_string(),
-        });
+        return Err(c.err_at(pos, msg));
     }
-    Ok(Pending {
+    Ok(NodeLine {
         op,
-        operands,
         ty,
-        declared_results,
         number,
-        line,
-        col,
+        pos,
+        declared_results,
     })
 }
 
