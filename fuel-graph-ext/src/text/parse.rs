@@ -99,13 +99,9 @@ struct Decl {
     /// Its operands, in the flat list of [`Ref`]s.
     refs: Range<usize>,
     multi: bool,
-    /// Its result count once its operands are set.
+    /// Its result count, known from its line alone (a collective has one
+    /// result per operand), so uses before the line see it too.
     results: usize,
-    /// Its result count while it has no operands yet: a use that is resolved
-    /// before the node's own line (a use on an earlier line, or on its own)
-    /// sees this count, which is 0 for collectives that have one result per
-    /// operand. This keeps the messages the parser has always given.
-    results_unresolved: usize,
 }
 
 /// Where each `%N` is defined: an index into the [`Decl`]s.
@@ -511,7 +507,6 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
             refs: first..refs.len(),
             multi: node.op.is_multi_result(),
             results: node.op.num_results(operands),
-            results_unresolved: node.op.num_results(0),
             id: g.add_node(node.op, &[], node.ty),
         });
     }
@@ -536,18 +531,13 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
     })?;
     g.reserve(0, refs.len());
     // `numbers` holds indices of `decls`, so `decls[k]` is in bounds.
-    // `resolved` is how many node lines have their operands set.
-    let resolve = |r: &Ref, resolved: usize| -> Result<ValueId, ParseError> {
+    let resolve = |r: &Ref| -> Result<ValueId, ParseError> {
         let err = |message: String| err_in(src, r.line, r.pos, message);
         let k = numbers
             .get(r.number)
             .ok_or_else(|| err(format!("value %{} is not defined", r.number)))?;
         let d = &decls[k];
-        let results = if k < resolved {
-            d.results
-        } else {
-            d.results_unresolved
-        };
+        let results = d.results;
         match (d.multi, r.result) {
             (true, None) => Err(err(format!(
                 "%{} has {results} results: expected `%{}#i`",
@@ -568,10 +558,10 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         }
     };
     let mut operands: Vec<ValueId> = Vec::new();
-    for (k, d) in decls.iter().enumerate() {
+    for d in &decls {
         operands.clear();
         for r in refs.get(d.refs.clone()).unwrap_or_default() {
-            operands.push(resolve(r, k)?);
+            operands.push(resolve(r)?);
         }
         g.set_operands(d.id, &operands);
         if let Some((declared, pos)) = d.declared_results {
@@ -593,7 +583,7 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         .get(returns.unwrap_or_default())
         .unwrap_or_default()
         .iter()
-        .map(|r| resolve(r, decls.len()))
+        .map(resolve)
         .collect::<Result<Vec<_>, _>>()?;
     g.set_outputs(outs);
     Ok(g)
@@ -896,5 +886,27 @@ mod tests {
             let e = parse(src).unwrap_err().to_string();
             assert!(e.contains(want), "want {want:?} in:\n{e}");
         }
+    }
+
+    /// Values may be used before their line (docs/text-ir.md), results of
+    /// collectives included: the result count comes from the defining line.
+    #[test]
+    fn multi_result_values_may_be_used_before_their_line() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %3 = add %2#1, %2#1 @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2#0, %3\n}\n";
+        let g = parse(src).unwrap();
+        let text = print(&g);
+        // Printing puts the all_reduce first (topological order).
+        assert!(
+            text.contains("%2:2 = all_reduce.sum %0, %1 : f32[4]\n  %3 = add %2#1, %2#1"),
+            "{text}"
+        );
+        assert_eq!(print(&parse(&text).unwrap()), text);
+        // An index past the defining line's results is still out of range.
+        let bad = src.replace("%2#1, %2#1", "%2#2, %2#1");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("%2 has 2 results, so `#2` is out of range"),
+            "{e}"
+        );
     }
 }
