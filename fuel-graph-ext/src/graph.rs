@@ -7,6 +7,15 @@
 //! fast "who uses this value" queries. Only the methods here mutate the
 //! graph, which keeps the two views in step.
 //!
+//! The petgraph nodes carry no weight: each [`Node`] lives in a side store
+//! indexed by the petgraph node index, in chunks of a fixed number of nodes.
+//! A graph that grows never copies its nodes to a bigger array, and no
+//! single allocation grows with the graph: a lowered graph of 300 000 nodes
+//! held them in one 53 MB array, which glibc maps fresh (and the kernel
+//! faults in page by page) on every build, since it is above malloc's
+//! largest mmap threshold (32 MiB). That made lowering 20 000 collectives
+//! take 2.4x the time of 10 000 (see docs/performance.md).
+//!
 //! A node has one result, or one per rank for the multi-result collectives
 //! (see [`Op::is_multi_result`]); all results of a node share one type.
 
@@ -73,12 +82,67 @@ impl Node {
     }
 }
 
+/// log2 of the nodes per [`NodeStore`] chunk (4096 nodes, about 0.5 MB).
+const CHUNK_BITS: usize = 12;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// Node payloads by node index, in chunks of [`CHUNK`] slots that never
+/// move once allocated (see the module docs for why not one `Vec`).
+#[derive(Clone, Debug, Default)]
+struct NodeStore {
+    chunks: Vec<Vec<Option<Node>>>,
+}
+
+impl NodeStore {
+    fn get(&self, i: usize) -> Option<&Node> {
+        self.chunks
+            .get(i >> CHUNK_BITS)?
+            .get(i & (CHUNK - 1))?
+            .as_ref()
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut Node> {
+        self.chunks
+            .get_mut(i >> CHUNK_BITS)?
+            .get_mut(i & (CHUNK - 1))?
+            .as_mut()
+    }
+
+    /// Stores `node` at index `i`, growing the store as needed.
+    fn put(&mut self, i: usize, node: Node) {
+        let (c, slot) = (i >> CHUNK_BITS, i & (CHUNK - 1));
+        while self.chunks.len() <= c {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let Some(chunk) = self.chunks.get_mut(c) else {
+            return;
+        };
+        if chunk.len() <= slot {
+            // A cloned chunk has only the capacity it used; top it up once.
+            chunk.reserve_exact(CHUNK - chunk.len());
+            chunk.resize_with(slot + 1, || None);
+        }
+        if let Some(s) = chunk.get_mut(slot) {
+            *s = Some(node);
+        }
+    }
+
+    fn take(&mut self, i: usize) -> Option<Node> {
+        self.chunks
+            .get_mut(i >> CHUNK_BITS)?
+            .get_mut(i & (CHUNK - 1))?
+            .take()
+    }
+}
+
 /// A lazy computation graph.
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     /// The name printed after `graph @`.
     pub name: String,
-    g: StableGraph<Node, Use, petgraph::Directed, u32>,
+    g: StableGraph<(), Use, petgraph::Directed, u32>,
+    /// Each live node's payload, by petgraph node index.
+    nodes: NodeStore,
     outputs: Vec<ValueId>,
     notes: Vec<String>,
 }
@@ -96,11 +160,15 @@ impl Graph {
     /// here (the verifier does that), so passes and the parser can build any
     /// graph and get a full error report.
     pub fn add_node(&mut self, op: Op, operands: &[ValueId], ty: TensorType) -> NodeId {
-        let id = NodeId(self.g.add_node(Node {
-            op,
-            operands: operands.into(),
-            ty,
-        }));
+        let id = NodeId(self.g.add_node(()));
+        self.nodes.put(
+            id.0.index(),
+            Node {
+                op,
+                operands: operands.into(),
+                ty,
+            },
+        );
         for (slot, v) in operands.iter().enumerate() {
             if self.g.contains_node(v.node.0) {
                 self.g.add_edge(
@@ -126,13 +194,14 @@ impl Graph {
 
     /// The node, if it exists.
     pub fn node(&self, id: NodeId) -> Option<&Node> {
-        self.g.node_weight(id.0)
+        // The store holds a payload exactly for the live petgraph nodes.
+        self.nodes.get(id.0.index())
     }
 
     /// Mutable access to a node's op and type (operands change only through
     /// [`Graph::set_operand`]).
     pub fn set_op(&mut self, id: NodeId, op: Op, ty: TensorType) {
-        if let Some(n) = self.g.node_weight_mut(id.0) {
+        if let Some(n) = self.node_mut(id) {
             n.op = op;
             n.ty = ty;
         }
@@ -222,7 +291,7 @@ impl Graph {
         for e in old {
             self.g.remove_edge(e);
         }
-        let Some(n) = self.g.node_weight_mut(node.0) else {
+        let Some(n) = self.node_mut(node) else {
             return;
         };
         n.operands = operands.into();
@@ -242,7 +311,7 @@ impl Graph {
 
     /// Replaces operand `slot` of `node` with `v`.
     pub fn set_operand(&mut self, node: NodeId, slot: usize, v: ValueId) {
-        let Some(n) = self.g.node_weight_mut(node.0) else {
+        let Some(n) = self.node_mut(node) else {
             return;
         };
         let Some(old) = n.operands.get_mut(slot) else {
@@ -284,7 +353,13 @@ impl Graph {
     /// Removes a node and its edges. Callers make sure nothing still uses it
     /// (the verifier reports dangling operands otherwise).
     pub fn remove_node(&mut self, id: NodeId) -> Option<Node> {
-        self.g.remove_node(id.0)
+        self.g.remove_node(id.0)?;
+        self.nodes.take(id.0.index())
+    }
+
+    /// The payload of a live node, for the edit methods above.
+    fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
+        self.nodes.get_mut(id.0.index())
     }
 
     /// The returned values, in order.
@@ -341,7 +416,7 @@ impl Graph {
         // each node becomes ready once, so there are no duplicates.
         let mut ready: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
         for id in self.g.node_indices() {
-            let d = self.g.node_weight(id).map_or(0, |n| {
+            let d = self.nodes.get(id.index()).map_or(0, |n| {
                 n.operands.iter().filter(|v| self.contains(v.node)).count()
             });
             if d == 0 {
@@ -388,8 +463,9 @@ impl Graph {
         !petgraph::algo::is_cyclic_directed(&self.g)
     }
 
-    /// The petgraph storage, read-only, for algorithms and DOT.
-    pub fn petgraph(&self) -> &StableGraph<Node, Use, petgraph::Directed, u32> {
+    /// The petgraph storage, read-only, for algorithms: node indices and the
+    /// use edges (node payloads are reached through [`Graph::node`]).
+    pub fn petgraph(&self) -> &StableGraph<(), Use, petgraph::Directed, u32> {
         &self.g
     }
 }
