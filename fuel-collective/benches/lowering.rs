@@ -1,7 +1,10 @@
 //! Criterion benches for the compiler side: `lower-collectives` (auto) plus
-//! the verifier on chains of all_reduce ops over 8 mixed devices, and the
-//! text round trip (print + parse) of the lowered graph. Throughput is in
-//! emitted nodes, so criterion's "elem/s" reads as nodes per second.
+//! the verifier on chains of all_reduce ops over 8 mixed devices, the same
+//! for each fixed algorithm as the group grows from 2 to 16 devices
+//! (`lower-by-group-size`: time per emitted node should not grow with the
+//! group), and the text round trip (print + parse) of the lowered graph.
+//! Throughput is in emitted nodes, so criterion's "elem/s" reads as nodes
+//! per second.
 //!
 //! Run: `cargo bench -p fuel-collective --bench lowering`.
 #![allow(clippy::expect_used)]
@@ -15,19 +18,29 @@ use std::hint::black_box;
 use std::time::Duration;
 
 fn devices() -> Vec<Device> {
-    let mut d: Vec<Device> = (0..4).map(Device::cuda).collect();
-    d.extend([
-        Device::vulkan(0),
-        Device::vulkan(1),
-        Device::cpu(0),
-        Device::cpu(1),
-    ]);
+    mixed(8)
+}
+
+/// `n` devices (2 or more): half CUDA, a quarter Vulkan (none for 2), the
+/// rest CPUs; 8 gives the main bench's group.
+fn mixed(n: usize) -> Vec<Device> {
+    let cuda = n / 2;
+    let vulkan = n / 4;
+    let cpu = n - cuda - vulkan;
+    let mut d: Vec<Device> = (0..cuda as u32).map(Device::cuda).collect();
+    d.extend((0..vulkan as u32).map(Device::vulkan));
+    d.extend((0..cpu as u32).map(Device::cpu));
     d
 }
 
-/// `count` all_reduce ops, each reducing the previous one's results.
+/// `count` all_reduce ops over the main group, each reducing the previous
+/// one's results.
 fn chain(count: usize) -> Graph {
-    let devs = devices();
+    chain_over(&devices(), count)
+}
+
+/// `count` chained all_reduce ops over `devs`.
+fn chain_over(devs: &[Device], count: usize) -> Graph {
     let group = DeviceGroup::new(devs.iter().copied()).expect("group");
     let g = LazyGraph::new("chain");
     let ty = TensorType::new(DType::F32, &[1024]);
@@ -48,9 +61,13 @@ fn chain(count: usize) -> Graph {
 }
 
 fn lower(g: &mut Graph) {
+    lower_with(g, "lower-collectives")
+}
+
+fn lower_with(g: &mut Graph, pipeline: &str) {
     let mut pm = PassManager::new(
         &fuel_collective::registry(),
-        "lower-collectives",
+        pipeline,
         PassContext::default(),
     )
     .expect("pipeline");
@@ -91,6 +108,39 @@ fn bench_lowering(c: &mut Criterion) {
     group.finish();
 }
 
+/// Each fixed algorithm on a chain of all_reduces over 2, 4, 8 and 16
+/// devices. The chain is short (the ring emits O(n^2) nodes per collective
+/// on n devices); throughput in emitted nodes gives the time per node.
+fn bench_group_size(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lower-by-group-size");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    let count = 200;
+    for alg in ["star", "hierarchical", "ring", "tree"] {
+        let pipeline = format!("lower-collectives{{algorithm={alg}}}");
+        for n in [2usize, 4, 8, 16] {
+            let input = chain_over(&mixed(n), count);
+            let mut probe = input.clone();
+            lower_with(&mut probe, &pipeline);
+            let emitted = probe.node_count() - input.node_count() + count;
+            group.throughput(Throughput::Elements(emitted as u64));
+            group.bench_function(format!("{alg}/{n}-devices"), |b| {
+                b.iter_batched(
+                    || input.clone(),
+                    |mut g| {
+                        lower_with(&mut g, &pipeline);
+                        black_box(g)
+                    },
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
 fn bench_text(c: &mut Criterion) {
     let mut g = chain(10_000);
     lower(&mut g);
@@ -111,5 +161,5 @@ fn bench_text(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_lowering, bench_text);
+criterion_group!(benches, bench_lowering, bench_group_size, bench_text);
 criterion_main!(benches);

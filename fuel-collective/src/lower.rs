@@ -66,7 +66,8 @@ use fuel_graph_ext::pass::{Changed, Pass, PassError, PassOptions};
 use fuel_graph_ext::passes::Transfers;
 use fuel_graph_ext::topology::Route;
 use fuel_graph_ext::{Device, ElementwiseOp, Graph, Op, ReduceOp, TensorType, Topology};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -205,7 +206,7 @@ impl Pass for LowerCollectives {
             message,
         };
         let mut tx = Transfers::new(g);
-        let mut cache = EstimateCache::new();
+        let mut cache = EstimateCache::default();
         let targets: Vec<NodeId> = g
             .topo_order()
             .into_iter()
@@ -650,7 +651,7 @@ impl EstimateKey {
 
 /// The scored candidates and the estimates part of the note, per
 /// [`EstimateKey`], for one run of the pass.
-type EstimateCache = HashMap<EstimateKey, (Vec<(Choice, Estimate)>, String)>;
+type EstimateCache = FxHashMap<EstimateKey, (Vec<(Choice, Estimate)>, String)>;
 
 /// Lowers `spec` with `choice` into a copy of its scratch graph (see
 /// [`scratch_for`]) and estimates the new nodes.
