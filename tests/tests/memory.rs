@@ -201,3 +201,35 @@ fn vulkan_group_extra_memory_is_at_most_twice_the_rank_bytes() {
         undeferred[2]
     );
 }
+
+/// With GPUs in the group (worker threads, not the inline runner) a host
+/// output is still written into the caller's previous tensor, and GPU
+/// outputs are read back into theirs.
+#[test]
+fn run_into_reuses_output_tensors_in_mixed_groups() {
+    let devs = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
+    if !fuel_tests::devices_or_skip("run_into_reuses_output_tensors_in_mixed_groups", &devs) {
+        return;
+    }
+    let g = all_reduce_graph(&devs, DType::F32, 1000, ReduceOp::Sum);
+    let lowered = lower(&g, &fuel_collective::pipeline_with("algorithm=star"));
+    let exe = exec::compile(&lowered, &devs).unwrap();
+    let host = deterministic_inputs(&g);
+    let inputs: BTreeMap<String, Tensor> = host
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    let want = interpret(&g, &host).unwrap();
+    let mut outs = Vec::new();
+    exe.run_into(&inputs, &mut outs).unwrap();
+    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
+    exe.run_into(&inputs, &mut outs).unwrap();
+    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
+    assert_close(&got, &want, "second run");
+    for (k, t) in outs.iter().enumerate() {
+        assert_eq!(t.bytes().as_ptr(), first[k], "output {k} reused");
+    }
+    for d in &devs {
+        assert_eq!(exe.memory(*d).unwrap().current, 0);
+    }
+}

@@ -69,8 +69,9 @@ pub struct Executable {
     sole: Vec<bool>,
 }
 
-/// Per-run state of the inline runner, kept between runs so a run
-/// allocates no vectors of its own.
+/// Per-run state kept between runs so a run allocates no vectors of its
+/// own: the inline runner's tables, and (both runners) the caller's output
+/// bytes that host-arena outputs are written into.
 #[derive(Default)]
 struct Scratch {
     table: Vec<Option<Arc<Buf>>>,
@@ -353,19 +354,19 @@ impl Executable {
                 data[i] = Some(t.shared());
             }
         }
-        if self.inline {
-            let s = &mut *scratch;
-            // Outputs write straight into the caller's previous output
-            // tensors where they can, and become the new ones uncopied.
-            s.reuse.clear();
-            s.reuse.resize_with(n, || None);
-            for (k, &o) in plan.outputs.iter().enumerate() {
-                if self.sole[o] {
-                    s.reuse[o] = outputs
-                        .get_mut(k)
-                        .and_then(|t| t.take_bytes_for(&plan.steps[o].ty));
-                }
+        // Outputs on host arenas write straight into the caller's previous
+        // output tensors where they can, and become the new ones uncopied.
+        let s = &mut *scratch;
+        s.reuse.clear();
+        s.reuse.resize_with(n, || None);
+        for (k, &o) in plan.outputs.iter().enumerate() {
+            if self.sole[o] && plan.steps[o].device.is_cpu() {
+                s.reuse[o] = outputs
+                    .get_mut(k)
+                    .and_then(|t| t.take_bytes_for(&plan.steps[o].ty));
             }
+        }
+        if self.inline {
             let result = self.run_inline(s, data, &faults);
             let result = result.and_then(|()| self.read_outputs(&mut s.table, outputs));
             // Success or failure, nothing outlives the run.
@@ -379,7 +380,7 @@ impl Executable {
             return result;
         }
         let table: Table = Arc::new(Mutex::new((0..n).map(|_| None).collect()));
-        let result = self.dispatch(&table, data, &faults);
+        let result = self.dispatch(&table, data, &mut s.reuse, &faults);
         let result = result.and_then(|()| match table.lock() {
             Ok(mut t) => self.read_outputs(&mut t, outputs),
             Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
@@ -387,6 +388,11 @@ impl Executable {
         // Success or failure, nothing outlives the run.
         if let Ok(mut t) = table.lock() {
             t.clear();
+        }
+        s.reuse.iter_mut().for_each(|b| *b = None);
+        if result.is_err() {
+            // Some tensors may have lent their bytes to the failed run.
+            outputs.clear();
         }
         result
     }
@@ -462,6 +468,7 @@ impl Executable {
         &self,
         table: &Table,
         mut data: Vec<Option<Arc<[u8]>>>,
+        reuse: &mut [Option<Arc<[u8]>>],
         faults: &Arc<Faults>,
     ) -> Result<(), ExecError> {
         let plan = &self.plan;
@@ -481,7 +488,7 @@ impl Executable {
         loop {
             while first_err.is_none() {
                 let Some(i) = ready.pop_front() else { break };
-                match self.launch(i, table, data[i].take(), faults, &done_tx) {
+                match self.launch(i, table, data[i].take(), reuse[i].take(), faults, &done_tx) {
                     Ok(()) => in_flight += 1,
                     Err(e) => first_err = Some(e),
                 }
@@ -521,6 +528,7 @@ impl Executable {
         i: usize,
         table: &Table,
         input: Option<Arc<[u8]>>,
+        reuse: Option<Arc<[u8]>>,
         faults: &Arc<Faults>,
         done: &mpsc::Sender<(usize, Result<(), ExecError>)>,
     ) -> Result<(), ExecError> {
@@ -565,7 +573,7 @@ impl Executable {
         let sent = worker.send(Box::new(move || {
             let step = &plan.steps[i];
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                backend::run_step(step, &ctx, &ins, input.as_ref(), &faults, None)
+                backend::run_step(step, &ctx, &ins, input.as_ref(), &faults, reuse)
             }));
             drop(ins);
             let res = match res {
