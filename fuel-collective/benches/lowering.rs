@@ -10,27 +10,17 @@
 #![allow(clippy::expect_used)]
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use fuel_collective::DeviceGroup;
-use fuel_graph_ext::pass::{PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
-use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::{text, Device, Graph, Topology};
 use std::hint::black_box;
 use std::time::Duration;
 
+#[path = "common/chain.rs"]
+mod common;
+use common::{chain_over, lower_with, mixed};
+
 fn devices() -> Vec<Device> {
     mixed(8)
-}
-
-/// `n` devices (2 or more): half CUDA, a quarter Vulkan (none for 2), the
-/// rest CPUs; 8 gives the main bench's group.
-fn mixed(n: usize) -> Vec<Device> {
-    let cuda = n / 2;
-    let vulkan = n / 4;
-    let cpu = n - cuda - vulkan;
-    let mut d: Vec<Device> = (0..cuda as u32).map(Device::cuda).collect();
-    d.extend((0..vulkan as u32).map(Device::vulkan));
-    d.extend((0..cpu as u32).map(Device::cpu));
-    d
 }
 
 /// `count` all_reduce ops over the main group, each reducing the previous
@@ -39,42 +29,8 @@ fn chain(count: usize) -> Graph {
     chain_over(&devices(), count)
 }
 
-/// `count` chained all_reduce ops over `devs`.
-fn chain_over(devs: &[Device], count: usize) -> Graph {
-    let group = DeviceGroup::new(devs.iter().copied()).expect("group");
-    let g = LazyGraph::new("chain");
-    let ty = TensorType::new(DType::F32, &[1024]);
-    let mut shards: Vec<_> = devs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
-    for _ in 0..count {
-        shards = group
-            .all_reduce(&shards, ReduceOp::Sum)
-            .expect("all_reduce");
-    }
-    for t in &shards {
-        g.output(t).expect("output");
-    }
-    g.snapshot()
-}
-
 fn lower(g: &mut Graph) {
     lower_with(g, "lower-collectives")
-}
-
-fn lower_with(g: &mut Graph, pipeline: &str) {
-    let mut pm = PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        PassContext::default(),
-    )
-    .expect("pipeline");
-    pm.verify_each = false;
-    pm.dump_dir = None;
-    pm.print_after = None;
-    pm.run(g).expect("lowering");
 }
 
 fn bench_lowering(c: &mut Criterion) {

@@ -7,42 +7,16 @@
 //! Run: `cargo run --release -p fuel-collective --example lower_chain -- 10000,20000 [reps]`.
 #![allow(clippy::expect_used)]
 
-use fuel_collective::DeviceGroup;
 use fuel_graph_ext::pass::{PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
-use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::{text, Graph, Topology};
 use std::time::Instant;
 
-/// `n` devices as in the bench: half CUDA, a quarter Vulkan, the rest CPUs.
-fn mixed(n: usize) -> Vec<Device> {
-    let cuda = n / 2;
-    let vulkan = n / 4;
-    let cpu = n - cuda - vulkan;
-    let mut d: Vec<Device> = (0..cuda as u32).map(Device::cuda).collect();
-    d.extend((0..vulkan as u32).map(Device::vulkan));
-    d.extend((0..cpu as u32).map(Device::cpu));
-    d
-}
+#[path = "../benches/common/chain.rs"]
+mod common;
 
 fn chain(count: usize, n: usize) -> Graph {
-    let devs = mixed(n);
-    let group = DeviceGroup::new(devs.iter().copied()).expect("group");
-    let g = LazyGraph::new("chain");
-    let ty = TensorType::new(DType::F32, &[1024]);
-    let mut shards: Vec<_> = devs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
-    for _ in 0..count {
-        shards = group
-            .all_reduce(&shards, ReduceOp::Sum)
-            .expect("all_reduce");
-    }
-    for t in &shards {
-        g.output(t).expect("output");
-    }
-    g.snapshot()
+    common::chain_over(&common::mixed(n), count)
 }
 
 /// The chain of `count` all_reduces, from the temp-dir text cache if there.
@@ -65,16 +39,7 @@ fn cached_chain(count: usize, n: usize) -> Graph {
 fn once(input: &Graph, pipeline: &str) -> (f64, f64) {
     let mut g = input.clone();
     let t0 = Instant::now();
-    let mut pm = PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        PassContext::default(),
-    )
-    .expect("pipeline");
-    pm.verify_each = false;
-    pm.dump_dir = None;
-    pm.print_after = None;
-    pm.run(&mut g).expect("lowering");
+    common::lower_with(&mut g, pipeline);
     let t1 = Instant::now();
     verify(&g, Level::Placement, &Topology::default()).expect("verifies");
     let t2 = Instant::now();

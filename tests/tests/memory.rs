@@ -12,7 +12,7 @@
 mod support;
 
 use fuel_graph_ext::exec::{self, Tensor};
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{DType, Device, ReduceOp, Topology};
 use std::collections::BTreeMap;
 use support::{all_reduce_graph, assert_close, lower};
@@ -26,21 +26,33 @@ fn extra_peaks(algorithm: &str) -> Vec<f64> {
     extra_peaks_with(&cpus, algorithm, exec::Options::default())
 }
 
-fn extra_peaks_with(devices: &[Device], algorithm: &str, options: exec::Options) -> Vec<f64> {
-    let devices = devices.to_vec();
-    let g = all_reduce_graph(&devices, DType::F32, N, ReduceOp::Sum);
+/// An f32 all_reduce of `n` elements per rank over `devices`, lowered with
+/// `algorithm` and compiled with `options`; its inputs and the
+/// interpreter's results.
+fn compiled(
+    devices: &[Device],
+    algorithm: &str,
+    n: usize,
+    options: exec::Options,
+) -> (exec::Executable, BTreeMap<String, Tensor>, Vec<HostTensor>) {
+    let g = all_reduce_graph(devices, DType::F32, n, ReduceOp::Sum);
     let lowered = lower(
         &g,
         &fuel_collective::pipeline_with(&format!("algorithm={algorithm}")),
     );
-    let exe =
-        exec::compile_with_options(&lowered, &devices, &Topology::default(), options).unwrap();
+    let exe = exec::compile_with_options(&lowered, devices, &Topology::default(), options).unwrap();
     let host = deterministic_inputs(&g);
-    let inputs: BTreeMap<String, Tensor> = host
+    let inputs = host
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
         .collect();
     let want = interpret(&g, &host).unwrap();
+    (exe, inputs, want)
+}
+
+fn extra_peaks_with(devices: &[Device], algorithm: &str, options: exec::Options) -> Vec<f64> {
+    let devices = devices.to_vec();
+    let (exe, inputs, want) = compiled(&devices, algorithm, N, options);
     let mut outs = Vec::new();
     for _ in 0..2 {
         exe.run_into(&inputs, &mut outs).unwrap();
@@ -126,15 +138,7 @@ fn star_without_shared_copies_needs_n_times_on_the_root() {
 #[test]
 fn run_into_reuses_output_tensors() {
     let devices: Vec<Device> = (0..4).map(Device::cpu).collect();
-    let g = all_reduce_graph(&devices, DType::F32, 1000, ReduceOp::Sum);
-    let lowered = lower(&g, &fuel_collective::pipeline_with("algorithm=ring"));
-    let exe = exec::compile(&lowered, &devices).unwrap();
-    let host = deterministic_inputs(&g);
-    let inputs: BTreeMap<String, Tensor> = host
-        .iter()
-        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
-        .collect();
-    let want = interpret(&g, &host).unwrap();
+    let (exe, inputs, want) = compiled(&devices, "ring", 1000, exec::Options::default());
     let mut outs = Vec::new();
     exe.run_into(&inputs, &mut outs).unwrap();
     let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
@@ -211,15 +215,7 @@ fn run_into_reuses_output_tensors_in_mixed_groups() {
     if !fuel_tests::devices_or_skip("run_into_reuses_output_tensors_in_mixed_groups", &devs) {
         return;
     }
-    let g = all_reduce_graph(&devs, DType::F32, 1000, ReduceOp::Sum);
-    let lowered = lower(&g, &fuel_collective::pipeline_with("algorithm=star"));
-    let exe = exec::compile(&lowered, &devs).unwrap();
-    let host = deterministic_inputs(&g);
-    let inputs: BTreeMap<String, Tensor> = host
-        .iter()
-        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
-        .collect();
-    let want = interpret(&g, &host).unwrap();
+    let (exe, inputs, want) = compiled(&devs, "star", 1000, exec::Options::default());
     let mut outs = Vec::new();
     exe.run_into(&inputs, &mut outs).unwrap();
     let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
