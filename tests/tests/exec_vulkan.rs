@@ -262,3 +262,60 @@ fn pooled_buffers_carry_new_inputs_across_runs() {
         assert_no_leaks(&exe);
     }
 }
+
+/// Deferred copies (`exec::Options::defer_gpu_copies_into_folds`) in every
+/// position of a fold, on both sides: a Vulkan fold taking host operands
+/// first, between and after its own (uploaded into the result, then into
+/// one scratch buffer and folded in place, in chunks past 8 operands), and
+/// a host fold taking Vulkan operands the same way. Results equal the
+/// interpreter's bit for bit, so the left-to-right order is kept.
+#[test]
+fn folds_with_deferred_operands_in_every_position() {
+    if !devices_or_skip("folds_with_deferred_operands_in_every_position", &[V0, C0]) {
+        return;
+    }
+    for (op, dtype) in [("add", "f32"), ("max", "i32"), ("mul", "f32")] {
+        let mut lines = Vec::new();
+        // %0..%4 on cpu:0, %5..%9 on vulkan:0.
+        for k in 0..5 {
+            lines.push(format!("  %{k} = input \"h{k}\" @cpu:0 : {dtype}[3000]"));
+        }
+        for k in 5..10 {
+            lines.push(format!("  %{k} = input \"v{k}\" @vulkan:0 : {dtype}[3000]"));
+        }
+        // Each value crosses once, read only by the fold on the other side.
+        for k in 0..5 {
+            lines.push(format!(
+                "  %{} = copy %{k} -> vulkan:0 : {dtype}[3000]",
+                10 + k
+            ));
+            lines.push(format!(
+                "  %{} = copy %{} -> cpu:0 : {dtype}[3000]",
+                15 + k,
+                5 + k
+            ));
+        }
+        // Vulkan fold: host first, own, two hosts, own, host, three own, host:
+        // 11 operands, so the in-place folds run in chunks.
+        lines.push(format!(
+            "  %20 = {op} %10, %5, %11, %12, %6, %13, %7, %8, %9, %14, %5 @vulkan:0 : {dtype}[3000]"
+        ));
+        // Host fold: Vulkan first, host, two Vulkan, host, Vulkan last.
+        lines.push(format!(
+            "  %21 = {op} %15, %0, %16, %17, %1, %18, %2, %19 @cpu:0 : {dtype}[3000]"
+        ));
+        let src = format!(
+            "graph @deferred {{\n{}\n  return %20, %21\n}}\n",
+            lines.join("\n")
+        );
+        let g = text::parse(&src).unwrap();
+        let plan_defers = exec::plan::Plan::new(&g)
+            .unwrap()
+            .steps
+            .iter()
+            .filter(|s| matches!(s.work, exec::plan::Work::Defer { .. }))
+            .count();
+        assert_eq!(plan_defers, 10, "every crossing copy is deferred");
+        run_and_compare(&src, &[V0, C0]);
+    }
+}

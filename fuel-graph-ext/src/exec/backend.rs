@@ -226,6 +226,61 @@ fn staged_fold(
     Ok(())
 }
 
+/// A Vulkan fold whose operands include host buffers (deferred uploads, see
+/// `plan::Work::Defer`): in operand order, runs of device operands fold into
+/// `out` (in place once it holds a partial result), a host operand first in
+/// line is uploaded straight into `out`, and any later one is uploaded into
+/// one scratch buffer and folded in. The device holds the result and at
+/// most one scratch buffer instead of every upload at once.
+fn staged_vulkan_fold(
+    v: &Arc<VkDev>,
+    dtype: DType,
+    kind: crate::op::ElementwiseOp,
+    ins: &[Arc<Buf>],
+    out: &mut VkBuf,
+    n: usize,
+    faults: &Faults,
+) -> Result<(), ExecError> {
+    let mut scratch: Option<VkBuf> = None;
+    let mut started = false;
+    let mut k = 0;
+    while k < ins.len() {
+        let run: Vec<&VkBuf> = ins[k..]
+            .iter()
+            .map_while(|b| match &**b {
+                Buf::Vulkan(x) => Some(x),
+                _ => None,
+            })
+            .collect();
+        if !run.is_empty() {
+            k += run.len();
+            if started {
+                v.fold_onto(dtype, kind, out, &run, n)?;
+            } else {
+                v.fold(dtype, kind, &run, out, n, faults)?;
+            }
+            started = true;
+            continue;
+        }
+        let Buf::Cpu(h) = &*ins[k] else {
+            return Err(wrong("fold"));
+        };
+        if started {
+            let s = match &mut scratch {
+                Some(s) => s,
+                None => scratch.insert(v.alloc(h.bytes().len(), faults)?),
+            };
+            v.upload(h.bytes(), s)?;
+            v.fold_onto(dtype, kind, out, &[&*s], n)?;
+        } else {
+            v.upload(h.bytes(), out)?;
+        }
+        started = true;
+        k += 1;
+    }
+    Ok(())
+}
+
 /// Runs one step on `ctx` and returns its result buffer. `input` is the
 /// caller's tensor for an input step (a host arena wraps it without
 /// copying); `reuse` is storage the result may be written into (see
@@ -312,6 +367,12 @@ pub fn run_step(
                     }
                 }
                 (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
+                    if let Work::Fold { kind } = &step.work {
+                        if ins.iter().any(|b| matches!(**b, Buf::Cpu(_))) {
+                            staged_vulkan_fold(v, dtype, *kind, ins, d, n, faults)?;
+                            return Ok(out);
+                        }
+                    }
                     let ins = vk_ops(ins, op)?;
                     match &step.work {
                         Work::Fold { kind } => v.fold(dtype, *kind, &ins, d, n, faults)?,

@@ -93,13 +93,15 @@ pub struct Options {
     /// a real memcpy, to measure or debug the copy itself. Outputs always
     /// copy, and copies to or from a GPU are never shared.
     pub share_host_copies: bool,
-    /// A copy from a GPU into a host arena whose one reader is an
-    /// element-wise fold there (and which is not a graph output) is done by
-    /// the fold itself: it downloads its GPU operands one at a time into a
-    /// single scratch buffer and folds each in, in operand order. A host
-    /// root of n ranks then holds its result and one scratch buffer instead
-    /// of n - 1 copies and its result. The download waits for the fold's
-    /// other operands, so it no longer overlaps them. Default `true`.
+    /// A copy between a GPU and the host whose one reader is an element-wise
+    /// fold on the destination (host, or Vulkan), and which is not a graph
+    /// output, is done by the fold itself, one operand at a time, in operand
+    /// order: the host reads a mapped Vulkan buffer in place or downloads
+    /// into one scratch buffer; a Vulkan fold uploads into one scratch
+    /// buffer and folds it in place. A root of n ranks then holds its result
+    /// and at most one scratch buffer instead of n - 1 copies and its
+    /// result. The transfer waits for the fold's other operands, so it no
+    /// longer overlaps them. Default `true`.
     pub defer_gpu_copies_into_folds: bool,
 }
 
@@ -663,9 +665,11 @@ fn share(step: &plan::Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf
             op: "copy".into(),
         });
     }
-    let host = matches!(step.work, Work::Share { .. });
+    // A shared copy's source is a host buffer; a deferred one's is on the
+    // other side of the host/GPU line from the step's device.
+    let host_source = matches!(step.work, Work::Share { .. }) || !step.device.is_cpu();
     match ins.first() {
-        Some(b) if matches!(**b, Buf::Cpu(_)) == host => Ok(b.clone()),
+        Some(b) if matches!(**b, Buf::Cpu(_)) == host_source => Ok(b.clone()),
         _ => Err(ExecError::Internal(format!(
             "`{}` on {}: a shared copy's source is on the wrong kind of device",
             step.mnemonic, step.device

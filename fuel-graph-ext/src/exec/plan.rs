@@ -8,10 +8,10 @@
 //! as plain copies. A copy between two host arenas whose result only feeds
 //! other steps becomes [`Work::Share`]: every host arena lives in this
 //! process's memory, so the step's slot shares its source's buffer and
-//! nothing is copied or allocated. A copy from a GPU whose one reader is an
-//! element-wise fold on the host becomes [`Work::Defer`]: the fold downloads
-//! it itself, one GPU operand at a time, so a host root never holds all its
-//! copies at once. Nothing here touches a device.
+//! nothing is copied or allocated. A copy between a GPU and the host whose
+//! one reader is an element-wise fold on the destination becomes
+//! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
+//! root never holds all its copies at once. Nothing here touches a device.
 
 use crate::device::Device;
 use crate::dtype::TensorType;
@@ -46,11 +46,14 @@ pub enum Work {
     /// both slots are done with it. Graph outputs always copy, so the caller
     /// gets bytes of its own.
     Share { src: Device },
-    /// A copy from the GPU `src` into a host arena whose only reader is an
-    /// element-wise fold on that arena, and which is not a graph output: the
-    /// slot holds the GPU buffer, and the fold downloads it into one scratch
-    /// buffer when it gets to it (see `backend::run_step`), so the host
-    /// holds the result plus one operand instead of all of them.
+    /// A copy between a GPU and the host (either way; to a GPU only for
+    /// Vulkan) whose only reader is an element-wise fold on the destination,
+    /// and which is not a graph output: the slot holds the source buffer,
+    /// and the fold moves it when it gets to it (see `backend::run_step`):
+    /// the host reads a mapped Vulkan buffer in place or downloads into one
+    /// scratch buffer; a Vulkan fold uploads into one scratch buffer and
+    /// folds in place. The destination holds the result plus at most one
+    /// operand instead of all of them.
     Defer { src: Device },
     /// Folds an element-wise op over all operands in one pass.
     Fold { kind: ElementwiseOp },
@@ -236,10 +239,18 @@ impl Plan {
                 continue;
             };
             let dst = steps[i].device;
-            if !dst.is_cpu() || outputs.contains(&i) {
+            if outputs.contains(&i) {
                 continue;
             }
-            if src.is_cpu() {
+            // Only the host and Vulkan folds take deferred operands.
+            let host_to_host = src.is_cpu() && dst.is_cpu();
+            let across = src.is_cpu() != dst.is_cpu();
+            if !(dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan)
+                || !(host_to_host || across)
+            {
+                continue;
+            }
+            if host_to_host {
                 if options.share_host_copies {
                     steps[i].work = Work::Share { src };
                 }

@@ -1061,6 +1061,29 @@ impl VkDev {
         })
     }
 
+    /// `dst = fold(kind, [dst] ++ more)`, in place: `dst` is bound as the
+    /// first operand and as the result of each dispatch. Every invocation
+    /// reads its own element of each operand before writing that element of
+    /// the result, and no invocation touches another's element, so the
+    /// aliasing is safe; no accumulator copy is needed.
+    pub fn fold_onto(
+        &self,
+        dtype: DType,
+        kind: ElementwiseOp,
+        dst: &VkBuf,
+        more: &[&VkBuf],
+        n: usize,
+    ) -> Result<(), ExecError> {
+        let op = fold_code(kind);
+        for chunk in more.chunks(MAX_ARITY - 1) {
+            let mut ins: Vec<&VkBuf> = Vec::with_capacity(chunk.len() + 1);
+            ins.push(dst);
+            ins.extend_from_slice(chunk);
+            self.dispatch(dtype, op, 0, &ins, dst, n)?;
+        }
+        Ok(())
+    }
+
     /// `dst = fold(kind, ins)`: one dispatch per [`MAX_ARITY`] operands.
     pub fn fold(
         self: &Arc<Self>,
@@ -1071,12 +1094,7 @@ impl VkDev {
         n: usize,
         faults: &Faults,
     ) -> Result<(), ExecError> {
-        let op = match kind {
-            ElementwiseOp::Add => 0,
-            ElementwiseOp::Mul => 1,
-            ElementwiseOp::Max => 2,
-            ElementwiseOp::Min => 3,
-        };
+        let op = fold_code(kind);
         let (head, mut rest) = ins.split_at(ins.len().min(MAX_ARITY));
         self.dispatch(dtype, op, 0, head, dst, n)?;
         // Longer folds continue from the partial result in a scratch buffer.
@@ -1189,6 +1207,16 @@ impl Drop for Partial {
             dev.destroy_command_pool(self.pool, None);
             dev.destroy_device(None);
         }
+    }
+}
+
+/// The kernel's `op` code of an element-wise fold (`elementwise.wgsl`).
+fn fold_code(kind: ElementwiseOp) -> u32 {
+    match kind {
+        ElementwiseOp::Add => 0,
+        ElementwiseOp::Mul => 1,
+        ElementwiseOp::Max => 2,
+        ElementwiseOp::Min => 3,
     }
 }
 

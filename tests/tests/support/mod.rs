@@ -64,7 +64,7 @@ pub fn counts(g: &Graph, mapped: impl Fn(Device) -> bool) -> Counts {
             .filter(|&r| g.node(r).unwrap().operands.iter().any(|v| v.node == id))
             .collect()
     };
-    // Folds that download deferred GPU operands into one scratch buffer.
+    // Folds that need one scratch buffer for their deferred operands.
     let mut staging_folds = std::collections::BTreeSet::new();
     for id in g.node_ids() {
         let n = g.node(id).unwrap();
@@ -74,38 +74,51 @@ pub fn counts(g: &Graph, mapped: impl Fn(Device) -> bool) -> Counts {
                 c.copies += 1;
                 let src = g.value_device(n.operands[0]).unwrap();
                 let dst = n.op.device().unwrap();
-                if !dst.is_cpu() || outputs.contains(&id) {
+                if outputs.contains(&id) {
                     c.allocs += 1;
                     continue;
                 }
                 // A copy between two host arenas that is not an output shares
                 // its source's buffer (`exec::Options::share_host_copies`):
                 // it can still fail as a copy, but allocates nothing.
-                if src.is_cpu() {
+                if src.is_cpu() && dst.is_cpu() {
                     continue;
                 }
-                // A GPU-to-host copy read once, by an element-wise fold on
-                // its host, is read by that fold where it lies when mapped,
-                // else downloaded into one scratch buffer per fold
-                // (`exec::Options::defer_gpu_copies_into_folds`).
+                // A copy across the host/GPU line, to the host or to Vulkan,
+                // read once by an element-wise fold on its destination, is
+                // moved by that fold (`exec::Options::
+                // defer_gpu_copies_into_folds`): the host reads a mapped
+                // buffer in place, else downloads into one scratch buffer per
+                // fold; a Vulkan fold uploads its first operand straight into
+                // its result and later ones into one scratch buffer.
+                let deferrable = src.is_cpu() != dst.is_cpu()
+                    && (dst.is_cpu() || dst.kind == fuel_graph_ext::DeviceKind::Vulkan);
                 let rs = readers(id);
-                let uses = rs
+                let uses: Vec<usize> = rs
                     .iter()
-                    .map(|&r| {
+                    .flat_map(|&r| {
                         g.node(r)
                             .unwrap()
                             .operands
                             .iter()
-                            .filter(|v| v.node == id)
-                            .count()
+                            .enumerate()
+                            .filter(|(_, v)| v.node == id)
+                            .map(|(k, _)| k)
+                            .collect::<Vec<_>>()
                     })
-                    .sum::<usize>();
-                match rs.as_slice() {
-                    [r] if uses == 1
-                        && matches!(g.node(*r).unwrap().op, Op::Elementwise { .. })
-                        && g.node(*r).unwrap().op.device() == Some(dst) =>
+                    .collect();
+                match (rs.as_slice(), uses.as_slice()) {
+                    ([r], [slot])
+                        if deferrable
+                            && matches!(g.node(*r).unwrap().op, Op::Elementwise { .. })
+                            && g.node(*r).unwrap().op.device() == Some(dst) =>
                     {
-                        if !mapped(src) {
+                        let scratch = if dst.is_cpu() {
+                            !mapped(src)
+                        } else {
+                            *slot > 0
+                        };
+                        if scratch {
                             staging_folds.insert(*r);
                         }
                         continue;
