@@ -21,7 +21,7 @@
 
 use crate::device::Device;
 use crate::dtype::TensorType;
-use crate::op::Op;
+use crate::op::{Op, ResultPlace};
 use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableGraph};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
@@ -252,13 +252,9 @@ impl Graph {
         let mut v = v;
         for _ in 0..=self.node_count() {
             let n = self.node(v.node)?;
-            match &n.op {
-                Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
-                    v = *n.operands.get(v.result as usize)?;
-                }
-                Op::Reduce { root, .. } => v = *n.operands.get(*root)?,
-                Op::Broadcast { to } => return to.get(v.result as usize).copied(),
-                op => return op.device(),
+            match n.op.result_place(v.result) {
+                ResultPlace::Operand(k) => v = *n.operands.get(k)?,
+                ResultPlace::Device(d) => return d,
             }
         }
         None

@@ -10,7 +10,7 @@
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::graph::{Graph, ValueId};
-use crate::op::{infer_type, ElementwiseOp, Op};
+use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -88,6 +88,7 @@ impl LazyGraph {
         LazyTensor {
             graph: self.clone(),
             value: v,
+            device: Some(device),
         }
     }
 
@@ -111,16 +112,27 @@ impl LazyGraph {
             .ok_or_else(|| BuildError::Type("an operand no longer exists in its graph".into()))?;
         let ty = infer_type(&op, &tys.iter().collect::<Vec<_>>()).map_err(BuildError::Type)?;
         let values: Vec<ValueId> = operands.iter().map(|t| t.value).collect();
+        // Each result's device, from the operands' known devices: asking
+        // the graph would walk back through every collective before it,
+        // which made recording a chain of collectives quadratic.
+        let devices: Vec<Option<Device>> = (0..op.num_results(operands.len()) as u32)
+            .map(|r| match op.result_place(r) {
+                ResultPlace::Device(d) => d,
+                ResultPlace::Operand(k) => operands.get(k).and_then(|t| t.device),
+            })
+            .collect();
         let id = g.add_node(op, &values, ty);
-        let n = g.node(id).map_or(0, |n| n.num_results());
         drop(g);
-        Ok((0..n as u32)
-            .map(|r| LazyTensor {
+        Ok(devices
+            .into_iter()
+            .enumerate()
+            .map(|(r, device)| LazyTensor {
                 graph: self.clone(),
                 value: ValueId {
                     node: id,
-                    result: r,
+                    result: r as u32,
                 },
+                device,
             })
             .collect())
     }
@@ -154,6 +166,8 @@ impl LazyGraph {
 pub struct LazyTensor {
     graph: LazyGraph,
     value: ValueId,
+    /// Where it lives, fixed when it was recorded.
+    device: Option<Device>,
 }
 
 impl LazyTensor {
@@ -171,9 +185,10 @@ impl LazyTensor {
             .with_graph(|g| g.value_type(self.value).cloned())
             .unwrap_or_else(|| TensorType::new(crate::dtype::DType::F32, &[]))
     }
-    /// The device it lives on.
+    /// The device it lives on (known when it was recorded; the same as
+    /// `Graph::value_device` of its value).
     pub fn device(&self) -> Option<Device> {
-        self.graph.with_graph(|g| g.value_device(self.value))
+        self.device
     }
 
     fn single(&self, op: Op, operands: &[&LazyTensor]) -> Result<LazyTensor, BuildError> {
@@ -299,5 +314,45 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("axis 5 is out of range"));
+    }
+
+    /// A tensor's device is fixed when it is recorded and agrees with the
+    /// graph's placement rules, through chains of collectives too.
+    #[test]
+    fn recorded_devices_match_the_graph() {
+        use crate::op::ReduceOp;
+        let g = LazyGraph::new("d");
+        let t = TensorType::new(DType::F32, &[4]);
+        let devs = [Device::cpu(0), Device::vulkan(0), Device::cuda(1)];
+        let mut vals: Vec<LazyTensor> = devs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| g.input(&format!("s{i}"), *d, t.clone()))
+            .collect();
+        let mut all = vals.clone();
+        for _ in 0..3 {
+            let refs: Vec<&LazyTensor> = vals.iter().collect();
+            vals = g
+                .record(Op::AllReduce { op: ReduceOp::Sum }, &refs)
+                .unwrap();
+            all.extend(vals.iter().cloned());
+        }
+        let refs: Vec<&LazyTensor> = vals.iter().collect();
+        all.extend(
+            g.record(
+                Op::Reduce {
+                    op: ReduceOp::Max,
+                    root: 2,
+                },
+                &refs,
+            )
+            .unwrap(),
+        );
+        let snap = g.snapshot();
+        for v in &all {
+            assert_eq!(v.device(), snap.value_device(v.value()), "{:?}", v.value());
+        }
+        assert_eq!(all[all.len() - 1].device(), Some(Device::cuda(1)));
+        assert_eq!(all[4].device(), Some(Device::vulkan(0)));
     }
 }

@@ -199,6 +199,15 @@ pub enum Op {
     },
 }
 
+/// Where one result of an op lives ([`Op::result_place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultPlace {
+    /// On this device (`None`: nowhere, e.g. a broadcast result past `to`).
+    Device(Option<Device>),
+    /// On the device of operand `k`.
+    Operand(usize),
+}
+
 impl Op {
     /// The mnemonic with its variant, as printed (`all_reduce.sum`).
     pub fn mnemonic(&self) -> String {
@@ -279,6 +288,20 @@ impl Op {
     /// True when the node is written `%N:K` and its results used as `%N#i`.
     pub fn is_multi_result(&self) -> bool {
         self.is_collective() && !matches!(self, Op::Reduce { .. })
+    }
+
+    /// Where result `result` lives, by the placement rules: on a device the
+    /// op names, or (collectives, whose results stay on their ranks) on the
+    /// device of one of its operands.
+    pub fn result_place(&self, result: u32) -> ResultPlace {
+        match self {
+            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
+                ResultPlace::Operand(result as usize)
+            }
+            Op::Reduce { root, .. } => ResultPlace::Operand(*root),
+            Op::Broadcast { to } => ResultPlace::Device(to.get(result as usize).copied()),
+            op => ResultPlace::Device(op.device()),
+        }
     }
 
     /// The one device a non-collective op runs on or writes to.
