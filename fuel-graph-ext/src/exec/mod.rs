@@ -9,9 +9,9 @@
 //! the step's operands exist, frees every buffer right after its last reader
 //! finishes, and reads the outputs back as host [`Tensor`]s. A copy between
 //! two host arenas that only feeds other steps shares its source's buffer
-//! instead of copying it ([`plan::Work::Share`]), and a GPU-to-host copy
-//! read only by a host fold is downloaded by that fold
-//! ([`plan::Work::Defer`]); both on by default, see [`Options`]. A failed step
+//! instead of copying it ([`plan::Work::Share`]), and a copy across the
+//! host/GPU line read only by a fold on its destination is moved by that
+//! fold ([`plan::Work::Defer`]); both on by default, see [`Options`]. A failed step
 //! stops the run, all buffers are released, and the executable can run again.
 //! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
 //! one exhaustive match in [`copy`]. See `docs/backends.md`.
