@@ -170,6 +170,42 @@ fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError
         .collect()
 }
 
+/// A fold's operands in order, cut into runs of buffers on the fold's own
+/// backend (picked by `local`) and the single foreign buffers between them.
+enum Piece<'a, T> {
+    Local(Vec<&'a T>),
+    Foreign(&'a Buf),
+}
+
+fn as_cpu(b: &Buf) -> Option<&CpuBuf> {
+    match b {
+        Buf::Cpu(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn as_vulkan(b: &Buf) -> Option<&VkBuf> {
+    match b {
+        Buf::Vulkan(x) => Some(x),
+        _ => None,
+    }
+}
+
+fn pieces<'a, T>(
+    ins: &'a [Arc<Buf>],
+    local: impl Fn(&'a Buf) -> Option<&'a T>,
+) -> Vec<Piece<'a, T>> {
+    let mut out: Vec<Piece<'a, T>> = Vec::new();
+    for b in ins {
+        match (local(b), out.last_mut()) {
+            (Some(x), Some(Piece::Local(run))) => run.push(x),
+            (Some(x), _) => out.push(Piece::Local(vec![x])),
+            (None, _) => out.push(Piece::Foreign(b)),
+        }
+    }
+    out
+}
+
 /// A host fold whose operands include GPU buffers (deferred copies, see
 /// `plan::Work::Defer`): runs of host operands fold straight into `out`, and
 /// each GPU operand is folded in where it lies when the host can read it
@@ -184,31 +220,19 @@ fn staged_fold(
     faults: &Faults,
 ) -> Result<(), ExecError> {
     let mut scratch: Option<CpuBuf> = None;
-    let mut started = false;
-    let mut k = 0;
-    while k < ins.len() {
-        let run: Vec<&CpuBuf> = ins[k..]
-            .iter()
-            .map_while(|b| match &**b {
-                Buf::Cpu(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if !run.is_empty() {
-            k += run.len();
-            cpu::fold_into(dtype, kind, &run, out, started);
-            started = true;
-            continue;
-        }
-        if let Buf::Vulkan(v) = &*ins[k] {
-            let folded =
-                v.with_mapped(|bytes| cpu::fold_bytes_into(dtype, kind, bytes, out, started));
-            match folded {
-                Some(Ok(true)) => {
-                    started = true;
-                    k += 1;
-                    continue;
-                }
+    for (i, piece) in pieces(ins, as_cpu).into_iter().enumerate() {
+        // Every piece after the first folds onto the partial result.
+        let onto = i > 0;
+        let gpu = match piece {
+            Piece::Local(run) => {
+                cpu::fold_into(dtype, kind, &run, out, onto);
+                continue;
+            }
+            Piece::Foreign(b) => b,
+        };
+        if let Buf::Vulkan(v) = gpu {
+            match v.with_mapped(|bytes| cpu::fold_bytes_into(dtype, kind, bytes, out, onto)) {
+                Some(Ok(true)) => continue,
                 Some(Err(e)) => return Err(e),
                 // Not mapped, or not aligned for the element type.
                 Some(Ok(false)) | None => {}
@@ -218,10 +242,8 @@ fn staged_fold(
             Some(s) => s,
             None => scratch.insert(arena.alloc(out.bytes().len(), faults)?),
         };
-        ins[k].download_into(s.bytes_mut())?;
-        cpu::fold_into(dtype, kind, &[&*s], out, started);
-        started = true;
-        k += 1;
+        gpu.download_into(s.bytes_mut())?;
+        cpu::fold_into(dtype, kind, &[&*s], out, onto);
     }
     Ok(())
 }
@@ -242,41 +264,21 @@ fn staged_vulkan_fold(
     faults: &Faults,
 ) -> Result<(), ExecError> {
     let mut scratch: Option<VkBuf> = None;
-    let mut started = false;
-    let mut k = 0;
-    while k < ins.len() {
-        let run: Vec<&VkBuf> = ins[k..]
-            .iter()
-            .map_while(|b| match &**b {
-                Buf::Vulkan(x) => Some(x),
-                _ => None,
-            })
-            .collect();
-        if !run.is_empty() {
-            k += run.len();
-            if started {
-                v.fold_onto(dtype, kind, out, &run, n)?;
-            } else {
-                v.fold(dtype, kind, &run, out, n, faults)?;
+    for (i, piece) in pieces(ins, as_vulkan).into_iter().enumerate() {
+        match piece {
+            Piece::Local(run) if i == 0 => v.fold(dtype, kind, &run, out, n, faults)?,
+            Piece::Local(run) => v.fold_onto(dtype, kind, out, &run, n)?,
+            Piece::Foreign(Buf::Cpu(h)) if i == 0 => v.upload(h.bytes(), out)?,
+            Piece::Foreign(Buf::Cpu(h)) => {
+                let s = match &mut scratch {
+                    Some(s) => s,
+                    None => scratch.insert(v.alloc(h.bytes().len(), faults)?),
+                };
+                v.upload(h.bytes(), s)?;
+                v.fold_onto(dtype, kind, out, &[&*s], n)?;
             }
-            started = true;
-            continue;
+            Piece::Foreign(_) => return Err(wrong("fold")),
         }
-        let Buf::Cpu(h) = &*ins[k] else {
-            return Err(wrong("fold"));
-        };
-        if started {
-            let s = match &mut scratch {
-                Some(s) => s,
-                None => scratch.insert(v.alloc(h.bytes().len(), faults)?),
-            };
-            v.upload(h.bytes(), s)?;
-            v.fold_onto(dtype, kind, out, &[&*s], n)?;
-        } else {
-            v.upload(h.bytes(), out)?;
-        }
-        started = true;
-        k += 1;
     }
     Ok(())
 }

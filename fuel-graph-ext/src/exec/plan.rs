@@ -298,8 +298,10 @@ impl Plan {
 
     /// The bytes each device would hold at its peak if the steps ran one
     /// after another in schedule order, freeing each buffer once no slot
-    /// that holds it has a read left. A fold with deferred operands also
-    /// holds one scratch buffer of its size while it runs.
+    /// that holds it has a read left. A fold with deferred operands is
+    /// counted as holding one scratch buffer of its size while it runs (an
+    /// upper bound: a mapped operand, or a Vulkan fold's leading upload,
+    /// needs none).
     pub fn sequential_peak(&self) -> HashMap<Device, usize> {
         let n = self.steps.len();
         let mut left = self.reads.clone();
