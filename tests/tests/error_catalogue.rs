@@ -323,7 +323,7 @@ fn fuel_opt() -> Result<PathBuf, Skip> {
         Ok(bin)
     } else {
         Err(Skip(format!(
-            "{} is not built; run `cargo test --workspace` (or `cargo build -p fuel-collective`) first",
+            "{} is not built; run `cargo test --workspace` (or `cargo build -p fuel-opt`) first",
             bin.display()
         )))
     }

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 fn fuel_opt(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fuel-opt"));
     cmd.args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -61,7 +61,7 @@ fn example_lowers_and_interprets_to_the_same_values() {
 fn reads_stdin_and_emits_dot() {
     let src = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../examples/mixed.fir"
+        "/../../examples/mixed.fir"
     ))
     .unwrap();
     let out = fuel_opt(&["-", "--passes", PIPELINE, "--emit", "dot"], Some(&src));
@@ -109,7 +109,7 @@ fn dump_dir_has_a_file_pair_per_step() {
 #[test]
 fn print_after_env_prints_to_stderr() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fuel-opt"));
-    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let out = cmd
         .args(["examples/mixed.fir", "--passes", PIPELINE])
         .env("FUEL_PRINT_AFTER", "cse")
