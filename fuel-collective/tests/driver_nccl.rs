@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// The number of GPUs, or None after printing why the test skips.
 fn gpus() -> Option<usize> {
-    let reason = match fuel_graph_ext::exec::cuda::device_count() {
+    let reason = match fuel_graph_ext::backend::cuda::device_count() {
         Err((r, h)) => format!("{r} ({h})"),
         Ok(n) => {
             // SAFETY: tries dlopen on each candidate name; never panics.

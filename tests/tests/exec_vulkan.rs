@@ -309,11 +309,11 @@ fn folds_with_deferred_operands_in_every_position() {
             lines.join("\n")
         );
         let g = text::parse(&src).unwrap();
-        let plan_defers = exec::plan::Plan::new(&g)
+        let plan_defers = exec::schedule::Schedule::new(&g)
             .unwrap()
             .steps
             .iter()
-            .filter(|s| matches!(s.work, exec::plan::Work::Defer { .. }))
+            .filter(|s| matches!(s.work, exec::schedule::Work::Defer { .. }))
             .count();
         assert_eq!(plan_defers, 10, "every crossing copy is deferred");
         run_and_compare(&src, &[V0, C0]);

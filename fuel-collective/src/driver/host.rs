@@ -19,9 +19,9 @@ use super::{
     check_rank, whole_elements, CollectiveDriver, CommunicationId, DeviceResource, Driver,
     DriverError, ElemType, JoinOptions,
 };
-use fuel_graph_ext::exec::cpu::{Arena, CpuBuf};
-use fuel_graph_ext::exec::fault::Faults;
-use fuel_graph_ext::exec::worker::Worker;
+use fuel_graph_ext::backend::cpu::{Arena, CpuBuf};
+use fuel_graph_ext::backend::fault::Faults;
+use fuel_graph_ext::backend::worker::Worker;
 use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -23,7 +23,7 @@ use super::{
     DriverError, ElemType, JoinOptions,
 };
 use crate::driver::HostDriver;
-use fuel_graph_ext::exec::cpu::Arena;
+use fuel_graph_ext::backend::cpu::Arena;
 use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Destination, Source};

@@ -25,7 +25,7 @@ use super::{
 };
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nccl::{result, sys};
-use fuel_graph_ext::exec::cuda::{guarded, library_present};
+use fuel_graph_ext::backend::cuda::{guarded, library_present};
 use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
 use std::collections::HashMap;
 use std::ffi::c_void;

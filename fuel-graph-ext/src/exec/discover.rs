@@ -7,8 +7,8 @@
 //! no ICD (`vkCreateInstance` gives `ERROR_INCOMPATIBLE_DRIVER`), no
 //! physical device, no libcuda, no GPU.
 
+use crate::backend::{cuda, vulkan};
 use crate::device::Device;
-use crate::exec::{cuda, vulkan};
 
 /// A backend that cannot be used here.
 #[derive(Clone, Debug, PartialEq, Eq)]

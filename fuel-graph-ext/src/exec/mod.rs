@@ -3,56 +3,46 @@
 //!
 //! [`compile`] checks the graph (no collectives left, the verifier at
 //! [`Level::Placement`]), opens each device, checks every value's dtype
-//! against its backend, builds the schedule and buffer plan ([`plan`]) and
+//! against its backend, builds the schedule and buffer plan ([`schedule`]) and
 //! starts one worker thread per device ([`worker`]). [`Executable::run`]
 //! then only feeds data: it releases each step to its device's worker once
 //! the step's operands exist, frees every buffer right after its last reader
 //! finishes, and reads the outputs back as host [`Tensor`]s. A copy between
 //! two host arenas that only feeds other steps shares its source's buffer
-//! instead of copying it ([`plan::Work::Share`]), and a copy across the
+//! instead of copying it ([`schedule::Work::Share`]), and a copy across the
 //! host/GPU line read only by a fold on its destination is moved by that
-//! fold ([`plan::Work::Defer`]); both on by default, see [`Options`]. A failed step
+//! fold ([`schedule::Work::Defer`]); both on by default, see [`Options`]. A failed step
 //! stops the run, all buffers are released, and the executable can run again.
 //! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
 //! one exhaustive match in [`copy`]. See `docs/backends.md`.
 
-pub mod alloc;
-pub mod backend;
 pub mod comm;
-pub mod copy;
-pub mod cpu;
-pub mod cuda;
 pub mod discover;
-mod elem;
 pub mod error;
-pub mod fault;
-pub mod plan;
-pub mod ptx;
+pub mod schedule;
 pub mod tensor;
-pub mod vulkan;
-pub mod worker;
 
-pub use alloc::MemStats;
+pub use crate::backend::alloc::MemStats;
+pub use crate::backend::fault::FaultPoint;
 pub use discover::{discover, Discovery, Unavailable};
 pub use error::ExecError;
-pub use fault::FaultPoint;
 pub use tensor::Tensor;
 
+use crate::backend::fault::{self, Faults};
+use crate::backend::worker::Worker;
+use crate::backend::{self, cpu, cuda, vulkan, Buf, Ctx};
 use crate::device::{Device, DeviceKind};
 use crate::graph::Graph;
 use crate::interp::HostTensor;
 use crate::topology::Topology;
 use crate::verify::{verify, Level};
-use backend::{Buf, Ctx};
-use fault::Faults;
-use plan::{Plan, Work};
+use schedule::{Schedule, Step, Work};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{mpsc, Arc, Mutex};
-use worker::Worker;
 
 /// A graph ready to run on opened devices.
 pub struct Executable {
-    plan: Arc<Plan>,
+    plan: Arc<Schedule>,
     ctxs: HashMap<Device, Ctx>,
     // Declared after `ctxs` is irrelevant: workers hold no device handles
     // between jobs, and are joined on drop.
@@ -168,7 +158,7 @@ pub fn compile_with_options(
         }
     }
     let ctxs = open_devices(&listed)?;
-    let plan = Plan::new_with(g, &options)?;
+    let plan = Schedule::new_with(g, &options)?;
     for s in &plan.steps {
         let ctx = ctxs
             .get(&s.device)
@@ -279,7 +269,7 @@ impl Executable {
     }
 
     /// The graph's copies and moves that run without moving bytes: each
-    /// shares its host source's buffer ([`plan::Work::Share`]).
+    /// shares its host source's buffer ([`schedule::Work::Share`]).
     pub fn shared_copies(&self) -> BTreeSet<crate::graph::NodeId> {
         self.plan
             .steps
@@ -658,7 +648,7 @@ impl Executable {
 
 /// A [`Work::Share`] or [`Work::Defer`] step: the source's buffer itself,
 /// after the fault point a real copy would pass.
-fn share(step: &plan::Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf>, ExecError> {
+fn share(step: &Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf>, ExecError> {
     if faults.check(fault::Event::Copy) {
         return Err(ExecError::Injected {
             device: step.device,
@@ -686,7 +676,7 @@ fn put(outputs: &mut Vec<Tensor>, k: usize, t: Tensor) {
     }
 }
 
-fn panicked(step: &plan::Step, p: &(dyn std::any::Any + Send)) -> ExecError {
+fn panicked(step: &Step, p: &(dyn std::any::Any + Send)) -> ExecError {
     ExecError::Internal(format!(
         "`{}` on {} panicked: {}",
         step.mnemonic,
@@ -709,8 +699,8 @@ impl Drop for Executable {
 /// this thread: the operand's bytes go in, this rank's result comes back into
 /// a buffer of the step's device.
 fn run_comm(
-    plan: &Plan,
-    step: &plan::Step,
+    plan: &Schedule,
+    step: &Step,
     op: crate::op::CommOp,
     comm: u32,
     ctx: &Ctx,

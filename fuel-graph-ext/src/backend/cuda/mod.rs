@@ -3,7 +3,7 @@
 //! libcuda is loaded at run time. cudarc panics instead of returning an
 //! error when the library or a symbol is missing, so every entry point here
 //! first asks `is_culib_present()` and runs under `catch_unwind`. Kernels are
-//! the PTX text of [`crate::exec::ptx`], loaded with `Ptx::from_src` (no
+//! the PTX text of [`crate::backend::cuda::ptx`], loaded with `Ptx::from_src` (no
 //! NVRTC). Host data moves with `cuMemcpyHtoD`/`DtoH`, through a pinned
 //! staging buffer (allocated without write-combining, so reads are fast) when
 //! the transfer is large enough to pay for it; CUDA-to-CUDA copies are
@@ -11,13 +11,14 @@
 //! synchronises its stream before returning, so a step is complete when its
 //! call returns.
 
+use crate::backend::alloc::{AllocCounter, MemStats};
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::exec::alloc::{AllocCounter, MemStats};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
-use crate::exec::ptx;
+pub mod ptx;
+
 use crate::op::ElementwiseOp;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,

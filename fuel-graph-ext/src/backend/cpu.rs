@@ -2,20 +2,20 @@
 //!
 //! Each [`Arena`] owns its buffers (separate allocations) and counts their
 //! bytes; a step on another arena may read one through a shared host copy
-//! (`plan::Work::Share`), but only the owning arena frees it. Kernels work block by block: a
+//! (`schedule::Work::Share`), but only the owning arena frees it. Kernels work block by block: a
 //! block of the output starts as a copy of operand 0 and every other operand
 //! is folded into it while the block is still in cache, so an n-ary op reads
 //! each input once. The inner loops are plain zipped iterations that the
 //! compiler vectorises; tensors of [`PARALLEL_MIN`] elements or more are split
 //! over several threads with `std::thread::scope`.
 
+use crate::backend::alloc::{AllocCounter, MemStats};
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::exec::alloc::{AllocCounter, MemStats};
-use crate::exec::elem::{with_elem, Elem};
+use crate::elem::{with_elem, Elem};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use std::sync::Arc;
 

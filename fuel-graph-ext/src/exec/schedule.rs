@@ -1,6 +1,6 @@
 //! The schedule and buffer plan: pure functions of a verified graph.
 //!
-//! [`Plan::new`] turns the graph into steps in a deterministic topological
+//! [`Schedule::new`] turns the graph into steps in a deterministic topological
 //! order. Step `i` writes buffer slot `i`; each slot records how many operand
 //! reads it will see, so the runner frees a buffer the moment its last reader
 //! finishes (graph outputs are kept until they are read back). Slices and
@@ -13,25 +13,13 @@
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
 
+use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{ElementwiseOp, Op};
 use std::collections::HashMap;
-
-/// One contiguous byte range copied from an operand into the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// Which operand of the step.
-    pub operand: usize,
-    /// Byte offset in that operand.
-    pub src: usize,
-    /// Byte offset in the result.
-    pub dst: usize,
-    /// Bytes.
-    pub len: usize,
-}
 
 /// What a step does.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,9 +71,9 @@ pub struct Step {
     pub operands: Vec<usize>,
 }
 
-/// The whole schedule.
+/// The whole schedule: steps, read counts, dependents, outputs.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct Schedule {
     /// Steps in topological order.
     pub steps: Vec<Step>,
     /// For each slot, how many operand reads it gets.
@@ -96,16 +84,16 @@ pub struct Plan {
     pub outputs: Vec<usize>,
 }
 
-impl Plan {
+impl Schedule {
     /// Schedules `g`, which must already have passed the verifier, with
     /// host-to-host copies shared (see [`Work::Share`]).
-    pub fn new(g: &Graph) -> Result<Plan, ExecError> {
-        Plan::new_with(g, &crate::exec::Options::default())
+    pub fn new(g: &Graph) -> Result<Schedule, ExecError> {
+        Schedule::new_with(g, &crate::exec::Options::default())
     }
 
-    /// [`Plan::new`] with the copy rewrites `options` asks for: with both
+    /// [`Schedule::new`] with the copy rewrites `options` asks for: with both
     /// off every copy is a real copy into a buffer of its own.
-    pub fn new_with(g: &Graph, options: &crate::exec::Options) -> Result<Plan, ExecError> {
+    pub fn new_with(g: &Graph, options: &crate::exec::Options) -> Result<Schedule, ExecError> {
         let mut elementwise = Vec::new();
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
@@ -269,7 +257,7 @@ impl Plan {
                 steps[i].work = Work::Defer { src };
             }
         }
-        Ok(Plan {
+        Ok(Schedule {
             steps,
             reads,
             dependents,
@@ -462,7 +450,7 @@ mod tests {
     fn buffers_are_freed_after_their_last_read() {
         let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  %3 = add %2, %2 @cpu:0 : f32[4]\n  return %3\n}\n";
         let g = crate::text::parse(src).unwrap();
-        let p = Plan::new(&g).unwrap();
+        let p = Schedule::new(&g).unwrap();
         assert_eq!(p.reads, vec![1, 1, 2, 0]);
         // a, b, a+b live at once (48 bytes); then a and b go before the last add.
         assert_eq!(p.sequential_peak()[&Device::cpu(0)], 48);
@@ -472,7 +460,7 @@ mod tests {
     fn host_copies_that_only_feed_steps_share_their_source() {
         let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = copy %0 -> cpu:1 : f32[4]\n  %2 = add %1, %1 @cpu:1 : f32[4]\n  %3 = copy %2 -> cpu:0 : f32[4]\n  return %3\n}\n";
         let g = crate::text::parse(src).unwrap();
-        let p = Plan::new(&g).unwrap();
+        let p = Schedule::new(&g).unwrap();
         assert_eq!(
             p.steps[1].work,
             Work::Share {
@@ -488,7 +476,7 @@ mod tests {
         // slot is read (by the add), and is gone before the output copy.
         assert_eq!(peak[&Device::cpu(1)], 16);
         assert_eq!(peak[&Device::cpu(0)], 16);
-        let unshared = Plan::new_with(
+        let unshared = Schedule::new_with(
             &g,
             &crate::exec::Options {
                 share_host_copies: false,
@@ -504,7 +492,7 @@ mod tests {
     fn gpu_copies_read_once_by_a_host_fold_are_deferred() {
         let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = copy %0 -> cpu:0 : f32[4]\n  %3 = copy %0 -> cpu:0 : f32[4]\n  %4 = add %1, %2 @cpu:0 : f32[4]\n  %5 = div %3 {by=2} @cpu:0 : f32[4]\n  return %4, %5\n}\n";
         let g = crate::text::parse(src).unwrap();
-        let p = Plan::new(&g).unwrap();
+        let p = Schedule::new(&g).unwrap();
         let work = |mn: &str, k: usize| {
             p.steps
                 .iter()
@@ -532,7 +520,7 @@ mod tests {
         // result plus its scratch: 4 x 16 bytes at most, never 5.
         let peak = p.sequential_peak()[&Device::cpu(0)];
         assert!(peak <= 64, "{peak}");
-        let plain = Plan::new_with(
+        let plain = Schedule::new_with(
             &g,
             &crate::exec::Options {
                 defer_gpu_copies_into_folds: false,

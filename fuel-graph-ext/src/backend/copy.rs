@@ -4,7 +4,7 @@
 //! with no wildcard, so adding a backend fails to compile until every pair is
 //! decided. Host arenas copy with memcpy (a host copy that only feeds other
 //! steps never gets here: the runner shares the source's buffer, see
-//! `plan::Work::Share`); host and CUDA use the driver's
+//! `schedule::Work::Share`); host and CUDA use the driver's
 //! copies (pinned staging for large transfers); CUDA to CUDA is a device or
 //! peer copy; host and Vulkan go through a host-visible staging buffer;
 //! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an
@@ -12,11 +12,11 @@
 //! `split-cross-vendor-copies`. A `move` is a copy whose source the runner
 //! frees as soon as the copy finishes.
 
-use crate::exec::backend::{Buf, Ctx};
-use crate::exec::cpu;
+use crate::backend::cpu;
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
+use crate::backend::{Buf, Ctx};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
 
 /// Copies `bytes` of `src` into a new buffer on `dst` (into `reuse` when
 /// `dst` is a host arena that can take it, see [`Ctx::alloc_reusing`]).
@@ -76,8 +76,8 @@ pub fn copy(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::vulkan::Instance;
     use crate::device::Device;
-    use crate::exec::vulkan::Instance;
 
     /// The arm itself refuses vulkan:0 -> vulkan:1 (two VkDevices), even when
     /// a graph slipped past the verifier, and releases what it allocated.

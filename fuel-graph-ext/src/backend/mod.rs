@@ -1,20 +1,41 @@
 //! Opened devices and their buffers, one variant per backend.
 //!
 //! [`Ctx`] is an opened device and [`Buf`] a buffer on one. Both are closed
-//! enums so that the Copy arm ([`crate::exec::copy`]) can be one exhaustive
+//! enums so that the Copy arm ([`copy`]) can be one exhaustive
 //! match over (source kind, destination kind). [`run_step`] carries out one
 //! scheduled step on its device.
 
+pub mod alloc;
+pub mod copy;
+pub mod cpu;
+pub mod cuda;
+pub mod fault;
+pub mod vulkan;
+pub mod worker;
+
 use crate::device::{Device, DeviceKind};
 use crate::dtype::DType;
-use crate::exec::alloc::MemStats;
-use crate::exec::cpu::{self, Arena, CpuBuf};
-use crate::exec::cuda::{CudaBuf, CudaDev};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::{Step, Work};
-use crate::exec::vulkan::{VkBuf, VkDev};
+use crate::exec::schedule::{Step, Work};
+use alloc::MemStats;
+use cpu::{Arena, CpuBuf};
+use cuda::{CudaBuf, CudaDev};
+use fault::{Event, Faults};
 use std::sync::Arc;
+use vulkan::{VkBuf, VkDev};
+
+/// One contiguous byte range copied from an operand into the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// Which operand of the step.
+    pub operand: usize,
+    /// Byte offset in that operand.
+    pub src: usize,
+    /// Byte offset in the result.
+    pub dst: usize,
+    /// Bytes.
+    pub len: usize,
+}
 
 /// An opened device.
 #[derive(Clone)]
@@ -207,7 +228,7 @@ fn pieces<'a, T>(
 }
 
 /// A host fold whose operands include GPU buffers (deferred copies, see
-/// `plan::Work::Defer`): runs of host operands fold straight into `out`, and
+/// `schedule::Work::Defer`): runs of host operands fold straight into `out`, and
 /// each GPU operand is folded in where it lies when the host can read it
 /// there (a mapped Vulkan buffer), else downloaded into one scratch buffer
 /// first; in operand order, so the result equals the plain n-ary fold.
@@ -249,7 +270,7 @@ fn staged_fold(
 }
 
 /// A Vulkan fold whose operands include host buffers (deferred uploads, see
-/// `plan::Work::Defer`): in operand order, runs of device operands fold into
+/// `schedule::Work::Defer`): in operand order, runs of device operands fold into
 /// `out` (in place once it holds a partial result), a host operand first in
 /// line is uploaded straight into `out`, and any later one is uploaded into
 /// one scratch buffer and folded in. The device holds the result and at
@@ -317,7 +338,7 @@ pub fn run_step(
             let src = ins
                 .first()
                 .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
-            crate::exec::copy::copy(src, ctx, bytes, faults, reuse)
+            crate::backend::copy::copy(src, ctx, bytes, faults, reuse)
         }
         Work::Fold { .. } | Work::Div { .. } | Work::Gather { .. } => {
             let mut out = ctx.alloc_reusing(bytes, faults, reuse)?;

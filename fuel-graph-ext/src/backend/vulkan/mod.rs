@@ -14,12 +14,12 @@
 //! compiled to SPIR-V by naga in `build.rs`. Every submit waits on its fence,
 //! so a step is complete when its call returns.
 
+use crate::backend::alloc::{AllocCounter, MemStats};
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::exec::alloc::{AllocCounter, MemStats};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use ash::vk;
 use std::collections::BTreeMap;
