@@ -2,8 +2,9 @@
 //!
 //! [`Ctx`] is an opened device and [`Buf`] a buffer on one. Both are closed
 //! enums so that the Copy arm ([`copy`]) can be one exhaustive
-//! match over (source kind, destination kind). [`run_step`] carries out one
-//! scheduled step on its device.
+//! match over (source kind, destination kind). [`run`] carries out one piece
+//! of [`DeviceWork`] (an input, a copy or a [`Kernel`]) on its device; the
+//! runner's own work (shared buffers, collectives) never reaches it.
 
 pub mod alloc;
 pub mod copy;
@@ -15,8 +16,9 @@ pub mod worker;
 
 use crate::device::{Device, DeviceKind};
 use crate::dtype::DType;
+use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
-use crate::exec::schedule::{Step, Work};
+use crate::op::ElementwiseOp;
 use alloc::MemStats;
 use cpu::{Arena, CpuBuf};
 use cuda::{CudaBuf, CudaDev};
@@ -127,6 +129,30 @@ impl Ctx {
 }
 
 impl Buf {
+    /// The host buffer, if it is one.
+    pub fn as_cpu(&self) -> Option<&CpuBuf> {
+        match self {
+            Buf::Cpu(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The CUDA buffer, if it is one.
+    pub fn as_cuda(&self) -> Option<&CudaBuf> {
+        match self {
+            Buf::Cuda(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The Vulkan buffer, if it is one.
+    pub fn as_vulkan(&self) -> Option<&VkBuf> {
+        match self {
+            Buf::Vulkan(b) => Some(b),
+            _ => None,
+        }
+    }
+
     /// The kind of device it lives on.
     pub fn kind(&self) -> DeviceKind {
         match self {
@@ -164,30 +190,155 @@ fn wrong(op: &str) -> ExecError {
     ExecError::Internal(format!("`{op}` got an operand on another backend"))
 }
 
-fn cpu_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a CpuBuf>, ExecError> {
-    ins.iter()
-        .map(|b| match &**b {
-            Buf::Cpu(c) => Ok(c),
-            _ => Err(wrong(op)),
-        })
-        .collect()
+/// What a device does for one step: the work a backend carries out. The
+/// runner's own work (sharing a buffer, a collective) is not here, so every
+/// arm below is real device work.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceWork {
+    /// Uploads the named input.
+    Input { name: String },
+    /// Copies (or moves) operand 0 from `src` to the step's device.
+    Copy { src: Device, is_move: bool },
+    /// A kernel on the step's device.
+    Kernel(Kernel),
 }
 
-fn cuda_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a CudaBuf>, ExecError> {
-    ins.iter()
-        .map(|b| match &**b {
-            Buf::Cuda(c) => Ok(c),
-            _ => Err(wrong(op)),
-        })
-        .collect()
+/// The kernels every backend has.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kernel {
+    /// Folds an element-wise op over all operands in one pass.
+    Fold { kind: ElementwiseOp },
+    /// Divides operand 0 by a positive integer.
+    Div { by: u64 },
+    /// Gathers byte regions of the operands (slice and concat).
+    Gather { regions: Vec<Region> },
 }
 
-fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError> {
+/// One piece of device work as a runner hands it to [`run`].
+pub struct DeviceCall<'a> {
+    /// What to do.
+    pub work: &'a DeviceWork,
+    /// The result type.
+    pub ty: &'a TensorType,
+    /// The op's mnemonic, for errors.
+    pub op: &'a str,
+    /// The operands, in operand order.
+    pub ins: &'a [Arc<Buf>],
+    /// The caller's tensor for an input step (a host arena wraps it
+    /// without copying).
+    pub input: Option<&'a Arc<[u8]>>,
+    /// Storage the result may be written into (see [`Ctx::alloc_reusing`]).
+    pub reuse: Option<Arc<[u8]>>,
+}
+
+/// Runs one piece of device work on `ctx` and returns its result buffer.
+pub fn run(ctx: &Ctx, call: DeviceCall<'_>, faults: &Faults) -> Result<Buf, ExecError> {
+    let bytes = call.ty.size_bytes();
+    match call.work {
+        DeviceWork::Input { name } => {
+            let data = call
+                .input
+                .ok_or_else(|| ExecError::MissingInput(name.clone()))?;
+            match ctx {
+                Ctx::Cpu(a) if cpu::aligned(data) => Ok(Buf::Cpu(a.wrap(data.clone(), faults)?)),
+                _ => ctx.upload(data, faults),
+            }
+        }
+        DeviceWork::Copy { .. } => {
+            let src = call
+                .ins
+                .first()
+                .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
+            copy::copy(src, ctx, bytes, faults, call.reuse)
+        }
+        DeviceWork::Kernel(k) => {
+            let mut out = ctx.alloc_reusing(bytes, faults, call.reuse)?;
+            if faults.check(Event::Kernel) {
+                return Err(ExecError::Injected {
+                    device: ctx.device(),
+                    op: call.op.into(),
+                });
+            }
+            kernel(ctx, k, call.ty, call.op, call.ins, &mut out, faults)?;
+            Ok(out)
+        }
+    }
+}
+
+/// Runs kernel `k` of `op` into `out`, a buffer of `ty` on `ctx`.
+fn kernel(
+    ctx: &Ctx,
+    k: &Kernel,
+    ty: &TensorType,
+    op: &str,
+    ins: &[Arc<Buf>],
+    out: &mut Buf,
+    faults: &Faults,
+) -> Result<(), ExecError> {
+    let (dtype, n) = (ty.dtype, ty.num_elements());
+    let first = || ins.first().map(|b| &**b).ok_or_else(|| wrong(op));
+    match (out, ctx) {
+        (Buf::Cpu(d), Ctx::Cpu(arena)) => match k {
+            Kernel::Fold { kind } if ins.iter().any(|b| b.as_cpu().is_none()) => {
+                staged_fold(arena, dtype, *kind, ins, d, faults)
+            }
+            Kernel::Fold { kind } => {
+                cpu::fold(dtype, *kind, &locals(ins, Buf::as_cpu, op)?, d);
+                Ok(())
+            }
+            Kernel::Div { by } => {
+                let a = first()?.as_cpu().ok_or_else(|| wrong(op))?;
+                cpu::div(dtype, *by, a, d);
+                Ok(())
+            }
+            Kernel::Gather { regions } => {
+                cpu::gather(regions, &locals(ins, Buf::as_cpu, op)?, d).map_err(ExecError::Internal)
+            }
+        },
+        (Buf::Cuda(d), Ctx::Cuda(c)) => match k {
+            Kernel::Fold { kind } => {
+                c.fold(dtype, *kind, &locals(ins, Buf::as_cuda, op)?, d, n, faults)
+            }
+            Kernel::Div { by } => {
+                let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
+                c.div(dtype, *by, a, d, n)
+            }
+            Kernel::Gather { regions } => {
+                c.copy_regions(op, regions, &locals(ins, Buf::as_cuda, op)?, d)
+            }
+        },
+        (Buf::Vulkan(d), Ctx::Vulkan(v)) => match k {
+            Kernel::Fold { kind } if ins.iter().any(|b| b.as_vulkan().is_none()) => {
+                staged_vulkan_fold(v, dtype, *kind, ins, d, n, faults)
+            }
+            Kernel::Fold { kind } => v.fold(
+                dtype,
+                *kind,
+                &locals(ins, Buf::as_vulkan, op)?,
+                d,
+                n,
+                faults,
+            ),
+            Kernel::Div { by } => {
+                let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
+                v.div(dtype, *by, a, d, n)
+            }
+            Kernel::Gather { regions } => {
+                v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d)
+            }
+        },
+        (Buf::Cpu(_) | Buf::Cuda(_) | Buf::Vulkan(_), _) => Err(wrong(op)),
+    }
+}
+
+/// Every operand as a buffer of one backend (picked by `local`).
+fn locals<'a, T>(
+    ins: &'a [Arc<Buf>],
+    local: impl Fn(&'a Buf) -> Option<&'a T>,
+    op: &str,
+) -> Result<Vec<&'a T>, ExecError> {
     ins.iter()
-        .map(|b| match &**b {
-            Buf::Vulkan(c) => Ok(c),
-            _ => Err(wrong(op)),
-        })
+        .map(|b| local(b).ok_or_else(|| wrong(op)))
         .collect()
 }
 
@@ -196,20 +347,6 @@ fn vk_ops<'a>(ins: &'a [Arc<Buf>], op: &str) -> Result<Vec<&'a VkBuf>, ExecError
 enum Piece<'a, T> {
     Local(Vec<&'a T>),
     Foreign(&'a Buf),
-}
-
-fn as_cpu(b: &Buf) -> Option<&CpuBuf> {
-    match b {
-        Buf::Cpu(c) => Some(c),
-        _ => None,
-    }
-}
-
-fn as_vulkan(b: &Buf) -> Option<&VkBuf> {
-    match b {
-        Buf::Vulkan(x) => Some(x),
-        _ => None,
-    }
 }
 
 fn pieces<'a, T>(
@@ -235,13 +372,13 @@ fn pieces<'a, T>(
 fn staged_fold(
     arena: &Arc<Arena>,
     dtype: DType,
-    kind: crate::op::ElementwiseOp,
+    kind: ElementwiseOp,
     ins: &[Arc<Buf>],
     out: &mut CpuBuf,
     faults: &Faults,
 ) -> Result<(), ExecError> {
     let mut scratch: Option<CpuBuf> = None;
-    for (i, piece) in pieces(ins, as_cpu).into_iter().enumerate() {
+    for (i, piece) in pieces(ins, Buf::as_cpu).into_iter().enumerate() {
         // Every piece after the first folds onto the partial result.
         let onto = i > 0;
         let gpu = match piece {
@@ -278,14 +415,14 @@ fn staged_fold(
 fn staged_vulkan_fold(
     v: &Arc<VkDev>,
     dtype: DType,
-    kind: crate::op::ElementwiseOp,
+    kind: ElementwiseOp,
     ins: &[Arc<Buf>],
     out: &mut VkBuf,
     n: usize,
     faults: &Faults,
 ) -> Result<(), ExecError> {
     let mut scratch: Option<VkBuf> = None;
-    for (i, piece) in pieces(ins, as_vulkan).into_iter().enumerate() {
+    for (i, piece) in pieces(ins, Buf::as_vulkan).into_iter().enumerate() {
         match piece {
             Piece::Local(run) if i == 0 => v.fold(dtype, kind, &run, out, n, faults)?,
             Piece::Local(run) => v.fold_onto(dtype, kind, out, &run, n)?,
@@ -302,118 +439,4 @@ fn staged_vulkan_fold(
         }
     }
     Ok(())
-}
-
-/// Runs one step on `ctx` and returns its result buffer. `input` is the
-/// caller's tensor for an input step (a host arena wraps it without
-/// copying); `reuse` is storage the result may be written into (see
-/// [`Ctx::alloc_reusing`]).
-pub fn run_step(
-    step: &Step,
-    ctx: &Ctx,
-    ins: &[Arc<Buf>],
-    input: Option<&Arc<[u8]>>,
-    faults: &Faults,
-    reuse: Option<Arc<[u8]>>,
-) -> Result<Buf, ExecError> {
-    let bytes = step.ty.size_bytes();
-    let n = step.ty.num_elements();
-    let dtype = step.ty.dtype;
-    let op = step.mnemonic.as_str();
-    match &step.work {
-        Work::Input { name } => {
-            let data = input.ok_or_else(|| ExecError::MissingInput(name.clone()))?;
-            match ctx {
-                Ctx::Cpu(a) if cpu::aligned(data) => Ok(Buf::Cpu(a.wrap(data.clone(), faults)?)),
-                _ => ctx.upload(data, faults),
-            }
-        }
-        Work::Comm { .. } => Err(ExecError::Internal(
-            "SPMD collectives run on the caller's thread, not through run_step".into(),
-        )),
-        Work::Share { .. } | Work::Defer { .. } => Err(ExecError::Internal(
-            "a shared host copy holds its source's buffer; the runner does it, not run_step".into(),
-        )),
-        Work::Copy { .. } => {
-            let src = ins
-                .first()
-                .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
-            crate::backend::copy::copy(src, ctx, bytes, faults, reuse)
-        }
-        Work::Fold { .. } | Work::Div { .. } | Work::Gather { .. } => {
-            let mut out = ctx.alloc_reusing(bytes, faults, reuse)?;
-            if faults.check(Event::Kernel) {
-                return Err(ExecError::Injected {
-                    device: ctx.device(),
-                    op: op.into(),
-                });
-            }
-            match (&mut out, ctx) {
-                (Buf::Cpu(d), Ctx::Cpu(arena)) => {
-                    if let Work::Fold { kind } = &step.work {
-                        if ins.iter().any(|b| !matches!(**b, Buf::Cpu(_))) {
-                            staged_fold(arena, dtype, *kind, ins, d, faults)?;
-                            return Ok(out);
-                        }
-                    }
-                    let ins = cpu_ops(ins, op)?;
-                    match &step.work {
-                        Work::Fold { kind } => cpu::fold(dtype, *kind, &ins, d),
-                        Work::Div { by } => {
-                            let a = ins.first().ok_or_else(|| wrong(op))?;
-                            cpu::div(dtype, *by, a, d)
-                        }
-                        Work::Gather { regions } => {
-                            cpu::gather(regions, &ins, d).map_err(ExecError::Internal)?
-                        }
-                        Work::Input { .. }
-                        | Work::Copy { .. }
-                        | Work::Share { .. }
-                        | Work::Defer { .. }
-                        | Work::Comm { .. } => {}
-                    }
-                }
-                (Buf::Cuda(d), Ctx::Cuda(c)) => {
-                    let ins = cuda_ops(ins, op)?;
-                    match &step.work {
-                        Work::Fold { kind } => c.fold(dtype, *kind, &ins, d, n, faults)?,
-                        Work::Div { by } => {
-                            let a = ins.first().ok_or_else(|| wrong(op))?;
-                            c.div(dtype, *by, a, d, n)?
-                        }
-                        Work::Gather { regions } => c.copy_regions(op, regions, &ins, d)?,
-                        Work::Input { .. }
-                        | Work::Copy { .. }
-                        | Work::Share { .. }
-                        | Work::Defer { .. }
-                        | Work::Comm { .. } => {}
-                    }
-                }
-                (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
-                    if let Work::Fold { kind } = &step.work {
-                        if ins.iter().any(|b| matches!(**b, Buf::Cpu(_))) {
-                            staged_vulkan_fold(v, dtype, *kind, ins, d, n, faults)?;
-                            return Ok(out);
-                        }
-                    }
-                    let ins = vk_ops(ins, op)?;
-                    match &step.work {
-                        Work::Fold { kind } => v.fold(dtype, *kind, &ins, d, n, faults)?,
-                        Work::Div { by } => {
-                            let a = ins.first().ok_or_else(|| wrong(op))?;
-                            v.div(dtype, *by, a, d, n)?
-                        }
-                        Work::Gather { regions } => v.copy_regions(op, regions, &ins, d)?,
-                        Work::Input { .. }
-                        | Work::Copy { .. }
-                        | Work::Share { .. }
-                        | Work::Defer { .. }
-                        | Work::Comm { .. } => {}
-                    }
-                }
-                (Buf::Cpu(_) | Buf::Cuda(_) | Buf::Vulkan(_), _) => return Err(wrong(op)),
-            }
-            Ok(out)
-        }
-    }
 }

@@ -11,13 +11,17 @@
 //! `Send` nor `Sync` — which NCCL's handles and a single-threaded MPI would
 //! not give — and each rank thread finds its own communicator.
 
+use crate::backend::fault::Faults;
+use crate::backend::{Buf, Ctx};
 use crate::dtype::TensorType;
 use crate::exec::tensor::Tensor;
+use crate::exec::ExecError;
 use crate::op::CommOp;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// What the executor calls for a `comm.*` node.
 pub trait CommHandler {
@@ -49,4 +53,51 @@ pub fn register(h: &Rc<dyn CommHandler>) -> u32 {
 /// The handler registered as `id` on this thread, if it is still alive.
 pub fn lookup(id: u32) -> Option<Rc<dyn CommHandler>> {
     HANDLERS.with(|m| m.borrow().get(&id).and_then(Weak::upgrade))
+}
+
+/// Runs one `comm.*` step through the communicator registered as `comm` on
+/// this thread: the operand's bytes go in, this rank's result comes back into
+/// a buffer of the step's device.
+pub(super) fn run(
+    plan: &super::schedule::Schedule,
+    step: &super::schedule::Step,
+    op: crate::op::CommOp,
+    comm: u32,
+    ctx: &Ctx,
+    ins: &[Arc<Buf>],
+    faults: &Faults,
+) -> Result<Buf, ExecError> {
+    let refuse = |reason: String| ExecError::DriverCollective {
+        op: step.mnemonic.clone(),
+        device: step.device,
+        reason,
+    };
+    let handler = lookup(comm).ok_or_else(|| {
+        refuse(format!(
+            "no communicator {comm} is registered on this thread; run each rank's graph on the thread that owns its communicator"
+        ))
+    })?;
+    let (Some(Buf::Cpu(src)), Some(&slot)) = (ins.first().map(|b| &**b), step.operands.first())
+    else {
+        return Err(ExecError::Internal(
+            "an SPMD collective without a host operand".into(),
+        ));
+    };
+    let in_ty = plan
+        .steps
+        .get(slot)
+        .map(|s| s.ty.clone())
+        .ok_or_else(|| ExecError::Internal("operand step missing".into()))?;
+    let input = Tensor::from_bytes(in_ty, src.bytes().to_vec()).map_err(ExecError::Internal)?;
+    let out = handler.run(&op, &input, &step.ty).map_err(refuse)?;
+    let mut buf = ctx.alloc(out.bytes().len(), faults)?;
+    match &mut buf {
+        Buf::Cpu(d) => d.bytes_mut().copy_from_slice(out.bytes()),
+        _ => {
+            return Err(ExecError::Internal(
+                "an SPMD collective off the host".into(),
+            ))
+        }
+    }
+    Ok(buf)
 }

@@ -19,7 +19,10 @@
 pub mod comm;
 pub mod discover;
 pub mod error;
+mod run_inline;
+mod run_threaded;
 pub mod schedule;
+mod step;
 pub mod tensor;
 
 pub use crate::backend::alloc::MemStats;
@@ -28,17 +31,19 @@ pub use discover::{discover, Discovery, Unavailable};
 pub use error::ExecError;
 pub use tensor::Tensor;
 
-use crate::backend::fault::{self, Faults};
+use crate::backend::fault::Faults;
 use crate::backend::worker::Worker;
-use crate::backend::{self, cpu, cuda, vulkan, Buf, Ctx};
+use crate::backend::DeviceWork;
+use crate::backend::{cpu, cuda, vulkan, Buf, Ctx};
 use crate::device::{Device, DeviceKind};
 use crate::graph::Graph;
 use crate::interp::HostTensor;
 use crate::topology::Topology;
 use crate::verify::{verify, Level};
-use schedule::{Schedule, Step, Work};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::{mpsc, Arc, Mutex};
+use run_threaded::Table;
+use schedule::{Schedule, Work};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// A graph ready to run on opened devices.
 pub struct Executable {
@@ -237,9 +242,14 @@ fn open_devices(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecE
     Ok(ctxs)
 }
 
-type Table = Arc<Mutex<Vec<Option<Arc<Buf>>>>>;
-
 impl Executable {
+    /// The opened device `device`.
+    fn ctx(&self, device: Device) -> Result<&Ctx, ExecError> {
+        self.ctxs
+            .get(&device)
+            .ok_or_else(|| ExecError::Internal(format!("{device} not opened")))
+    }
+
     /// Makes the next run fail at `point` (one run only).
     pub fn inject_fault(&self, point: FaultPoint) {
         if let Ok(mut a) = self.armed.lock() {
@@ -324,7 +334,7 @@ impl Executable {
         // Check inputs before touching any device.
         let mut data: Vec<Option<Arc<[u8]>>> = vec![None; n];
         for (i, s) in plan.steps.iter().enumerate() {
-            if let Work::Input { name } = &s.work {
+            if let Work::Device(DeviceWork::Input { name }) = &s.work {
                 let t = inputs
                     .get(name)
                     .ok_or_else(|| ExecError::MissingInput(name.clone()))?;
@@ -388,304 +398,6 @@ impl Executable {
         }
         result
     }
-
-    /// Runs every step in schedule order on this thread (host arenas only),
-    /// freeing each buffer after its last read as the worker runner does.
-    fn run_inline(
-        &self,
-        s: &mut Scratch,
-        mut data: Vec<Option<Arc<[u8]>>>,
-        faults: &Faults,
-    ) -> Result<(), ExecError> {
-        let plan = &self.plan;
-        let n = plan.steps.len();
-        s.table.clear();
-        s.table.resize_with(n, || None);
-        s.reads_left.clear();
-        s.reads_left.extend_from_slice(&plan.reads);
-        for (i, step) in plan.steps.iter().enumerate() {
-            let ctx = self
-                .ctxs
-                .get(&step.device)
-                .ok_or_else(|| ExecError::Internal(format!("{} not opened", step.device)))?;
-            s.ins.clear();
-            for &o in &step.operands {
-                let b = s.table[o]
-                    .clone()
-                    .ok_or_else(|| ExecError::Internal(format!("operand slot {o} is empty")))?;
-                s.ins.push(b);
-            }
-            if let Work::Share { .. } | Work::Defer { .. } = step.work {
-                let shared = share(step, &s.ins, faults)?;
-                s.ins.clear();
-                s.table[i] = Some(shared);
-                self.release_operands(i, &mut s.reads_left, &mut s.table);
-                continue;
-            }
-            let input = data[i].take();
-            let reuse = s.reuse[i].take();
-            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if let Work::Comm { op, comm } = &step.work {
-                    return run_comm(plan, step, *op, *comm, ctx, &s.ins, faults);
-                }
-                backend::run_step(step, ctx, &s.ins, input.as_ref(), faults, reuse)
-            }));
-            s.ins.clear();
-            let buf = match res {
-                Ok(r) => r?,
-                Err(p) => return Err(panicked(step, &*p)),
-            };
-            s.table[i] = Some(Arc::new(buf));
-            self.release_operands(i, &mut s.reads_left, &mut s.table);
-        }
-        Ok(())
-    }
-
-    /// After step `i` finished: drops every slot whose last read that was,
-    /// and `i`'s own when nothing reads it and it is not an output. A buffer
-    /// that a shared copy also holds lives on in that slot.
-    fn release_operands(&self, i: usize, reads_left: &mut [usize], table: &mut [Option<Arc<Buf>>]) {
-        for &o in &self.plan.steps[i].operands {
-            reads_left[o] -= 1;
-            if reads_left[o] == 0 && !self.keep[o] {
-                table[o] = None;
-            }
-        }
-        if self.plan.reads[i] == 0 && !self.keep[i] {
-            table[i] = None;
-        }
-    }
-
-    fn dispatch(
-        &self,
-        table: &Table,
-        mut data: Vec<Option<Arc<[u8]>>>,
-        reuse: &mut [Option<Arc<[u8]>>],
-        faults: &Arc<Faults>,
-    ) -> Result<(), ExecError> {
-        let plan = &self.plan;
-        let n = plan.steps.len();
-        // Indices below are step numbers of `plan`, which sizes every
-        // vector here, so indexing cannot go out of bounds.
-        let mut reads_left = plan.reads.clone();
-        let mut deps_left: Vec<usize> = plan
-            .steps
-            .iter()
-            .map(|s| s.operands.iter().collect::<BTreeSet<_>>().len())
-            .collect();
-        let mut ready: VecDeque<usize> = (0..n).filter(|&i| deps_left[i] == 0).collect();
-        let (done_tx, done_rx) = mpsc::channel::<(usize, Result<(), ExecError>)>();
-        let mut in_flight = 0usize;
-        let mut first_err: Option<ExecError> = None;
-        loop {
-            while first_err.is_none() {
-                let Some(i) = ready.pop_front() else { break };
-                match self.launch(i, table, data[i].take(), reuse[i].take(), faults, &done_tx) {
-                    Ok(()) => in_flight += 1,
-                    Err(e) => first_err = Some(e),
-                }
-            }
-            if in_flight == 0 {
-                break;
-            }
-            let Ok((i, res)) = done_rx.recv() else {
-                first_err.get_or_insert(ExecError::Internal("a worker vanished".into()));
-                break;
-            };
-            in_flight -= 1;
-            if let Err(e) = res {
-                first_err.get_or_insert(e);
-                continue;
-            }
-            let mut t = table
-                .lock()
-                .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
-            self.release_operands(i, &mut reads_left, &mut t);
-            drop(t);
-            for &d in &plan.dependents[i] {
-                deps_left[d] -= 1;
-                if deps_left[d] == 0 {
-                    ready.push_back(d);
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    fn launch(
-        &self,
-        i: usize,
-        table: &Table,
-        input: Option<Arc<[u8]>>,
-        reuse: Option<Arc<[u8]>>,
-        faults: &Arc<Faults>,
-        done: &mpsc::Sender<(usize, Result<(), ExecError>)>,
-    ) -> Result<(), ExecError> {
-        let step = &self.plan.steps[i];
-        let ctx = self
-            .ctxs
-            .get(&step.device)
-            .cloned()
-            .ok_or_else(|| ExecError::Internal(format!("{} not opened", step.device)))?;
-        let ins: Vec<Arc<Buf>> = {
-            let t = table
-                .lock()
-                .map_err(|_| ExecError::Internal("buffer table lock poisoned".into()))?;
-            step.operands
-                .iter()
-                .map(|&o| {
-                    t[o].clone()
-                        .ok_or_else(|| ExecError::Internal(format!("operand slot {o} is empty")))
-                })
-                .collect::<Result<_, _>>()?
-        };
-        if let Work::Share { .. } | Work::Defer { .. } = step.work {
-            // No device work: the slot takes its source's buffer right here.
-            let res = share(step, &ins, faults).and_then(|b| match table.lock() {
-                Ok(mut t) => {
-                    t[i] = Some(b);
-                    Ok(())
-                }
-                Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
-            });
-            let _ = done.send((i, res));
-            return Ok(());
-        }
-        let worker = self
-            .workers
-            .get(&step.device)
-            .ok_or_else(|| ExecError::Internal(format!("no worker for {}", step.device)))?;
-        let plan = self.plan.clone();
-        let table = table.clone();
-        let faults = faults.clone();
-        let done = done.clone();
-        let sent = worker.send(Box::new(move || {
-            let step = &plan.steps[i];
-            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                backend::run_step(step, &ctx, &ins, input.as_ref(), &faults, reuse)
-            }));
-            drop(ins);
-            let res = match res {
-                Ok(Ok(buf)) => match table.lock() {
-                    Ok(mut t) => {
-                        t[i] = Some(Arc::new(buf));
-                        Ok(())
-                    }
-                    Err(_) => Err(ExecError::Internal("buffer table lock poisoned".into())),
-                },
-                Ok(Err(e)) => Err(e),
-                Err(p) => Err(panicked(step, &*p)),
-            };
-            let _ = done.send((i, res));
-        }));
-        if sent {
-            Ok(())
-        } else {
-            Err(ExecError::Internal(format!(
-                "the worker for {} stopped",
-                step.device
-            )))
-        }
-    }
-
-    fn read_outputs(
-        &self,
-        t: &mut [Option<Arc<Buf>>],
-        outputs: &mut Vec<Tensor>,
-    ) -> Result<(), ExecError> {
-        outputs.truncate(self.plan.outputs.len());
-        for (k, &o) in self.plan.outputs.iter().enumerate() {
-            let step = &self.plan.steps[o];
-            // A host buffer over shared bytes becomes the tensor as it is.
-            if self.sole[o] {
-                if let Some(b) = t[o].take() {
-                    match Arc::try_unwrap(b) {
-                        Ok(Buf::Cpu(cb)) => match cb.into_shared() {
-                            Ok(bytes) => {
-                                put(
-                                    outputs,
-                                    k,
-                                    Tensor::from_bytes(step.ty.clone(), bytes)
-                                        .map_err(ExecError::Internal)?,
-                                );
-                                continue;
-                            }
-                            Err(cb) => t[o] = Some(Arc::new(Buf::Cpu(cb))),
-                        },
-                        Ok(other) => t[o] = Some(Arc::new(other)),
-                        Err(shared) => t[o] = Some(shared),
-                    }
-                }
-            }
-            let buf = t[o]
-                .as_ref()
-                .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
-            let reuse = outputs.get_mut(k).and_then(|t| t.bytes_mut_for(&step.ty));
-            match reuse {
-                Some(dst) => buf.download_into(dst)?,
-                None => {
-                    let mut bytes: Arc<[u8]> =
-                        std::iter::repeat_n(0u8, step.ty.size_bytes()).collect();
-                    let dst = Arc::get_mut(&mut bytes)
-                        .ok_or_else(|| ExecError::Internal("a fresh buffer is shared".into()))?;
-                    buf.download_into(dst)?;
-                    let t =
-                        Tensor::from_bytes(step.ty.clone(), bytes).map_err(ExecError::Internal)?;
-                    if k < outputs.len() {
-                        outputs[k] = t;
-                    } else {
-                        outputs.push(t);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A [`Work::Share`] or [`Work::Defer`] step: the source's buffer itself,
-/// after the fault point a real copy would pass.
-fn share(step: &Step, ins: &[Arc<Buf>], faults: &Faults) -> Result<Arc<Buf>, ExecError> {
-    if faults.check(fault::Event::Copy) {
-        return Err(ExecError::Injected {
-            device: step.device,
-            op: "copy".into(),
-        });
-    }
-    // A shared copy's source is a host buffer; a deferred one's is on the
-    // other side of the host/GPU line from the step's device.
-    let host_source = matches!(step.work, Work::Share { .. }) || !step.device.is_cpu();
-    match ins.first() {
-        Some(b) if matches!(**b, Buf::Cpu(_)) == host_source => Ok(b.clone()),
-        _ => Err(ExecError::Internal(format!(
-            "`{}` on {}: a shared copy's source is on the wrong kind of device",
-            step.mnemonic, step.device
-        ))),
-    }
-}
-
-/// Sets output `k` (outputs are filled in order, so `k <= outputs.len()`).
-fn put(outputs: &mut Vec<Tensor>, k: usize, t: Tensor) {
-    if k < outputs.len() {
-        outputs[k] = t;
-    } else {
-        outputs.push(t);
-    }
-}
-
-fn panicked(step: &Step, p: &(dyn std::any::Any + Send)) -> ExecError {
-    ExecError::Internal(format!(
-        "`{}` on {} panicked: {}",
-        step.mnemonic,
-        step.device,
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    ))
 }
 
 impl Drop for Executable {
@@ -693,51 +405,4 @@ impl Drop for Executable {
         // Join the workers before the devices go.
         self.workers.clear();
     }
-}
-
-/// Runs one `comm.*` step through the communicator registered as `comm` on
-/// this thread: the operand's bytes go in, this rank's result comes back into
-/// a buffer of the step's device.
-fn run_comm(
-    plan: &Schedule,
-    step: &Step,
-    op: crate::op::CommOp,
-    comm: u32,
-    ctx: &Ctx,
-    ins: &[Arc<Buf>],
-    faults: &Faults,
-) -> Result<Buf, ExecError> {
-    let refuse = |reason: String| ExecError::DriverCollective {
-        op: step.mnemonic.clone(),
-        device: step.device,
-        reason,
-    };
-    let handler = comm::lookup(comm).ok_or_else(|| {
-        refuse(format!(
-            "no communicator {comm} is registered on this thread; run each rank's graph on the thread that owns its communicator"
-        ))
-    })?;
-    let (Some(Buf::Cpu(src)), Some(&slot)) = (ins.first().map(|b| &**b), step.operands.first())
-    else {
-        return Err(ExecError::Internal(
-            "an SPMD collective without a host operand".into(),
-        ));
-    };
-    let in_ty = plan
-        .steps
-        .get(slot)
-        .map(|s| s.ty.clone())
-        .ok_or_else(|| ExecError::Internal("operand step missing".into()))?;
-    let input = Tensor::from_bytes(in_ty, src.bytes().to_vec()).map_err(ExecError::Internal)?;
-    let out = handler.run(&op, &input, &step.ty).map_err(refuse)?;
-    let mut buf = ctx.alloc(out.bytes().len(), faults)?;
-    match &mut buf {
-        Buf::Cpu(d) => d.bytes_mut().copy_from_slice(out.bytes()),
-        _ => {
-            return Err(ExecError::Internal(
-                "an SPMD collective off the host".into(),
-            ))
-        }
-    }
-    Ok(buf)
 }

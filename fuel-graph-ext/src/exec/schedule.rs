@@ -13,21 +13,20 @@
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
 
-use crate::backend::Region;
+use crate::backend::{DeviceWork, Kernel, Region};
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{ElementwiseOp, Op};
+use crate::op::Op;
 use std::collections::HashMap;
 
-/// What a step does.
+/// What a step does: device work for its device's backend, or work the
+/// runner does itself.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Work {
-    /// Uploads the named input.
-    Input { name: String },
-    /// Copies (or moves) operand 0 from `src` to the step's device.
-    Copy { src: Device, is_move: bool },
+    /// Input, copy or kernel on the step's device ([`crate::backend::run`]).
+    Device(DeviceWork),
     /// A copy or move from the host arena `src` to another host arena whose
     /// result is not a graph output: the step's slot holds operand 0's
     /// buffer itself. Every reader only reads it, and the buffer lives until
@@ -37,21 +36,39 @@ pub enum Work {
     /// A copy between a GPU and the host (either way; to a GPU only for
     /// Vulkan) whose only reader is an element-wise fold on the destination,
     /// and which is not a graph output: the slot holds the source buffer,
-    /// and the fold moves it when it gets to it (see `backend::run_step`):
+    /// and the fold moves it when it gets to it (see `backend::run`):
     /// the host reads a mapped Vulkan buffer in place or downloads into one
     /// scratch buffer; a Vulkan fold uploads into one scratch buffer and
     /// folds in place. The destination holds the result plus at most one
     /// operand instead of all of them.
     Defer { src: Device },
-    /// Folds an element-wise op over all operands in one pass.
-    Fold { kind: ElementwiseOp },
-    /// Divides operand 0 by a positive integer.
-    Div { by: u64 },
-    /// Gathers byte regions of the operands (slice and concat).
-    Gather { regions: Vec<Region> },
     /// An SPMD collective through the communicator registered as `comm`
     /// (see [`crate::exec::comm`]); run on the caller's thread.
     Comm { op: crate::op::CommOp, comm: u32 },
+}
+
+impl Work {
+    /// False for the runner's own work (a shared or deferred copy), which
+    /// takes no device time and runs on the dispatcher's thread.
+    pub fn needs_device(&self) -> bool {
+        !matches!(self, Work::Share { .. } | Work::Defer { .. })
+    }
+
+    /// A kernel step's kernel.
+    pub fn kernel(&self) -> Option<&Kernel> {
+        match self {
+            Work::Device(DeviceWork::Kernel(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The source of a copy that moves bytes.
+    pub fn copy_source(&self) -> Option<Device> {
+        match self {
+            Work::Device(DeviceWork::Copy { src, .. }) => Some(*src),
+            _ => None,
+        }
+    }
 }
 
 /// One scheduled node.
@@ -124,19 +141,21 @@ impl Schedule {
                     .ok_or_else(|| ExecError::Internal("operand type missing".into()))
             };
             let work = match &n.op {
-                Op::Input { name, .. } => Work::Input { name: name.clone() },
+                Op::Input { name, .. } => Work::Device(DeviceWork::Input { name: name.clone() }),
                 Op::Copy { .. } | Op::Move { .. } => {
                     let src = n
                         .operands
                         .first()
                         .and_then(|v| g.value_device(*v))
                         .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
-                    Work::Copy {
+                    Work::Device(DeviceWork::Copy {
                         src,
                         is_move: matches!(n.op, Op::Move { .. }),
-                    }
+                    })
                 }
-                Op::Elementwise { kind, .. } => Work::Fold { kind: *kind },
+                Op::Elementwise { kind, .. } => {
+                    Work::Device(DeviceWork::Kernel(Kernel::Fold { kind: *kind }))
+                }
                 Op::Comm { kind, comm, .. } => {
                     if !device.is_cpu() {
                         return Err(ExecError::DriverCollective {
@@ -171,23 +190,23 @@ impl Schedule {
                             "run it as driver_all_reduce.sum followed by div, the form lower-collectives emits",
                         ));
                     }
-                    Work::Fold {
+                    Work::Device(DeviceWork::Kernel(Kernel::Fold {
                         kind: op.combiner(),
-                    }
+                    }))
                 }
-                Op::Div { by, .. } => Work::Div { by: *by },
+                Op::Div { by, .. } => Work::Device(DeviceWork::Kernel(Kernel::Div { by: *by })),
                 Op::Slice {
                     axis, start, len, ..
-                } => Work::Gather {
+                } => Work::Device(DeviceWork::Kernel(Kernel::Gather {
                     regions: slice_regions(operand_ty(0)?, *axis, *start, *len),
-                },
+                })),
                 Op::Concat { axis, .. } => {
                     let tys = (0..n.operands.len())
                         .map(operand_ty)
                         .collect::<Result<Vec<_>, _>>()?;
-                    Work::Gather {
+                    Work::Device(DeviceWork::Kernel(Kernel::Gather {
                         regions: concat_regions(&tys, *axis),
-                    }
+                    }))
                 }
                 op => return Err(ExecError::Collective { op: op.mnemonic() }),
             };
@@ -223,7 +242,7 @@ impl Schedule {
             })
             .collect::<Result<Vec<_>, _>>()?;
         for i in 0..steps.len() {
-            let Work::Copy { src, .. } = steps[i].work else {
+            let Some(src) = steps[i].work.copy_source() else {
                 continue;
             };
             let dst = steps[i].device;
@@ -249,7 +268,7 @@ impl Schedule {
                     reads[i] == 1
                         && elementwise[*r]
                         && steps[*r].device == dst
-                        && matches!(steps[*r].work, Work::Fold { .. })
+                        && matches!(steps[*r].work.kernel(), Some(Kernel::Fold { .. }))
                 }
                 _ => false,
             };
@@ -468,7 +487,7 @@ mod tests {
             }
         );
         // The output copy stays a copy: the caller gets its own bytes.
-        assert!(matches!(p.steps[3].work, Work::Copy { .. }));
+        assert!(p.steps[3].work.copy_source().is_some());
         assert_eq!(p.owner(1), 0);
         assert_eq!(p.owner(2), 2);
         let peak = p.sequential_peak();
@@ -484,7 +503,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(matches!(unshared.steps[1].work, Work::Copy { .. }));
+        assert!(unshared.steps[1].work.copy_source().is_some());
         assert_eq!(unshared.sequential_peak()[&Device::cpu(1)], 32);
     }
 
@@ -515,7 +534,7 @@ mod tests {
         assert!(p
             .steps
             .iter()
-            .any(|s| s.mnemonic == "copy" && matches!(s.work, Work::Copy { .. })));
+            .any(|s| s.mnemonic == "copy" && s.work.copy_source().is_some()));
         // cpu:0 peaks with the input, the copy for the div, and the add's
         // result plus its scratch: 4 x 16 bytes at most, never 5.
         let peak = p.sequential_peak()[&Device::cpu(0)];
