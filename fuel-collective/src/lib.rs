@@ -23,9 +23,11 @@ pub mod lower;
 pub mod plan;
 
 pub use comm::{Communicator, IdentityComm};
+#[cfg(feature = "nccl")]
+pub use driver::NcclDriver;
 pub use driver::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverCommunicator, DriverError,
-    ElemType, HostDriver, JoinOptions, NcclDriver,
+    ElemType, HostDriver, JoinOptions,
 };
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Algorithm, LowerCollectives, LowerOptions};

@@ -22,6 +22,7 @@ mod elem;
 pub mod host;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
 pub mod nccl;
 pub mod spmd;
 
@@ -29,6 +30,7 @@ pub use elem::ElemType;
 pub use host::{HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId};
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiCommunicator, MpiDriver};
+#[cfg(feature = "nccl")]
 pub use nccl::{NcclDriver, NcclUniqueId};
 pub use spmd::DriverCommunicator;
 

@@ -10,10 +10,12 @@
 //! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an
 //! error that names the pass which stages it through the host,
 //! `split-cross-vendor-copies`. A `move` is a copy whose source the runner
-//! frees as soon as the copy finishes.
+//! frees as soon as the copy finishes. A backend compiled out (cargo
+//! feature off) takes its arms with it; the match stays exhaustive.
 
 use crate::backend::cpu;
 use crate::backend::fault::{Event, Faults};
+#[cfg(any(feature = "cuda", feature = "vulkan"))]
 use crate::backend::Region;
 use crate::backend::{Buf, Ctx};
 use crate::exec::error::ExecError;
@@ -34,6 +36,7 @@ pub fn copy(
             op: "copy".into(),
         });
     }
+    #[cfg(any(feature = "cuda", feature = "vulkan"))]
     let whole = [Region {
         operand: 0,
         src: 0,
@@ -42,12 +45,18 @@ pub fn copy(
     }];
     match (src, &mut out) {
         (Buf::Cpu(s), Buf::Cpu(d)) => cpu::memcpy(&s.bytes()[..bytes], d),
+        #[cfg(feature = "cuda")]
         (Buf::Cpu(s), Buf::Cuda(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
+        #[cfg(feature = "cuda")]
         (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
         // Same context: a device copy; two contexts: cudarc issues a peer copy.
+        #[cfg(feature = "cuda")]
         (Buf::Cuda(s), Buf::Cuda(d)) => d.dev().clone().copy_regions("copy", &whole, &[s], d)?,
+        #[cfg(feature = "vulkan")]
         (Buf::Cpu(s), Buf::Vulkan(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
+        #[cfg(feature = "vulkan")]
         (Buf::Vulkan(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
+        #[cfg(feature = "vulkan")]
         (Buf::Vulkan(s), Buf::Vulkan(d)) => {
             if !s.dev().same_device(d.dev()) {
                 return Err(ExecError::NoDirectCopy {
@@ -57,12 +66,14 @@ pub fn copy(
             }
             d.dev().copy_regions("copy", &whole, &[s], d)?
         }
+        #[cfg(all(feature = "cuda", feature = "vulkan"))]
         (Buf::Cuda(s), Buf::Vulkan(d)) => {
             return Err(ExecError::NoDirectCopy {
                 src: s.dev().device,
                 dst: d.dev().device,
             })
         }
+        #[cfg(all(feature = "cuda", feature = "vulkan"))]
         (Buf::Vulkan(s), Buf::Cuda(d)) => {
             return Err(ExecError::NoDirectCopy {
                 src: s.dev().device,
@@ -73,7 +84,7 @@ pub fn copy(
     Ok(out)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "vulkan"))]
 mod tests {
     use super::*;
     use crate::backend::vulkan::Instance;

@@ -9,8 +9,10 @@
 pub mod alloc;
 pub mod copy;
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod fault;
+#[cfg(feature = "vulkan")]
 pub mod vulkan;
 pub mod worker;
 
@@ -21,9 +23,12 @@ use crate::exec::error::ExecError;
 use crate::op::ElementwiseOp;
 use alloc::MemStats;
 use cpu::{Arena, CpuBuf};
+#[cfg(feature = "cuda")]
 use cuda::{CudaBuf, CudaDev};
 use fault::{Event, Faults};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+#[cfg(feature = "vulkan")]
 use vulkan::{VkBuf, VkDev};
 
 /// One contiguous byte range copied from an operand into the result.
@@ -45,8 +50,10 @@ pub enum Ctx {
     /// A host arena.
     Cpu(Arc<Arena>),
     /// A CUDA GPU.
+    #[cfg(feature = "cuda")]
     Cuda(Arc<CudaDev>),
     /// A Vulkan logical device.
+    #[cfg(feature = "vulkan")]
     Vulkan(Arc<VkDev>),
 }
 
@@ -55,8 +62,10 @@ pub enum Buf {
     /// In a host arena.
     Cpu(CpuBuf),
     /// On a CUDA GPU.
+    #[cfg(feature = "cuda")]
     Cuda(CudaBuf),
     /// On a Vulkan device.
+    #[cfg(feature = "vulkan")]
     Vulkan(VkBuf),
 }
 
@@ -65,7 +74,9 @@ impl Ctx {
     pub fn device(&self) -> Device {
         match self {
             Ctx::Cpu(a) => a.device,
+            #[cfg(feature = "cuda")]
             Ctx::Cuda(c) => c.device,
+            #[cfg(feature = "vulkan")]
             Ctx::Vulkan(v) => v.device,
         }
     }
@@ -74,7 +85,9 @@ impl Ctx {
     pub fn stats(&self) -> MemStats {
         match self {
             Ctx::Cpu(a) => a.stats(),
+            #[cfg(feature = "cuda")]
             Ctx::Cuda(c) => c.stats(),
+            #[cfg(feature = "vulkan")]
             Ctx::Vulkan(v) => v.stats(),
         }
     }
@@ -83,7 +96,9 @@ impl Ctx {
     pub fn supports(&self, dtype: DType) -> Result<(), ExecError> {
         let r = match self {
             Ctx::Cpu(_) => Ok(()),
+            #[cfg(feature = "cuda")]
             Ctx::Cuda(c) => c.supports(dtype),
+            #[cfg(feature = "vulkan")]
             Ctx::Vulkan(v) => v.supports(dtype),
         };
         r.map_err(|reason| ExecError::Unsupported {
@@ -108,7 +123,9 @@ impl Ctx {
     ) -> Result<Buf, ExecError> {
         Ok(match self {
             Ctx::Cpu(a) => Buf::Cpu(a.alloc_reusing(bytes, faults, reuse)?),
+            #[cfg(feature = "cuda")]
             Ctx::Cuda(c) => Buf::Cuda(c.alloc(bytes, faults)?),
+            #[cfg(feature = "vulkan")]
             Ctx::Vulkan(v) => Buf::Vulkan(v.alloc(bytes, faults)?),
         })
     }
@@ -118,11 +135,12 @@ impl Ctx {
         let mut out = self.alloc(bytes.len(), faults)?;
         match (&mut out, self) {
             (Buf::Cpu(d), _) => cpu::memcpy(bytes, d),
+            #[cfg(feature = "cuda")]
             (Buf::Cuda(d), Ctx::Cuda(c)) => c.upload(bytes, d)?,
+            #[cfg(feature = "vulkan")]
             (Buf::Vulkan(d), Ctx::Vulkan(v)) => v.upload(bytes, d)?,
-            (Buf::Cuda(_) | Buf::Vulkan(_), _) => {
-                return Err(ExecError::Internal("buffer on the wrong device".into()))
-            }
+            #[allow(unreachable_patterns)] // with every GPU backend compiled out
+            _ => return Err(ExecError::Internal("buffer on the wrong device".into())),
         }
         Ok(out)
     }
@@ -133,11 +151,13 @@ impl Buf {
     pub fn as_cpu(&self) -> Option<&CpuBuf> {
         match self {
             Buf::Cpu(b) => Some(b),
+            #[allow(unreachable_patterns)] // with every GPU backend compiled out
             _ => None,
         }
     }
 
     /// The CUDA buffer, if it is one.
+    #[cfg(feature = "cuda")]
     pub fn as_cuda(&self) -> Option<&CudaBuf> {
         match self {
             Buf::Cuda(b) => Some(b),
@@ -146,6 +166,7 @@ impl Buf {
     }
 
     /// The Vulkan buffer, if it is one.
+    #[cfg(feature = "vulkan")]
     pub fn as_vulkan(&self) -> Option<&VkBuf> {
         match self {
             Buf::Vulkan(b) => Some(b),
@@ -157,7 +178,9 @@ impl Buf {
     pub fn kind(&self) -> DeviceKind {
         match self {
             Buf::Cpu(_) => DeviceKind::Cpu,
+            #[cfg(feature = "cuda")]
             Buf::Cuda(_) => DeviceKind::Cuda,
+            #[cfg(feature = "vulkan")]
             Buf::Vulkan(_) => DeviceKind::Vulkan,
         }
     }
@@ -179,11 +202,63 @@ impl Buf {
                     .ok_or_else(|| ExecError::Internal("download past the buffer".into()))?;
                 cpu::copy_bytes(src, out);
             }
+            #[cfg(feature = "cuda")]
             Buf::Cuda(b) => b.dev().download(b, out)?,
+            #[cfg(feature = "vulkan")]
             Buf::Vulkan(b) => b.dev().download(b, out)?,
         }
         Ok(())
     }
+}
+
+/// Why a backend that this build left out cannot open `device`.
+#[allow(dead_code)] // unused when every backend is compiled in
+fn compiled_out(device: Device, feature: &str) -> ExecError {
+    ExecError::DeviceUnavailable {
+        device: device.to_string(),
+        reason: format!(
+            "this build has no {} backend (cargo feature `{feature}` is off)",
+            device.kind
+        ),
+        hint: format!("rebuild with `--features {feature}`"),
+    }
+}
+
+/// Opens every device in `listed` (one Vulkan instance for all of them).
+pub fn open(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecError> {
+    let mut ctxs = HashMap::new();
+    #[cfg(feature = "vulkan")]
+    let mut instance: Option<Arc<vulkan::Instance>> = None;
+    for d in listed {
+        let ctx = match d.kind {
+            DeviceKind::Cpu => Ctx::Cpu(Arc::new(Arena::open(*d))),
+            #[cfg(feature = "cuda")]
+            DeviceKind::Cuda => Ctx::Cuda(CudaDev::open(*d)?),
+            #[cfg(not(feature = "cuda"))]
+            DeviceKind::Cuda => return Err(compiled_out(*d, "cuda")),
+            #[cfg(feature = "vulkan")]
+            DeviceKind::Vulkan => {
+                let inst = match &instance {
+                    Some(i) => i.clone(),
+                    None => {
+                        let i =
+                            vulkan::Instance::open().map_err(|u| ExecError::DeviceUnavailable {
+                                device: d.to_string(),
+                                reason: u.reason,
+                                hint: u.hint,
+                            })?;
+                        instance = Some(i.clone());
+                        i
+                    }
+                };
+                Ctx::Vulkan(inst.open_device(*d)?)
+            }
+            #[cfg(not(feature = "vulkan"))]
+            DeviceKind::Vulkan => return Err(compiled_out(*d, "vulkan")),
+        };
+        ctxs.insert(*d, ctx);
+    }
+    Ok(ctxs)
 }
 
 fn wrong(op: &str) -> ExecError {
@@ -275,7 +350,9 @@ fn kernel(
     out: &mut Buf,
     faults: &Faults,
 ) -> Result<(), ExecError> {
-    let (dtype, n) = (ty.dtype, ty.num_elements());
+    let dtype = ty.dtype;
+    #[cfg(any(feature = "cuda", feature = "vulkan"))]
+    let n = ty.num_elements();
     let first = || ins.first().map(|b| &**b).ok_or_else(|| wrong(op));
     match (out, ctx) {
         (Buf::Cpu(d), Ctx::Cpu(arena)) => match k {
@@ -295,6 +372,7 @@ fn kernel(
                 cpu::gather(regions, &locals(ins, Buf::as_cpu, op)?, d).map_err(ExecError::Internal)
             }
         },
+        #[cfg(feature = "cuda")]
         (Buf::Cuda(d), Ctx::Cuda(c)) => match k {
             Kernel::Fold { kind } => {
                 c.fold(dtype, *kind, &locals(ins, Buf::as_cuda, op)?, d, n, faults)
@@ -307,6 +385,7 @@ fn kernel(
                 c.copy_regions(op, regions, &locals(ins, Buf::as_cuda, op)?, d)
             }
         },
+        #[cfg(feature = "vulkan")]
         (Buf::Vulkan(d), Ctx::Vulkan(v)) => match k {
             Kernel::Fold { kind } if ins.iter().any(|b| b.as_vulkan().is_none()) => {
                 staged_vulkan_fold(v, dtype, *kind, ins, d, n, faults)
@@ -327,7 +406,8 @@ fn kernel(
                 v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d)
             }
         },
-        (Buf::Cpu(_) | Buf::Cuda(_) | Buf::Vulkan(_), _) => Err(wrong(op)),
+        #[allow(unreachable_patterns)] // with every GPU backend compiled out
+        _ => Err(wrong(op)),
     }
 }
 
@@ -388,6 +468,7 @@ fn staged_fold(
             }
             Piece::Foreign(b) => b,
         };
+        #[cfg(feature = "vulkan")]
         if let Buf::Vulkan(v) = gpu {
             match v.with_mapped(|bytes| cpu::fold_bytes_into(dtype, kind, bytes, out, onto)) {
                 Some(Ok(true)) => continue,
@@ -406,6 +487,7 @@ fn staged_fold(
     Ok(())
 }
 
+#[cfg(feature = "vulkan")]
 /// A Vulkan fold whose operands include host buffers (deferred uploads, see
 /// `schedule::Work::Defer`): in operand order, runs of device operands fold into
 /// `out` (in place once it holds a partial result), a host operand first in

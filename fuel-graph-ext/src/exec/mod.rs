@@ -34,8 +34,8 @@ pub use tensor::Tensor;
 use crate::backend::fault::Faults;
 use crate::backend::worker::Worker;
 use crate::backend::DeviceWork;
-use crate::backend::{cpu, cuda, vulkan, Buf, Ctx};
-use crate::device::{Device, DeviceKind};
+use crate::backend::{self, Buf, Ctx};
+use crate::device::Device;
 use crate::graph::Graph;
 use crate::interp::HostTensor;
 use crate::topology::Topology;
@@ -162,7 +162,7 @@ pub fn compile_with_options(
             });
         }
     }
-    let ctxs = open_devices(&listed)?;
+    let ctxs = backend::open(&listed)?;
     let plan = Schedule::new_with(g, &options)?;
     for s in &plan.steps {
         let ctx = ctxs
@@ -211,35 +211,6 @@ pub fn compile_with_options(
         keep,
         sole,
     })
-}
-
-fn open_devices(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecError> {
-    let mut ctxs = HashMap::new();
-    let mut instance: Option<Arc<vulkan::Instance>> = None;
-    for d in listed {
-        let ctx = match d.kind {
-            DeviceKind::Cpu => Ctx::Cpu(Arc::new(cpu::Arena::open(*d))),
-            DeviceKind::Cuda => Ctx::Cuda(cuda::CudaDev::open(*d)?),
-            DeviceKind::Vulkan => {
-                let inst = match &instance {
-                    Some(i) => i.clone(),
-                    None => {
-                        let i =
-                            vulkan::Instance::open().map_err(|u| ExecError::DeviceUnavailable {
-                                device: d.to_string(),
-                                reason: u.reason,
-                                hint: u.hint,
-                            })?;
-                        instance = Some(i.clone());
-                        i
-                    }
-                };
-                Ctx::Vulkan(inst.open_device(*d)?)
-            }
-        };
-        ctxs.insert(*d, ctx);
-    }
-    Ok(ctxs)
 }
 
 impl Executable {
