@@ -21,6 +21,8 @@ const VARIANTS: &[(&str, &str, &str, &str, &str)] = &[
     ),
     ("elementwise_f64", "", "f64", "f64", "C(a0[i]) / C(p.by)"),
     ("elementwise_i64", "", "i64", "i64", "C(a0[i]) / C(p.by)"),
+    ("elementwise_u32", "", "u32", "u32", "C(a0[i]) / C(p.by)"),
+    ("elementwise_u64", "", "u64", "u64", "C(a0[i]) / C(p.by)"),
 ];
 
 #[cfg(not(feature = "vulkan"))]

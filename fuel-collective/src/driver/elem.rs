@@ -10,120 +10,9 @@
 //! folded in rank order, so every rank computes bit-identical results.
 
 use fuel_graph_ext::{DType, ReduceOp};
-use std::fmt;
 
-/// An element type as collective drivers see it: wider than [`DType`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ElemType {
-    /// One byte, 0 or 1.
-    Bool,
-    /// Signed 8-bit integer.
-    I8,
-    /// Unsigned 8-bit integer.
-    U8,
-    /// Signed 16-bit integer.
-    I16,
-    /// Unsigned 16-bit integer.
-    U16,
-    /// Signed 32-bit integer.
-    I32,
-    /// Unsigned 32-bit integer.
-    U32,
-    /// Signed 64-bit integer.
-    I64,
-    /// Unsigned 64-bit integer.
-    U64,
-    /// IEEE binary16.
-    F16,
-    /// bfloat16.
-    BF16,
-    /// IEEE binary32.
-    F32,
-    /// IEEE binary64.
-    F64,
-}
-
-impl ElemType {
-    /// Every element type, in a fixed order.
-    pub const ALL: [ElemType; 13] = [
-        ElemType::Bool,
-        ElemType::I8,
-        ElemType::U8,
-        ElemType::I16,
-        ElemType::U16,
-        ElemType::I32,
-        ElemType::U32,
-        ElemType::I64,
-        ElemType::U64,
-        ElemType::F16,
-        ElemType::BF16,
-        ElemType::F32,
-        ElemType::F64,
-    ];
-
-    /// Bytes per element.
-    pub fn size_bytes(self) -> usize {
-        match self {
-            ElemType::Bool | ElemType::I8 | ElemType::U8 => 1,
-            ElemType::I16 | ElemType::U16 | ElemType::F16 | ElemType::BF16 => 2,
-            ElemType::I32 | ElemType::U32 | ElemType::F32 => 4,
-            ElemType::I64 | ElemType::U64 | ElemType::F64 => 8,
-        }
-    }
-
-    /// The lower-case name (`bf16`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ElemType::Bool => "bool",
-            ElemType::I8 => "i8",
-            ElemType::U8 => "u8",
-            ElemType::I16 => "i16",
-            ElemType::U16 => "u16",
-            ElemType::I32 => "i32",
-            ElemType::U32 => "u32",
-            ElemType::I64 => "i64",
-            ElemType::U64 => "u64",
-            ElemType::F16 => "f16",
-            ElemType::BF16 => "bf16",
-            ElemType::F32 => "f32",
-            ElemType::F64 => "f64",
-        }
-    }
-
-    /// The graph dtype with the same bytes, if the graph has one.
-    pub fn to_dtype(self) -> Option<DType> {
-        Some(match self {
-            ElemType::U8 => DType::U8,
-            ElemType::I32 => DType::I32,
-            ElemType::I64 => DType::I64,
-            ElemType::F16 => DType::F16,
-            ElemType::BF16 => DType::BF16,
-            ElemType::F32 => DType::F32,
-            ElemType::F64 => DType::F64,
-            _ => return None,
-        })
-    }
-}
-
-impl From<DType> for ElemType {
-    fn from(d: DType) -> ElemType {
-        match d {
-            DType::F32 => ElemType::F32,
-            DType::F16 => ElemType::F16,
-            DType::BF16 => ElemType::BF16,
-            DType::F64 => ElemType::F64,
-            DType::I32 => ElemType::I32,
-            DType::I64 => ElemType::I64,
-            DType::U8 => ElemType::U8,
-        }
-    }
-}
-
-impl fmt::Display for ElemType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The element types a driver may carry: the graph's own [`DType`].
+pub type ElemType = DType;
 
 /// One element type's arithmetic over little-endian bytes.
 trait Scalar: Copy {
@@ -319,14 +208,5 @@ mod tests {
         assert_eq!(h.to_f32(), 2048.0);
         assert!(run(ElemType::Bool, ReduceOp::Sum, &[Bool(false), Bool(true)]).0);
         assert!(!run(ElemType::Bool, ReduceOp::Mean, &[Bool(false), Bool(true)]).0);
-    }
-
-    #[test]
-    fn from_dtype_round_trips() {
-        for d in DType::ALL {
-            let e = ElemType::from(d);
-            assert_eq!(e.to_dtype(), Some(d));
-            assert_eq!(e.size_bytes(), d.size_bytes());
-        }
     }
 }

@@ -175,7 +175,7 @@ impl<D: CollectiveDriver> Core<D> {
 
     /// Every rank gets the reduction of every rank's `t`.
     pub fn all_reduce_tensor(&self, t: &Tensor, op: ReduceOp) -> Result<Tensor, DriverError> {
-        let out = self.run_reduce(t.bytes(), t.ty().dtype.into(), op)?;
+        let out = self.run_reduce(t.bytes(), t.ty().dtype, op)?;
         to_tensor(t.ty().clone(), out)
     }
 
@@ -183,7 +183,7 @@ impl<D: CollectiveDriver> Core<D> {
     pub fn broadcast_tensor(&self, t: &Tensor, root: usize) -> Result<Tensor, DriverError> {
         super::check_rank(root, self.size)?;
         if self.rank == root {
-            let (dt, count) = D::data_type(t.ty().dtype.into(), t.bytes().len() as u64)?;
+            let (dt, count) = D::data_type(t.ty().dtype, t.bytes().len() as u64)?;
             let src = D::upload(&self.dev, t.bytes())?;
             let s = D::comm_stream(&self.comm);
             for peer in (0..self.size).filter(|p| *p != root) {
@@ -192,7 +192,7 @@ impl<D: CollectiveDriver> Core<D> {
             D::synchronize(&self.comm, s)?;
             return Ok(t.clone());
         }
-        let (dt, count) = D::data_type(t.ty().dtype.into(), t.bytes().len() as u64)?;
+        let (dt, count) = D::data_type(t.ty().dtype, t.bytes().len() as u64)?;
         let dst = D::alloc(&self.dev, t.bytes().len())?;
         let s = D::comm_stream(&self.comm);
         D::recv(&self.comm, &dst, dt, count, root, s)?;
@@ -205,7 +205,7 @@ impl<D: CollectiveDriver> Core<D> {
         let ty = t.ty().clone();
         check_axis(axis, &ty)?;
         let n = t.bytes().len();
-        let (dt, count) = D::data_type(ty.dtype.into(), n as u64).map_err(drv)?;
+        let (dt, count) = D::data_type(ty.dtype, n as u64).map_err(drv)?;
         let s = D::comm_stream(&self.comm);
         let src = D::upload(&self.dev, t.bytes()).map_err(drv)?;
         let mut slots = Vec::new();
@@ -252,7 +252,7 @@ impl<D: CollectiveDriver> Core<D> {
             });
         }
         let full = self
-            .run_reduce(t.bytes(), ty.dtype.into(), op)
+            .run_reduce(t.bytes(), ty.dtype, op)
             .map_err(drv)?;
         let outer: usize = ty.shape[..axis].iter().product();
         let chunk = full.len() / outer.max(1);

@@ -14,7 +14,7 @@ use crate::backend::fault::{Event, Faults};
 use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::elem::{with_elem, Elem};
+use crate::elem::{with_scalar, Scalar};
 use crate::exec::error::ExecError;
 use crate::op::ElementwiseOp;
 use std::sync::Arc;
@@ -234,16 +234,16 @@ impl CpuBuf {
         unsafe { std::slice::from_raw_parts_mut(p, self.len) }
     }
 
-    fn typed<T: Elem>(&self) -> &[T] {
+    fn typed<T: Scalar>(&self) -> &[T] {
         // SAFETY: the storage is 8-byte aligned (pooled `u64`s, or shared
-        // bytes checked by `aligned`), which is enough for every `Elem`
+        // bytes checked by `aligned`), which is enough for every `Scalar`
         // (see its safety contract), and every bit pattern is a valid `T`.
         unsafe {
             std::slice::from_raw_parts(self.ptr().cast::<T>(), self.len / std::mem::size_of::<T>())
         }
     }
 
-    fn typed_mut<T: Elem>(&mut self) -> &mut [T] {
+    fn typed_mut<T: Scalar>(&mut self) -> &mut [T] {
         let p = self.ptr_mut();
         // SAFETY: as in `typed`, and we hold `&mut self` over unshared storage.
         unsafe {
@@ -298,12 +298,12 @@ fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
 // The verifier gives an n-ary op two or more operands of the output's type,
 // and `run` refuses inputs whose bytes do not fill their type, so every
 // operand is as long as `out` and the indexing below stays in bounds.
-fn fold_typed<T: Elem>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
+fn fold_typed<T: Scalar>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
     let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
     fold_slices(kind, &ins, out, onto)
 }
 
-fn fold_slices<T: Elem>(kind: ElementwiseOp, ins: &[&[T]], out: &mut CpuBuf, onto: bool) {
+fn fold_slices<T: Scalar>(kind: ElementwiseOp, ins: &[&[T]], out: &mut CpuBuf, onto: bool) {
     // Folding onto `out` folds every operand into it; otherwise operand 0
     // starts each block.
     let rest = if onto { ins } else { &ins[1..] };
@@ -323,10 +323,10 @@ fn fold_slices<T: Elem>(kind: ElementwiseOp, ins: &[&[T]], out: &mut CpuBuf, ont
 
 /// `block[i] = kind(block[i], x[i])`. The op is matched once, outside the
 /// loop, so each arm is a plain loop the compiler vectorises; with the match
-/// inside (in `Elem::apply`) it stopped doing so once the fold had two callers,
+/// inside (in `Scalar::apply`) it stopped doing so once the fold had two callers,
 /// and the fold ran about 5x slower.
 #[inline(always)]
-fn fold_block<T: Elem>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
+fn fold_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
     macro_rules! each {
         ($k:expr) => {
             for (o, y) in block.iter_mut().zip(x) {
@@ -342,7 +342,7 @@ fn fold_block<T: Elem>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
     }
 }
 
-fn div_typed<T: Elem>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
+fn div_typed<T: Scalar>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
     let src = input.typed::<T>();
     par_chunks(out.typed_mut::<T>(), |off, chunk| {
         let len = chunk.len();
@@ -364,7 +364,7 @@ pub fn fold_into(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut C
     if ins.is_empty() {
         return;
     }
-    with_elem!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
+    with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
 }
 
 /// [`fold_into`] of one operand given as host bytes that belong to no
@@ -380,7 +380,7 @@ pub fn fold_bytes_into(
     let Some(bytes) = bytes.get(..out.len) else {
         return false;
     };
-    with_elem!(dtype, T => match cast::<T>(bytes) {
+    with_scalar!(dtype, T => match cast::<T>(bytes) {
         Some(x) => {
             fold_slices::<T>(kind, &[x], out, onto);
             true
@@ -390,8 +390,8 @@ pub fn fold_bytes_into(
 }
 
 /// `bytes` as elements, when aligned and a whole number of them.
-fn cast<T: Elem>(bytes: &[u8]) -> Option<&[T]> {
-    // SAFETY: every bit pattern is a valid `T` (`Elem`'s contract); `align_to`
+fn cast<T: Scalar>(bytes: &[u8]) -> Option<&[T]> {
+    // SAFETY: every bit pattern is a valid `T` (`Scalar`'s contract); `align_to`
     // only hands out the aligned middle, and we require it to be everything.
     let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
     (head.is_empty() && tail.is_empty()).then_some(mid)
@@ -399,7 +399,7 @@ fn cast<T: Elem>(bytes: &[u8]) -> Option<&[T]> {
 
 /// `out = input / by`.
 pub fn div(dtype: DType, by: u64, input: &CpuBuf, out: &mut CpuBuf) {
-    with_elem!(dtype, T => div_typed::<T>(by, input, out))
+    with_scalar!(dtype, T => div_typed::<T>(by, input, out))
 }
 
 /// Copies byte regions of `ins` into `out` (slice and concat).

@@ -134,9 +134,13 @@ impl CudaDev {
         self.counter.stats()
     }
 
-    /// Every dtype has a kernel.
-    pub fn supports(&self, _dtype: DType) -> Result<(), String> {
-        Ok(())
+    /// Whether `dtype` has kernels here ([`ptx::DTYPES`]).
+    pub fn supports(&self, dtype: DType) -> Result<(), String> {
+        if ptx::DTYPES.contains(&dtype) {
+            Ok(())
+        } else {
+            Err(format!("no PTX kernel is written for {dtype}"))
+        }
     }
 
     fn err(&self, op: &str, e: impl std::fmt::Display) -> ExecError {

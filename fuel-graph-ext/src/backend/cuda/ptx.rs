@@ -15,8 +15,9 @@ use std::fmt::Write;
 /// Operands one fold launch reads.
 pub const MAX_ARITY: usize = 8;
 
-/// Every dtype the CUDA backend has kernels for.
-pub const DTYPES: [DType; 7] = [
+/// Every dtype the CUDA backend has kernels for; the CUDA backend refuses
+/// the others (bool, i8, i16, u16) at compile time.
+pub const DTYPES: [DType; 9] = [
     DType::F32,
     DType::F64,
     DType::F16,
@@ -24,6 +25,8 @@ pub const DTYPES: [DType; 7] = [
     DType::I32,
     DType::I64,
     DType::U8,
+    DType::U32,
+    DType::U64,
 ];
 
 /// How one dtype is loaded, computed and stored.
@@ -42,8 +45,9 @@ struct Spec {
     minmax: &'static str,
 }
 
-fn spec(dt: DType) -> Spec {
-    match dt {
+/// How `dt` is computed, or `None` for a dtype with no kernel.
+fn spec(dt: DType) -> Option<Spec> {
+    Some(match dt {
         DType::F32 | DType::F16 | DType::BF16 => Spec {
             size: dt.size_bytes(),
             reg: "f",
@@ -89,7 +93,26 @@ fn spec(dt: DType) -> Spec {
             mul: "mul.lo.u32",
             minmax: "u32",
         },
-    }
+        DType::U32 => Spec {
+            size: 4,
+            reg: "r",
+            regdecl: ".u32",
+            mem: "u32",
+            add: "add.u32",
+            mul: "mul.lo.u32",
+            minmax: "u32",
+        },
+        DType::U64 => Spec {
+            size: 8,
+            reg: "l",
+            regdecl: ".u64",
+            mem: "u64",
+            add: "add.u64",
+            mul: "mul.lo.u64",
+            minmax: "u64",
+        },
+        DType::Bool | DType::I8 | DType::I16 | DType::U16 => return None,
+    })
 }
 
 /// Loads element at `%addr` into compute register `dst` (with `%h` scratch).
@@ -154,7 +177,7 @@ fn regs(s: &Spec, out: &mut String) {
 }
 
 fn fold_entry(dt: DType, out: &mut String) {
-    let s = spec(dt);
+    let Some(s) = spec(dt) else { return };
     let name = dt.as_str();
     let _ = write!(out, ".visible .entry fold_{name}(");
     for k in 0..MAX_ARITY {
@@ -195,7 +218,7 @@ fn fold_entry(dt: DType, out: &mut String) {
 }
 
 fn div_entry(dt: DType, out: &mut String) {
-    let s = spec(dt);
+    let Some(s) = spec(dt) else { return };
     let name = dt.as_str();
     let _ = writeln!(
         out,
@@ -234,6 +257,17 @@ fn div_entry(dt: DType, out: &mut String) {
         DType::I64 => {
             let _ = writeln!(out, "\tdiv.s64 {x}, {x}, %by;");
         }
+        DType::U32 => {
+            let _ = writeln!(
+                out,
+                "\tcvt.u64.u32 %s0, {x};\n\tdiv.u64 %s0, %s0, %by;\n\tcvt.u32.u64 {x}, %s0;"
+            );
+        }
+        DType::U64 => {
+            let _ = writeln!(out, "\tdiv.u64 {x}, {x}, %by;");
+        }
+        // No kernel (see `spec`): nothing is emitted.
+        DType::Bool | DType::I8 | DType::I16 | DType::U16 => return,
         DType::U8 => {
             let _ = writeln!(
                 out,

@@ -2,7 +2,9 @@
 //! fence, descriptor layouts and one pipeline per dtype it can run. A
 //! failure half way destroys what was made ([`Partial`]).
 
-use super::kernels::{make_pipeline, Params, SPV_F16, SPV_F32, SPV_F64, SPV_I32, SPV_I64};
+use super::kernels::{
+    make_pipeline, Params, SPV_F16, SPV_F32, SPV_F64, SPV_I32, SPV_I64, SPV_U32, SPV_U64,
+};
 use super::memory::{mapped_memory_type, BufPool};
 use super::submit::Submitter;
 use super::*;
@@ -131,6 +133,8 @@ impl VkDev {
                 (DType::F16, SPV_F16, f16),
                 (DType::F64, SPV_F64, f64),
                 (DType::I64, SPV_I64, i64),
+                (DType::U32, SPV_U32, true),
+                (DType::U64, SPV_U64, i64),
             ] {
                 if wanted {
                     let p = make_pipeline(&dev, layout, spv)?;

@@ -9,6 +9,8 @@ pub(super) const SPV_I32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elem
 pub(super) const SPV_F16: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f16.spv"));
 pub(super) const SPV_F64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f64.spv"));
 pub(super) const SPV_I64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i64.spv"));
+pub(super) const SPV_U32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u32.spv"));
+pub(super) const SPV_U64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u64.spv"));
 
 pub(super) struct Pipeline {
     pub(super) pipeline: vk::Pipeline,

@@ -155,15 +155,20 @@ impl VkDev {
     /// so that the rule is one line in the docs).
     pub fn supports(&self, dtype: DType) -> Result<(), String> {
         match dtype {
-            DType::F32 | DType::I32 => Ok(()),
+            DType::F32 | DType::I32 | DType::U32 => Ok(()),
             DType::F16 if self.f16 => Ok(()),
             DType::F16 => Err("the device lacks shaderFloat16 or 16-bit storage".into()),
             DType::F64 if self.f64 => Ok(()),
             DType::F64 => Err("the device lacks shaderFloat64".into()),
-            DType::I64 if self.i64 => Ok(()),
-            DType::I64 => Err("the device lacks shaderInt64".into()),
+            DType::I64 | DType::U64 if self.i64 => Ok(()),
+            DType::I64 | DType::U64 => Err("the device lacks shaderInt64".into()),
             DType::BF16 => Err("WGSL has no bf16 type and no bf16 kernel is written".into()),
-            DType::U8 => Err("WGSL has no 8-bit type and no u8 kernel is written".into()),
+            DType::U8 | DType::I8 | DType::Bool => Err(format!(
+                "WGSL has no 8-bit type and no {dtype} kernel is written"
+            )),
+            DType::I16 | DType::U16 => Err(format!(
+                "WGSL has no 16-bit integer type and no {dtype} kernel is written"
+            )),
         }
     }
 
