@@ -19,8 +19,7 @@ fn gpus() -> Option<usize> {
     let reason = match fuel_graph_ext::backend::cuda::device_count() {
         Err((r, h)) => format!("{r} ({h})"),
         Ok(n) => {
-            // SAFETY: tries dlopen on each candidate name; never panics.
-            if unsafe { cudarc::nccl::sys::is_culib_present() } {
+            if fuel_collective::driver::nccl::library_present() {
                 return Some(n);
             }
             format!("libnccl is not loadable; {NCCL_HINT}")

@@ -13,6 +13,7 @@
 pub mod backend;
 pub mod device;
 pub mod dot;
+pub mod driver;
 pub mod dtype;
 pub mod elem;
 pub mod exec;

@@ -268,6 +268,11 @@ impl CpuBuf {
     pub fn device(&self) -> Device {
         self.arena.device
     }
+
+    /// The arena itself (where a copy of this buffer is allocated).
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.arena
+    }
 }
 
 /// Threads for a buffer of `bytes`: one below [`PARALLEL_MIN`] f32s' worth.
@@ -300,14 +305,16 @@ fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
 // operand is as long as `out` and the indexing below stays in bounds.
 fn fold_typed<T: Scalar>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
     let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
-    fold_slices(kind, &ins, out, onto)
+    fold_slices(kind, &ins, out.typed_mut::<T>(), onto)
 }
 
-fn fold_slices<T: Scalar>(kind: ElementwiseOp, ins: &[&[T]], out: &mut CpuBuf, onto: bool) {
+/// The one fold: `out = kind(ins[0], ins[1], ...)` (or onto `out`), block by
+/// block, every operand at least as long as `out`.
+fn fold_slices<T: Scalar>(kind: ElementwiseOp, ins: &[&[T]], out: &mut [T], onto: bool) {
     // Folding onto `out` folds every operand into it; otherwise operand 0
     // starts each block.
     let rest = if onto { ins } else { &ins[1..] };
-    par_chunks(out.typed_mut::<T>(), |off, chunk| {
+    par_chunks(out, |off, chunk| {
         for (bi, block) in chunk.chunks_mut(BLOCK).enumerate() {
             let start = off + bi * BLOCK;
             let end = start + block.len();
@@ -367,26 +374,55 @@ pub fn fold_into(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut C
     with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
 }
 
-/// [`fold_into`] of one operand given as host bytes that belong to no
-/// arena (a mapped GPU buffer, at least as long as `out`). Returns false,
-/// doing nothing, when they are not aligned for `dtype`'s elements.
-pub fn fold_bytes_into(
+/// [`fold_into`] over host bytes that may belong to no arena (a mapped GPU
+/// buffer, a collective's shards): `out` and every operand are viewed as
+/// `dtype` elements, and every operand must be at least as long as `out`.
+/// Returns false, doing nothing, when some slice is not aligned for the
+/// elements, not a whole number of them, or too short.
+pub fn fold_bytes(
     dtype: DType,
     kind: ElementwiseOp,
-    bytes: &[u8],
-    out: &mut CpuBuf,
+    ins: &[&[u8]],
+    out: &mut [u8],
     onto: bool,
 ) -> bool {
-    let Some(bytes) = bytes.get(..out.len) else {
+    if ins.is_empty() || ins.iter().any(|x| x.len() < out.len()) {
         return false;
-    };
-    with_scalar!(dtype, T => match cast::<T>(bytes) {
-        Some(x) => {
-            fold_slices::<T>(kind, &[x], out, onto);
+    }
+    let len = out.len();
+    with_scalar!(dtype, T => {
+        let ins: Option<Vec<&[T]>> = ins.iter().map(|x| cast::<T>(&x[..len])).collect();
+        match (ins, cast_mut::<T>(out)) {
+            (Some(ins), Some(out)) => {
+                fold_slices::<T>(kind, &ins, out, onto);
+                true
+            }
+            _ => false,
+        }
+    })
+}
+
+/// `out[i] = out[i] / by` over host bytes of `dtype` elements; false when
+/// they are not aligned or not a whole number of elements.
+pub fn div_bytes_in_place(dtype: DType, by: u64, out: &mut [u8]) -> bool {
+    with_scalar!(dtype, T => match cast_mut::<T>(out) {
+        Some(out) => {
+            par_chunks(out, |_, chunk| {
+                for o in chunk.iter_mut() {
+                    *o = T::div(*o, by);
+                }
+            });
             true
         }
         None => false,
     })
+}
+
+/// `bytes` as elements, writable, when aligned and a whole number of them.
+fn cast_mut<T: Scalar>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: as in `cast`.
+    let (head, mid, tail) = unsafe { bytes.align_to_mut::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
 }
 
 /// `bytes` as elements, when aligned and a whole number of them.

@@ -12,6 +12,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod fault;
+mod region;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
 pub mod worker;
@@ -21,6 +22,8 @@ use crate::dtype::DType;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::op::ElementwiseOp;
+pub use region::{concat_regions, slice_regions, Region};
+
 use alloc::MemStats;
 use cpu::{Arena, CpuBuf};
 #[cfg(feature = "cuda")]
@@ -30,19 +33,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 #[cfg(feature = "vulkan")]
 use vulkan::{VkBuf, VkDev};
-
-/// One contiguous byte range copied from an operand into the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// Which operand of the step.
-    pub operand: usize,
-    /// Byte offset in that operand.
-    pub src: usize,
-    /// Byte offset in the result.
-    pub dst: usize,
-    /// Bytes.
-    pub len: usize,
-}
 
 /// An opened device.
 #[derive(Clone)]
@@ -183,6 +173,33 @@ impl Buf {
             #[cfg(feature = "vulkan")]
             Buf::Vulkan(_) => DeviceKind::Vulkan,
         }
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> Device {
+        match self {
+            Buf::Cpu(b) => b.device(),
+            #[cfg(feature = "cuda")]
+            Buf::Cuda(b) => b.dev().device,
+            #[cfg(feature = "vulkan")]
+            Buf::Vulkan(b) => b.dev().device,
+        }
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Buf::Cpu(b) => b.bytes().len(),
+            #[cfg(feature = "cuda")]
+            Buf::Cuda(b) => b.len(),
+            #[cfg(feature = "vulkan")]
+            Buf::Vulkan(b) => b.len(),
+        }
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Reads the whole buffer back to the host.
@@ -354,6 +371,9 @@ fn kernel(
     #[cfg(any(feature = "cuda", feature = "vulkan"))]
     let n = ty.num_elements();
     let first = || ins.first().map(|b| &**b).ok_or_else(|| wrong(op));
+    if let Kernel::Gather { regions } = k {
+        return gather(ctx, op, regions, ins, out);
+    }
     match (out, ctx) {
         (Buf::Cpu(d), Ctx::Cpu(arena)) => match k {
             Kernel::Fold { kind } if ins.iter().any(|b| b.as_cpu().is_none()) => {
@@ -368,9 +388,7 @@ fn kernel(
                 cpu::div(dtype, *by, a, d);
                 Ok(())
             }
-            Kernel::Gather { regions } => {
-                cpu::gather(regions, &locals(ins, Buf::as_cpu, op)?, d).map_err(ExecError::Internal)
-            }
+            Kernel::Gather { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "cuda")]
         (Buf::Cuda(d), Ctx::Cuda(c)) => match k {
@@ -381,9 +399,7 @@ fn kernel(
                 let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
                 c.div(dtype, *by, a, d, n)
             }
-            Kernel::Gather { regions } => {
-                c.copy_regions(op, regions, &locals(ins, Buf::as_cuda, op)?, d)
-            }
+            Kernel::Gather { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "vulkan")]
         (Buf::Vulkan(d), Ctx::Vulkan(v)) => match k {
@@ -402,10 +418,34 @@ fn kernel(
                 let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
                 v.div(dtype, *by, a, d, n)
             }
-            Kernel::Gather { regions } => {
-                v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d)
-            }
+            Kernel::Gather { .. } => Err(wrong(op)),
         },
+        #[allow(unreachable_patterns)] // with every GPU backend compiled out
+        _ => Err(wrong(op)),
+    }
+}
+
+/// Copies byte `regions` of `ins` into `out`, all on `ctx`: slice and
+/// concat, and the layout steps of collectives.
+pub fn gather(
+    ctx: &Ctx,
+    op: &str,
+    regions: &[Region],
+    ins: &[Arc<Buf>],
+    out: &mut Buf,
+) -> Result<(), ExecError> {
+    match (out, ctx) {
+        (Buf::Cpu(d), Ctx::Cpu(_)) => {
+            cpu::gather(regions, &locals(ins, Buf::as_cpu, op)?, d).map_err(ExecError::Internal)
+        }
+        #[cfg(feature = "cuda")]
+        (Buf::Cuda(d), Ctx::Cuda(c)) => {
+            c.copy_regions(op, regions, &locals(ins, Buf::as_cuda, op)?, d)
+        }
+        #[cfg(feature = "vulkan")]
+        (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
+            v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d)
+        }
         #[allow(unreachable_patterns)] // with every GPU backend compiled out
         _ => Err(wrong(op)),
     }
@@ -470,7 +510,8 @@ fn staged_fold(
         };
         #[cfg(feature = "vulkan")]
         if let Buf::Vulkan(v) = gpu {
-            match v.with_mapped(|bytes| cpu::fold_bytes_into(dtype, kind, bytes, out, onto)) {
+            let fold = |bytes: &[u8]| cpu::fold_bytes(dtype, kind, &[bytes], out.bytes_mut(), onto);
+            match v.with_mapped(fold) {
                 Some(Ok(true)) => continue,
                 Some(Err(e)) => return Err(e),
                 // Not mapped, or not aligned for the element type.

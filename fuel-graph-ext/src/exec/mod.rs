@@ -16,12 +16,13 @@
 //! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
 //! one exhaustive match in [`copy`]. See `docs/backends.md`.
 
-pub mod comm;
 pub mod discover;
 pub mod error;
+mod island;
 mod run_inline;
 mod run_threaded;
 pub mod schedule;
+mod spmd;
 mod step;
 pub mod tensor;
 
@@ -36,12 +37,14 @@ use crate::backend::worker::Worker;
 use crate::backend::DeviceWork;
 use crate::backend::{self, Buf, Ctx};
 use crate::device::Device;
+use crate::driver::GraphComm;
 use crate::graph::Graph;
 use crate::interp::HostTensor;
 use crate::topology::Topology;
 use crate::verify::{verify, Level};
 use run_threaded::Table;
 use schedule::{Schedule, Work};
+pub use spmd::CommTable;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -52,6 +55,11 @@ pub struct Executable {
     // Declared after `ctxs` is irrelevant: workers hold no device handles
     // between jobs, and are joined on drop.
     workers: HashMap<Device, Worker>,
+    /// The communicators of the graph's `comm.*` nodes, by id.
+    comms: Arc<CommTable>,
+    /// The collective driver of each `driver_all_reduce` island, in
+    /// [`Schedule::islands`] order.
+    islands: Arc<Vec<island::Joined>>,
     armed: Mutex<Option<FaultPoint>>,
     /// Held for the whole of a run; holds the inline runner's scratch.
     running: Mutex<Scratch>,
@@ -112,7 +120,7 @@ impl Default for Options {
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
 /// list means "the devices the graph uses".
 pub fn compile(g: &Graph, devices: &[Device]) -> Result<Executable, ExecError> {
-    compile_with(g, devices, &Topology::default())
+    Compiler::new(g).devices(devices).compile()
 }
 
 /// [`compile`] with an explicit topology (CUDA peer pairs, staging CPU).
@@ -121,7 +129,10 @@ pub fn compile_with(
     devices: &[Device],
     topology: &Topology,
 ) -> Result<Executable, ExecError> {
-    compile_with_options(g, devices, topology, Options::default())
+    Compiler::new(g)
+        .devices(devices)
+        .topology(topology)
+        .compile()
 }
 
 /// [`compile_with`] with explicit [`Options`].
@@ -131,86 +142,155 @@ pub fn compile_with_options(
     topology: &Topology,
     options: Options,
 ) -> Result<Executable, ExecError> {
-    for id in g.node_ids() {
-        if let Some(n) = g.node(id) {
-            if n.op.is_collective() {
-                return Err(ExecError::Collective {
-                    op: n.op.mnemonic(),
+    Compiler::new(g)
+        .devices(devices)
+        .topology(topology)
+        .options(options)
+        .compile()
+}
+
+/// Everything `compile` takes, built up call by call: the graph, the
+/// devices, the topology, the [`Options`], and the communicators its SPMD
+/// `comm.*` nodes meet the other ranks through (handed in explicitly; the
+/// [`Executable`] holds them).
+///
+/// ```no_run
+/// # use fuel_graph_ext::{exec, Graph, Topology};
+/// # fn f(g: &Graph, comm: std::sync::Arc<dyn fuel_graph_ext::driver::GraphComm>) -> Result<(), exec::ExecError> {
+/// let exe = exec::Compiler::new(g)
+///     .topology(&Topology::default())
+///     .communicator(7, comm) // the `{comm=7}` of the graph's comm.* nodes
+///     .compile()?;
+/// # Ok(()) }
+/// ```
+pub struct Compiler<'g> {
+    graph: &'g Graph,
+    devices: Vec<Device>,
+    topology: Option<&'g Topology>,
+    options: Options,
+    comms: CommTable,
+}
+
+impl<'g> Compiler<'g> {
+    /// Compiling `g` on the devices it uses, default topology and options,
+    /// no communicators.
+    pub fn new(g: &'g Graph) -> Self {
+        Compiler {
+            graph: g,
+            devices: Vec::new(),
+            topology: None,
+            options: Options::default(),
+            comms: CommTable::new(),
+        }
+    }
+
+    /// The devices to open (empty: the ones the graph uses).
+    pub fn devices(mut self, devices: &[Device]) -> Self {
+        self.devices = devices.to_vec();
+        self
+    }
+
+    /// The topology the graph is verified against.
+    pub fn topology(mut self, topology: &'g Topology) -> Self {
+        self.topology = Some(topology);
+        self
+    }
+
+    /// How the graph runs (see [`Options`]).
+    pub fn options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The communicator the graph's `comm.*` nodes with `{comm=id}` run
+    /// through. The executable keeps it for as long as it lives.
+    pub fn communicator(mut self, id: u32, comm: Arc<dyn GraphComm>) -> Self {
+        self.comms.insert(id, comm);
+        self
+    }
+
+    /// Checks the graph (no collectives left, the verifier at
+    /// [`Level::Placement`], every device listed, every `comm.*` node's
+    /// communicator handed in, every driver island runnable), schedules it,
+    /// opens the devices, checks every value's dtype against its backend,
+    /// joins the islands' collective drivers and starts the workers.
+    pub fn compile(self) -> Result<Executable, ExecError> {
+        let g = self.graph;
+        for id in g.node_ids() {
+            if let Some(n) = g.node(id) {
+                if n.op.is_collective() {
+                    return Err(ExecError::Collective {
+                        op: n.op.mnemonic(),
+                    });
+                }
+            }
+        }
+        let default_topology = Topology::default();
+        let topology = self.topology.unwrap_or(&default_topology);
+        verify(g, Level::Placement, topology).map_err(|e| ExecError::Verify(e.rendered))?;
+        let used: BTreeSet<Device> = g
+            .node_ids()
+            .filter_map(|id| g.node(id)?.op.device())
+            .collect();
+        let listed: BTreeSet<Device> = if self.devices.is_empty() {
+            used.clone()
+        } else {
+            self.devices.iter().copied().collect()
+        };
+        for d in &used {
+            if !listed.contains(d) {
+                return Err(ExecError::DeviceNotListed {
+                    device: *d,
+                    listed: listed
+                        .iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
                 });
             }
         }
-    }
-    verify(g, Level::Placement, topology).map_err(|e| ExecError::Verify(e.rendered))?;
-    let used: BTreeSet<Device> = g
-        .node_ids()
-        .filter_map(|id| g.node(id)?.op.device())
-        .collect();
-    let listed: BTreeSet<Device> = if devices.is_empty() {
-        used.clone()
-    } else {
-        devices.iter().copied().collect()
-    };
-    for d in &used {
-        if !listed.contains(d) {
-            return Err(ExecError::DeviceNotListed {
-                device: *d,
-                listed: listed
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            });
+        let plan = Schedule::new_with(g, &self.options)?;
+        spmd::check(&plan, &self.comms)?;
+        island::check(&plan)?;
+        let ctxs = backend::open(&listed)?;
+        for s in &plan.steps {
+            let ctx = ctxs
+                .get(&s.device)
+                .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
+            ctx.supports(s.ty.dtype)?;
         }
-    }
-    let ctxs = backend::open(&listed)?;
-    let plan = Schedule::new_with(g, &options)?;
-    for s in &plan.steps {
-        let ctx = ctxs
-            .get(&s.device)
-            .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
-        ctx.supports(s.ty.dtype)?;
-    }
-    // Host arenas share the host's cores: handing their steps to worker
-    // threads buys no overlap, only a thread handoff per step, and the
-    // kernels of large steps use every core anyway. Such an executable runs
-    // its steps in schedule order on the caller's thread.
-    let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
-    if !inline {
-        if let Some(s) = plan
-            .steps
-            .iter()
-            .find(|s| matches!(s.work, Work::Comm { .. }))
-        {
-            return Err(ExecError::DriverCollective {
-                op: s.mnemonic.clone(),
-                device: s.device,
-                reason: "an SPMD collective runs on the rank's own thread, so its graph must use CPU devices only; copy to and from the GPU around it".into(),
-            });
+        let islands = island::join(&plan, &ctxs)?;
+        // Host arenas share the host's cores: handing their steps to worker
+        // threads buys no overlap, only a thread handoff per step, and the
+        // kernels of large steps use every core anyway. Such an executable
+        // runs its steps in schedule order on the caller's thread.
+        let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
+        let mut workers = HashMap::new();
+        for d in ctxs.keys().filter(|_| !inline) {
+            let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
+                ExecError::Internal(format!("cannot start the worker thread for {d}: {e}"))
+            })?;
+            workers.insert(*d, w);
         }
+        let keep = (0..plan.steps.len())
+            .map(|i| plan.outputs.contains(&i))
+            .collect();
+        let sole = (0..plan.steps.len())
+            .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
+            .collect();
+        Ok(Executable {
+            plan: Arc::new(plan),
+            ctxs,
+            workers,
+            comms: Arc::new(self.comms),
+            islands: Arc::new(islands),
+            armed: Mutex::new(None),
+            running: Mutex::new(Scratch::default()),
+            inline,
+            keep,
+            sole,
+        })
     }
-    let mut workers = HashMap::new();
-    for d in ctxs.keys().filter(|_| !inline) {
-        let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
-            ExecError::Internal(format!("cannot start the worker thread for {d}: {e}"))
-        })?;
-        workers.insert(*d, w);
-    }
-    let keep = (0..plan.steps.len())
-        .map(|i| plan.outputs.contains(&i))
-        .collect();
-    let sole = (0..plan.steps.len())
-        .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
-        .collect();
-    Ok(Executable {
-        plan: Arc::new(plan),
-        ctxs,
-        workers,
-        armed: Mutex::new(None),
-        running: Mutex::new(Scratch::default()),
-        inline,
-        keep,
-        sole,
-    })
 }
 
 impl Executable {
@@ -258,6 +338,22 @@ impl Executable {
             .filter(|s| matches!(s.work, Work::Share { .. }))
             .map(|s| s.node)
             .collect()
+    }
+
+    /// Each `driver_all_reduce` island: the collective driver that runs it
+    /// (`host`, `nccl`) and its ranks' devices, in rank order.
+    pub fn driver_islands(&self) -> Vec<(&'static str, Vec<Device>)> {
+        self.plan
+            .islands
+            .iter()
+            .zip(self.islands.iter())
+            .map(|(is, joined)| (joined.driver(), is.devices.clone()))
+            .collect()
+    }
+
+    /// The communicators handed to compile, by id, with their driver.
+    pub fn communicators(&self) -> Vec<(u32, &'static str)> {
+        self.comms.iter().map(|(id, c)| (*id, c.driver())).collect()
     }
 
     /// Per-device peak bytes if the steps ran one by one in schedule order.

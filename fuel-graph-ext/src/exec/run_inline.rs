@@ -3,6 +3,7 @@
 //! host's cores, so worker threads would buy no overlap, only a thread
 //! handoff per step, and the kernels of large steps use every core anyway.
 
+use super::schedule::Work;
 use super::step::{execute, operands, StepData};
 use super::{ExecError, Executable, Scratch};
 use crate::backend::fault::Faults;
@@ -24,13 +25,27 @@ impl Executable {
         s.reads_left.clear();
         s.reads_left.extend_from_slice(&plan.reads);
         for (i, step) in plan.steps.iter().enumerate() {
+            if let Work::Island { island, .. } = step.work {
+                // The island's first step runs it and fills every member's
+                // slot; the others only count their reads.
+                if s.table[i].is_none() {
+                    operands(step, &s.table, &mut s.ins)?;
+                    let results = self.run_island(island, &s.ins, faults);
+                    s.ins.clear();
+                    for (m, buf) in results? {
+                        s.table[m] = Some(buf);
+                    }
+                }
+                self.release_operands(i, &mut s.reads_left, &mut s.table);
+                continue;
+            }
             let ctx = self.ctx(step.device)?;
             operands(step, &s.table, &mut s.ins)?;
             let step_data = StepData {
                 input: data[i].take(),
                 reuse: s.reuse[i].take(),
             };
-            let res = execute(plan, i, ctx, &s.ins, step_data, faults);
+            let res = execute(plan, &self.comms, i, ctx, &s.ins, step_data, faults);
             s.ins.clear();
             s.table[i] = Some(res?);
             self.release_operands(i, &mut s.reads_left, &mut s.table);

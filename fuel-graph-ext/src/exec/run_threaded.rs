@@ -3,6 +3,7 @@
 //! on different devices overlaps; the first failure stops new steps, the
 //! running ones finish, and the run returns that failure.
 
+use super::schedule::Work;
 use super::step::{execute, operands, StepData};
 use super::{ExecError, Executable};
 use crate::backend::fault::Faults;
@@ -43,10 +44,24 @@ impl Executable {
         let mut ready: VecDeque<usize> = (0..n).filter(|&i| deps_left[i] == 0).collect();
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         let mut in_flight = 0usize;
+        // Per island: launched in this run (by whichever member came first).
+        let mut launched = vec![false; plan.islands.len()];
         let mut first_err: Option<ExecError> = None;
         loop {
             while first_err.is_none() {
                 let Some(i) = ready.pop_front() else { break };
+                if let Work::Island { island, .. } = plan.steps[i].work {
+                    if std::mem::replace(&mut launched[island], true) {
+                        // Another member launched it; its completion
+                        // completes this step too.
+                        continue;
+                    }
+                    match self.launch_island(i, island, table, faults, &done_tx) {
+                        Ok(()) => in_flight += 1,
+                        Err(e) => first_err = Some(e),
+                    }
+                    continue;
+                }
                 let step_data = StepData {
                     input: data[i].take(),
                     reuse: reuse[i].take(),
@@ -68,13 +83,27 @@ impl Executable {
                 first_err.get_or_insert(e);
                 continue;
             }
+            // An island's completion completes every member step.
+            let finished: Vec<usize> = match plan.steps[i].work {
+                Work::Island { island, .. } => plan.islands[island]
+                    .members
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .collect(),
+                _ => vec![i],
+            };
             let mut t = table.lock().map_err(|_| poisoned())?;
-            self.release_operands(i, &mut reads_left, &mut t);
+            for &f in &finished {
+                self.release_operands(f, &mut reads_left, &mut t);
+            }
             drop(t);
-            for &d in &plan.dependents[i] {
-                deps_left[d] -= 1;
-                if deps_left[d] == 0 {
-                    ready.push_back(d);
+            for &f in &finished {
+                for &d in &plan.dependents[f] {
+                    deps_left[d] -= 1;
+                    if deps_left[d] == 0 {
+                        ready.push_back(d);
+                    }
                 }
             }
         }
@@ -107,7 +136,7 @@ impl Executable {
         };
         if !step.work.needs_device() {
             // No device work: the slot takes its source's buffer right here.
-            let res = execute(&self.plan, i, &ctx, &ins, step_data, faults);
+            let res = execute(&self.plan, &self.comms, i, &ctx, &ins, step_data, faults);
             let _ = done.send((i, store(table, res)));
             return Ok(());
         }
@@ -116,20 +145,62 @@ impl Executable {
             .get(&step.device)
             .ok_or_else(|| ExecError::Internal(format!("no worker for {}", step.device)))?;
         let plan = self.plan.clone();
+        let comms = self.comms.clone();
         let table = table.clone();
         let faults = faults.clone();
         let done = done.clone();
         let sent = worker.send(Box::new(move || {
-            let res = execute(&plan, i, &ctx, &ins, step_data, &faults);
+            let res = execute(&plan, &comms, i, &ctx, &ins, step_data, &faults);
             drop(ins);
             let _ = done.send((i, store(&table, res)));
         }));
+        self.sent(sent, i)
+    }
+
+    /// Starts island `island` (whose member `i` became ready first) on the
+    /// worker of `i`'s device: one job runs the collective for every rank
+    /// and fills every member's slot.
+    fn launch_island(
+        &self,
+        i: usize,
+        island: usize,
+        table: &Table,
+        faults: &Arc<Faults>,
+        done: &mpsc::Sender<Done>,
+    ) -> Result<(), ExecError> {
+        let step = &self.plan.steps[i];
+        let mut shards = Vec::with_capacity(step.operands.len());
+        operands(step, &table.lock().map_err(|_| poisoned())?, &mut shards)?;
+        let worker = self
+            .workers
+            .get(&step.device)
+            .ok_or_else(|| ExecError::Internal(format!("no worker for {}", step.device)))?;
+        let (plan, islands, ctxs) = (self.plan.clone(), self.islands.clone(), self.ctxs.clone());
+        let table = table.clone();
+        let faults = faults.clone();
+        let done = done.clone();
+        let sent = worker.send(Box::new(move || {
+            let res = super::island::run(&plan, &islands, island, &ctxs, &shards, &faults);
+            drop(shards);
+            let res = res.and_then(|results| {
+                let mut t = table.lock().map_err(|_| poisoned())?;
+                for (m, buf) in results {
+                    t[m] = Some(buf);
+                }
+                Ok(())
+            });
+            let _ = done.send((i, res));
+        }));
+        self.sent(sent, i)
+    }
+
+    fn sent(&self, sent: bool, i: usize) -> Result<(), ExecError> {
         if sent {
             Ok(())
         } else {
             Err(ExecError::Internal(format!(
                 "the worker for {} stopped",
-                step.device
+                self.plan.steps[i].device
             )))
         }
     }

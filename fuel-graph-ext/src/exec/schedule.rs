@@ -13,12 +13,12 @@
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
 
-use crate::backend::{DeviceWork, Kernel, Region};
+use crate::backend::{concat_regions, slice_regions, DeviceWork, Kernel};
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::Op;
+use crate::op::{Op, ReduceOp};
 use std::collections::HashMap;
 
 /// What a step does: device work for its device's backend, or work the
@@ -42,9 +42,17 @@ pub enum Work {
     /// folds in place. The destination holds the result plus at most one
     /// operand instead of all of them.
     Defer { src: Device },
-    /// An SPMD collective through the communicator registered as `comm`
-    /// (see [`crate::exec::comm`]); run on the caller's thread.
-    Comm { op: crate::op::CommOp, comm: u32 },
+    /// An SPMD collective through the communicator handed to compile as
+    /// `comm` (see `exec::spmd`), on the worker of the step's device.
+    Comm {
+        op: crate::op::CommOp,
+        comm: u32,
+        ranks: usize,
+    },
+    /// Rank `rank`'s result of driver all-reduce `island`
+    /// ([`Schedule::islands`]): the first of the island's steps to run runs
+    /// the collective for every rank and fills every member's slot.
+    Island { island: usize, rank: usize },
 }
 
 impl Work {
@@ -99,6 +107,28 @@ pub struct Schedule {
     pub dependents: Vec<Vec<usize>>,
     /// The slot of each graph output, in return order.
     pub outputs: Vec<usize>,
+    /// The driver all-reduces, each run once for all its ranks.
+    pub islands: Vec<Island>,
+}
+
+/// The `driver_all_reduce` nodes of one collective: the same shards, the
+/// same op, one node per rank whose result the graph uses. Its collective
+/// driver (the host driver for CPU devices, NCCL for CUDA) runs it once for
+/// every rank, nodes or not, since every rank must take part.
+#[derive(Clone, Debug)]
+pub struct Island {
+    /// The reduction.
+    pub op: ReduceOp,
+    /// Rank r's shard (an operand slot).
+    pub shards: Vec<usize>,
+    /// Rank r's device: its node's, or its shard's when it has no node.
+    pub devices: Vec<Device>,
+    /// Rank r's step, when the graph has a node for it.
+    pub members: Vec<Option<usize>>,
+    /// The type of every shard and result.
+    pub ty: TensorType,
+    /// The nodes' mnemonic, for errors.
+    pub mnemonic: String,
 }
 
 impl Schedule {
@@ -114,6 +144,7 @@ impl Schedule {
         let mut elementwise = Vec::new();
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
+        let mut islands: Vec<Island> = Vec::new();
         for id in g.topo_order() {
             let n = g
                 .node(id)
@@ -156,43 +187,55 @@ impl Schedule {
                 Op::Elementwise { kind, .. } => {
                     Work::Device(DeviceWork::Kernel(Kernel::Fold { kind: *kind }))
                 }
-                Op::Comm { kind, comm, .. } => {
-                    if !device.is_cpu() {
-                        return Err(ExecError::DriverCollective {
-                            op: n.op.mnemonic(),
-                            device,
-                            reason:
-                                "SPMD collectives run on CPU devices; copy the value to a CPU first"
-                                    .into(),
+                Op::Comm {
+                    kind, comm, ranks, ..
+                } => Work::Comm {
+                    op: *kind,
+                    comm: *comm,
+                    ranks: *ranks,
+                },
+                // Every rank's node of one driver all-reduce joins one
+                // island, which runs once for all of them.
+                Op::DriverAllReduce { op, rank, .. } => {
+                    let shard_devices = n
+                        .operands
+                        .iter()
+                        .map(|v| g.value_device(*v))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| ExecError::Internal("a shard has no device".into()))?;
+                    let k = islands
+                        .iter()
+                        .position(|is: &Island| {
+                            is.op == *op
+                                && is.shards == operands
+                                && is.members.get(*rank) == Some(&None)
+                        })
+                        .unwrap_or_else(|| {
+                            islands.push(Island {
+                                op: *op,
+                                shards: operands.clone(),
+                                devices: shard_devices,
+                                members: vec![None; operands.len()],
+                                ty: n.ty.clone(),
+                                mnemonic: n.op.mnemonic(),
+                            });
+                            islands.len() - 1
                         });
-                    }
-                    Work::Comm {
-                        op: *kind,
-                        comm: *comm,
-                    }
-                }
-                // The host driver: every CPU arena is host memory, so rank
-                // `rank`'s worker folds the shards of all the island's arenas
-                // straight into its own arena, with no staging copies.
-                Op::DriverAllReduce { op, .. } => {
-                    let refuse = |reason: &str| ExecError::DriverCollective {
-                        op: n.op.mnemonic(),
-                        device,
-                        reason: reason.into(),
+                    let is = &mut islands[k];
+                    let (Some(member), Some(dev)) =
+                        (is.members.get_mut(*rank), is.devices.get_mut(*rank))
+                    else {
+                        return Err(ExecError::Internal(format!(
+                            "rank {rank} of a driver all-reduce of {} shards",
+                            operands.len()
+                        )));
                     };
-                    if !device.is_cpu() {
-                        return Err(refuse(
-                            "this executor runs driver collectives only on CPU devices (NCCL execution is not implemented); lower without `driver cuda` in the topology",
-                        ));
+                    *member = Some(steps.len());
+                    *dev = device;
+                    Work::Island {
+                        island: k,
+                        rank: *rank,
                     }
-                    if *op == crate::op::ReduceOp::Mean {
-                        return Err(refuse(
-                            "run it as driver_all_reduce.sum followed by div, the form lower-collectives emits",
-                        ));
-                    }
-                    Work::Device(DeviceWork::Kernel(Kernel::Fold {
-                        kind: op.combiner(),
-                    }))
                 }
                 Op::Div { by, .. } => Work::Device(DeviceWork::Kernel(Kernel::Div { by: *by })),
                 Op::Slice {
@@ -281,6 +324,7 @@ impl Schedule {
             reads,
             dependents,
             outputs,
+            islands,
         })
     }
 
@@ -359,78 +403,10 @@ impl Schedule {
     }
 }
 
-/// Splits `shape` around `axis` into (outer, extent, inner) element counts.
-// `compile` verified the graph before planning, so `axis` is below the rank.
-fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let outer = shape[..axis].iter().product();
-    let inner = shape[axis + 1..].iter().product();
-    (outer, shape[axis], inner)
-}
-
-/// Appends a region, merging it into the previous one when both are contiguous.
-fn push_region(out: &mut Vec<Region>, r: Region) {
-    if r.len == 0 {
-        return;
-    }
-    if let Some(last) = out.last_mut() {
-        if last.operand == r.operand && last.src + last.len == r.src && last.dst + last.len == r.dst
-        {
-            last.len += r.len;
-            return;
-        }
-    }
-    out.push(r);
-}
-
-/// The byte regions of `slice {axis, start, len}` of a `ty` tensor.
-pub fn slice_regions(ty: &TensorType, axis: usize, start: usize, len: usize) -> Vec<Region> {
-    let es = ty.dtype.size_bytes();
-    let (outer, extent, inner) = around(&ty.shape, axis);
-    let mut out = Vec::new();
-    for o in 0..outer {
-        push_region(
-            &mut out,
-            Region {
-                operand: 0,
-                src: (o * extent + start) * inner * es,
-                dst: o * len * inner * es,
-                len: len * inner * es,
-            },
-        );
-    }
-    out
-}
-
-/// The byte regions of `concat {axis}` of tensors typed `tys`.
-pub fn concat_regions(tys: &[&TensorType], axis: usize) -> Vec<Region> {
-    let Some(first) = tys.first() else {
-        return Vec::new();
-    };
-    let es = first.dtype.size_bytes();
-    let (outer, _, inner) = around(&first.shape, axis);
-    let mut out = Vec::new();
-    let mut dst = 0;
-    for o in 0..outer {
-        for (p, t) in tys.iter().enumerate() {
-            let row = t.shape[axis] * inner * es;
-            push_region(
-                &mut out,
-                Region {
-                    operand: p,
-                    src: o * row,
-                    dst,
-                    len: row,
-                },
-            );
-            dst += row;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Region;
     use crate::dtype::DType;
 
     fn r(operand: usize, src: usize, dst: usize, len: usize) -> Region {

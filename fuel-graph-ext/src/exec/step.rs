@@ -4,7 +4,7 @@
 //! buffer after its last read, and read the outputs back.
 
 use super::schedule::{Schedule, Step, Work};
-use super::{comm, ExecError, Executable, Tensor};
+use super::{spmd, CommTable, ExecError, Executable, Tensor};
 use crate::backend::fault::{Event, Faults};
 use crate::backend::{self, Buf, Ctx, DeviceCall};
 use std::sync::Arc;
@@ -38,6 +38,7 @@ pub(super) struct StepData {
 /// A panic inside the backend becomes an internal error naming the step.
 pub(super) fn execute(
     plan: &Schedule,
+    comms: &CommTable,
     i: usize,
     ctx: &Ctx,
     ins: &[Arc<Buf>],
@@ -63,9 +64,10 @@ pub(super) fn execute(
             faults,
         )
         .map(Arc::new),
-        Work::Comm { op, comm } => {
-            comm::run(plan, step, *op, *comm, ctx, ins, faults).map(Arc::new)
-        }
+        Work::Comm { .. } => spmd::run(plan, step, comms, ctx, ins, faults).map(Arc::new),
+        Work::Island { .. } => Err(ExecError::Internal(
+            "a driver all-reduce runs for its whole island, not step by step".into(),
+        )),
     }));
     match res {
         Ok(r) => r,
@@ -99,11 +101,16 @@ fn panicked(step: &Step, p: &(dyn std::any::Any + Send)) -> ExecError {
         "`{}` on {} panicked: {}",
         step.mnemonic,
         step.device,
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
+        panic_text(p)
     ))
+}
+
+/// A panic's message, when it has one.
+pub(super) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 impl Executable {

@@ -23,6 +23,8 @@ use crate::op::ElementwiseOp;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
+#[cfg(feature = "nccl")]
+use cudarc::driver::{CudaEvent, DevicePtr, DevicePtrMut};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -132,6 +134,26 @@ impl CudaDev {
     /// Allocator numbers.
     pub fn stats(&self) -> MemStats {
         self.counter.stats()
+    }
+
+    /// The CUDA context (a collective driver binds it to its threads).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A new stream on this device's context: a collective driver's comm
+    /// stream, kept apart from the compute stream every other call uses.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>, ExecError> {
+        self.call("cuStreamCreate", || self.ctx.new_stream())
+    }
+
+    /// Makes the compute stream wait for `event` (recorded on another
+    /// stream, such as a collective's comm stream) before its next work.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn wait_event(&self, event: &CudaEvent) -> Result<(), ExecError> {
+        self.call("cuStreamWaitEvent", || self.stream.wait(event))
     }
 
     /// Whether `dtype` has kernels here ([`ptx::DTYPES`]).
@@ -405,6 +427,39 @@ impl CudaBuf {
     /// Its device.
     pub fn dev(&self) -> &Arc<CudaDev> {
         &self.dev
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Runs `f` with the buffer's device address, ordered on `stream`
+    /// (for a library call that reads it, such as an NCCL collective).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn with_ptr<R>(
+        &self,
+        stream: &CudaStream,
+        f: impl FnOnce(u64) -> R,
+    ) -> Result<R, ExecError> {
+        let (p, _sync) = self.slice()?.device_ptr(stream);
+        Ok(f(p))
+    }
+
+    /// [`with_ptr`](Self::with_ptr) for a call that writes the buffer.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn with_ptr_mut<R>(
+        &mut self,
+        stream: &CudaStream,
+        f: impl FnOnce(u64) -> R,
+    ) -> Result<R, ExecError> {
+        let (p, _sync) = self.slice_mut()?.device_ptr_mut(stream);
+        Ok(f(p))
     }
 }
 

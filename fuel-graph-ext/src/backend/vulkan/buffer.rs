@@ -138,6 +138,16 @@ impl VkBuf {
         &self.dev
     }
 
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Whether the host reaches it through a persistent mapping.
     pub fn is_mapped(&self) -> bool {
         self.map.is_some()

@@ -14,18 +14,21 @@
 //! [`DriverError::PeerGone`] instead of waiting forever. Every wait is also
 //! bounded by the [`JoinOptions`] timeouts.
 
-use super::elem::fold;
-use super::{
-    check_rank, whole_elements, CollectiveDriver, CommunicationId, DeviceResource, Driver,
-    DriverError, ElemType, JoinOptions,
+use super::common::{
+    adopt_buf, backend_error, check_len, check_peer, check_rank, fold_ranks, lend_buf, lock,
+    reclaim_buf, whole_elements, Held, IdTable, Shared,
 };
-use fuel_graph_ext::backend::cpu::{Arena, CpuBuf};
-use fuel_graph_ext::backend::fault::Faults;
-use fuel_graph_ext::backend::worker::Worker;
-use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
+use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
+use crate::backend::cpu::{Arena, CpuBuf};
+use crate::backend::fault::Faults;
+use crate::backend::worker::Worker;
+use crate::backend::Buf;
+use crate::device::{Device, DeviceKind};
+use crate::dtype::DType;
+use crate::op::ReduceOp;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
@@ -40,13 +43,52 @@ pub struct HostUniqueId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCommStream(u64);
 
-/// A host buffer: an executor CPU buffer, shared between the compute side and
-/// the comm stream.
-pub type HostBuffer = Arc<Mutex<CpuBuf>>;
+/// A host buffer: a CPU backend buffer (the driver's own, or one the
+/// executor lent), shared between the compute side and the comm stream.
+pub type HostBuffer = Shared<CpuBuf>;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking holder leaves plain data behind; keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// A buffer's first `need` bytes, to read; an error if it has fewer.
+pub(super) fn bytes_of(held: &Held<CpuBuf>, need: usize) -> Result<&[u8], DriverError> {
+    held.get()
+        .and_then(|b| b.bytes().get(..need))
+        .ok_or_else(|| {
+            backend_error(
+                HostDriver::NAME,
+                "read",
+                "the buffer is not a host buffer of the size given",
+            )
+        })
+}
+
+/// A buffer's first `need` bytes, to write; an error for a lent buffer.
+pub(super) fn bytes_mut_of(held: &mut Held<CpuBuf>, need: usize) -> Result<&mut [u8], DriverError> {
+    held.get_mut()
+        .and_then(|b| b.bytes_mut().get_mut(..need))
+        .ok_or_else(|| {
+            backend_error(
+                HostDriver::NAME,
+                "write",
+                "the destination is lent (read only) or too small",
+            )
+        })
+}
+
+/// The shard a rank posts to its peers: its source as it is when lent by
+/// the executor (which never writes a buffer once made), else a copy made
+/// in the source's arena (an in-place all-reduce overwrites its source).
+fn snapshot(src: &HostBuffer, need: usize) -> Result<Arc<Held<CpuBuf>>, DriverError> {
+    let held = lock(src);
+    match &*held {
+        Held::Lent(b) => Ok(Arc::new(Held::Lent(b.clone()))),
+        Held::Own(b) => {
+            let mut copy = b
+                .arena()
+                .alloc(need, &Faults::default())
+                .map_err(|e| backend_error(HostDriver::NAME, "alloc", e))?;
+            copy.bytes_mut().copy_from_slice(bytes_of(&held, need)?);
+            Ok(Arc::new(Held::Own(copy)))
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,23 +198,15 @@ impl Driver for HostDriver {
     fn new_stream(dev: &Arc<Arena>) -> Result<HostStream, DriverError> {
         Worker::spawn(format!("{}-compute", dev.device))
             .map(|w| HostStream(Arc::new(w)))
-            .map_err(|e| DriverError::Backend {
-                driver: Self::NAME,
-                call: "spawn a stream thread",
-                reason: e.to_string(),
-            })
+            .map_err(|e| backend_error(Self::NAME, "spawn a stream thread", e))
     }
 
     fn alloc(dev: &Arc<Arena>, bytes: usize) -> Result<DeviceResource<Self>, DriverError> {
         let buf = dev
             .alloc(bytes, &Faults::default())
-            .map_err(|e| DriverError::Backend {
-                driver: Self::NAME,
-                call: "alloc",
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| backend_error(Self::NAME, "alloc", e))?;
         Ok(DeviceResource {
-            buffer: Arc::new(Mutex::new(buf)),
+            buffer: Arc::new(Mutex::new(Held::Own(buf))),
             fence: HostFence::ready(),
             bytes,
         })
@@ -180,13 +214,35 @@ impl Driver for HostDriver {
 
     fn upload(dev: &Arc<Arena>, bytes: &[u8]) -> Result<DeviceResource<Self>, DriverError> {
         let res = Self::alloc(dev, bytes.len())?;
-        lock(&res.buffer).bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        bytes_mut_of(&mut lock(&res.buffer), bytes.len())?.copy_from_slice(bytes);
         Ok(res)
     }
 
     fn download(res: &DeviceResource<Self>, timeout: Duration) -> Result<Vec<u8>, DriverError> {
         res.fence.wait(timeout, 0, "download")?;
-        Ok(lock(&res.buffer).bytes()[..res.bytes].to_vec())
+        Ok(bytes_of(&lock(&res.buffer), res.bytes)?.to_vec())
+    }
+
+    fn lend(buf: &Arc<Buf>) -> Result<DeviceResource<Self>, DriverError> {
+        let (buffer, bytes) = lend_buf(Self::NAME, Self::KIND, buf)?;
+        Ok(DeviceResource {
+            buffer,
+            fence: HostFence::ready(),
+            bytes,
+        })
+    }
+
+    fn adopt(buf: Buf) -> Result<DeviceResource<Self>, DriverError> {
+        let (buffer, bytes) = adopt_buf(Self::NAME, Self::KIND, buf)?;
+        Ok(DeviceResource {
+            buffer,
+            fence: HostFence::ready(),
+            bytes,
+        })
+    }
+
+    fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError> {
+        reclaim_buf(res)
     }
 }
 
@@ -200,9 +256,44 @@ enum Chan {
 
 struct Msg {
     what: String,
-    elem: ElemType,
+    elem: DType,
     count: usize,
-    data: Vec<u8>,
+    data: MsgData,
+}
+
+/// What a message carries.
+enum MsgData {
+    /// An all-reduce shard, read where it lies (every rank's fold needs
+    /// it aligned); its sender waits until every peer has dropped it.
+    Shard(Arc<Held<CpuBuf>>),
+    /// A send's bytes, copied: a send never waits for its receive.
+    Bytes(Vec<u8>),
+}
+
+impl MsgData {
+    fn bytes(&self, need: usize) -> Result<&[u8], DriverError> {
+        match self {
+            MsgData::Shard(h) => bytes_of(h, need),
+            MsgData::Bytes(b) => b.get(..need).ok_or_else(|| {
+                backend_error(
+                    HostDriver::NAME,
+                    "recv",
+                    "the message is shorter than its count",
+                )
+            }),
+        }
+    }
+
+    fn shard(self) -> Result<Arc<Held<CpuBuf>>, DriverError> {
+        match self {
+            MsgData::Shard(h) => Ok(h),
+            MsgData::Bytes(_) => Err(backend_error(
+                HostDriver::NAME,
+                "all_reduce",
+                "a send arrived on the collective channel",
+            )),
+        }
+    }
 }
 
 struct GroupState {
@@ -220,10 +311,7 @@ struct Group {
     cv: Condvar,
 }
 
-fn ids() -> &'static Mutex<HashMap<CommunicationId, HostUniqueId>> {
-    static IDS: OnceLock<Mutex<HashMap<CommunicationId, HostUniqueId>>> = OnceLock::new();
-    IDS.get_or_init(Default::default)
-}
+static IDS: IdTable<CommunicationId, HostUniqueId> = IdTable::new();
 
 fn groups() -> &'static Mutex<HashMap<u64, Arc<Group>>> {
     static GROUPS: OnceLock<Mutex<HashMap<u64, Arc<Group>>>> = OnceLock::new();
@@ -234,10 +322,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
 fn group_name(id: HostUniqueId) -> String {
-    lock(ids())
-        .iter()
-        .find(|(_, v)| **v == id)
-        .map(|(k, _)| k.0.clone())
+    IDS.key_of(id)
+        .map(|k| k.0)
         .unwrap_or_else(|| format!("#{}", id.0))
 }
 
@@ -309,7 +395,49 @@ impl Group {
                 *g = Some(reason);
             }
         }
+        // Nobody will read what was sent to it: let its senders go.
+        st.mail.retain(|(_, to, _), _| *to != rank);
         self.cv.notify_all();
+    }
+
+    /// Drops shards a rank has folded, under the group's lock, and wakes
+    /// their senders (see [`Group::wait_read`]).
+    fn release(&self, shards: Vec<Arc<Held<CpuBuf>>>) {
+        let _st = lock(&self.state);
+        drop(shards);
+        self.cv.notify_all();
+    }
+
+    /// Waits until every peer has dropped `mine` (read it, or left), so a
+    /// buffer a shard borrows is free when the collective completes and
+    /// the allocator counters are back where they were.
+    fn wait_read(
+        &self,
+        mine: &Arc<Held<CpuBuf>>,
+        rank: usize,
+        timeout: Duration,
+    ) -> Result<(), DriverError> {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.state);
+        while Arc::strong_count(mine) > 1 {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(DriverError::Timeout {
+                    rank,
+                    op: "all_reduce",
+                    waiting_for: "its peers to read its shard".into(),
+                    waited_ms: timeout.as_millis() as u64,
+                });
+            }
+            // A peer that fails drops its shards without the lock: poll.
+            let slice = (deadline - now).min(Duration::from_millis(10));
+            st = self
+                .cv
+                .wait_timeout(st, slice)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        Ok(())
     }
 }
 
@@ -437,35 +565,6 @@ impl HostCommunicator {
     }
 }
 
-fn check_len(
-    op: &'static str,
-    elem: ElemType,
-    count: usize,
-    have: usize,
-) -> Result<usize, DriverError> {
-    let need = count.saturating_mul(elem.size_bytes());
-    if need > have {
-        return Err(DriverError::BufferTooSmall {
-            op,
-            count,
-            need,
-            have,
-        });
-    }
-    Ok(need)
-}
-
-fn check_peer(comm: &HostCommunicator, peer: usize) -> Result<(), DriverError> {
-    check_rank(peer, comm.ranks)?;
-    if peer == comm.rank {
-        return Err(DriverError::BadRank {
-            rank: peer,
-            ranks: comm.ranks,
-        });
-    }
-    Ok(())
-}
-
 /// Marks `dst` pending unless it is `src`'s own fence (an in-place
 /// operation), which must stay as the writer left it until the job reads it.
 fn mark_pending(src: Option<&HostFence>, dst: &HostFence) {
@@ -545,12 +644,8 @@ impl HostDriver {
                     .unwrap_or_else(|e| e.into_inner().0);
             }
         }
-        let worker =
-            Worker::spawn(format!("{name}-rank{rank}-comm")).map_err(|e| DriverError::Backend {
-                driver: Self::NAME,
-                call: "spawn the comm stream thread",
-                reason: e.to_string(),
-            })?;
+        let worker = Worker::spawn(format!("{name}-rank{rank}-comm"))
+            .map_err(|e| backend_error(Self::NAME, "spawn the comm stream thread", e))?;
         Ok(HostCommunicator {
             group,
             id,
@@ -568,22 +663,21 @@ impl HostDriver {
 impl CollectiveDriver for HostDriver {
     type Communicator = HostCommunicator;
     type UniqueId = HostUniqueId;
-    type DataType = ElemType;
+    type DataType = DType;
     type CommStream = HostCommStream;
 
     fn group_id(id: &CommunicationId) -> Result<HostUniqueId, DriverError> {
-        let mut ids = lock(ids());
-        Ok(*ids
-            .entry(id.clone())
-            .or_insert_with(|| HostUniqueId(NEXT_ID.fetch_add(1, Ordering::Relaxed))))
+        IDS.get_or_mint(id, || {
+            Ok(HostUniqueId(NEXT_ID.fetch_add(1, Ordering::Relaxed)))
+        })
     }
 
     fn join(id: HostUniqueId, ranks: usize, rank: usize) -> Result<HostCommunicator, DriverError> {
         Self::join_with(id, ranks, rank, JoinOptions::from_env())
     }
 
-    fn data_type(dtype: ElemType, size: u64) -> Result<(ElemType, usize), DriverError> {
-        // Every ElemType has host arithmetic.
+    fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {
+        // Every dtype has host arithmetic.
         Ok((dtype, whole_elements(dtype, size)?))
     }
 
@@ -599,14 +693,15 @@ impl CollectiveDriver for HostDriver {
         comm: &HostCommunicator,
         src: &DeviceResource<Self>,
         dst: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         op: ReduceOp,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        let need = check_len("all_reduce", dtype, count, src.bytes)?;
-        check_len("all_reduce", dtype, count, dst.bytes)?;
+        let es = dtype.size_bytes();
+        let need = check_len("all_reduce", es, count, src.bytes)?;
+        check_len("all_reduce", es, count, dst.bytes)?;
         mark_pending(Some(&src.fence), &dst.fence);
         let (group, rank, ranks, timeout) = (
             comm.group.clone(),
@@ -619,20 +714,20 @@ impl CollectiveDriver for HostDriver {
         let what = format!("{count} {dtype} elements with {op:?}");
         comm.enqueue(Some(dst.fence.clone()), move || {
             src_fence.wait(timeout, rank, "all_reduce")?;
-            let mine = lock(&src_buf).bytes()[..need].to_vec();
+            let mine = snapshot(&src_buf, need)?;
             for peer in (0..ranks).filter(|p| *p != rank) {
                 let m = Msg {
                     what: what.clone(),
                     elem: dtype,
                     count,
-                    data: mine.clone(),
+                    data: MsgData::Shard(mine.clone()),
                 };
                 group.put(rank, peer, Chan::Coll, m);
             }
-            let mut shards: Vec<Vec<u8>> = Vec::with_capacity(ranks);
+            let mut shards: Vec<Arc<Held<CpuBuf>>> = Vec::with_capacity(ranks);
             for peer in 0..ranks {
                 if peer == rank {
-                    shards.push(Vec::new());
+                    shards.push(mine.clone());
                     continue;
                 }
                 let m = group.take(peer, rank, Chan::Coll, timeout, "all_reduce")?;
@@ -645,33 +740,44 @@ impl CollectiveDriver for HostDriver {
                         theirs: m.what,
                     });
                 }
-                shards.push(m.data);
+                shards.push(m.data.shard()?);
             }
-            shards[rank] = mine;
-            let refs: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
-            let mut out = vec![0u8; need];
-            fold(dtype, op, &refs, count, &mut out);
-            lock(&dst_buf).bytes_mut()[..need].copy_from_slice(&out);
-            Ok(())
+            let folded = {
+                let refs = shards
+                    .iter()
+                    .map(|s| bytes_of(s, need))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut out = lock(&dst_buf);
+                fold_ranks(
+                    HostDriver::NAME,
+                    dtype,
+                    op,
+                    &refs,
+                    bytes_mut_of(&mut out, need)?,
+                )
+            };
+            group.release(shards);
+            folded?;
+            group.wait_read(&mine, rank, timeout)
         })
     }
 
     fn send(
         comm: &HostCommunicator,
         src: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         peer: usize,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm, peer)?;
-        let need = check_len("send", dtype, count, src.bytes)?;
+        check_peer(comm.rank, peer, comm.ranks)?;
+        let need = check_len("send", dtype.size_bytes(), count, src.bytes)?;
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let (src_buf, src_fence) = (src.buffer.clone(), src.fence.clone());
         comm.enqueue(None, move || {
             src_fence.wait(timeout, rank, "send")?;
-            let data = lock(&src_buf).bytes()[..need].to_vec();
+            let data = MsgData::Bytes(bytes_of(&lock(&src_buf), need)?.to_vec());
             let m = Msg {
                 what: format!("{count} {dtype} elements"),
                 elem: dtype,
@@ -686,14 +792,14 @@ impl CollectiveDriver for HostDriver {
     fn recv(
         comm: &HostCommunicator,
         dst: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         peer: usize,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm, peer)?;
-        let need = check_len("recv", dtype, count, dst.bytes)?;
+        check_peer(comm.rank, peer, comm.ranks)?;
+        let need = check_len("recv", dtype.size_bytes(), count, dst.bytes)?;
         dst.fence.reset();
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let dst_buf = dst.buffer.clone();
@@ -708,7 +814,8 @@ impl CollectiveDriver for HostDriver {
                     theirs: format!("send of {}", m.what),
                 });
             }
-            lock(&dst_buf).bytes_mut()[..need].copy_from_slice(&m.data);
+            let mut out = lock(&dst_buf);
+            bytes_mut_of(&mut out, need)?.copy_from_slice(m.data.bytes(need)?);
             Ok(())
         })
     }
