@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the CUDA + Vulkan executor tests (hand-lowered graphs in
-# exec_cuda, DeviceGroup-lowered ones in e2e_group) and the NCCL driver tests
-# on a GPU machine and fails
+# exec_cuda, DeviceGroup-lowered ones in e2e_group, and a driver_all_reduce
+# over a CUDA island run through NCCL: exec_cuda's
+# cuda_island_driver_all_reduce_through_nccl) and the NCCL driver tests
+# (driver_nccl, including nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu:
+# SPMD comm.* nodes on the GPU buffers) on a GPU machine and fails
 # if any of them printed SKIP (so a missing driver cannot pass silently).
 # Needs libcuda (an NVIDIA driver) and a Vulkan loader + ICD
 # (`apt-get install -y mesa-vulkan-drivers libvulkan1` gives lavapipe).
