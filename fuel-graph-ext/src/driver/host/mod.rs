@@ -16,7 +16,7 @@
 
 use super::common::{
     adopt_buf, backend_error, check_len, check_peer, check_rank, fold_ranks, lend_buf, lock,
-    reclaim_buf, whole_elements, Held, IdTable, Shared,
+    reclaim_buf, whole_elements, Held, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cpu::{Arena, CpuBuf};
@@ -26,12 +26,20 @@ use crate::backend::Buf;
 use crate::device::{Device, DeviceKind};
 use crate::dtype::DType;
 use crate::op::ReduceOp;
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
+mod fence;
+mod mailbox;
+
+pub use fence::{HostFence, HostStream};
+use mailbox::{
+    group_name, groups, Chan, Group, GroupState, Msg, MsgData, IDS, NEXT_ID, NEXT_STREAM,
+};
+
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostDriver;
 
@@ -88,91 +96,6 @@ fn snapshot(src: &HostBuffer, need: usize) -> Result<Arc<Held<CpuBuf>>, DriverEr
             copy.bytes_mut().copy_from_slice(bytes_of(&held, need)?);
             Ok(Arc::new(Held::Own(copy)))
         }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum FenceState {
-    Ready,
-    Pending,
-    Failed(DriverError),
-}
-
-/// A host fence: ready, pending (a writer is on its way) or failed.
-#[derive(Clone, Debug)]
-pub struct HostFence(Arc<(Mutex<FenceState>, Condvar)>);
-
-impl Default for HostFence {
-    fn default() -> Self {
-        HostFence::ready()
-    }
-}
-
-impl HostFence {
-    /// A fence that is already signalled.
-    pub fn ready() -> HostFence {
-        HostFence(Arc::new((Mutex::new(FenceState::Ready), Condvar::new())))
-    }
-    /// Marks a write as in progress: readers wait until [`HostFence::signal`].
-    pub fn reset(&self) {
-        *lock(&self.0 .0) = FenceState::Pending;
-    }
-    /// Marks the contents valid.
-    pub fn signal(&self) {
-        *lock(&self.0 .0) = FenceState::Ready;
-        self.0 .1.notify_all();
-    }
-    /// Marks the write as failed; readers get `e`.
-    pub fn fail(&self, e: DriverError) {
-        *lock(&self.0 .0) = FenceState::Failed(e);
-        self.0 .1.notify_all();
-    }
-    /// True if both handles are one fence.
-    pub fn same(&self, other: &HostFence) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-    /// Waits until the fence is signalled or failed, at most `timeout`.
-    pub fn wait(
-        &self,
-        timeout: Duration,
-        rank: usize,
-        op: &'static str,
-    ) -> Result<(), DriverError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.0 .0);
-        loop {
-            match &*st {
-                FenceState::Ready => return Ok(()),
-                FenceState::Failed(e) => return Err(e.clone()),
-                FenceState::Pending => {}
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(DriverError::Timeout {
-                    rank,
-                    op,
-                    waiting_for: "the buffer's fence (its writer never signalled it)".into(),
-                    waited_ms: timeout.as_millis() as u64,
-                });
-            }
-            st = self
-                .0
-                 .1
-                .wait_timeout(st, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-    }
-}
-
-/// A compute stream on the host: a worker thread running jobs in order.
-#[derive(Clone)]
-pub struct HostStream(Arc<Worker>);
-
-impl HostStream {
-    /// Queues `job`; false if the stream's thread is gone.
-    pub fn submit(&self, job: impl FnOnce() + Send + 'static) -> bool {
-        self.0.send(Box::new(job))
     }
 }
 
@@ -243,201 +166,6 @@ impl Driver for HostDriver {
 
     fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError> {
         reclaim_buf(res)
-    }
-}
-
-// ---------------------------------------------------------------- groups
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Chan {
-    P2p,
-    Coll,
-}
-
-struct Msg {
-    what: String,
-    elem: DType,
-    count: usize,
-    data: MsgData,
-}
-
-/// What a message carries.
-enum MsgData {
-    /// An all-reduce shard, read where it lies (every rank's fold needs
-    /// it aligned); its sender waits until every peer has dropped it.
-    Shard(Arc<Held<CpuBuf>>),
-    /// A send's bytes, copied: a send never waits for its receive.
-    Bytes(Vec<u8>),
-}
-
-impl MsgData {
-    fn bytes(&self, need: usize) -> Result<&[u8], DriverError> {
-        match self {
-            MsgData::Shard(h) => bytes_of(h, need),
-            MsgData::Bytes(b) => b.get(..need).ok_or_else(|| {
-                backend_error(
-                    HostDriver::NAME,
-                    "recv",
-                    "the message is shorter than its count",
-                )
-            }),
-        }
-    }
-
-    fn shard(self) -> Result<Arc<Held<CpuBuf>>, DriverError> {
-        match self {
-            MsgData::Shard(h) => Ok(h),
-            MsgData::Bytes(_) => Err(backend_error(
-                HostDriver::NAME,
-                "all_reduce",
-                "a send arrived on the collective channel",
-            )),
-        }
-    }
-}
-
-struct GroupState {
-    joined: Vec<bool>,
-    /// Why each rank left, once it has.
-    gone: Vec<Option<String>>,
-    /// Queued messages per (from, to, channel).
-    mail: HashMap<(usize, usize, Chan), VecDeque<Msg>>,
-}
-
-struct Group {
-    name: String,
-    ranks: usize,
-    state: Mutex<GroupState>,
-    cv: Condvar,
-}
-
-static IDS: IdTable<CommunicationId, HostUniqueId> = IdTable::new();
-
-fn groups() -> &'static Mutex<HashMap<u64, Arc<Group>>> {
-    static GROUPS: OnceLock<Mutex<HashMap<u64, Arc<Group>>>> = OnceLock::new();
-    GROUPS.get_or_init(Default::default)
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
-
-fn group_name(id: HostUniqueId) -> String {
-    IDS.key_of(id)
-        .map(|k| k.0)
-        .unwrap_or_else(|| format!("#{}", id.0))
-}
-
-impl Group {
-    /// Waits for a message from `from`, or its departure, or the deadline.
-    fn take(
-        &self,
-        from: usize,
-        to: usize,
-        chan: Chan,
-        timeout: Duration,
-        op: &'static str,
-    ) -> Result<Msg, DriverError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.state);
-        loop {
-            if let Some(m) = st
-                .mail
-                .get_mut(&(from, to, chan))
-                .and_then(|q| q.pop_front())
-            {
-                return Ok(m);
-            }
-            if let Some(Some(reason)) = st.gone.get(from) {
-                return Err(DriverError::PeerGone {
-                    group: self.name.clone(),
-                    rank: to,
-                    peer: from,
-                    reason: reason.clone(),
-                    op,
-                });
-            }
-            if let Some(Some(reason)) = st.gone.get(to) {
-                return Err(DriverError::Poisoned {
-                    rank: to,
-                    reason: reason.clone(),
-                });
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(DriverError::Timeout {
-                    rank: to,
-                    op,
-                    waiting_for: format!("data from rank {from}"),
-                    waited_ms: timeout.as_millis() as u64,
-                });
-            }
-            st = self
-                .cv
-                .wait_timeout(st, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-    }
-
-    fn put(&self, from: usize, to: usize, chan: Chan, m: Msg) {
-        lock(&self.state)
-            .mail
-            .entry((from, to, chan))
-            .or_default()
-            .push_back(m);
-        self.cv.notify_all();
-    }
-
-    fn leave(&self, rank: usize, reason: String) {
-        let mut st = lock(&self.state);
-        if let Some(g) = st.gone.get_mut(rank) {
-            if g.is_none() {
-                *g = Some(reason);
-            }
-        }
-        // Nobody will read what was sent to it: let its senders go.
-        st.mail.retain(|(_, to, _), _| *to != rank);
-        self.cv.notify_all();
-    }
-
-    /// Drops shards a rank has folded, under the group's lock, and wakes
-    /// their senders (see [`Group::wait_read`]).
-    fn release(&self, shards: Vec<Arc<Held<CpuBuf>>>) {
-        let _st = lock(&self.state);
-        drop(shards);
-        self.cv.notify_all();
-    }
-
-    /// Waits until every peer has dropped `mine` (read it, or left), so a
-    /// buffer a shard borrows is free when the collective completes and
-    /// the allocator counters are back where they were.
-    fn wait_read(
-        &self,
-        mine: &Arc<Held<CpuBuf>>,
-        rank: usize,
-        timeout: Duration,
-    ) -> Result<(), DriverError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.state);
-        while Arc::strong_count(mine) > 1 {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(DriverError::Timeout {
-                    rank,
-                    op: "all_reduce",
-                    waiting_for: "its peers to read its shard".into(),
-                    waited_ms: timeout.as_millis() as u64,
-                });
-            }
-            // A peer that fails drops its shards without the lock: poll.
-            let slice = (deadline - now).min(Duration::from_millis(10));
-            st = self
-                .cv
-                .wait_timeout(st, slice)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
-        Ok(())
     }
 }
 
