@@ -82,6 +82,37 @@ pub(crate) fn check_len(
     Ok(need)
 }
 
+/// The buffers of a collective that reads `src.0` elements from a buffer of
+/// `src.1` bytes and writes `dst.0` into one of `dst.1`: both fit. Gives
+/// the bytes read.
+pub(crate) fn check_src_dst(
+    op: &'static str,
+    elem_bytes: usize,
+    src: (usize, usize),
+    dst: (usize, usize),
+) -> Result<usize, DriverError> {
+    let need = check_len(op, elem_bytes, src.0, src.1)?;
+    check_len(op, elem_bytes, dst.0, dst.1)?;
+    Ok(need)
+}
+
+/// A send or receive by `rank` of `count` elements with `peer`, through a
+/// buffer of `have` bytes: the peer is another rank of the group and the
+/// buffer holds the elements. Gives their bytes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_p2p(
+    op: &'static str,
+    rank: usize,
+    peer: usize,
+    ranks: usize,
+    elem_bytes: usize,
+    count: usize,
+    have: usize,
+) -> Result<usize, DriverError> {
+    check_peer(rank, peer, ranks)?;
+    check_len(op, elem_bytes, count, have)
+}
+
 /// A process-wide table from group names to a driver's unique ids: the
 /// first caller mints an id, every later one gets the same.
 pub(crate) struct IdTable<K, U>(Mutex<Option<HashMap<K, U>>>);
@@ -199,29 +230,41 @@ impl<B: BackendBuf> Held<B> {
 /// The shared handle a driver's [`DeviceResource`] holds.
 pub type Shared<B> = Arc<Mutex<Held<B>>>;
 
-/// `buf`'s backend buffer, or why a driver of `driver` cannot read it.
-pub(crate) fn lend_buf<B: BackendBuf>(
-    driver: &'static str,
-    kind: crate::device::DeviceKind,
+/// The executor's buffer `buf` lent to driver `D` as a source, with
+/// `fence` (already signalled), or why `D` cannot read it.
+pub(crate) fn lend_buf<D, B>(
     buf: &Arc<Buf>,
-) -> Result<(Shared<B>, usize), DriverError> {
+    fence: D::Fence,
+) -> Result<DeviceResource<D>, DriverError>
+where
+    D: Driver<Buffer = Shared<B>>,
+    B: BackendBuf,
+{
     if B::within(buf).is_none() {
-        return Err(wrong_backend(driver, kind, buf));
+        return Err(wrong_backend(D::NAME, D::KIND, buf));
     }
-    let bytes = buf.len();
-    Ok((Arc::new(Mutex::new(Held::Lent(buf.clone()))), bytes))
+    Ok(DeviceResource {
+        buffer: Arc::new(Mutex::new(Held::Lent(buf.clone()))),
+        fence,
+        bytes: buf.len(),
+    })
 }
 
-/// `buf` as a driver's own buffer, or why a driver of `driver` cannot use it.
-pub(crate) fn adopt_buf<B: BackendBuf>(
-    driver: &'static str,
-    kind: crate::device::DeviceKind,
-    buf: Buf,
-) -> Result<(Shared<B>, usize), DriverError> {
+/// The executor's fresh buffer `buf` as driver `D`'s own destination, with
+/// `fence`, or why `D` cannot use it.
+pub(crate) fn adopt_buf<D, B>(buf: Buf, fence: D::Fence) -> Result<DeviceResource<D>, DriverError>
+where
+    D: Driver<Buffer = Shared<B>>,
+    B: BackendBuf,
+{
     let bytes = buf.len();
     match B::from_buf(buf) {
-        Ok(b) => Ok((Arc::new(Mutex::new(Held::Own(b))), bytes)),
-        Err(other) => Err(wrong_backend(driver, kind, &other)),
+        Ok(b) => Ok(DeviceResource {
+            buffer: Arc::new(Mutex::new(Held::Own(b))),
+            fence,
+            bytes,
+        }),
+        Err(other) => Err(wrong_backend(D::NAME, D::KIND, &other)),
     }
 }
 

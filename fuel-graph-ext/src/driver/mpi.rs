@@ -17,7 +17,7 @@
 //! other rank, because MPI does not say which ranks have arrived.
 
 use super::common::{
-    backend_error, check_len, check_peer, check_rank, fold_ranks, lock, whole_elements,
+    backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lock, whole_elements,
 };
 use super::host::{bytes_mut_of, bytes_of, HostBuffer, HostFence, HostStream};
 use super::{
@@ -263,9 +263,12 @@ impl CollectiveDriver for MpiDriver {
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
-        let es = dtype.size_bytes();
-        let need = check_len("all_reduce", es, count, src.bytes)?;
-        check_len("all_reduce", es, count, dst.bytes)?;
+        let need = check_src_dst(
+            "all_reduce",
+            dtype.size_bytes(),
+            (count, src.bytes),
+            (count, dst.bytes),
+        )?;
         src.fence
             .wait(comm.opts.op_timeout, comm.rank, "all_reduce")?;
         completing(&dst.fence, || {
@@ -317,8 +320,15 @@ impl CollectiveDriver for MpiDriver {
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
-        check_peer(comm.rank, peer, comm.ranks)?;
-        let need = check_len("send", dtype.size_bytes(), count, src.bytes)?;
+        let need = check_p2p(
+            "send",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            src.bytes,
+        )?;
         src.fence.wait(comm.opts.op_timeout, comm.rank, "send")?;
         let held = lock(&src.buffer);
         comm.world
@@ -336,8 +346,15 @@ impl CollectiveDriver for MpiDriver {
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
-        check_peer(comm.rank, peer, comm.ranks)?;
-        let need = check_len("recv", dtype.size_bytes(), count, dst.bytes)?;
+        let need = check_p2p(
+            "recv",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            dst.bytes,
+        )?;
         completing(&dst.fence, || {
             let (data, _status) = comm.world.process_at_rank(peer as i32).receive_vec::<u8>();
             if data.len() != need {

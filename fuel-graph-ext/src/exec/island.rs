@@ -139,59 +139,50 @@ pub(super) fn run(
     shards: &[Arc<Buf>],
     faults: &Faults,
 ) -> Result<Vec<(usize, Arc<Buf>)>, ExecError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_caught(plan, joined, k, ctxs, shards, faults)
-    }))
-    .unwrap_or_else(|p| {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || -> Result<Vec<(usize, Arc<Buf>)>, ExecError> {
+            let is = plan
+                .islands
+                .get(k)
+                .ok_or_else(|| ExecError::Internal(format!("no island {k}")))?;
+            let driver = joined
+                .get(k)
+                .ok_or_else(|| ExecError::Internal(format!("island {k} was not joined")))?;
+            let bytes = is.ty.size_bytes();
+            let mut dsts = Vec::with_capacity(is.devices.len());
+            for (d, member) in is.devices.iter().zip(&is.members) {
+                let ctx = ctxs
+                    .get(d)
+                    .ok_or_else(|| ExecError::Internal(format!("{d} not opened")))?;
+                if member.is_some() {
+                    dsts.push(ctx.alloc(bytes, faults)?);
+                    if faults.check(Event::Kernel) {
+                        return Err(ExecError::Injected {
+                            device: *d,
+                            op: is.mnemonic.clone(),
+                        });
+                    }
+                } else {
+                    dsts.push(ctx.alloc(bytes, &Faults::default())?);
+                }
+            }
+            let outs = driver
+                .all_reduce(shards, dsts, is.ty.dtype, is.op)
+                .map_err(|e| refuse(is, format!("the {} driver failed: {e}", driver.driver())))?;
+            Ok(is
+                .members
+                .iter()
+                .zip(outs)
+                .filter_map(|(m, b)| m.map(|step| (step, Arc::new(b))))
+                .collect())
+        },
+    ));
+    caught.unwrap_or_else(|p| {
         Err(ExecError::Internal(format!(
             "driver all-reduce {k} panicked: {}",
             super::step::panic_text(&*p)
         )))
     })
-}
-
-fn run_caught(
-    plan: &Schedule,
-    joined: &[Joined],
-    k: usize,
-    ctxs: &HashMap<Device, Ctx>,
-    shards: &[Arc<Buf>],
-    faults: &Faults,
-) -> Result<Vec<(usize, Arc<Buf>)>, ExecError> {
-    let is = plan
-        .islands
-        .get(k)
-        .ok_or_else(|| ExecError::Internal(format!("no island {k}")))?;
-    let driver = joined
-        .get(k)
-        .ok_or_else(|| ExecError::Internal(format!("island {k} was not joined")))?;
-    let bytes = is.ty.size_bytes();
-    let mut dsts = Vec::with_capacity(is.devices.len());
-    for (d, member) in is.devices.iter().zip(&is.members) {
-        let ctx = ctxs
-            .get(d)
-            .ok_or_else(|| ExecError::Internal(format!("{d} not opened")))?;
-        if member.is_some() {
-            dsts.push(ctx.alloc(bytes, faults)?);
-            if faults.check(Event::Kernel) {
-                return Err(ExecError::Injected {
-                    device: *d,
-                    op: is.mnemonic.clone(),
-                });
-            }
-        } else {
-            dsts.push(ctx.alloc(bytes, &Faults::default())?);
-        }
-    }
-    let outs = driver
-        .all_reduce(shards, dsts, is.ty.dtype, is.op)
-        .map_err(|e| refuse(is, format!("the {} driver failed: {e}", driver.driver())))?;
-    Ok(is
-        .members
-        .iter()
-        .zip(outs)
-        .filter_map(|(m, b)| m.map(|step| (step, Arc::new(b))))
-        .collect())
 }
 
 impl super::Executable {

@@ -15,7 +15,7 @@
 //! bounded by the [`JoinOptions`] timeouts.
 
 use super::common::{
-    adopt_buf, backend_error, check_len, check_peer, check_rank, fold_ranks, lend_buf, lock,
+    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lend_buf, lock,
     reclaim_buf, whole_elements, Held, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
@@ -147,21 +147,11 @@ impl Driver for HostDriver {
     }
 
     fn lend(buf: &Arc<Buf>) -> Result<DeviceResource<Self>, DriverError> {
-        let (buffer, bytes) = lend_buf(Self::NAME, Self::KIND, buf)?;
-        Ok(DeviceResource {
-            buffer,
-            fence: HostFence::ready(),
-            bytes,
-        })
+        lend_buf::<Self, CpuBuf>(buf, HostFence::ready())
     }
 
     fn adopt(buf: Buf) -> Result<DeviceResource<Self>, DriverError> {
-        let (buffer, bytes) = adopt_buf(Self::NAME, Self::KIND, buf)?;
-        Ok(DeviceResource {
-            buffer,
-            fence: HostFence::ready(),
-            bytes,
-        })
+        adopt_buf::<Self, CpuBuf>(buf, HostFence::ready())
     }
 
     fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError> {
@@ -427,9 +417,12 @@ impl CollectiveDriver for HostDriver {
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        let es = dtype.size_bytes();
-        let need = check_len("all_reduce", es, count, src.bytes)?;
-        check_len("all_reduce", es, count, dst.bytes)?;
+        let need = check_src_dst(
+            "all_reduce",
+            dtype.size_bytes(),
+            (count, src.bytes),
+            (count, dst.bytes),
+        )?;
         mark_pending(Some(&src.fence), &dst.fence);
         let (group, rank, ranks, timeout) = (
             comm.group.clone(),
@@ -499,8 +492,15 @@ impl CollectiveDriver for HostDriver {
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm.rank, peer, comm.ranks)?;
-        let need = check_len("send", dtype.size_bytes(), count, src.bytes)?;
+        let need = check_p2p(
+            "send",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            src.bytes,
+        )?;
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let (src_buf, src_fence) = (src.buffer.clone(), src.fence.clone());
         comm.enqueue(None, move || {
@@ -526,8 +526,15 @@ impl CollectiveDriver for HostDriver {
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm.rank, peer, comm.ranks)?;
-        let need = check_len("recv", dtype.size_bytes(), count, dst.bytes)?;
+        let need = check_p2p(
+            "recv",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            dst.bytes,
+        )?;
         dst.fence.reset();
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let dst_buf = dst.buffer.clone();

@@ -29,7 +29,7 @@
 //! [`unique_id_from_env`], hex text).
 
 use super::common::{
-    adopt_buf, backend_error, check_len, check_peer, check_rank, lend_buf, lock, reclaim_buf,
+    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, lend_buf, lock, reclaim_buf,
     whole_elements, Held, IdTable, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
@@ -282,6 +282,24 @@ fn with_ptrs<R>(
         .map_err(ptr_err)
 }
 
+/// Enqueues NCCL call `name` (made by `f` from the source and destination
+/// addresses and the stream) on `comm`'s stream, after `src`'s fence, and
+/// signals `dst`'s fence after it.
+fn collective(
+    comm: &NcclCommunicator,
+    name: &'static str,
+    src: &DeviceResource<NcclDriver>,
+    dst: &DeviceResource<NcclDriver>,
+    f: impl FnOnce(u64, u64, sys::cudaStream_t) -> Result<result::NcclStatus, result::NcclError>,
+) -> Result<(), DriverError> {
+    call(name, || {
+        let cs = comm.begin(Some(&src.fence))?;
+        let r = with_ptrs(src, dst, &comm.stream, |sp, dp| f(sp, dp, cs))?;
+        nccl(name, r)?;
+        comm.signal(&dst.fence)
+    })
+}
+
 static IDS: IdTable<CommunicationId, NcclUniqueId> = IdTable::new();
 
 impl Driver for NcclDriver {
@@ -351,21 +369,11 @@ impl Driver for NcclDriver {
     }
 
     fn lend(buf: &Arc<Buf>) -> Result<DeviceResource<Self>, DriverError> {
-        let (buffer, bytes) = lend_buf(Self::NAME, Self::KIND, buf)?;
-        Ok(DeviceResource {
-            buffer,
-            fence: NcclFence::default(),
-            bytes,
-        })
+        lend_buf::<Self, CudaBuf>(buf, NcclFence::default())
     }
 
     fn adopt(buf: Buf) -> Result<DeviceResource<Self>, DriverError> {
-        let (buffer, bytes) = adopt_buf(Self::NAME, Self::KIND, buf)?;
-        Ok(DeviceResource {
-            buffer,
-            fence: NcclFence::default(),
-            bytes,
-        })
+        adopt_buf::<Self, CudaBuf>(buf, NcclFence::default())
     }
 
     fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError> {
@@ -517,27 +525,26 @@ impl CollectiveDriver for NcclDriver {
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_len("all_reduce", elem_bytes(dtype), count, src.bytes)?;
-        check_len("all_reduce", elem_bytes(dtype), count, dst.bytes)?;
-        call("ncclAllReduce", || {
-            let cs = comm.begin(Some(&src.fence))?;
-            let r = with_ptrs(src, dst, &comm.stream, |sp, dp| {
-                // SAFETY: both buffers hold `count` elements (checked) and
-                // stay alive (locked) until the call is enqueued.
-                unsafe {
-                    result::all_reduce(
-                        sp as *const c_void,
-                        dp as *mut c_void,
-                        count,
-                        dtype,
-                        nccl_red_op(op),
-                        comm.raw,
-                        cs,
-                    )
-                }
-            })?;
-            nccl("ncclAllReduce", r)?;
-            comm.signal(&dst.fence)
+        check_src_dst(
+            "all_reduce",
+            elem_bytes(dtype),
+            (count, src.bytes),
+            (count, dst.bytes),
+        )?;
+        collective(comm, "ncclAllReduce", src, dst, |sp, dp, cs| {
+            // SAFETY: both buffers hold `count` elements (checked) and
+            // stay alive (locked) until the call is enqueued.
+            unsafe {
+                result::all_reduce(
+                    sp as *const c_void,
+                    dp as *mut c_void,
+                    count,
+                    dtype,
+                    nccl_red_op(op),
+                    comm.raw,
+                    cs,
+                )
+            }
         })
     }
 
@@ -550,8 +557,15 @@ impl CollectiveDriver for NcclDriver {
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm.rank, peer, comm.ranks)?;
-        check_len("send", elem_bytes(dtype), count, src.bytes)?;
+        check_p2p(
+            "send",
+            comm.rank,
+            peer,
+            comm.ranks,
+            elem_bytes(dtype),
+            count,
+            src.bytes,
+        )?;
         call("ncclSend", || {
             let cs = comm.begin(Some(&src.fence))?;
             let s = lock(&src.buffer);
@@ -579,8 +593,15 @@ impl CollectiveDriver for NcclDriver {
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm.rank, peer, comm.ranks)?;
-        check_len("recv", elem_bytes(dtype), count, dst.bytes)?;
+        check_p2p(
+            "recv",
+            comm.rank,
+            peer,
+            comm.ranks,
+            elem_bytes(dtype),
+            count,
+            dst.bytes,
+        )?;
         call("ncclRecv", || {
             let cs = comm.begin(None)?;
             {
@@ -632,31 +653,25 @@ impl CollectiveDriver for NcclDriver {
         stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
         comm.check(stream)?;
-        check_len("all_gather", elem_bytes(dtype), count, src.bytes)?;
-        check_len(
+        check_src_dst(
             "all_gather",
             elem_bytes(dtype),
-            count * comm.ranks,
-            dst.bytes,
+            (count, src.bytes),
+            (count * comm.ranks, dst.bytes),
         )?;
-        call("ncclAllGather", || {
-            let cs = comm.begin(Some(&src.fence))?;
-            let r = with_ptrs(src, dst, &comm.stream, |sp, dp| {
-                // SAFETY: `src` holds `count` and `dst` `ranks * count`
-                // elements (checked).
-                unsafe {
-                    result::all_gather(
-                        sp as *const c_void,
-                        dp as *mut c_void,
-                        count,
-                        dtype,
-                        comm.raw,
-                        cs,
-                    )
-                }
-            })?;
-            nccl("ncclAllGather", r)?;
-            comm.signal(&dst.fence)
+        collective(comm, "ncclAllGather", src, dst, |sp, dp, cs| {
+            // SAFETY: `src` holds `count` and `dst` `ranks * count`
+            // elements (checked).
+            unsafe {
+                result::all_gather(
+                    sp as *const c_void,
+                    dp as *mut c_void,
+                    count,
+                    dtype,
+                    comm.raw,
+                    cs,
+                )
+            }
         })?;
         Ok(true)
     }
@@ -672,26 +687,25 @@ impl CollectiveDriver for NcclDriver {
     ) -> Result<bool, DriverError> {
         comm.check(stream)?;
         check_rank(root, comm.ranks)?;
-        check_len("broadcast", elem_bytes(dtype), count, src.bytes)?;
-        check_len("broadcast", elem_bytes(dtype), count, dst.bytes)?;
-        call("ncclBroadcast", || {
-            let cs = comm.begin(Some(&src.fence))?;
-            let r = with_ptrs(src, dst, &comm.stream, |sp, dp| {
-                // SAFETY: both buffers hold `count` elements (checked).
-                unsafe {
-                    result::broadcast(
-                        sp as *const c_void,
-                        dp as *mut c_void,
-                        count,
-                        dtype,
-                        root as i32,
-                        comm.raw,
-                        cs,
-                    )
-                }
-            })?;
-            nccl("ncclBroadcast", r)?;
-            comm.signal(&dst.fence)
+        check_src_dst(
+            "broadcast",
+            elem_bytes(dtype),
+            (count, src.bytes),
+            (count, dst.bytes),
+        )?;
+        collective(comm, "ncclBroadcast", src, dst, |sp, dp, cs| {
+            // SAFETY: both buffers hold `count` elements (checked).
+            unsafe {
+                result::broadcast(
+                    sp as *const c_void,
+                    dp as *mut c_void,
+                    count,
+                    dtype,
+                    root as i32,
+                    comm.raw,
+                    cs,
+                )
+            }
         })?;
         Ok(true)
     }
@@ -706,32 +720,26 @@ impl CollectiveDriver for NcclDriver {
         stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
         comm.check(stream)?;
-        check_len(
+        check_src_dst(
             "reduce_scatter",
             elem_bytes(dtype),
-            count * comm.ranks,
-            src.bytes,
+            (count * comm.ranks, src.bytes),
+            (count, dst.bytes),
         )?;
-        check_len("reduce_scatter", elem_bytes(dtype), count, dst.bytes)?;
-        call("ncclReduceScatter", || {
-            let cs = comm.begin(Some(&src.fence))?;
-            let r = with_ptrs(src, dst, &comm.stream, |sp, dp| {
-                // SAFETY: `src` holds `ranks * count` and `dst` `count`
-                // elements (checked).
-                unsafe {
-                    result::reduce_scatter(
-                        sp as *const c_void,
-                        dp as *mut c_void,
-                        count,
-                        dtype,
-                        nccl_red_op(op),
-                        comm.raw,
-                        cs,
-                    )
-                }
-            })?;
-            nccl("ncclReduceScatter", r)?;
-            comm.signal(&dst.fence)
+        collective(comm, "ncclReduceScatter", src, dst, |sp, dp, cs| {
+            // SAFETY: `src` holds `ranks * count` and `dst` `count`
+            // elements (checked).
+            unsafe {
+                result::reduce_scatter(
+                    sp as *const c_void,
+                    dp as *mut c_void,
+                    count,
+                    dtype,
+                    nccl_red_op(op),
+                    comm.raw,
+                    cs,
+                )
+            }
         })?;
         Ok(true)
     }
