@@ -9,7 +9,7 @@
 //! double rounding is harmless); bool's add and max are OR, mul and min are
 //! AND, and division truncates the 0/1 value. The CPU kernels
 //! (`backend::cpu`) and the host collective drivers (through those kernels)
-//! use it; [`with_scalar`] picks the Rust type of a [`DType`] at run time.
+//! use it; `with_scalar!` picks the Rust type of a [`DType`] at run time.
 //! The PTX and WGSL kernels are other languages and the interpreter is an
 //! independent oracle, so they are written separately.
 

@@ -2,12 +2,14 @@
 //!
 //! Each [`Arena`] owns its buffers (separate allocations) and counts their
 //! bytes; a step on another arena may read one through a shared host copy
-//! (`schedule::Work::Share`), but only the owning arena frees it. Kernels work block by block: a
-//! block of the output starts as a copy of operand 0 and every other operand
-//! is folded into it while the block is still in cache, so an n-ary op reads
-//! each input once. The inner loops are plain zipped iterations that the
-//! compiler vectorises; tensors of [`PARALLEL_MIN`] elements or more are split
-//! over several threads with `std::thread::scope`.
+//! (`schedule::Work::Share`), but only the owning arena frees it. Kernels
+//! work block by block: a block of the output starts as a copy of operand 0
+//! and every other operand is folded into it while the block is still in
+//! cache, so an n-ary op reads each input once. The inner loops are plain
+//! zipped iterations that the compiler vectorises; tensors of
+//! [`PARALLEL_MIN`] elements or more are split over rayon's thread pool.
+//! The arithmetic is `crate::elem`'s; [`fold_bytes`] is the same fold over
+//! byte slices, which the host collective drivers reduce with.
 
 use crate::backend::alloc::{AllocCounter, MemStats};
 use crate::backend::fault::{Event, Faults};

@@ -1,20 +1,25 @@
 //! The executor: compile a lowered graph once, run it many times on real
 //! CPU, Vulkan and CUDA devices.
 //!
-//! [`compile`] checks the graph (no collectives left, the verifier at
-//! [`Level::Placement`]), opens each device, checks every value's dtype
-//! against its backend, builds the schedule and buffer plan ([`schedule`]) and
-//! starts one worker thread per device ([`worker`]). [`Executable::run`]
-//! then only feeds data: it releases each step to its device's worker once
-//! the step's operands exist, frees every buffer right after its last reader
-//! finishes, and reads the outputs back as host [`Tensor`]s. A copy between
-//! two host arenas that only feeds other steps shares its source's buffer
-//! instead of copying it ([`schedule::Work::Share`]), and a copy across the
-//! host/GPU line read only by a fold on its destination is moved by that
-//! fold ([`schedule::Work::Defer`]); both on by default, see [`Options`]. A failed step
-//! stops the run, all buffers are released, and the executable can run again.
-//! Backends: [`cpu`], [`vulkan`], [`cuda`]; moving bytes between them is the
-//! one exhaustive match in [`copy`]. See `docs/backends.md`.
+//! [`Compiler`] (or [`compile`]) checks the graph (no collectives left, the
+//! verifier at [`Level::Placement`]), builds the schedule ([`schedule`]),
+//! checks every `comm.*` node against the communicator handed in for it
+//! (`spmd`) and every `driver_all_reduce` island against its driver
+//! (`island`), opens each device, checks every value's dtype against its
+//! backend, joins the islands' collective drivers and starts one worker
+//! thread per device. [`Executable::run`] then only feeds data: it releases
+//! each step to its device's worker once the step's operands exist (or runs
+//! them in order on the caller's thread when every device is a host arena),
+//! frees every buffer right after its last reader finishes, and reads the
+//! outputs back as host [`Tensor`]s. Both runners share one per-step
+//! protocol (`step`). A copy between two host arenas that only feeds other
+//! steps shares its source's buffer instead of copying it
+//! ([`schedule::Work::Share`]), and a copy across the host/GPU line read only
+//! by a fold on its destination is moved by that fold
+//! ([`schedule::Work::Defer`]); both on by default, see [`Options`]. A failed
+//! step stops the run, all buffers are released, and the executable can run
+//! again. The backends are in [`crate::backend`], the collective drivers in
+//! [`crate::driver`]. See `docs/backends.md`.
 
 pub mod discover;
 pub mod error;
