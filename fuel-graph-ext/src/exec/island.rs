@@ -127,8 +127,9 @@ fn join_cuda(is: &Island, _ctxs: &HashMap<Device, Ctx>) -> Result<Joined, ExecEr
 }
 
 /// Runs island `k` on `shards` (rank r's shard at r): every member's result
-/// as (its step, its buffer). Each member allocates its result and passes
-/// the kernel fault point, as any step does; a rank without a node gets a
+/// as (its step, its buffer). Each member allocates its result (into
+/// `reuse[r]`, the caller's output bytes, where it can) and passes the
+/// kernel fault point, as any step does; a rank without a node gets a
 /// result too (every rank takes part), allocated outside the fault points
 /// and dropped.
 pub(super) fn run(
@@ -137,6 +138,7 @@ pub(super) fn run(
     k: usize,
     ctxs: &HashMap<Device, Ctx>,
     shards: &[Arc<Buf>],
+    mut reuse: Vec<Option<Arc<[u8]>>>,
     faults: &Faults,
 ) -> Result<Vec<(usize, Arc<Buf>)>, ExecError> {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
@@ -150,12 +152,13 @@ pub(super) fn run(
                 .ok_or_else(|| ExecError::Internal(format!("island {k} was not joined")))?;
             let bytes = is.ty.size_bytes();
             let mut dsts = Vec::with_capacity(is.devices.len());
-            for (d, member) in is.devices.iter().zip(&is.members) {
+            for (r, (d, member)) in is.devices.iter().zip(&is.members).enumerate() {
                 let ctx = ctxs
                     .get(d)
                     .ok_or_else(|| ExecError::Internal(format!("{d} not opened")))?;
                 if member.is_some() {
-                    dsts.push(ctx.alloc(bytes, faults)?);
+                    let into = reuse.get_mut(r).and_then(Option::take);
+                    dsts.push(ctx.alloc_reusing(bytes, faults, into)?);
                     if faults.check(Event::Kernel) {
                         return Err(ExecError::Injected {
                             device: *d,
@@ -186,13 +189,39 @@ pub(super) fn run(
 }
 
 impl super::Executable {
-    /// Runs island `k` on its shards (see [`run`]).
+    /// Runs island `k` on its shards (see [`run`]), taking each member's
+    /// output bytes from `reuse` (indexed by step).
     pub(super) fn run_island(
         &self,
         k: usize,
         shards: &[Arc<Buf>],
+        reuse: &mut [Option<Arc<[u8]>>],
         faults: &Faults,
     ) -> Result<Vec<(usize, Arc<Buf>)>, ExecError> {
-        run(&self.plan, &self.islands, k, &self.ctxs, shards, faults)
+        let per_rank = self.island_reuse(k, reuse);
+        run(
+            &self.plan,
+            &self.islands,
+            k,
+            &self.ctxs,
+            shards,
+            per_rank,
+            faults,
+        )
+    }
+
+    /// Island `k`'s members' output bytes, by rank, taken out of `reuse`
+    /// (indexed by step).
+    pub(super) fn island_reuse(
+        &self,
+        k: usize,
+        reuse: &mut [Option<Arc<[u8]>>],
+    ) -> Vec<Option<Arc<[u8]>>> {
+        self.plan.islands.get(k).map_or_else(Vec::new, |is| {
+            is.members
+                .iter()
+                .map(|m| m.and_then(|step| reuse.get_mut(step).and_then(Option::take)))
+                .collect()
+        })
     }
 }

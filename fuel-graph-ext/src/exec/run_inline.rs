@@ -30,7 +30,7 @@ impl Executable {
                 // slot; the others only count their reads.
                 if s.table[i].is_none() {
                     operands(step, &s.table, &mut s.ins)?;
-                    let results = self.run_island(island, &s.ins, faults);
+                    let results = self.run_island(island, &s.ins, &mut s.reuse, faults);
                     s.ins.clear();
                     for (m, buf) in results? {
                         s.table[m] = Some(buf);

@@ -56,7 +56,8 @@ impl Executable {
                         // completes this step too.
                         continue;
                     }
-                    match self.launch_island(i, island, table, faults, &done_tx) {
+                    let island_reuse = self.island_reuse(island, reuse);
+                    match self.launch_island(i, island, table, island_reuse, faults, &done_tx) {
                         Ok(()) => in_flight += 1,
                         Err(e) => first_err = Some(e),
                     }
@@ -165,6 +166,7 @@ impl Executable {
         i: usize,
         island: usize,
         table: &Table,
+        reuse: Vec<Option<Arc<[u8]>>>,
         faults: &Arc<Faults>,
         done: &mpsc::Sender<Done>,
     ) -> Result<(), ExecError> {
@@ -180,7 +182,7 @@ impl Executable {
         let faults = faults.clone();
         let done = done.clone();
         let sent = worker.send(Box::new(move || {
-            let res = super::island::run(&plan, &islands, island, &ctxs, &shards, &faults);
+            let res = super::island::run(&plan, &islands, island, &ctxs, &shards, reuse, &faults);
             drop(shards);
             let res = res.and_then(|results| {
                 let mut t = table.lock().map_err(|_| poisoned())?;

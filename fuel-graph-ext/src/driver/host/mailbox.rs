@@ -5,7 +5,7 @@
 
 use super::super::common::{backend_error, lock, Held, IdTable};
 use super::super::{CommunicationId, Driver, DriverError};
-use super::{bytes_of, HostDriver, HostUniqueId};
+use super::{bytes_of, HostBuffer, HostDriver, HostUniqueId};
 use crate::backend::cpu::CpuBuf;
 use crate::dtype::DType;
 use std::collections::{HashMap, VecDeque};
@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 pub(super) enum Chan {
     P2p,
     Coll,
+    /// The reduced runs of an all-reduce's second half.
+    Part,
 }
 
 pub(super) struct Msg {
@@ -33,12 +35,24 @@ pub(super) enum MsgData {
     Shard(Arc<Held<CpuBuf>>),
     /// A send's bytes, copied: a send never waits for its receive.
     Bytes(Vec<u8>),
+    /// The run `range` of the sender's all-reduce result, read where it
+    /// lies; the sender waits until every peer has dropped `token`.
+    Part {
+        buf: HostBuffer,
+        range: std::ops::Range<usize>,
+        token: Arc<()>,
+    },
 }
 
 impl MsgData {
     pub(super) fn bytes(&self, need: usize) -> Result<&[u8], DriverError> {
         match self {
             MsgData::Shard(h) => bytes_of(h, need),
+            MsgData::Part { .. } => Err(backend_error(
+                HostDriver::NAME,
+                "recv",
+                "an all-reduce result arrived on the point-to-point channel",
+            )),
             MsgData::Bytes(b) => b.get(..need).ok_or_else(|| {
                 backend_error(
                     HostDriver::NAME,
@@ -52,7 +66,7 @@ impl MsgData {
     pub(super) fn shard(self) -> Result<Arc<Held<CpuBuf>>, DriverError> {
         match self {
             MsgData::Shard(h) => Ok(h),
-            MsgData::Bytes(_) => Err(backend_error(
+            MsgData::Bytes(_) | MsgData::Part { .. } => Err(backend_error(
                 HostDriver::NAME,
                 "all_reduce",
                 "a send arrived on the collective channel",
@@ -167,7 +181,7 @@ impl Group {
 
     /// Drops shards a rank has folded, under the group's lock, and wakes
     /// their senders (see [`Group::wait_read`]).
-    pub(super) fn release(&self, shards: Vec<Arc<Held<CpuBuf>>>) {
+    pub(super) fn release<T>(&self, shards: Vec<T>) {
         let _st = lock(&self.state);
         drop(shards);
         self.cv.notify_all();
@@ -176,9 +190,9 @@ impl Group {
     /// Waits until every peer has dropped `mine` (read it, or left), so a
     /// buffer a shard borrows is free when the collective completes and
     /// the allocator counters are back where they were.
-    pub(super) fn wait_read(
+    pub(super) fn wait_read<T>(
         &self,
-        mine: &Arc<Held<CpuBuf>>,
+        mine: &Arc<T>,
         rank: usize,
         timeout: Duration,
     ) -> Result<(), DriverError> {
@@ -190,7 +204,7 @@ impl Group {
                 return Err(DriverError::Timeout {
                     rank,
                     op: "all_reduce",
-                    waiting_for: "its peers to read its shard".into(),
+                    waiting_for: "its peers to read its shard and its result".into(),
                     waited_ms: timeout.as_millis() as u64,
                 });
             }

@@ -283,6 +283,33 @@ impl HostCommunicator {
     }
 }
 
+/// Copies bytes `range` of `from` into `to` (two ranks' all-reduce
+/// results). The two locks are taken in address order, so two ranks copying
+/// from each other cannot deadlock.
+fn copy_run(
+    from: &HostBuffer,
+    to: &HostBuffer,
+    range: std::ops::Range<usize>,
+) -> Result<(), DriverError> {
+    if Arc::ptr_eq(from, to) {
+        return Ok(());
+    }
+    let end = range.end;
+    let (mut a, mut b);
+    let (src, dst) = if Arc::as_ptr(from) < Arc::as_ptr(to) {
+        a = lock(from);
+        b = lock(to);
+        (&mut a, &mut b)
+    } else {
+        b = lock(to);
+        a = lock(from);
+        (&mut a, &mut b)
+    };
+    let bytes = bytes_of(src, end)?;
+    bytes_mut_of(dst, end)?[range.clone()].copy_from_slice(&bytes[range]);
+    Ok(())
+}
+
 /// Marks `dst` pending unless it is `src`'s own fence (an in-place
 /// operation), which must stay as the writer left it until the job reads it.
 fn mark_pending(src: Option<&HostFence>, dst: &HostFence) {
@@ -433,6 +460,7 @@ impl CollectiveDriver for HostDriver {
         let (src_buf, src_fence, dst_buf) =
             (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
         let what = format!("{count} {dtype} elements with {op:?}");
+        let es = dtype.size_bytes();
         comm.enqueue(Some(dst.fence.clone()), move || {
             src_fence.wait(timeout, rank, "all_reduce")?;
             let mine = snapshot(&src_buf, need)?;
@@ -463,10 +491,15 @@ impl CollectiveDriver for HostDriver {
                 }
                 shards.push(m.data.shard()?);
             }
+            // Reduce-scatter: this rank folds its own run of the elements
+            // from every shard, in rank order (so every rank's result has
+            // the same bits), into that run of its result...
+            let runs = |r: usize| (r * count / ranks * es)..((r + 1) * count / ranks * es);
+            let my = runs(rank);
             let folded = {
                 let refs = shards
                     .iter()
-                    .map(|s| bytes_of(s, need))
+                    .map(|s| bytes_of(s, need).map(|b| &b[my.clone()]))
                     .collect::<Result<Vec<_>, _>>()?;
                 let mut out = lock(&dst_buf);
                 fold_ranks(
@@ -474,11 +507,46 @@ impl CollectiveDriver for HostDriver {
                     dtype,
                     op,
                     &refs,
-                    bytes_mut_of(&mut out, need)?,
+                    &mut bytes_mut_of(&mut out, need)?[my.clone()],
                 )
             };
             group.release(shards);
             folded?;
+            // ...then an all-gather: every rank copies the others' runs
+            // out of their results. n reads of a shard in all instead of
+            // every rank reading every shard.
+            let token = Arc::new(());
+            for peer in (0..ranks).filter(|p| *p != rank) {
+                let data = MsgData::Part {
+                    buf: dst_buf.clone(),
+                    range: my.clone(),
+                    token: token.clone(),
+                };
+                let m = Msg {
+                    what: what.clone(),
+                    elem: dtype,
+                    count,
+                    data,
+                };
+                group.put(rank, peer, Chan::Part, m);
+            }
+            for peer in (0..ranks).filter(|p| *p != rank) {
+                let m = group.take(peer, rank, Chan::Part, timeout, "all_reduce")?;
+                let MsgData::Part { buf, range, token } = m.data else {
+                    return Err(backend_error(
+                        HostDriver::NAME,
+                        "all_reduce",
+                        "a message other than a result arrived on the result channel",
+                    ));
+                };
+                let copied = copy_run(&buf, &dst_buf, range);
+                // The result's handle goes before the token, so a sender
+                // that sees every token back holds its result alone.
+                drop(buf);
+                group.release(vec![token]);
+                copied?;
+            }
+            group.wait_read(&token, rank, timeout)?;
             group.wait_read(&mine, rank, timeout)
         })
     }
