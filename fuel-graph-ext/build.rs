@@ -1,10 +1,14 @@
 //! Compiles the WGSL compute shaders to SPIR-V with naga, one module per
 //! element type, into `$OUT_DIR/<name>.spv`. The Vulkan backend embeds them
 //! with `include_bytes!`, so no shader compiler is needed at run time.
+//! Without the `vulkan` feature there is no Vulkan backend, naga is not a
+//! build-dependency, and this script does nothing.
 
+#[cfg(feature = "vulkan")]
 use std::path::PathBuf;
 
 /// (module name, `enable` line, stored type, compute type, div expression)
+#[cfg(feature = "vulkan")]
 const VARIANTS: &[(&str, &str, &str, &str, &str)] = &[
     ("elementwise_f32", "", "f32", "f32", "C(a0[i]) / C(p.by)"),
     ("elementwise_i32", "", "i32", "i32", "C(a0[i]) / C(p.by)"),
@@ -17,8 +21,14 @@ const VARIANTS: &[(&str, &str, &str, &str, &str)] = &[
     ),
     ("elementwise_f64", "", "f64", "f64", "C(a0[i]) / C(p.by)"),
     ("elementwise_i64", "", "i64", "i64", "C(a0[i]) / C(p.by)"),
+    ("elementwise_u32", "", "u32", "u32", "C(a0[i]) / C(p.by)"),
+    ("elementwise_u64", "", "u64", "u64", "C(a0[i]) / C(p.by)"),
 ];
 
+#[cfg(not(feature = "vulkan"))]
+fn main() {}
+
+#[cfg(feature = "vulkan")]
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
     let template_path = "shaders/elementwise.wgsl";
@@ -40,6 +50,7 @@ fn main() {
     }
 }
 
+#[cfg(feature = "vulkan")]
 fn compile(name: &str, src: &str) -> Vec<u32> {
     let module = naga::front::wgsl::parse_str(src)
         .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));

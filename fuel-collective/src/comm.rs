@@ -12,7 +12,7 @@
 //! copies.
 //!
 //! [`IdentityComm`] here is a world of one rank;
-//! [`crate::driver::DriverCommunicator`] is the world of many, over a
+//! [`crate::DriverCommunicator`] is the world of many, over a
 //! collective driver. It
 //! returns its input because with a single rank there is genuinely nothing to
 //! combine: the reduction of one shard is that shard (the mean of one is

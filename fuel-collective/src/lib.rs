@@ -9,24 +9,35 @@
 //! [`cost`] model and the pure [`plan`] helpers (islands, ring chunks, tree
 //! shape). `docs/lowering.md` explains the algorithms with pictures.
 //!
-//! [`driver`] holds the collective drivers (host threads, NCCL, MPI) that run
-//! a collective as one operation, and the SPMD communicator over them.
+//! The collective drivers (host threads, NCCL, MPI) that run a collective as
+//! one operation live beside the backends, in `fuel_graph_ext::driver`
+//! (the executor runs `driver_all_reduce` and `comm.*` nodes through them);
+//! this crate re-exports them as [`driver`] and puts the SPMD
+//! [`DriverCommunicator`] on top.
 //!
 //! [`registry`] gives a pass registry with every pass of the project, which
 //! is what `fuel-opt` and the golden tests use.
 
 pub mod comm;
 pub mod cost;
-pub mod driver;
+mod driver_comm;
 pub mod group;
 pub mod lower;
 pub mod plan;
 
+/// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
+pub use fuel_graph_ext::driver;
+
 pub use comm::{Communicator, IdentityComm};
+#[cfg(feature = "mpi")]
+pub use driver::MpiDriver;
+#[cfg(feature = "nccl")]
+pub use driver::NcclDriver;
 pub use driver::{
-    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverCommunicator, DriverError,
-    ElemType, HostDriver, JoinOptions, NcclDriver,
+    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, ElemType, HostDriver,
+    JoinOptions,
 };
+pub use driver_comm::DriverCommunicator;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Algorithm, LowerCollectives, LowerOptions};
 

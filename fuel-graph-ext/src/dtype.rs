@@ -1,7 +1,8 @@
 //! Element types and tensor types.
 //!
-//! [`DType`] is the element type; [`TensorType`] pairs it with a [`Shape`]
-//! (any rank, stored inline for up to four axes). Both print and parse in the
+//! [`DType`] is the element type: the floats f32, f16, bf16, f64, the
+//! integers i8, i16, i32, i64, u8, u16, u32, u64, and bool; [`TensorType`]
+//! pairs it with a [`Shape`] (any rank, stored inline for up to four axes). Both print and parse in the
 //! text-IR spelling: `f32`, `bf16[4,256]`, `i64[]` for a scalar.
 
 use smallvec::SmallVec;
@@ -25,11 +26,24 @@ pub enum DType {
     I64,
     /// Unsigned 8-bit integer.
     U8,
+    /// A truth value stored in one byte: 0 is false, anything else true
+    /// (kernels write 1). Add and max are OR, mul and min are AND.
+    Bool,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer.
+    U64,
 }
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -37,6 +51,12 @@ impl DType {
         DType::I32,
         DType::I64,
         DType::U8,
+        DType::Bool,
+        DType::I8,
+        DType::I16,
+        DType::U16,
+        DType::U32,
+        DType::U64,
     ];
 
     /// The text-IR spelling.
@@ -49,16 +69,22 @@ impl DType {
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::U8 => "u8",
+            DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 
     /// Bytes per element.
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::U8 => 1,
-            DType::F16 | DType::BF16 => 2,
-            DType::F32 | DType::I32 => 4,
-            DType::F64 | DType::I64 => 8,
+            DType::U8 | DType::Bool | DType::I8 => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
         }
     }
 
@@ -67,17 +93,52 @@ impl DType {
         matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
     }
 
+    /// True for the unsigned integer types and bool, whose values are never
+    /// negative.
+    pub fn is_unsigned(self) -> bool {
+        matches!(
+            self,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool
+        )
+    }
+
     /// Rounds an exact value to what this dtype can hold: floats round to
-    /// nearest, integers truncate toward zero and wrap like the hardware does.
+    /// nearest, integers truncate toward zero and wrap like the hardware
+    /// does, bool is 1 for any non-zero value.
+    ///
+    /// Exact for every integer dtype up to 32 bits. `f64` holds integers
+    /// only up to 2^53 exactly, so i64 and u64 values beyond that are
+    /// already inexact; they saturate (i64 beyond 2^63, u64 beyond 2^64)
+    /// rather than wrap, so that rounding twice changes nothing.
     pub fn round(self, x: f64) -> f64 {
         match self {
             DType::F64 => x,
             DType::F32 => x as f32 as f64,
             DType::F16 => half::f16::from_f64(x).to_f64(),
             DType::BF16 => half::bf16::from_f64(x).to_f64(),
-            DType::I32 => (x as i64) as i32 as f64,
+            DType::Bool => f64::from(u8::from(x != 0.0)),
+            // Saturating, so rounding twice changes nothing: near 2^63 and
+            // 2^64 an f64 cannot tell a value from its wrapped neighbours.
             DType::I64 => (x as i64) as f64,
-            DType::U8 => (x as i64) as u8 as f64,
+            DType::U64 if x >= 0.0 => (x as u64) as f64,
+            _ => self.wrap(to_i128(x)),
+        }
+    }
+
+    /// The integer `v` wrapped to this integer dtype (two's complement, as
+    /// the hardware does), as a value. Floats take `v` as it is.
+    pub fn wrap(self, v: i128) -> f64 {
+        match self {
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 => self.round(v as f64),
+            DType::I32 => v as i32 as f64,
+            DType::I64 => v as i64 as f64,
+            DType::U8 => v as u8 as f64,
+            DType::Bool => f64::from(u8::from(v != 0)),
+            DType::I8 => v as i8 as f64,
+            DType::I16 => v as i16 as f64,
+            DType::U16 => v as u16 as f64,
+            DType::U32 => v as u32 as f64,
+            DType::U64 => v as u64 as f64,
         }
     }
 }
@@ -99,11 +160,23 @@ impl FromStr for DType {
             "i32" => Ok(DType::I32),
             "i64" => Ok(DType::I64),
             "u8" => Ok(DType::U8),
+            "bool" => Ok(DType::Bool),
+            "i8" => Ok(DType::I8),
+            "i16" => Ok(DType::I16),
+            "u16" => Ok(DType::U16),
+            "u32" => Ok(DType::U32),
+            "u64" => Ok(DType::U64),
             _ => Err(format!(
-                "unknown dtype `{s}`: expected one of f32, f16, bf16, f64, i32, i64, u8"
+                "unknown dtype `{s}`: expected one of f32, f16, bf16, f64, i32, i64, u8, bool, i8, i16, u16, u32, u64"
             )),
         }
     }
+}
+
+/// `x` truncated toward zero as an integer (saturating beyond `i128`; NaN
+/// is 0).
+fn to_i128(x: f64) -> i128 {
+    x as i128
 }
 
 /// A shape: one extent per axis. Rank 0 is a scalar.
@@ -187,5 +260,13 @@ mod tests {
         assert_eq!(DType::I32.round(-7.9), -7.0);
         assert_eq!(DType::F16.round(2049.0), 2048.0);
         assert_eq!(DType::F32.round(0.1), 0.1f32 as f64);
+        assert_eq!(DType::I8.round(130.0), -126.0);
+        assert_eq!(DType::U16.round(-1.0), 65535.0);
+        assert_eq!(DType::U32.round(4294967297.0), 1.0);
+        assert_eq!(DType::U64.round(-1.0), u64::MAX as f64);
+        assert_eq!(DType::I16.round(-32769.0), 32767.0);
+        assert_eq!(DType::Bool.round(-3.0), 1.0);
+        assert_eq!(DType::Bool.round(0.0), 0.0);
+        assert_eq!(DType::U64.wrap(1 << 64), 0.0);
     }
 }

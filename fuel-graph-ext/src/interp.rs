@@ -2,9 +2,11 @@
 //!
 //! It ignores placement (a copy or move is the identity) and evaluates every
 //! op, collectives included, straight from its definition. Values are held as
-//! `f64` and rounded to the dtype after every step, which is exact for every
-//! integer dtype (wrapping like the hardware) and for the small integers that
-//! [`deterministic_inputs`] feeds. It is an oracle for tests and tools, not a
+//! `f64` and rounded to the dtype after every step. Integer ops compute in
+//! `i128` and wrap to the dtype like the hardware, so every integer dtype up
+//! to 32 bits is exact; i64 and u64 are exact while values stay within
+//! 2^53, beyond which `f64` cannot hold them. Floats are exact for the small
+//! integers that [`deterministic_inputs`] feeds. It is an oracle for tests and tools, not a
 //! device: nothing here is ever scheduled or timed.
 
 use crate::dtype::{DType, TensorType};
@@ -72,7 +74,15 @@ impl HostTensor {
             DType::F32 => 1e-5,
             DType::F16 => 1e-2,
             DType::BF16 => 2e-2,
-            DType::I32 | DType::I64 | DType::U8 => 0.0,
+            DType::I32
+            | DType::I64
+            | DType::U8
+            | DType::Bool
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U32
+            | DType::U64 => 0.0,
         }
     }
 
@@ -115,9 +125,9 @@ impl HostTensor {
 }
 
 /// The input value for element `i` of the input called `name`: a small
-/// integer from -4 to 4 (0 to 8 for `u8`), so that float sums of a few of them
-/// are exact in any order. The rule: `h = FNV-1a(name)`, then
-/// `((h + 7*i) mod 9) - 4`.
+/// integer from -4 to 4 (0 to 8 for the unsigned types; bool rounds it to 0
+/// or 1), so that float sums of a few of them are exact in any order. The
+/// rule: `h = FNV-1a(name)`, then `((h + 7*i) mod 9) - 4`.
 pub fn deterministic_value(name: &str, dtype: DType, i: usize) -> f64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
@@ -125,7 +135,7 @@ pub fn deterministic_value(name: &str, dtype: DType, i: usize) -> f64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     let v = (h.wrapping_add((i as u64).wrapping_mul(7)) % 9) as f64;
-    if dtype == DType::U8 {
+    if dtype.is_unsigned() {
         v
     } else {
         v - 4.0
@@ -223,20 +233,40 @@ pub fn interpret(
         .collect()
 }
 
+/// `kind(x, y)` in `dtype`: floats in f64 rounded once, integers in i128
+/// wrapped to the dtype (bool: add and max are OR, mul and min are AND).
+fn combine(kind: ElementwiseOp, dtype: DType, x: f64, y: f64) -> f64 {
+    if dtype.is_float() {
+        return dtype.round(kind.apply(x, y));
+    }
+    let (a, b) = (x as i128, y as i128);
+    dtype.wrap(match kind {
+        ElementwiseOp::Add => a.wrapping_add(b),
+        ElementwiseOp::Mul => a.wrapping_mul(b),
+        ElementwiseOp::Max => a.max(b),
+        ElementwiseOp::Min => a.min(b),
+    })
+}
+
 fn fold(kind: ElementwiseOp, dtype: DType, args: &[&HostTensor]) -> Vec<f64> {
     let mut acc = args[0].data.clone();
     for a in &args[1..] {
         for (x, y) in acc.iter_mut().zip(&a.data) {
-            *x = dtype.round(kind.apply(*x, *y));
+            *x = combine(kind, dtype, *x, *y);
         }
     }
     acc
 }
 
+/// Division by a positive integer: floats in f64 rounded once, integers
+/// truncated toward zero.
 fn divide(dtype: DType, data: &mut [f64], by: u64) {
     for x in data {
-        let q = *x / by as f64;
-        *x = dtype.round(if dtype.is_float() { q } else { q.trunc() });
+        *x = if dtype.is_float() {
+            dtype.round(*x / by as f64)
+        } else {
+            dtype.wrap(*x as i128 / i128::from(by))
+        };
     }
 }
 

@@ -10,9 +10,12 @@
 // Unit tests may unwrap; library code may not (the workspace lints say so).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod backend;
 pub mod device;
 pub mod dot;
+pub mod driver;
 pub mod dtype;
+pub mod elem;
 pub mod exec;
 pub mod graph;
 pub mod interp;

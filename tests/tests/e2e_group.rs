@@ -145,8 +145,8 @@ fn cuda_groups_through_device_group() {
 }
 
 /// The host driver: with `driver cpu` in the topology, `lower-collectives`
-/// emits `driver_all_reduce` nodes whose shards are read straight from the
-/// other CPU arenas, and the executor runs them.
+/// emits `driver_all_reduce` nodes, and the executor runs them through
+/// `HostDriver` (one island, every rank at once).
 #[test]
 fn host_driver_all_reduce_on_cpu_arenas() {
     use fuel_graph_ext::Topology;
@@ -189,6 +189,8 @@ fn host_driver_all_reduce_on_cpu_arenas() {
             "{e}"
         );
         let exe = exec::compile_with(&lowered, &devs, &topo).unwrap();
+        // One island, run by the host collective driver over all four ranks.
+        assert_eq!(exe.driver_islands(), vec![("host", devs.to_vec())]);
         let inputs = deterministic_inputs(&original);
         let want = interpret(&original, &inputs).unwrap();
         let got = exe.run_host(&inputs).unwrap();

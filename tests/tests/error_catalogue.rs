@@ -654,17 +654,13 @@ fn interp_input_length() -> Outcome {
 
 fn exec_comm_without_communicator() -> Outcome {
     let src = "graph @rank {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = comm.all_reduce.sum %0 {comm=4000000000, ranks=2} @cpu:0 : f32[4]\n  return %1\n}\n";
-    let g = text::parse(src).unwrap();
-    let exe = exec::compile(&g, &[]).unwrap();
-    match exe.run_host(&deterministic_inputs(&g)) {
-        Ok(_) => panic!("expected the run to fail"),
-        Err(e) => Ok(e.to_string()),
-    }
+    compile_err(src, &[])
 }
 fn exec_driver_mean() -> Outcome {
-    let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = driver_all_reduce.mean %0, %1 {rank=0} @cpu:0 : f32[4]\n  return %2\n}\n";
+    // Refused before any device is opened, so no GPU is needed.
+    let src = "graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = input \"b\" @cuda:1 : f32[4]\n  %2 = driver_all_reduce.mean %0, %1 {rank=0} @cuda:0 : f32[4]\n  return %2\n}\n";
     let g = text::parse(src).unwrap();
-    let topo = Topology::parse("driver cpu\n").unwrap();
+    let topo = Topology::parse("driver cuda\n").unwrap();
     match exec::compile_with(&g, &[], &topo) {
         Ok(_) => panic!("expected compile to refuse"),
         Err(e) => Ok(e.to_string()),

@@ -4,9 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_graph_ext::exec::{self, ExecError, FaultPoint};
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::{text, Device};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
+use fuel_graph_ext::{text, DType, Device, TensorType};
 use fuel_tests::{assert_no_leaks, run_and_compare};
+use std::collections::BTreeMap;
 
 const CPUS: [Device; 3] = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
 
@@ -30,9 +31,75 @@ fn all_reduce(op: &str, dtype: &str, n: usize) -> String {
 
 #[test]
 fn all_reduce_on_three_cpus_every_op_and_dtype() {
-    for dtype in ["f32", "f16", "bf16", "f64", "i32", "i64", "u8"] {
+    for dtype in DType::ALL {
         for op in ["add", "mul", "max", "min"] {
-            run_and_compare(&all_reduce(op, dtype, 1000), &CPUS);
+            run_and_compare(&all_reduce(op, dtype.as_str(), 1000), &CPUS);
+        }
+    }
+}
+
+/// Values at the edges of `dtype`, so folds overflow and wrap, and division
+/// meets the most negative value. The 64-bit integers stay within 2^17, so
+/// that a product of three stays below 2^53, where the interpreter's f64
+/// stops being exact (it cannot check their wrapping).
+fn extremes(dtype: DType, salt: usize) -> Vec<f64> {
+    let (lo, hi): (f64, f64) = match dtype {
+        DType::I8 => (-128.0, 127.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U8 => (0.0, 255.0),
+        DType::U16 => (0.0, 65535.0),
+        DType::U32 => (0.0, u32::MAX as f64),
+        DType::I64 => (-131072.0, 131072.0),
+        DType::U64 => (0.0, 131072.0),
+        DType::Bool => (0.0, 1.0),
+        DType::F16 => (-65504.0, 65504.0),
+        DType::BF16 | DType::F32 | DType::F64 => (-3.0e38, 3.0e38),
+    };
+    let base = [lo, hi, lo + 1.0, hi - 1.0, 0.0, 1.0, 3.0, 7.0, 2.0, 5.0];
+    (0..20)
+        .map(|i| base[(i * 7 + salt * 3) % base.len()])
+        .collect()
+}
+
+/// Every op on every dtype at its extremes, on three arenas (so the folds,
+/// the division and the copies all run), equals the interpreter exactly.
+#[test]
+fn every_dtype_wraps_and_rounds_at_its_extremes_as_the_interpreter_does() {
+    for dtype in DType::ALL {
+        for op in ["add", "mul", "max", "min"] {
+            let src = all_reduce(op, dtype.as_str(), 20).replace(
+                "  return %5, %6, %7",
+                &format!("  %8 = div %5 {{by=3}} @cpu:0 : {dtype}[20]\n  return %5, %6, %7, %8"),
+            );
+            let g = text::parse(&src).unwrap();
+            let exe = exec::compile(&g, &CPUS).unwrap();
+            let ty = TensorType::new(dtype, &[20]);
+            let inputs: BTreeMap<String, HostTensor> = ["a", "b", "c"]
+                .iter()
+                .enumerate()
+                .map(|(k, n)| {
+                    (
+                        n.to_string(),
+                        HostTensor::new(ty.clone(), extremes(dtype, k)),
+                    )
+                })
+                .collect();
+            let want = interpret(&g, &inputs).unwrap();
+            let got = exe.run_host(&inputs).unwrap();
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let same = g
+                    .data
+                    .iter()
+                    .zip(&w.data)
+                    .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+                assert!(
+                    same,
+                    "{op} {dtype} result {k}: {:?} vs {:?}",
+                    g.data, w.data
+                );
+            }
+            assert_no_leaks(&exe);
         }
     }
 }

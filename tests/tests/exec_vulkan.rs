@@ -117,7 +117,7 @@ fn f64_and_i64_on_vulkan_where_supported() {
     if !devices_or_skip("f64_and_i64_on_vulkan_where_supported", &[V0, C0]) {
         return;
     }
-    for dtype in ["f64", "i64"] {
+    for dtype in ["f64", "i64", "u64", "u32"] {
         let src = format!(
             "graph @w {{
   %0 = input \"a\" @vulkan:0 : {dtype}[3000]
@@ -161,6 +161,57 @@ fn unsupported_dtype_is_a_compile_error_naming_both() {
     let g = text::parse(&src.replace("u8", "bf16")).unwrap();
     let e = exec::compile(&g, &[]).err().unwrap().to_string();
     assert!(e.contains("dtype bf16 is not supported on vulkan:0"), "{e}");
+    for dtype in ["bool", "i8", "i16", "u16"] {
+        let g = text::parse(&src.replace("u8", dtype)).unwrap();
+        let e = exec::compile(&g, &[]).err().unwrap().to_string();
+        assert!(
+            e.contains(&format!("dtype {dtype} is not supported on vulkan:0")),
+            "{e}"
+        );
+    }
+}
+
+/// u32 and (with shaderInt64) u64 wrap at their extremes on Vulkan exactly
+/// as the interpreter says.
+#[test]
+fn unsigned_folds_wrap_on_vulkan() {
+    if !devices_or_skip("unsigned_folds_wrap_on_vulkan", &[V0, C0]) {
+        return;
+    }
+    use fuel_graph_ext::interp::HostTensor;
+    use fuel_graph_ext::{DType, TensorType};
+    for (dtype, hi) in [(DType::U32, u32::MAX as f64), (DType::U64, 131072.0)] {
+        for op in ["add", "mul", "max", "min"] {
+            let src = format!(
+                "graph @u {{
+  %0 = input \"a\" @vulkan:0 : {dtype}[8]
+  %1 = input \"b\" @cpu:0 : {dtype}[8]
+  %2 = copy %1 -> vulkan:0 : {dtype}[8]
+  %3 = {op} %0, %2, %0 @vulkan:0 : {dtype}[8]
+  %4 = div %3 {{by=3}} @vulkan:0 : {dtype}[8]
+  return %3, %4
+}}
+"
+            );
+            let g = text::parse(&src).unwrap();
+            let exe = match exec::compile(&g, &[V0, C0]) {
+                Err(ExecError::Unsupported { reason, .. }) => {
+                    println!("SKIP: unsigned_folds_wrap_on_vulkan: {dtype}: {reason}");
+                    continue;
+                }
+                other => other.unwrap(),
+            };
+            let ty = TensorType::new(dtype, &[8]);
+            let vals = [hi, hi - 1.0, 0.0, 1.0, 2.0, 3.0, hi, 7.0];
+            let inputs = [("a", vals), ("b", [hi, 2.0, 5.0, hi, 0.0, 1.0, 3.0, hi])]
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), HostTensor::new(ty.clone(), v.to_vec())))
+                .collect();
+            let got = exe.run_host(&inputs).unwrap();
+            assert_eq!(got, interpret(&g, &inputs).unwrap(), "{op} {dtype}");
+            assert_no_leaks(&exe);
+        }
+    }
 }
 
 #[test]
@@ -309,11 +360,11 @@ fn folds_with_deferred_operands_in_every_position() {
             lines.join("\n")
         );
         let g = text::parse(&src).unwrap();
-        let plan_defers = exec::plan::Plan::new(&g)
+        let plan_defers = exec::schedule::Schedule::new(&g)
             .unwrap()
             .steps
             .iter()
-            .filter(|s| matches!(s.work, exec::plan::Work::Defer { .. }))
+            .filter(|s| matches!(s.work, exec::schedule::Work::Defer { .. }))
             .count();
         assert_eq!(plan_defers, 10, "every crossing copy is deferred");
         run_and_compare(&src, &[V0, C0]);

@@ -331,7 +331,7 @@ fn vulkan_transfer_path(devices: &[fuel_graph_ext::Device]) -> Option<&'static s
     let d = devices
         .iter()
         .find(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)?;
-    let dev = fuel_graph_ext::exec::vulkan::Instance::open()
+    let dev = fuel_graph_ext::backend::vulkan::Instance::open()
         .ok()?
         .open_device(*d)
         .ok()?;
@@ -354,7 +354,7 @@ pub fn staging_bound_us(
     iters: usize,
     warmup: usize,
 ) -> Result<f64, Failure> {
-    use fuel_graph_ext::exec::{fault::Faults, vulkan::Instance};
+    use fuel_graph_ext::backend::{fault::Faults, vulkan::Instance};
     let vk: Vec<_> = devices
         .iter()
         .filter(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)

@@ -7,8 +7,11 @@
 //! no ICD (`vkCreateInstance` gives `ERROR_INCOMPATIBLE_DRIVER`), no
 //! physical device, no libcuda, no GPU.
 
+#[cfg(feature = "cuda")]
+use crate::backend::cuda;
+#[cfg(feature = "vulkan")]
+use crate::backend::vulkan;
 use crate::device::Device;
-use crate::exec::{cuda, vulkan};
 
 /// A backend that cannot be used here.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +64,7 @@ pub fn discover() -> Discovery {
         Device::cpu(0),
         "host arena (any cpu:N can be opened)".into(),
     ));
+    #[cfg(feature = "vulkan")]
     match vulkan::Instance::open() {
         Ok(inst) => {
             let per = vulkan::devices_per_adapter();
@@ -84,6 +88,7 @@ pub fn discover() -> Discovery {
             hint: u.hint,
         }),
     }
+    #[cfg(feature = "cuda")]
     match cuda::device_count() {
         Ok(n) => {
             for i in 0..n {
@@ -97,5 +102,19 @@ pub fn discover() -> Discovery {
             hint,
         }),
     }
+    #[cfg(not(feature = "vulkan"))]
+    d.unavailable.push(compiled_out("vulkan"));
+    #[cfg(not(feature = "cuda"))]
+    d.unavailable.push(compiled_out("cuda"));
     d
+}
+
+/// A backend this build left out.
+#[allow(dead_code)] // unused when every backend is compiled in
+fn compiled_out(backend: &str) -> Unavailable {
+    Unavailable {
+        backend: backend.into(),
+        reason: format!("this build has no {backend} backend (cargo feature `{backend}` is off)"),
+        hint: format!("rebuild with `--features {backend}`"),
+    }
 }

@@ -15,9 +15,21 @@ pub enum ExecError {
         /// The op's mnemonic.
         op: String,
     },
-    /// A driver collective this executor cannot carry out.
+    /// A `driver_all_reduce` that cannot run (refused at compile time, or
+    /// its collective driver failed).
     #[error("`{op}` on {device}: {reason}")]
-    DriverCollective {
+    DriverAllReduce {
+        /// The op's mnemonic.
+        op: String,
+        /// Where it was placed.
+        device: Device,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// An SPMD `comm.*` node that cannot run: no communicator handed to
+    /// compile, one of the wrong kind, or its driver failed.
+    #[error("`{op}` on {device}: {reason}")]
+    Spmd {
         /// The op's mnemonic.
         op: String,
         /// Where it was placed.

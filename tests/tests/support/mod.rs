@@ -199,7 +199,7 @@ pub fn expected_fault_message(
 /// unless `FUEL_VULKAN_MAPPED=0`); false for every other device.
 pub fn host_mapped(d: Device) -> bool {
     d.kind == fuel_graph_ext::DeviceKind::Vulkan
-        && fuel_graph_ext::exec::vulkan::Instance::open()
+        && fuel_graph_ext::backend::vulkan::Instance::open()
             .ok()
             .and_then(|i| i.open_device(d).ok())
             .is_some_and(|v| v.host_mapped())

@@ -14,21 +14,32 @@
 //! [`DriverError::PeerGone`] instead of waiting forever. Every wait is also
 //! bounded by the [`JoinOptions`] timeouts.
 
-use super::elem::fold;
-use super::{
-    check_rank, whole_elements, CollectiveDriver, CommunicationId, DeviceResource, Driver,
-    DriverError, ElemType, JoinOptions,
+use super::common::{
+    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lend_buf, lock,
+    reclaim_buf, whole_elements, Held, Shared,
 };
-use fuel_graph_ext::exec::cpu::{Arena, CpuBuf};
-use fuel_graph_ext::exec::fault::Faults;
-use fuel_graph_ext::exec::worker::Worker;
-use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
+use crate::backend::cpu::{Arena, CpuBuf};
+use crate::backend::fault::Faults;
+use crate::backend::worker::Worker;
+use crate::backend::Buf;
+use crate::device::{Device, DeviceKind};
+use crate::dtype::DType;
+use crate::op::ReduceOp;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
+mod fence;
+mod mailbox;
+
+pub use fence::{HostFence, HostStream};
+use mailbox::{
+    group_name, groups, Chan, Group, GroupState, Msg, MsgData, IDS, NEXT_ID, NEXT_STREAM,
+};
+
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostDriver;
 
@@ -40,97 +51,51 @@ pub struct HostUniqueId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCommStream(u64);
 
-/// A host buffer: an executor CPU buffer, shared between the compute side and
-/// the comm stream.
-pub type HostBuffer = Arc<Mutex<CpuBuf>>;
+/// A host buffer: a CPU backend buffer (the driver's own, or one the
+/// executor lent), shared between the compute side and the comm stream.
+pub type HostBuffer = Shared<CpuBuf>;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking holder leaves plain data behind; keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// A buffer's first `need` bytes, to read; an error if it has fewer.
+pub(super) fn bytes_of(held: &Held<CpuBuf>, need: usize) -> Result<&[u8], DriverError> {
+    held.get()
+        .and_then(|b| b.bytes().get(..need))
+        .ok_or_else(|| {
+            backend_error(
+                HostDriver::NAME,
+                "read",
+                "the buffer is not a host buffer of the size given",
+            )
+        })
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum FenceState {
-    Ready,
-    Pending,
-    Failed(DriverError),
+/// A buffer's first `need` bytes, to write; an error for a lent buffer.
+pub(super) fn bytes_mut_of(held: &mut Held<CpuBuf>, need: usize) -> Result<&mut [u8], DriverError> {
+    held.get_mut()
+        .and_then(|b| b.bytes_mut().get_mut(..need))
+        .ok_or_else(|| {
+            backend_error(
+                HostDriver::NAME,
+                "write",
+                "the destination is lent (read only) or too small",
+            )
+        })
 }
 
-/// A host fence: ready, pending (a writer is on its way) or failed.
-#[derive(Clone, Debug)]
-pub struct HostFence(Arc<(Mutex<FenceState>, Condvar)>);
-
-impl Default for HostFence {
-    fn default() -> Self {
-        HostFence::ready()
-    }
-}
-
-impl HostFence {
-    /// A fence that is already signalled.
-    pub fn ready() -> HostFence {
-        HostFence(Arc::new((Mutex::new(FenceState::Ready), Condvar::new())))
-    }
-    /// Marks a write as in progress: readers wait until [`HostFence::signal`].
-    pub fn reset(&self) {
-        *lock(&self.0 .0) = FenceState::Pending;
-    }
-    /// Marks the contents valid.
-    pub fn signal(&self) {
-        *lock(&self.0 .0) = FenceState::Ready;
-        self.0 .1.notify_all();
-    }
-    /// Marks the write as failed; readers get `e`.
-    pub fn fail(&self, e: DriverError) {
-        *lock(&self.0 .0) = FenceState::Failed(e);
-        self.0 .1.notify_all();
-    }
-    /// True if both handles are one fence.
-    pub fn same(&self, other: &HostFence) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-    /// Waits until the fence is signalled or failed, at most `timeout`.
-    pub fn wait(
-        &self,
-        timeout: Duration,
-        rank: usize,
-        op: &'static str,
-    ) -> Result<(), DriverError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.0 .0);
-        loop {
-            match &*st {
-                FenceState::Ready => return Ok(()),
-                FenceState::Failed(e) => return Err(e.clone()),
-                FenceState::Pending => {}
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(DriverError::Timeout {
-                    rank,
-                    op,
-                    waiting_for: "the buffer's fence (its writer never signalled it)".into(),
-                    waited_ms: timeout.as_millis() as u64,
-                });
-            }
-            st = self
-                .0
-                 .1
-                .wait_timeout(st, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
+/// The shard a rank posts to its peers: its source as it is when lent by
+/// the executor (which never writes a buffer once made), else a copy made
+/// in the source's arena (an in-place all-reduce overwrites its source).
+fn snapshot(src: &HostBuffer, need: usize) -> Result<Arc<Held<CpuBuf>>, DriverError> {
+    let held = lock(src);
+    match &*held {
+        Held::Lent(b) => Ok(Arc::new(Held::Lent(b.clone()))),
+        Held::Own(b) => {
+            let mut copy = b
+                .arena()
+                .alloc(need, &Faults::default())
+                .map_err(|e| backend_error(HostDriver::NAME, "alloc", e))?;
+            copy.bytes_mut().copy_from_slice(bytes_of(&held, need)?);
+            Ok(Arc::new(Held::Own(copy)))
         }
-    }
-}
-
-/// A compute stream on the host: a worker thread running jobs in order.
-#[derive(Clone)]
-pub struct HostStream(Arc<Worker>);
-
-impl HostStream {
-    /// Queues `job`; false if the stream's thread is gone.
-    pub fn submit(&self, job: impl FnOnce() + Send + 'static) -> bool {
-        self.0.send(Box::new(job))
     }
 }
 
@@ -156,23 +121,15 @@ impl Driver for HostDriver {
     fn new_stream(dev: &Arc<Arena>) -> Result<HostStream, DriverError> {
         Worker::spawn(format!("{}-compute", dev.device))
             .map(|w| HostStream(Arc::new(w)))
-            .map_err(|e| DriverError::Backend {
-                driver: Self::NAME,
-                call: "spawn a stream thread",
-                reason: e.to_string(),
-            })
+            .map_err(|e| backend_error(Self::NAME, "spawn a stream thread", e))
     }
 
     fn alloc(dev: &Arc<Arena>, bytes: usize) -> Result<DeviceResource<Self>, DriverError> {
         let buf = dev
             .alloc(bytes, &Faults::default())
-            .map_err(|e| DriverError::Backend {
-                driver: Self::NAME,
-                call: "alloc",
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| backend_error(Self::NAME, "alloc", e))?;
         Ok(DeviceResource {
-            buffer: Arc::new(Mutex::new(buf)),
+            buffer: Arc::new(Mutex::new(Held::Own(buf))),
             fence: HostFence::ready(),
             bytes,
         })
@@ -180,136 +137,25 @@ impl Driver for HostDriver {
 
     fn upload(dev: &Arc<Arena>, bytes: &[u8]) -> Result<DeviceResource<Self>, DriverError> {
         let res = Self::alloc(dev, bytes.len())?;
-        lock(&res.buffer).bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+        bytes_mut_of(&mut lock(&res.buffer), bytes.len())?.copy_from_slice(bytes);
         Ok(res)
     }
 
     fn download(res: &DeviceResource<Self>, timeout: Duration) -> Result<Vec<u8>, DriverError> {
         res.fence.wait(timeout, 0, "download")?;
-        Ok(lock(&res.buffer).bytes()[..res.bytes].to_vec())
-    }
-}
-
-// ---------------------------------------------------------------- groups
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Chan {
-    P2p,
-    Coll,
-}
-
-struct Msg {
-    what: String,
-    elem: ElemType,
-    count: usize,
-    data: Vec<u8>,
-}
-
-struct GroupState {
-    joined: Vec<bool>,
-    /// Why each rank left, once it has.
-    gone: Vec<Option<String>>,
-    /// Queued messages per (from, to, channel).
-    mail: HashMap<(usize, usize, Chan), VecDeque<Msg>>,
-}
-
-struct Group {
-    name: String,
-    ranks: usize,
-    state: Mutex<GroupState>,
-    cv: Condvar,
-}
-
-fn ids() -> &'static Mutex<HashMap<CommunicationId, HostUniqueId>> {
-    static IDS: OnceLock<Mutex<HashMap<CommunicationId, HostUniqueId>>> = OnceLock::new();
-    IDS.get_or_init(Default::default)
-}
-
-fn groups() -> &'static Mutex<HashMap<u64, Arc<Group>>> {
-    static GROUPS: OnceLock<Mutex<HashMap<u64, Arc<Group>>>> = OnceLock::new();
-    GROUPS.get_or_init(Default::default)
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
-
-fn group_name(id: HostUniqueId) -> String {
-    lock(ids())
-        .iter()
-        .find(|(_, v)| **v == id)
-        .map(|(k, _)| k.0.clone())
-        .unwrap_or_else(|| format!("#{}", id.0))
-}
-
-impl Group {
-    /// Waits for a message from `from`, or its departure, or the deadline.
-    fn take(
-        &self,
-        from: usize,
-        to: usize,
-        chan: Chan,
-        timeout: Duration,
-        op: &'static str,
-    ) -> Result<Msg, DriverError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.state);
-        loop {
-            if let Some(m) = st
-                .mail
-                .get_mut(&(from, to, chan))
-                .and_then(|q| q.pop_front())
-            {
-                return Ok(m);
-            }
-            if let Some(Some(reason)) = st.gone.get(from) {
-                return Err(DriverError::PeerGone {
-                    group: self.name.clone(),
-                    rank: to,
-                    peer: from,
-                    reason: reason.clone(),
-                    op,
-                });
-            }
-            if let Some(Some(reason)) = st.gone.get(to) {
-                return Err(DriverError::Poisoned {
-                    rank: to,
-                    reason: reason.clone(),
-                });
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(DriverError::Timeout {
-                    rank: to,
-                    op,
-                    waiting_for: format!("data from rank {from}"),
-                    waited_ms: timeout.as_millis() as u64,
-                });
-            }
-            st = self
-                .cv
-                .wait_timeout(st, deadline - now)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
+        Ok(bytes_of(&lock(&res.buffer), res.bytes)?.to_vec())
     }
 
-    fn put(&self, from: usize, to: usize, chan: Chan, m: Msg) {
-        lock(&self.state)
-            .mail
-            .entry((from, to, chan))
-            .or_default()
-            .push_back(m);
-        self.cv.notify_all();
+    fn lend(buf: &Arc<Buf>) -> Result<DeviceResource<Self>, DriverError> {
+        lend_buf::<Self, CpuBuf>(buf, HostFence::ready())
     }
 
-    fn leave(&self, rank: usize, reason: String) {
-        let mut st = lock(&self.state);
-        if let Some(g) = st.gone.get_mut(rank) {
-            if g.is_none() {
-                *g = Some(reason);
-            }
-        }
-        self.cv.notify_all();
+    fn adopt(buf: Buf) -> Result<DeviceResource<Self>, DriverError> {
+        adopt_buf::<Self, CpuBuf>(buf, HostFence::ready())
+    }
+
+    fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError> {
+        reclaim_buf(res)
     }
 }
 
@@ -437,32 +283,30 @@ impl HostCommunicator {
     }
 }
 
-fn check_len(
-    op: &'static str,
-    elem: ElemType,
-    count: usize,
-    have: usize,
-) -> Result<usize, DriverError> {
-    let need = count.saturating_mul(elem.size_bytes());
-    if need > have {
-        return Err(DriverError::BufferTooSmall {
-            op,
-            count,
-            need,
-            have,
-        });
+/// Copies bytes `range` of `from` into `to` (two ranks' all-reduce
+/// results). The two locks are taken in address order, so two ranks copying
+/// from each other cannot deadlock.
+fn copy_run(
+    from: &HostBuffer,
+    to: &HostBuffer,
+    range: std::ops::Range<usize>,
+) -> Result<(), DriverError> {
+    if Arc::ptr_eq(from, to) {
+        return Ok(());
     }
-    Ok(need)
-}
-
-fn check_peer(comm: &HostCommunicator, peer: usize) -> Result<(), DriverError> {
-    check_rank(peer, comm.ranks)?;
-    if peer == comm.rank {
-        return Err(DriverError::BadRank {
-            rank: peer,
-            ranks: comm.ranks,
-        });
-    }
+    let end = range.end;
+    let (mut a, mut b);
+    let (src, dst) = if Arc::as_ptr(from) < Arc::as_ptr(to) {
+        a = lock(from);
+        b = lock(to);
+        (&mut a, &mut b)
+    } else {
+        b = lock(to);
+        a = lock(from);
+        (&mut a, &mut b)
+    };
+    let bytes = bytes_of(src, end)?;
+    bytes_mut_of(dst, end)?[range.clone()].copy_from_slice(&bytes[range]);
     Ok(())
 }
 
@@ -545,12 +389,8 @@ impl HostDriver {
                     .unwrap_or_else(|e| e.into_inner().0);
             }
         }
-        let worker =
-            Worker::spawn(format!("{name}-rank{rank}-comm")).map_err(|e| DriverError::Backend {
-                driver: Self::NAME,
-                call: "spawn the comm stream thread",
-                reason: e.to_string(),
-            })?;
+        let worker = Worker::spawn(format!("{name}-rank{rank}-comm"))
+            .map_err(|e| backend_error(Self::NAME, "spawn the comm stream thread", e))?;
         Ok(HostCommunicator {
             group,
             id,
@@ -568,22 +408,21 @@ impl HostDriver {
 impl CollectiveDriver for HostDriver {
     type Communicator = HostCommunicator;
     type UniqueId = HostUniqueId;
-    type DataType = ElemType;
+    type DataType = DType;
     type CommStream = HostCommStream;
 
     fn group_id(id: &CommunicationId) -> Result<HostUniqueId, DriverError> {
-        let mut ids = lock(ids());
-        Ok(*ids
-            .entry(id.clone())
-            .or_insert_with(|| HostUniqueId(NEXT_ID.fetch_add(1, Ordering::Relaxed))))
+        IDS.get_or_mint(id, || {
+            Ok(HostUniqueId(NEXT_ID.fetch_add(1, Ordering::Relaxed)))
+        })
     }
 
     fn join(id: HostUniqueId, ranks: usize, rank: usize) -> Result<HostCommunicator, DriverError> {
         Self::join_with(id, ranks, rank, JoinOptions::from_env())
     }
 
-    fn data_type(dtype: ElemType, size: u64) -> Result<(ElemType, usize), DriverError> {
-        // Every ElemType has host arithmetic.
+    fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {
+        // Every dtype has host arithmetic.
         Ok((dtype, whole_elements(dtype, size)?))
     }
 
@@ -599,14 +438,18 @@ impl CollectiveDriver for HostDriver {
         comm: &HostCommunicator,
         src: &DeviceResource<Self>,
         dst: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         op: ReduceOp,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        let need = check_len("all_reduce", dtype, count, src.bytes)?;
-        check_len("all_reduce", dtype, count, dst.bytes)?;
+        let need = check_src_dst(
+            "all_reduce",
+            dtype.size_bytes(),
+            (count, src.bytes),
+            (count, dst.bytes),
+        )?;
         mark_pending(Some(&src.fence), &dst.fence);
         let (group, rank, ranks, timeout) = (
             comm.group.clone(),
@@ -617,22 +460,23 @@ impl CollectiveDriver for HostDriver {
         let (src_buf, src_fence, dst_buf) =
             (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
         let what = format!("{count} {dtype} elements with {op:?}");
+        let es = dtype.size_bytes();
         comm.enqueue(Some(dst.fence.clone()), move || {
             src_fence.wait(timeout, rank, "all_reduce")?;
-            let mine = lock(&src_buf).bytes()[..need].to_vec();
+            let mine = snapshot(&src_buf, need)?;
             for peer in (0..ranks).filter(|p| *p != rank) {
                 let m = Msg {
                     what: what.clone(),
                     elem: dtype,
                     count,
-                    data: mine.clone(),
+                    data: MsgData::Shard(mine.clone()),
                 };
                 group.put(rank, peer, Chan::Coll, m);
             }
-            let mut shards: Vec<Vec<u8>> = Vec::with_capacity(ranks);
+            let mut shards: Vec<Arc<Held<CpuBuf>>> = Vec::with_capacity(ranks);
             for peer in 0..ranks {
                 if peer == rank {
-                    shards.push(Vec::new());
+                    shards.push(mine.clone());
                     continue;
                 }
                 let m = group.take(peer, rank, Chan::Coll, timeout, "all_reduce")?;
@@ -645,33 +489,91 @@ impl CollectiveDriver for HostDriver {
                         theirs: m.what,
                     });
                 }
-                shards.push(m.data);
+                shards.push(m.data.shard()?);
             }
-            shards[rank] = mine;
-            let refs: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
-            let mut out = vec![0u8; need];
-            fold(dtype, op, &refs, count, &mut out);
-            lock(&dst_buf).bytes_mut()[..need].copy_from_slice(&out);
-            Ok(())
+            // Reduce-scatter: this rank folds its own run of the elements
+            // from every shard, in rank order (so every rank's result has
+            // the same bits), into that run of its result...
+            let runs = |r: usize| (r * count / ranks * es)..((r + 1) * count / ranks * es);
+            let my = runs(rank);
+            let folded = {
+                let refs = shards
+                    .iter()
+                    .map(|s| bytes_of(s, need).map(|b| &b[my.clone()]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut out = lock(&dst_buf);
+                fold_ranks(
+                    HostDriver::NAME,
+                    dtype,
+                    op,
+                    &refs,
+                    &mut bytes_mut_of(&mut out, need)?[my.clone()],
+                )
+            };
+            group.release(shards);
+            folded?;
+            // ...then an all-gather: every rank copies the others' runs
+            // out of their results. n reads of a shard in all instead of
+            // every rank reading every shard.
+            let token = Arc::new(());
+            for peer in (0..ranks).filter(|p| *p != rank) {
+                let data = MsgData::Part {
+                    buf: dst_buf.clone(),
+                    range: my.clone(),
+                    token: token.clone(),
+                };
+                let m = Msg {
+                    what: what.clone(),
+                    elem: dtype,
+                    count,
+                    data,
+                };
+                group.put(rank, peer, Chan::Part, m);
+            }
+            for peer in (0..ranks).filter(|p| *p != rank) {
+                let m = group.take(peer, rank, Chan::Part, timeout, "all_reduce")?;
+                let MsgData::Part { buf, range, token } = m.data else {
+                    return Err(backend_error(
+                        HostDriver::NAME,
+                        "all_reduce",
+                        "a message other than a result arrived on the result channel",
+                    ));
+                };
+                let copied = copy_run(&buf, &dst_buf, range);
+                // The result's handle goes before the token, so a sender
+                // that sees every token back holds its result alone.
+                drop(buf);
+                group.release(vec![token]);
+                copied?;
+            }
+            group.wait_read(&token, rank, timeout)?;
+            group.wait_read(&mine, rank, timeout)
         })
     }
 
     fn send(
         comm: &HostCommunicator,
         src: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         peer: usize,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm, peer)?;
-        let need = check_len("send", dtype, count, src.bytes)?;
+        let need = check_p2p(
+            "send",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            src.bytes,
+        )?;
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let (src_buf, src_fence) = (src.buffer.clone(), src.fence.clone());
         comm.enqueue(None, move || {
             src_fence.wait(timeout, rank, "send")?;
-            let data = lock(&src_buf).bytes()[..need].to_vec();
+            let data = MsgData::Bytes(bytes_of(&lock(&src_buf), need)?.to_vec());
             let m = Msg {
                 what: format!("{count} {dtype} elements"),
                 elem: dtype,
@@ -686,14 +588,21 @@ impl CollectiveDriver for HostDriver {
     fn recv(
         comm: &HostCommunicator,
         dst: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         peer: usize,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         comm.check(stream)?;
-        check_peer(comm, peer)?;
-        let need = check_len("recv", dtype, count, dst.bytes)?;
+        let need = check_p2p(
+            "recv",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            dst.bytes,
+        )?;
         dst.fence.reset();
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let dst_buf = dst.buffer.clone();
@@ -708,7 +617,8 @@ impl CollectiveDriver for HostDriver {
                     theirs: format!("send of {}", m.what),
                 });
             }
-            lock(&dst_buf).bytes_mut()[..need].copy_from_slice(&m.data);
+            let mut out = lock(&dst_buf);
+            bytes_mut_of(&mut out, need)?.copy_from_slice(m.data.bytes(need)?);
             Ok(())
         })
     }

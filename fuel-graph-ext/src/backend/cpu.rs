@@ -2,20 +2,22 @@
 //!
 //! Each [`Arena`] owns its buffers (separate allocations) and counts their
 //! bytes; a step on another arena may read one through a shared host copy
-//! (`plan::Work::Share`), but only the owning arena frees it. Kernels work block by block: a
-//! block of the output starts as a copy of operand 0 and every other operand
-//! is folded into it while the block is still in cache, so an n-ary op reads
-//! each input once. The inner loops are plain zipped iterations that the
-//! compiler vectorises; tensors of [`PARALLEL_MIN`] elements or more are split
-//! over several threads with `std::thread::scope`.
+//! (`schedule::Work::Share`), but only the owning arena frees it. Kernels
+//! work block by block: a block of the output starts as a copy of operand 0
+//! and every other operand is folded into it while the block is still in
+//! cache, so an n-ary op reads each input once. The inner loops are plain
+//! zipped iterations that the compiler vectorises; tensors of
+//! [`PARALLEL_MIN`] elements or more are split over rayon's thread pool.
+//! The arithmetic is `crate::elem`'s; [`fold_bytes`] is the same fold over
+//! byte slices, which the host collective drivers reduce with.
 
+use crate::backend::alloc::{AllocCounter, MemStats};
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::exec::alloc::{AllocCounter, MemStats};
-use crate::exec::elem::{with_elem, Elem};
+use crate::elem::{with_scalar, Scalar};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
 use crate::op::ElementwiseOp;
 use std::sync::Arc;
 
@@ -234,16 +236,16 @@ impl CpuBuf {
         unsafe { std::slice::from_raw_parts_mut(p, self.len) }
     }
 
-    fn typed<T: Elem>(&self) -> &[T] {
+    fn typed<T: Scalar>(&self) -> &[T] {
         // SAFETY: the storage is 8-byte aligned (pooled `u64`s, or shared
-        // bytes checked by `aligned`), which is enough for every `Elem`
+        // bytes checked by `aligned`), which is enough for every `Scalar`
         // (see its safety contract), and every bit pattern is a valid `T`.
         unsafe {
             std::slice::from_raw_parts(self.ptr().cast::<T>(), self.len / std::mem::size_of::<T>())
         }
     }
 
-    fn typed_mut<T: Elem>(&mut self) -> &mut [T] {
+    fn typed_mut<T: Scalar>(&mut self) -> &mut [T] {
         let p = self.ptr_mut();
         // SAFETY: as in `typed`, and we hold `&mut self` over unshared storage.
         unsafe {
@@ -267,6 +269,11 @@ impl CpuBuf {
     /// The arena it belongs to.
     pub fn device(&self) -> Device {
         self.arena.device
+    }
+
+    /// The arena itself (where a copy of this buffer is allocated).
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.arena
     }
 }
 
@@ -298,16 +305,18 @@ fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
 // The verifier gives an n-ary op two or more operands of the output's type,
 // and `run` refuses inputs whose bytes do not fill their type, so every
 // operand is as long as `out` and the indexing below stays in bounds.
-fn fold_typed<T: Elem>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
+fn fold_typed<T: Scalar>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
     let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
-    fold_slices(kind, &ins, out, onto)
+    fold_slices(kind, &ins, out.typed_mut::<T>(), onto)
 }
 
-fn fold_slices<T: Elem>(kind: ElementwiseOp, ins: &[&[T]], out: &mut CpuBuf, onto: bool) {
+/// The one fold: `out = kind(ins[0], ins[1], ...)` (or onto `out`), block by
+/// block, every operand at least as long as `out`.
+fn fold_slices<T: Scalar>(kind: ElementwiseOp, ins: &[&[T]], out: &mut [T], onto: bool) {
     // Folding onto `out` folds every operand into it; otherwise operand 0
     // starts each block.
     let rest = if onto { ins } else { &ins[1..] };
-    par_chunks(out.typed_mut::<T>(), |off, chunk| {
+    par_chunks(out, |off, chunk| {
         for (bi, block) in chunk.chunks_mut(BLOCK).enumerate() {
             let start = off + bi * BLOCK;
             let end = start + block.len();
@@ -323,10 +332,10 @@ fn fold_slices<T: Elem>(kind: ElementwiseOp, ins: &[&[T]], out: &mut CpuBuf, ont
 
 /// `block[i] = kind(block[i], x[i])`. The op is matched once, outside the
 /// loop, so each arm is a plain loop the compiler vectorises; with the match
-/// inside (in `Elem::apply`) it stopped doing so once the fold had two callers,
+/// inside (in `Scalar::apply`) it stopped doing so once the fold had two callers,
 /// and the fold ran about 5x slower.
 #[inline(always)]
-fn fold_block<T: Elem>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
+fn fold_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
     macro_rules! each {
         ($k:expr) => {
             for (o, y) in block.iter_mut().zip(x) {
@@ -342,7 +351,7 @@ fn fold_block<T: Elem>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
     }
 }
 
-fn div_typed<T: Elem>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
+fn div_typed<T: Scalar>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
     let src = input.typed::<T>();
     par_chunks(out.typed_mut::<T>(), |off, chunk| {
         let len = chunk.len();
@@ -364,34 +373,63 @@ pub fn fold_into(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut C
     if ins.is_empty() {
         return;
     }
-    with_elem!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
+    with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
 }
 
-/// [`fold_into`] of one operand given as host bytes that belong to no
-/// arena (a mapped GPU buffer, at least as long as `out`). Returns false,
-/// doing nothing, when they are not aligned for `dtype`'s elements.
-pub fn fold_bytes_into(
+/// [`fold_into`] over host bytes that may belong to no arena (a mapped GPU
+/// buffer, a collective's shards): `out` and every operand are viewed as
+/// `dtype` elements, and every operand must be at least as long as `out`.
+/// Returns false, doing nothing, when some slice is not aligned for the
+/// elements, not a whole number of them, or too short.
+pub fn fold_bytes(
     dtype: DType,
     kind: ElementwiseOp,
-    bytes: &[u8],
-    out: &mut CpuBuf,
+    ins: &[&[u8]],
+    out: &mut [u8],
     onto: bool,
 ) -> bool {
-    let Some(bytes) = bytes.get(..out.len) else {
+    if ins.is_empty() || ins.iter().any(|x| x.len() < out.len()) {
         return false;
-    };
-    with_elem!(dtype, T => match cast::<T>(bytes) {
-        Some(x) => {
-            fold_slices::<T>(kind, &[x], out, onto);
+    }
+    let len = out.len();
+    with_scalar!(dtype, T => {
+        let ins: Option<Vec<&[T]>> = ins.iter().map(|x| cast::<T>(&x[..len])).collect();
+        match (ins, cast_mut::<T>(out)) {
+            (Some(ins), Some(out)) => {
+                fold_slices::<T>(kind, &ins, out, onto);
+                true
+            }
+            _ => false,
+        }
+    })
+}
+
+/// `out[i] = out[i] / by` over host bytes of `dtype` elements; false when
+/// they are not aligned or not a whole number of elements.
+pub fn div_bytes_in_place(dtype: DType, by: u64, out: &mut [u8]) -> bool {
+    with_scalar!(dtype, T => match cast_mut::<T>(out) {
+        Some(out) => {
+            par_chunks(out, |_, chunk| {
+                for o in chunk.iter_mut() {
+                    *o = T::div(*o, by);
+                }
+            });
             true
         }
         None => false,
     })
 }
 
+/// `bytes` as elements, writable, when aligned and a whole number of them.
+fn cast_mut<T: Scalar>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: as in `cast`.
+    let (head, mid, tail) = unsafe { bytes.align_to_mut::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
+}
+
 /// `bytes` as elements, when aligned and a whole number of them.
-fn cast<T: Elem>(bytes: &[u8]) -> Option<&[T]> {
-    // SAFETY: every bit pattern is a valid `T` (`Elem`'s contract); `align_to`
+fn cast<T: Scalar>(bytes: &[u8]) -> Option<&[T]> {
+    // SAFETY: every bit pattern is a valid `T` (`Scalar`'s contract); `align_to`
     // only hands out the aligned middle, and we require it to be everything.
     let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
     (head.is_empty() && tail.is_empty()).then_some(mid)
@@ -399,7 +437,7 @@ fn cast<T: Elem>(bytes: &[u8]) -> Option<&[T]> {
 
 /// `out = input / by`.
 pub fn div(dtype: DType, by: u64, input: &CpuBuf, out: &mut CpuBuf) {
-    with_elem!(dtype, T => div_typed::<T>(by, input, out))
+    with_scalar!(dtype, T => div_typed::<T>(by, input, out))
 }
 
 /// Copies byte regions of `ins` into `out` (slice and concat).

@@ -1,10 +1,10 @@
 //! The schedule and buffer plan: pure functions of a verified graph.
 //!
-//! [`Plan::new`] turns the graph into steps in a deterministic topological
+//! [`Schedule::new`] turns the graph into steps in a deterministic topological
 //! order. Step `i` writes buffer slot `i`; each slot records how many operand
 //! reads it will see, so the runner frees a buffer the moment its last reader
 //! finishes (graph outputs are kept until they are read back). Slices and
-//! concats become lists of byte [`Region`]s, which every backend carries out
+//! concats become lists of byte [`Region`](crate::backend::Region)s, which every backend carries out
 //! as plain copies. A copy between two host arenas whose result only feeds
 //! other steps becomes [`Work::Share`]: every host arena lives in this
 //! process's memory, so the step's slot shares its source's buffer and
@@ -13,33 +13,20 @@
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
 
+use crate::backend::{concat_regions, slice_regions, DeviceWork, Kernel};
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{ElementwiseOp, Op};
+use crate::op::{Op, ReduceOp};
 use std::collections::HashMap;
 
-/// One contiguous byte range copied from an operand into the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// Which operand of the step.
-    pub operand: usize,
-    /// Byte offset in that operand.
-    pub src: usize,
-    /// Byte offset in the result.
-    pub dst: usize,
-    /// Bytes.
-    pub len: usize,
-}
-
-/// What a step does.
+/// What a step does: device work for its device's backend, or work the
+/// runner does itself.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Work {
-    /// Uploads the named input.
-    Input { name: String },
-    /// Copies (or moves) operand 0 from `src` to the step's device.
-    Copy { src: Device, is_move: bool },
+    /// Input, copy or kernel on the step's device ([`crate::backend::run`]).
+    Device(DeviceWork),
     /// A copy or move from the host arena `src` to another host arena whose
     /// result is not a graph output: the step's slot holds operand 0's
     /// buffer itself. Every reader only reads it, and the buffer lives until
@@ -49,21 +36,47 @@ pub enum Work {
     /// A copy between a GPU and the host (either way; to a GPU only for
     /// Vulkan) whose only reader is an element-wise fold on the destination,
     /// and which is not a graph output: the slot holds the source buffer,
-    /// and the fold moves it when it gets to it (see `backend::run_step`):
+    /// and the fold moves it when it gets to it (see `backend::run`):
     /// the host reads a mapped Vulkan buffer in place or downloads into one
     /// scratch buffer; a Vulkan fold uploads into one scratch buffer and
     /// folds in place. The destination holds the result plus at most one
     /// operand instead of all of them.
     Defer { src: Device },
-    /// Folds an element-wise op over all operands in one pass.
-    Fold { kind: ElementwiseOp },
-    /// Divides operand 0 by a positive integer.
-    Div { by: u64 },
-    /// Gathers byte regions of the operands (slice and concat).
-    Gather { regions: Vec<Region> },
-    /// An SPMD collective through the communicator registered as `comm`
-    /// (see [`crate::exec::comm`]); run on the caller's thread.
-    Comm { op: crate::op::CommOp, comm: u32 },
+    /// An SPMD collective through the communicator handed to compile as
+    /// `comm` (see `exec::spmd`), on the worker of the step's device.
+    Comm {
+        op: crate::op::CommOp,
+        comm: u32,
+        ranks: usize,
+    },
+    /// Rank `rank`'s result of driver all-reduce `island`
+    /// ([`Schedule::islands`]): the first of the island's steps to run runs
+    /// the collective for every rank and fills every member's slot.
+    Island { island: usize, rank: usize },
+}
+
+impl Work {
+    /// False for the runner's own work (a shared or deferred copy), which
+    /// takes no device time and runs on the dispatcher's thread.
+    pub fn needs_device(&self) -> bool {
+        !matches!(self, Work::Share { .. } | Work::Defer { .. })
+    }
+
+    /// A kernel step's kernel.
+    pub fn kernel(&self) -> Option<&Kernel> {
+        match self {
+            Work::Device(DeviceWork::Kernel(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The source of a copy that moves bytes.
+    pub fn copy_source(&self) -> Option<Device> {
+        match self {
+            Work::Device(DeviceWork::Copy { src, .. }) => Some(*src),
+            _ => None,
+        }
+    }
 }
 
 /// One scheduled node.
@@ -83,9 +96,9 @@ pub struct Step {
     pub operands: Vec<usize>,
 }
 
-/// The whole schedule.
+/// The whole schedule: steps, read counts, dependents, outputs.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct Schedule {
     /// Steps in topological order.
     pub steps: Vec<Step>,
     /// For each slot, how many operand reads it gets.
@@ -94,21 +107,44 @@ pub struct Plan {
     pub dependents: Vec<Vec<usize>>,
     /// The slot of each graph output, in return order.
     pub outputs: Vec<usize>,
+    /// The driver all-reduces, each run once for all its ranks.
+    pub islands: Vec<Island>,
 }
 
-impl Plan {
+/// The `driver_all_reduce` nodes of one collective: the same shards, the
+/// same op, one node per rank whose result the graph uses. Its collective
+/// driver (the host driver for CPU devices, NCCL for CUDA) runs it once for
+/// every rank, nodes or not, since every rank must take part.
+#[derive(Clone, Debug)]
+pub struct Island {
+    /// The reduction.
+    pub op: ReduceOp,
+    /// Rank r's shard (an operand slot).
+    pub shards: Vec<usize>,
+    /// Rank r's device: its node's, or its shard's when it has no node.
+    pub devices: Vec<Device>,
+    /// Rank r's step, when the graph has a node for it.
+    pub members: Vec<Option<usize>>,
+    /// The type of every shard and result.
+    pub ty: TensorType,
+    /// The nodes' mnemonic, for errors.
+    pub mnemonic: String,
+}
+
+impl Schedule {
     /// Schedules `g`, which must already have passed the verifier, with
     /// host-to-host copies shared (see [`Work::Share`]).
-    pub fn new(g: &Graph) -> Result<Plan, ExecError> {
-        Plan::new_with(g, &crate::exec::Options::default())
+    pub fn new(g: &Graph) -> Result<Schedule, ExecError> {
+        Schedule::new_with(g, &crate::exec::Options::default())
     }
 
-    /// [`Plan::new`] with the copy rewrites `options` asks for: with both
+    /// [`Schedule::new`] with the copy rewrites `options` asks for: with both
     /// off every copy is a real copy into a buffer of its own.
-    pub fn new_with(g: &Graph, options: &crate::exec::Options) -> Result<Plan, ExecError> {
+    pub fn new_with(g: &Graph, options: &crate::exec::Options) -> Result<Schedule, ExecError> {
         let mut elementwise = Vec::new();
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
+        let mut islands: Vec<Island> = Vec::new();
         for id in g.topo_order() {
             let n = g
                 .node(id)
@@ -136,70 +172,84 @@ impl Plan {
                     .ok_or_else(|| ExecError::Internal("operand type missing".into()))
             };
             let work = match &n.op {
-                Op::Input { name, .. } => Work::Input { name: name.clone() },
+                Op::Input { name, .. } => Work::Device(DeviceWork::Input { name: name.clone() }),
                 Op::Copy { .. } | Op::Move { .. } => {
                     let src = n
                         .operands
                         .first()
                         .and_then(|v| g.value_device(*v))
                         .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
-                    Work::Copy {
+                    Work::Device(DeviceWork::Copy {
                         src,
                         is_move: matches!(n.op, Op::Move { .. }),
-                    }
+                    })
                 }
-                Op::Elementwise { kind, .. } => Work::Fold { kind: *kind },
-                Op::Comm { kind, comm, .. } => {
-                    if !device.is_cpu() {
-                        return Err(ExecError::DriverCollective {
-                            op: n.op.mnemonic(),
-                            device,
-                            reason:
-                                "SPMD collectives run on CPU devices; copy the value to a CPU first"
-                                    .into(),
+                Op::Elementwise { kind, .. } => {
+                    Work::Device(DeviceWork::Kernel(Kernel::Fold { kind: *kind }))
+                }
+                Op::Comm {
+                    kind, comm, ranks, ..
+                } => Work::Comm {
+                    op: *kind,
+                    comm: *comm,
+                    ranks: *ranks,
+                },
+                // Every rank's node of one driver all-reduce joins one
+                // island, which runs once for all of them.
+                Op::DriverAllReduce { op, rank, .. } => {
+                    let shard_devices = n
+                        .operands
+                        .iter()
+                        .map(|v| g.value_device(*v))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| ExecError::Internal("a shard has no device".into()))?;
+                    let k = islands
+                        .iter()
+                        .position(|is: &Island| {
+                            is.op == *op
+                                && is.shards == operands
+                                && is.members.get(*rank) == Some(&None)
+                        })
+                        .unwrap_or_else(|| {
+                            islands.push(Island {
+                                op: *op,
+                                shards: operands.clone(),
+                                devices: shard_devices,
+                                members: vec![None; operands.len()],
+                                ty: n.ty.clone(),
+                                mnemonic: n.op.mnemonic(),
+                            });
+                            islands.len() - 1
                         });
-                    }
-                    Work::Comm {
-                        op: *kind,
-                        comm: *comm,
-                    }
-                }
-                // The host driver: every CPU arena is host memory, so rank
-                // `rank`'s worker folds the shards of all the island's arenas
-                // straight into its own arena, with no staging copies.
-                Op::DriverAllReduce { op, .. } => {
-                    let refuse = |reason: &str| ExecError::DriverCollective {
-                        op: n.op.mnemonic(),
-                        device,
-                        reason: reason.into(),
+                    let is = &mut islands[k];
+                    let (Some(member), Some(dev)) =
+                        (is.members.get_mut(*rank), is.devices.get_mut(*rank))
+                    else {
+                        return Err(ExecError::Internal(format!(
+                            "rank {rank} of a driver all-reduce of {} shards",
+                            operands.len()
+                        )));
                     };
-                    if !device.is_cpu() {
-                        return Err(refuse(
-                            "this executor runs driver collectives only on CPU devices (NCCL execution is not implemented); lower without `driver cuda` in the topology",
-                        ));
-                    }
-                    if *op == crate::op::ReduceOp::Mean {
-                        return Err(refuse(
-                            "run it as driver_all_reduce.sum followed by div, the form lower-collectives emits",
-                        ));
-                    }
-                    Work::Fold {
-                        kind: op.combiner(),
+                    *member = Some(steps.len());
+                    *dev = device;
+                    Work::Island {
+                        island: k,
+                        rank: *rank,
                     }
                 }
-                Op::Div { by, .. } => Work::Div { by: *by },
+                Op::Div { by, .. } => Work::Device(DeviceWork::Kernel(Kernel::Div { by: *by })),
                 Op::Slice {
                     axis, start, len, ..
-                } => Work::Gather {
+                } => Work::Device(DeviceWork::Kernel(Kernel::Gather {
                     regions: slice_regions(operand_ty(0)?, *axis, *start, *len),
-                },
+                })),
                 Op::Concat { axis, .. } => {
                     let tys = (0..n.operands.len())
                         .map(operand_ty)
                         .collect::<Result<Vec<_>, _>>()?;
-                    Work::Gather {
+                    Work::Device(DeviceWork::Kernel(Kernel::Gather {
                         regions: concat_regions(&tys, *axis),
-                    }
+                    }))
                 }
                 op => return Err(ExecError::Collective { op: op.mnemonic() }),
             };
@@ -235,7 +285,7 @@ impl Plan {
             })
             .collect::<Result<Vec<_>, _>>()?;
         for i in 0..steps.len() {
-            let Work::Copy { src, .. } = steps[i].work else {
+            let Some(src) = steps[i].work.copy_source() else {
                 continue;
             };
             let dst = steps[i].device;
@@ -261,7 +311,7 @@ impl Plan {
                     reads[i] == 1
                         && elementwise[*r]
                         && steps[*r].device == dst
-                        && matches!(steps[*r].work, Work::Fold { .. })
+                        && matches!(steps[*r].work.kernel(), Some(Kernel::Fold { .. }))
                 }
                 _ => false,
             };
@@ -269,11 +319,12 @@ impl Plan {
                 steps[i].work = Work::Defer { src };
             }
         }
-        Ok(Plan {
+        Ok(Schedule {
             steps,
             reads,
             dependents,
             outputs,
+            islands,
         })
     }
 
@@ -352,78 +403,10 @@ impl Plan {
     }
 }
 
-/// Splits `shape` around `axis` into (outer, extent, inner) element counts.
-// `compile` verified the graph before planning, so `axis` is below the rank.
-fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let outer = shape[..axis].iter().product();
-    let inner = shape[axis + 1..].iter().product();
-    (outer, shape[axis], inner)
-}
-
-/// Appends a region, merging it into the previous one when both are contiguous.
-fn push_region(out: &mut Vec<Region>, r: Region) {
-    if r.len == 0 {
-        return;
-    }
-    if let Some(last) = out.last_mut() {
-        if last.operand == r.operand && last.src + last.len == r.src && last.dst + last.len == r.dst
-        {
-            last.len += r.len;
-            return;
-        }
-    }
-    out.push(r);
-}
-
-/// The byte regions of `slice {axis, start, len}` of a `ty` tensor.
-pub fn slice_regions(ty: &TensorType, axis: usize, start: usize, len: usize) -> Vec<Region> {
-    let es = ty.dtype.size_bytes();
-    let (outer, extent, inner) = around(&ty.shape, axis);
-    let mut out = Vec::new();
-    for o in 0..outer {
-        push_region(
-            &mut out,
-            Region {
-                operand: 0,
-                src: (o * extent + start) * inner * es,
-                dst: o * len * inner * es,
-                len: len * inner * es,
-            },
-        );
-    }
-    out
-}
-
-/// The byte regions of `concat {axis}` of tensors typed `tys`.
-pub fn concat_regions(tys: &[&TensorType], axis: usize) -> Vec<Region> {
-    let Some(first) = tys.first() else {
-        return Vec::new();
-    };
-    let es = first.dtype.size_bytes();
-    let (outer, _, inner) = around(&first.shape, axis);
-    let mut out = Vec::new();
-    let mut dst = 0;
-    for o in 0..outer {
-        for (p, t) in tys.iter().enumerate() {
-            let row = t.shape[axis] * inner * es;
-            push_region(
-                &mut out,
-                Region {
-                    operand: p,
-                    src: o * row,
-                    dst,
-                    len: row,
-                },
-            );
-            dst += row;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Region;
     use crate::dtype::DType;
 
     fn r(operand: usize, src: usize, dst: usize, len: usize) -> Region {
@@ -462,7 +445,7 @@ mod tests {
     fn buffers_are_freed_after_their_last_read() {
         let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  %3 = add %2, %2 @cpu:0 : f32[4]\n  return %3\n}\n";
         let g = crate::text::parse(src).unwrap();
-        let p = Plan::new(&g).unwrap();
+        let p = Schedule::new(&g).unwrap();
         assert_eq!(p.reads, vec![1, 1, 2, 0]);
         // a, b, a+b live at once (48 bytes); then a and b go before the last add.
         assert_eq!(p.sequential_peak()[&Device::cpu(0)], 48);
@@ -472,7 +455,7 @@ mod tests {
     fn host_copies_that_only_feed_steps_share_their_source() {
         let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = copy %0 -> cpu:1 : f32[4]\n  %2 = add %1, %1 @cpu:1 : f32[4]\n  %3 = copy %2 -> cpu:0 : f32[4]\n  return %3\n}\n";
         let g = crate::text::parse(src).unwrap();
-        let p = Plan::new(&g).unwrap();
+        let p = Schedule::new(&g).unwrap();
         assert_eq!(
             p.steps[1].work,
             Work::Share {
@@ -480,7 +463,7 @@ mod tests {
             }
         );
         // The output copy stays a copy: the caller gets its own bytes.
-        assert!(matches!(p.steps[3].work, Work::Copy { .. }));
+        assert!(p.steps[3].work.copy_source().is_some());
         assert_eq!(p.owner(1), 0);
         assert_eq!(p.owner(2), 2);
         let peak = p.sequential_peak();
@@ -488,7 +471,7 @@ mod tests {
         // slot is read (by the add), and is gone before the output copy.
         assert_eq!(peak[&Device::cpu(1)], 16);
         assert_eq!(peak[&Device::cpu(0)], 16);
-        let unshared = Plan::new_with(
+        let unshared = Schedule::new_with(
             &g,
             &crate::exec::Options {
                 share_host_copies: false,
@@ -496,7 +479,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(matches!(unshared.steps[1].work, Work::Copy { .. }));
+        assert!(unshared.steps[1].work.copy_source().is_some());
         assert_eq!(unshared.sequential_peak()[&Device::cpu(1)], 32);
     }
 
@@ -504,7 +487,7 @@ mod tests {
     fn gpu_copies_read_once_by_a_host_fold_are_deferred() {
         let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = copy %0 -> cpu:0 : f32[4]\n  %3 = copy %0 -> cpu:0 : f32[4]\n  %4 = add %1, %2 @cpu:0 : f32[4]\n  %5 = div %3 {by=2} @cpu:0 : f32[4]\n  return %4, %5\n}\n";
         let g = crate::text::parse(src).unwrap();
-        let p = Plan::new(&g).unwrap();
+        let p = Schedule::new(&g).unwrap();
         let work = |mn: &str, k: usize| {
             p.steps
                 .iter()
@@ -527,12 +510,12 @@ mod tests {
         assert!(p
             .steps
             .iter()
-            .any(|s| s.mnemonic == "copy" && matches!(s.work, Work::Copy { .. })));
+            .any(|s| s.mnemonic == "copy" && s.work.copy_source().is_some()));
         // cpu:0 peaks with the input, the copy for the div, and the add's
         // result plus its scratch: 4 x 16 bytes at most, never 5.
         let peak = p.sequential_peak()[&Device::cpu(0)];
         assert!(peak <= 64, "{peak}");
-        let plain = Plan::new_with(
+        let plain = Schedule::new_with(
             &g,
             &crate::exec::Options {
                 defer_gpu_copies_into_folds: false,

@@ -4,19 +4,21 @@
 //! with no wildcard, so adding a backend fails to compile until every pair is
 //! decided. Host arenas copy with memcpy (a host copy that only feeds other
 //! steps never gets here: the runner shares the source's buffer, see
-//! `plan::Work::Share`); host and CUDA use the driver's
+//! `schedule::Work::Share`); host and CUDA use the driver's
 //! copies (pinned staging for large transfers); CUDA to CUDA is a device or
 //! peer copy; host and Vulkan go through a host-visible staging buffer;
 //! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an
 //! error that names the pass which stages it through the host,
 //! `split-cross-vendor-copies`. A `move` is a copy whose source the runner
-//! frees as soon as the copy finishes.
+//! frees as soon as the copy finishes. A backend compiled out (cargo
+//! feature off) takes its arms with it; the match stays exhaustive.
 
-use crate::exec::backend::{Buf, Ctx};
-use crate::exec::cpu;
+use crate::backend::cpu;
+use crate::backend::fault::{Event, Faults};
+#[cfg(any(feature = "cuda", feature = "vulkan"))]
+use crate::backend::Region;
+use crate::backend::{Buf, Ctx};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
 
 /// Copies `bytes` of `src` into a new buffer on `dst` (into `reuse` when
 /// `dst` is a host arena that can take it, see [`Ctx::alloc_reusing`]).
@@ -34,6 +36,7 @@ pub fn copy(
             op: "copy".into(),
         });
     }
+    #[cfg(any(feature = "cuda", feature = "vulkan"))]
     let whole = [Region {
         operand: 0,
         src: 0,
@@ -42,12 +45,18 @@ pub fn copy(
     }];
     match (src, &mut out) {
         (Buf::Cpu(s), Buf::Cpu(d)) => cpu::memcpy(&s.bytes()[..bytes], d),
+        #[cfg(feature = "cuda")]
         (Buf::Cpu(s), Buf::Cuda(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
+        #[cfg(feature = "cuda")]
         (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
         // Same context: a device copy; two contexts: cudarc issues a peer copy.
+        #[cfg(feature = "cuda")]
         (Buf::Cuda(s), Buf::Cuda(d)) => d.dev().clone().copy_regions("copy", &whole, &[s], d)?,
+        #[cfg(feature = "vulkan")]
         (Buf::Cpu(s), Buf::Vulkan(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
+        #[cfg(feature = "vulkan")]
         (Buf::Vulkan(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
+        #[cfg(feature = "vulkan")]
         (Buf::Vulkan(s), Buf::Vulkan(d)) => {
             if !s.dev().same_device(d.dev()) {
                 return Err(ExecError::NoDirectCopy {
@@ -57,12 +66,14 @@ pub fn copy(
             }
             d.dev().copy_regions("copy", &whole, &[s], d)?
         }
+        #[cfg(all(feature = "cuda", feature = "vulkan"))]
         (Buf::Cuda(s), Buf::Vulkan(d)) => {
             return Err(ExecError::NoDirectCopy {
                 src: s.dev().device,
                 dst: d.dev().device,
             })
         }
+        #[cfg(all(feature = "cuda", feature = "vulkan"))]
         (Buf::Vulkan(s), Buf::Cuda(d)) => {
             return Err(ExecError::NoDirectCopy {
                 src: s.dev().device,
@@ -73,11 +84,11 @@ pub fn copy(
     Ok(out)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "vulkan"))]
 mod tests {
     use super::*;
+    use crate::backend::vulkan::Instance;
     use crate::device::Device;
-    use crate::exec::vulkan::Instance;
 
     /// The arm itself refuses vulkan:0 -> vulkan:1 (two VkDevices), even when
     /// a graph slipped past the verifier, and releases what it allocated.

@@ -16,21 +16,25 @@
 //! barrier does not complete within the join timeout the error lists every
 //! other rank, because MPI does not say which ranks have arrived.
 
-use super::elem::fold;
-use super::host::{HostBuffer, HostFence, HostStream};
-use super::{
-    check_rank, whole_elements, CollectiveDriver, CommunicationId, DeviceResource, Driver,
-    DriverError, ElemType, JoinOptions,
+use super::common::{
+    backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lock, whole_elements,
 };
-use crate::driver::HostDriver;
-use fuel_graph_ext::exec::cpu::Arena;
-use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
+use super::host::{bytes_mut_of, bytes_of, HostBuffer, HostFence, HostStream};
+use super::{
+    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
+};
+use crate::backend::cpu::Arena;
+use crate::backend::fault::Faults;
+use crate::backend::Buf;
+use crate::device::{Device, DeviceKind};
+use crate::dtype::DType;
+use crate::op::ReduceOp;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Destination, Source};
 use mpi::Threading;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The MPI driver.
@@ -54,15 +58,24 @@ unsafe impl Send for Universe {}
 
 static UNIVERSE: Mutex<Option<Universe>> = Mutex::new(None);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+fn backend(call: &'static str, reason: impl std::fmt::Display) -> DriverError {
+    backend_error(MpiDriver::NAME, call, reason)
 }
 
-fn backend(call: &'static str, reason: impl Into<String>) -> DriverError {
-    DriverError::Backend {
-        driver: MpiDriver::NAME,
-        call,
-        reason: reason.into(),
+/// A host resource of the MPI driver as the host driver's (same buffers
+/// and fences), and back.
+fn as_host(r: DeviceResource<MpiDriver>) -> DeviceResource<HostDriver> {
+    DeviceResource {
+        buffer: r.buffer,
+        fence: r.fence,
+        bytes: r.bytes,
+    }
+}
+fn from_host(r: DeviceResource<HostDriver>) -> DeviceResource<MpiDriver> {
+    DeviceResource {
+        buffer: r.buffer,
+        fence: r.fence,
+        bytes: r.bytes,
     }
 }
 
@@ -159,24 +172,6 @@ impl MpiDriver {
     }
 }
 
-fn check_len(
-    op: &'static str,
-    elem: ElemType,
-    count: usize,
-    have: usize,
-) -> Result<usize, DriverError> {
-    let need = count.saturating_mul(elem.size_bytes());
-    if need > have {
-        return Err(DriverError::BufferTooSmall {
-            op,
-            count,
-            need,
-            have,
-        });
-    }
-    Ok(need)
-}
-
 /// Runs `f` with `dst`'s fence pending, then signals or fails it.
 fn completing(
     dst: &HostFence,
@@ -210,31 +205,30 @@ impl Driver for MpiDriver {
         HostDriver::new_stream(dev)
     }
     fn alloc(dev: &Arc<Arena>, bytes: usize) -> Result<DeviceResource<Self>, DriverError> {
-        let r = HostDriver::alloc(dev, bytes)?;
-        Ok(DeviceResource {
-            buffer: r.buffer,
-            fence: r.fence,
-            bytes: r.bytes,
-        })
+        HostDriver::alloc(dev, bytes).map(from_host)
     }
     fn upload(dev: &Arc<Arena>, bytes: &[u8]) -> Result<DeviceResource<Self>, DriverError> {
-        let r = HostDriver::upload(dev, bytes)?;
-        Ok(DeviceResource {
-            buffer: r.buffer,
-            fence: r.fence,
-            bytes: r.bytes,
-        })
+        HostDriver::upload(dev, bytes).map(from_host)
     }
     fn download(res: &DeviceResource<Self>, timeout: Duration) -> Result<Vec<u8>, DriverError> {
         res.fence.wait(timeout, 0, "download")?;
-        Ok(lock(&res.buffer).bytes()[..res.bytes].to_vec())
+        Ok(bytes_of(&lock(&res.buffer), res.bytes)?.to_vec())
+    }
+    fn lend(buf: &Arc<Buf>) -> Result<DeviceResource<Self>, DriverError> {
+        HostDriver::lend(buf).map(from_host)
+    }
+    fn adopt(buf: Buf) -> Result<DeviceResource<Self>, DriverError> {
+        HostDriver::adopt(buf).map(from_host)
+    }
+    fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError> {
+        HostDriver::reclaim(as_host(res))
     }
 }
 
 impl CollectiveDriver for MpiDriver {
     type Communicator = MpiCommunicator;
     type UniqueId = MpiUniqueId;
-    type DataType = ElemType;
+    type DataType = DType;
     type CommStream = MpiCommStream;
 
     fn group_id(id: &CommunicationId) -> Result<MpiUniqueId, DriverError> {
@@ -247,7 +241,7 @@ impl CollectiveDriver for MpiDriver {
         Self::join_with(id, ranks, rank, JoinOptions::from_env())
     }
 
-    fn data_type(dtype: ElemType, size: u64) -> Result<(ElemType, usize), DriverError> {
+    fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {
         Ok((dtype, whole_elements(dtype, size)?))
     }
 
@@ -263,17 +257,20 @@ impl CollectiveDriver for MpiDriver {
         comm: &MpiCommunicator,
         src: &DeviceResource<Self>,
         dst: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         op: ReduceOp,
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
-        let need = check_len("all_reduce", dtype, count, src.bytes)?;
-        check_len("all_reduce", dtype, count, dst.bytes)?;
+        let need = check_src_dst(
+            "all_reduce",
+            dtype.size_bytes(),
+            (count, src.bytes),
+            (count, dst.bytes),
+        )?;
         src.fence
             .wait(comm.opts.op_timeout, comm.rank, "all_reduce")?;
-        let mine = lock(&src.buffer).bytes()[..need].to_vec();
         completing(&dst.fence, || {
             // Every rank first agrees on the size, so a mismatch is an error
             // on every rank instead of undefined behaviour inside MPI.
@@ -289,46 +286,75 @@ impl CollectiveDriver for MpiDriver {
                     theirs: format!("{theirs} bytes"),
                 });
             }
-            let mut all = vec![0u8; need * comm.ranks];
-            comm.world.all_gather_into(&mine[..], &mut all[..]);
-            let shards: Vec<&[u8]> = all.chunks(need.max(1)).take(comm.ranks).collect();
-            let mut out = vec![0u8; need];
-            if need > 0 {
-                fold(dtype, op, &shards, count, &mut out);
+            let mut out = lock(&dst.buffer);
+            // Every rank's bytes, gathered into one aligned buffer of the
+            // destination's arena, then folded there in rank order.
+            let mut all = out
+                .get()
+                .map(|b| b.arena().clone())
+                .ok_or_else(|| backend("alloc", "the destination is not a host buffer"))?
+                .alloc(need * comm.ranks, &Faults::default())
+                .map_err(|e| backend("alloc", e))?;
+            {
+                let src_held = lock(&src.buffer);
+                comm.world
+                    .all_gather_into(bytes_of(&src_held, need)?, all.bytes_mut());
             }
-            lock(&dst.buffer).bytes_mut()[..need].copy_from_slice(&out);
-            Ok(())
+            let shards: Vec<&[u8]> = all.bytes().chunks(need.max(1)).take(comm.ranks).collect();
+            fold_ranks(
+                MpiDriver::NAME,
+                dtype,
+                op,
+                &shards,
+                bytes_mut_of(&mut out, need)?,
+            )
         })
     }
 
     fn send(
         comm: &MpiCommunicator,
         src: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         peer: usize,
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
-        check_rank(peer, comm.ranks)?;
-        let need = check_len("send", dtype, count, src.bytes)?;
+        let need = check_p2p(
+            "send",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            src.bytes,
+        )?;
         src.fence.wait(comm.opts.op_timeout, comm.rank, "send")?;
-        let data = lock(&src.buffer).bytes()[..need].to_vec();
-        comm.world.process_at_rank(peer as i32).send(&data[..]);
+        let held = lock(&src.buffer);
+        comm.world
+            .process_at_rank(peer as i32)
+            .send(bytes_of(&held, need)?);
         Ok(())
     }
 
     fn recv(
         comm: &MpiCommunicator,
         dst: &DeviceResource<Self>,
-        dtype: ElemType,
+        dtype: DType,
         count: usize,
         peer: usize,
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
-        check_rank(peer, comm.ranks)?;
-        let need = check_len("recv", dtype, count, dst.bytes)?;
+        let need = check_p2p(
+            "recv",
+            comm.rank,
+            peer,
+            comm.ranks,
+            dtype.size_bytes(),
+            count,
+            dst.bytes,
+        )?;
         completing(&dst.fence, || {
             let (data, _status) = comm.world.process_at_rank(peer as i32).receive_vec::<u8>();
             if data.len() != need {
@@ -340,7 +366,7 @@ impl CollectiveDriver for MpiDriver {
                     theirs: format!("send of {} bytes", data.len()),
                 });
             }
-            lock(&dst.buffer).bytes_mut()[..need].copy_from_slice(&data);
+            bytes_mut_of(&mut lock(&dst.buffer), need)?.copy_from_slice(&data);
             Ok(())
         })
     }

@@ -1,16 +1,26 @@
-//! Collective drivers: backends that run a collective themselves, as one
-//! enqueued operation on a communication stream, instead of the copy chains
-//! that `lower-collectives` writes.
+//! Collective drivers: backend libraries that run a collective themselves,
+//! as one enqueued operation on a communication stream of their own,
+//! instead of the copy chains that `lower-collectives` writes.
 //!
-//! [`Driver`] is the small per-backend abstraction (open a device, make a
-//! stream, move bytes in and out of a [`DeviceResource`]).
+//! [`Driver`] is a driver's device half: open a device, make a stream, and
+//! hold buffers ([`DeviceResource`]) that are the backends' own buffers
+//! (`backend::cpu::CpuBuf`, `backend::cuda::CudaBuf`), so they are counted
+//! by the same allocator counters as the executor's and opened through the
+//! same code (CUDA is opened in one place, `backend::cuda`).
 //! [`CollectiveDriver`] adds groups and the collectives themselves. Three
 //! implementations exist: [`HostDriver`] (CPU ranks that are threads of one
-//! process, over shared memory), [`NcclDriver`] (CUDA GPUs through NCCL,
-//! loaded at run time) and, behind the `mpi` feature, `MpiDriver` (CPU ranks
-//! that are separate processes). [`DriverCommunicator`] puts the SPMD
-//! [`crate::Communicator`] on top of any of them. `docs/drivers.md` has the
-//! whole story.
+//! process, over shared memory), `NcclDriver` (CUDA GPUs through NCCL,
+//! loaded at run time; feature `nccl`) and `MpiDriver` (CPU ranks that are
+//! separate processes; feature `mpi`). [`RankComm`] puts one joined rank
+//! behind [`GraphComm`], the object-safe interface the executor runs a
+//! graph's `comm.*` nodes through; [`LocalGroup`] holds every rank of a
+//! group one process drives (an executor's `driver_all_reduce` island);
+//! `common` holds the plumbing the drivers share. `docs/drivers.md` has the whole story.
+//!
+//! Why the drivers live here, beside the backends, and not in
+//! `fuel-collective`: the executor runs `driver_all_reduce` and `comm.*`
+//! nodes through them, and a crate may not call up the stack. (CubeCL keeps
+//! its `CollectiveDriver` in its server crate for the same reason.)
 //!
 //! Ordering against compute is explicit: every [`DeviceResource`] carries the
 //! fence that says when its contents are valid. A collective waits on the
@@ -18,22 +28,33 @@
 //! signals the destination's fence when it is done, so it never blocks compute
 //! and never reads a buffer before the compute stream has written it.
 
-mod elem;
+mod common;
 pub mod host;
+mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
 pub mod nccl;
-pub mod spmd;
+mod rank;
 
-pub use elem::ElemType;
-pub use host::{HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId};
+pub use common::{BackendBuf, Held};
+pub use host::{HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId};
+pub use local::{LocalAllReduce, LocalGroup};
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiCommunicator, MpiDriver};
+#[cfg(feature = "nccl")]
 pub use nccl::{NcclDriver, NcclUniqueId};
-pub use spmd::DriverCommunicator;
+pub use rank::{CommCall, GraphComm, RankComm};
 
-use fuel_graph_ext::{Device, DeviceKind, ReduceOp};
+/// The element types a driver may carry: the graph's own [`DType`].
+pub type ElemType = DType;
+
+use crate::backend::Buf;
+use crate::device::{Device, DeviceKind};
+use crate::dtype::DType;
+use crate::op::ReduceOp;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The environment variable that sets the default join timeout, in milliseconds.
@@ -152,7 +173,7 @@ pub enum DriverError {
         /// The driver.
         driver: &'static str,
         /// The refused type.
-        elem: ElemType,
+        elem: DType,
         /// What it supports.
         supported: &'static str,
     },
@@ -162,7 +183,7 @@ pub enum DriverError {
         /// The size given.
         size: u64,
         /// The element type.
-        elem: ElemType,
+        elem: DType,
         /// Bytes per element.
         elem_size: usize,
     },
@@ -288,8 +309,8 @@ where
     }
 }
 
-/// The executor's per-backend driver: what a collective driver needs from a
-/// backend besides the collectives themselves.
+/// A collective driver's device half: what it needs from a backend besides
+/// the collectives themselves.
 pub trait Driver: Sized + Send + Sync + 'static {
     /// An opened device.
     type Device: Clone + Send + Sync;
@@ -315,6 +336,23 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn upload(dev: &Self::Device, bytes: &[u8]) -> Result<DeviceResource<Self>, DriverError>;
     /// Waits for the resource's fence (at most `timeout`) and reads it back.
     fn download(res: &DeviceResource<Self>, timeout: Duration) -> Result<Vec<u8>, DriverError>;
+    /// Lends the executor's buffer `buf` to a collective as a source, read
+    /// only and without copying it (its contents are valid: its fence is
+    /// signalled). `WrongDevice` if it is on another backend.
+    fn lend(buf: &Arc<Buf>) -> Result<DeviceResource<Self>, DriverError>;
+    /// Hands the executor's fresh buffer `buf` to a collective as a
+    /// destination. `WrongDevice` (and the buffer dropped) if it is on
+    /// another backend.
+    fn adopt(buf: Buf) -> Result<DeviceResource<Self>, DriverError>;
+    /// The buffer back from a destination once its collective is done
+    /// (after `synchronize`).
+    fn reclaim(res: DeviceResource<Self>) -> Result<Buf, DriverError>;
+    /// Orders the compute stream of `res`'s device after `res`'s fence, so
+    /// compute work enqueued later reads what the collective wrote. Nothing
+    /// for drivers whose compute never runs ahead (the host drivers).
+    fn order_compute(_res: &DeviceResource<Self>) -> Result<(), DriverError> {
+        Ok(())
+    }
 }
 
 /// A driver that runs collectives across devices itself.
@@ -345,7 +383,7 @@ pub trait CollectiveDriver: Driver {
         rank: usize,
     ) -> Result<Self::Communicator, DriverError>;
     /// The driver's name for `dtype` and how many elements `size` bytes hold.
-    fn data_type(dtype: ElemType, size: u64) -> Result<(Self::DataType, usize), DriverError>;
+    fn data_type(dtype: DType, size: u64) -> Result<(Self::DataType, usize), DriverError>;
     /// The communicator's comm stream.
     fn comm_stream(comm: &Self::Communicator) -> Self::CommStream;
     /// This rank and the group size.
@@ -382,28 +420,60 @@ pub trait CollectiveDriver: Driver {
     /// Waits until everything enqueued on `stream` is done; returns the
     /// first failure since the last call.
     fn synchronize(comm: &Self::Communicator, stream: Self::CommStream) -> Result<(), DriverError>;
-}
 
-/// Checks `size` against `elem` and gives the element count.
-pub(crate) fn whole_elements(elem: ElemType, size: u64) -> Result<usize, DriverError> {
-    let es = elem.size_bytes();
-    if !size.is_multiple_of(es as u64) {
-        return Err(DriverError::PartialElement {
-            size,
-            elem,
-            elem_size: es,
-        });
+    /// Opens a group of calls that are launched together when
+    /// [`group_end`](Self::group_end) is called: what NCCL needs when one
+    /// thread drives several ranks, or posts several sends and receives.
+    /// Nothing for drivers whose calls never block each other.
+    fn group_start() -> Result<(), DriverError> {
+        Ok(())
     }
-    usize::try_from(size / es as u64).map_err(|_| DriverError::PartialElement {
-        size,
-        elem,
-        elem_size: es,
-    })
-}
+    /// Closes the group [`group_start`](Self::group_start) opened.
+    fn group_end() -> Result<(), DriverError> {
+        Ok(())
+    }
 
-pub(crate) fn check_rank(rank: usize, ranks: usize) -> Result<(), DriverError> {
-    if ranks == 0 || rank >= ranks {
-        return Err(DriverError::BadRank { rank, ranks });
+    /// The driver's own all-gather: every rank's `count` elements of `src`,
+    /// in rank order, into `dst`. `Ok(false)` (nothing enqueued) when the
+    /// driver has none; the caller then composes it from `send`/`recv`.
+    #[allow(clippy::too_many_arguments)]
+    fn all_gather(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _count: usize,
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
     }
-    Ok(())
+    /// The driver's own broadcast: rank `root`'s `count` elements of `src`
+    /// into `dst` on every rank. `Ok(false)` when the driver has none.
+    #[allow(clippy::too_many_arguments)]
+    fn broadcast(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _count: usize,
+        _root: usize,
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
+    }
+    /// The driver's own reduce-scatter: rank r gets the r-th run of `count`
+    /// elements of the reduction of every rank's `src` (`ranks * count`
+    /// elements). `Ok(false)` when the driver has none.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_scatter(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _count: usize,
+        _op: ReduceOp,
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
+    }
 }

@@ -3,7 +3,7 @@
 //! libcuda is loaded at run time. cudarc panics instead of returning an
 //! error when the library or a symbol is missing, so every entry point here
 //! first asks `is_culib_present()` and runs under `catch_unwind`. Kernels are
-//! the PTX text of [`crate::exec::ptx`], loaded with `Ptx::from_src` (no
+//! the PTX text of [`crate::backend::cuda::ptx`], loaded with `Ptx::from_src` (no
 //! NVRTC). Host data moves with `cuMemcpyHtoD`/`DtoH`, through a pinned
 //! staging buffer (allocated without write-combining, so reads are fast) when
 //! the transfer is large enough to pay for it; CUDA-to-CUDA copies are
@@ -11,17 +11,20 @@
 //! synchronises its stream before returning, so a step is complete when its
 //! call returns.
 
+use crate::backend::alloc::{AllocCounter, MemStats};
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::exec::alloc::{AllocCounter, MemStats};
 use crate::exec::error::ExecError;
-use crate::exec::fault::{Event, Faults};
-use crate::exec::plan::Region;
-use crate::exec::ptx;
+pub mod ptx;
+
 use crate::op::ElementwiseOp;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
+#[cfg(feature = "nccl")]
+use cudarc::driver::{CudaEvent, DevicePtr, DevicePtrMut};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -133,9 +136,33 @@ impl CudaDev {
         self.counter.stats()
     }
 
-    /// Every dtype has a kernel.
-    pub fn supports(&self, _dtype: DType) -> Result<(), String> {
-        Ok(())
+    /// The CUDA context (a collective driver binds it to its threads).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A new stream on this device's context: a collective driver's comm
+    /// stream, kept apart from the compute stream every other call uses.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>, ExecError> {
+        self.call("cuStreamCreate", || self.ctx.new_stream())
+    }
+
+    /// Makes the compute stream wait for `event` (recorded on another
+    /// stream, such as a collective's comm stream) before its next work.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn wait_event(&self, event: &CudaEvent) -> Result<(), ExecError> {
+        self.call("cuStreamWaitEvent", || self.stream.wait(event))
+    }
+
+    /// Whether `dtype` has kernels here ([`ptx::DTYPES`]).
+    pub fn supports(&self, dtype: DType) -> Result<(), String> {
+        if ptx::DTYPES.contains(&dtype) {
+            Ok(())
+        } else {
+            Err(format!("no PTX kernel is written for {dtype}"))
+        }
     }
 
     fn err(&self, op: &str, e: impl std::fmt::Display) -> ExecError {
@@ -400,6 +427,39 @@ impl CudaBuf {
     /// Its device.
     pub fn dev(&self) -> &Arc<CudaDev> {
         &self.dev
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Runs `f` with the buffer's device address, ordered on `stream`
+    /// (for a library call that reads it, such as an NCCL collective).
+    #[cfg(feature = "nccl")]
+    pub(crate) fn with_ptr<R>(
+        &self,
+        stream: &CudaStream,
+        f: impl FnOnce(u64) -> R,
+    ) -> Result<R, ExecError> {
+        let (p, _sync) = self.slice()?.device_ptr(stream);
+        Ok(f(p))
+    }
+
+    /// [`with_ptr`](Self::with_ptr) for a call that writes the buffer.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn with_ptr_mut<R>(
+        &mut self,
+        stream: &CudaStream,
+        f: impl FnOnce(u64) -> R,
+    ) -> Result<R, ExecError> {
+        let (p, _sync) = self.slice_mut()?.device_ptr_mut(stream);
+        Ok(f(p))
     }
 }
 

@@ -1,0 +1,225 @@
+//! [`DriverCommunicator`]: the SPMD [`Communicator`] over any
+//! [`CollectiveDriver`], one rank per thread or process.
+//!
+//! Design: collectives are **recorded**, not run. Each call adds one
+//! `comm.<collective> %x {comm=ID, ranks=N} @device` node to the rank's
+//! lazy graph, where `ID` is this communicator's process-unique id. Nothing
+//! moves until the rank compiles its graph with this communicator handed to
+//! the executor ([`DriverCommunicator::compile`] does that) and runs it; the
+//! executor then reaches each `comm.*` node in graph order, on the worker of
+//! the node's device, and runs the collective through the driver on the
+//! executor's own buffers (with NCCL the data stays on the GPU). Every rank
+//! records the same collectives in the same order, so they meet. The oracle
+//! for such graphs is `interp::interpret_world`.
+//!
+//! Compile once, run many times:
+//!
+//! ```no_run
+//! # use fuel_collective::{Communicator, DriverCommunicator, HostDriver};
+//! # use fuel_graph_ext::{interp::HostTensor, DType, Device, LazyGraph, ReduceOp, TensorType};
+//! # fn rank(c: &DriverCommunicator<HostDriver>, steps: usize) -> Result<(), Box<dyn std::error::Error>> {
+//! let g = LazyGraph::new("rank");
+//! let ty = TensorType::new(DType::F32, &[1024]);
+//! let x = g.input("x", Device::cpu(0), ty.clone());
+//! let y = c.all_reduce(&x, ReduceOp::Sum)?;
+//! let exe = c.compile(&[&y])?; // once
+//! for step in 0..steps {
+//!     let inputs = [("x".to_string(), HostTensor::new(ty.clone(), vec![step as f64; 1024]))];
+//!     let out = exe.run_host(&inputs.into_iter().collect())?; // many times
+//!     # let _ = out;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! [`DriverCommunicator::evaluate`] is the one-off form: it compiles (once
+//! per graph and output, then reuses the executable) and runs with the
+//! inputs given to [`DriverCommunicator::bind`]. `barrier` has no tensor to
+//! record and runs at once.
+
+use crate::{CollectiveError, Communicator};
+use fuel_graph_ext::driver::{CollectiveDriver, GraphComm, RankComm};
+use fuel_graph_ext::exec::{Compiler, Executable};
+use fuel_graph_ext::interp::HostTensor;
+use fuel_graph_ext::op::CommOp;
+use fuel_graph_ext::{LazyTensor, Op, ReduceOp, TensorType, ValueId};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Ids of communicators, process-wide, so two communicators of one thread
+/// or graph are never confused.
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Which graph and output `evaluate` compiled last: the graph's id, its
+/// length (recording only appends) and the output value.
+type CacheKey = (u64, usize, ValueId);
+
+/// One rank of an SPMD world whose collectives go through driver `D`.
+pub struct DriverCommunicator<D: CollectiveDriver> {
+    rank: Arc<RankComm<D>>,
+    id: u32,
+    bound: Mutex<BTreeMap<String, HostTensor>>,
+    cached: Mutex<Option<(CacheKey, Arc<Executable>)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<D: CollectiveDriver> DriverCommunicator<D> {
+    /// Wraps a joined communicator whose buffers live on `dev`; the barrier
+    /// waits at most `timeout` for its result.
+    pub fn new(comm: D::Communicator, dev: D::Device, timeout: Duration) -> Self {
+        DriverCommunicator {
+            rank: Arc::new(RankComm::new(comm, dev, timeout)),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            bound: Mutex::new(BTreeMap::new()),
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// Runs `f` with the driver communicator underneath.
+    pub fn with_inner<R>(&self, f: impl FnOnce(&D::Communicator) -> R) -> R {
+        self.rank.with_comm(f)
+    }
+
+    /// The id its `comm.*` nodes carry.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// This communicator as the executor takes it
+    /// (`exec::Compiler::communicator(self.id(), ...)`).
+    pub fn graph_comm(&self) -> Arc<dyn GraphComm> {
+        self.rank.clone()
+    }
+
+    /// Feeds the lazy graph's input `name` with `value` (for `evaluate`).
+    pub fn bind(&self, name: &str, value: HostTensor) {
+        lock(&self.bound).insert(name.to_string(), value);
+    }
+
+    /// Compiles this rank's graph with `outputs` as its results and this
+    /// communicator handed to the executor. The executable runs many times;
+    /// every rank must run its own the same number of times, in the same
+    /// order as its other collectives.
+    pub fn compile(&self, outputs: &[&LazyTensor]) -> Result<Executable, CollectiveError> {
+        let first = outputs
+            .first()
+            .ok_or_else(|| CollectiveError::Driver("compile needs at least one output".into()))?;
+        let mut g = first.graph().snapshot();
+        g.set_outputs(outputs.iter().map(|t| t.value()).collect());
+        Compiler::new(&g)
+            .communicator(self.id, self.graph_comm())
+            .compile()
+            .map_err(|e| {
+                CollectiveError::Driver(format!("compiling rank {}'s graph: {e}", self.rank.rank()))
+            })
+    }
+
+    /// Compiles this rank's graph with `t` as its output (once: later calls
+    /// for the same graph and output reuse the executable), runs it on the
+    /// bound inputs (every recorded collective meets the other ranks, which
+    /// must evaluate the same graph), and returns `t`.
+    pub fn evaluate(&self, t: &LazyTensor) -> Result<HostTensor, CollectiveError> {
+        let len = t.graph().with_graph(|g| g.node_count());
+        let key = (t.graph().id(), len, t.value());
+        let exe = {
+            let mut cached = lock(&self.cached);
+            match &*cached {
+                Some((k, exe)) if *k == key => exe.clone(),
+                _ => {
+                    let exe = Arc::new(self.compile(&[t])?);
+                    *cached = Some((key, exe.clone()));
+                    exe
+                }
+            }
+        };
+        let inputs = lock(&self.bound).clone();
+        let mut out = exe.run_host(&inputs).map_err(|e| {
+            CollectiveError::Driver(format!("running rank {}'s graph: {e}", self.rank.rank()))
+        })?;
+        out.pop()
+            .ok_or_else(|| CollectiveError::Driver("the graph returned no value".into()))
+    }
+
+    /// Records one `comm.*` node reading `t`.
+    fn record(&self, t: &LazyTensor, kind: CommOp) -> Result<LazyTensor, CollectiveError> {
+        let device = t
+            .device()
+            .ok_or_else(|| CollectiveError::Driver("the tensor has no device".into()))?;
+        let op = Op::Comm {
+            kind,
+            comm: self.id,
+            ranks: self.rank.ranks(),
+            device,
+        };
+        let mut r = t.graph().record(op, &[t])?;
+        r.pop()
+            .ok_or_else(|| CollectiveError::Driver("recording the collective gave no value".into()))
+    }
+}
+
+fn check_axis(axis: usize, ty: &TensorType) -> Result<(), CollectiveError> {
+    if axis >= ty.rank() {
+        return Err(CollectiveError::AxisOutOfRange {
+            axis,
+            ty: ty.clone(),
+            rank: ty.rank(),
+        });
+    }
+    Ok(())
+}
+
+impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
+    fn rank(&self) -> usize {
+        self.rank.rank()
+    }
+
+    fn world_size(&self) -> usize {
+        self.rank.ranks()
+    }
+
+    fn all_reduce(&self, tensor: &LazyTensor, op: ReduceOp) -> Result<LazyTensor, CollectiveError> {
+        self.record(tensor, CommOp::AllReduce(op))
+    }
+
+    fn broadcast(&self, tensor: &LazyTensor, root: usize) -> Result<LazyTensor, CollectiveError> {
+        let size = self.rank.ranks();
+        if root >= size {
+            return Err(CollectiveError::RootOutOfRange { root, size });
+        }
+        self.record(tensor, CommOp::Broadcast { root })
+    }
+
+    fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
+        check_axis(axis, &tensor.ty())?;
+        self.record(tensor, CommOp::AllGather { axis })
+    }
+
+    fn reduce_scatter(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+    ) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        check_axis(axis, &ty)?;
+        let size = self.rank.ranks();
+        if !ty.shape[axis].is_multiple_of(size) {
+            return Err(CollectiveError::NotDivisible {
+                axis,
+                extent: ty.shape[axis],
+                size,
+            });
+        }
+        self.record(tensor, CommOp::ReduceScatter { op, axis })
+    }
+
+    fn barrier(&self) -> Result<(), CollectiveError> {
+        self.rank
+            .barrier()
+            .map_err(|e| CollectiveError::Driver(e.to_string()))
+    }
+}

@@ -1,0 +1,199 @@
+//! Storage buffers ([`VkBuf`]): allocation from the pool, host transfers
+//! (a memcpy through the mapping, or the staging buffer) and release.
+
+use super::memory::{Mapping, Pooled};
+use super::*;
+
+impl VkDev {
+    /// A device-local storage buffer of `bytes`.
+    pub fn alloc(self: &Arc<Self>, bytes: usize, faults: &Faults) -> Result<VkBuf, ExecError> {
+        if faults.check(Event::Alloc) {
+            return Err(ExecError::OutOfMemory {
+                device: self.device,
+                bytes,
+                reason: "injected allocation failure".into(),
+            });
+        }
+        let pooled = self.pool.lock().ok().and_then(|mut p| {
+            let b = p.by_len.get_mut(&bytes).and_then(Vec::pop);
+            if b.is_some() {
+                p.bytes -= bytes;
+            }
+            b
+        });
+        let b = match pooled {
+            Some(b) => b,
+            None => self.new_storage(bytes)?,
+        };
+        self.counter.add(bytes);
+        Ok(VkBuf {
+            buffer: b.buffer,
+            memory: b.memory,
+            map: b.map,
+            len: bytes,
+            dev: self.clone(),
+        })
+    }
+
+    /// Host bytes into `dst`: a memcpy into its mapping when it has one
+    /// (no command buffer, no fence), else through the staging buffer.
+    ///
+    /// The memcpy runs on the calling thread: rayon's pool measured no
+    /// faster on the 2-core VM, since the executor's per-device workers
+    /// already copy side by side (`docs/performance.md`).
+    pub fn upload(&self, src: &[u8], dst: &mut VkBuf) -> Result<(), ExecError> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        if src.len() > dst.len {
+            return Err(ExecError::Internal(format!(
+                "upload of {} bytes into a {}-byte Vulkan buffer",
+                src.len(),
+                dst.len
+            )));
+        }
+        if let Some(m) = dst.map {
+            // SAFETY: `m` maps all of `dst`'s memory, at least `dst.len` >=
+            // `src.len()` bytes, for as long as `dst` lives. No GPU work
+            // touches it now: `&mut dst` excludes every other reference to
+            // the buffer, and every command that used it before was waited
+            // on (`run` returns after its fence). Host writes before a later
+            // submit are visible to it (coherent memory, submit order).
+            let out = unsafe { std::slice::from_raw_parts_mut(m.0.as_ptr(), src.len()) };
+            out.copy_from_slice(src);
+            return Ok(());
+        }
+        self.with_staging(src.len(), |k| {
+            // SAFETY: the mapping is `k.len` >= src.len() bytes; coherent memory.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), k.ptr, src.len()) };
+            self.run("upload", |cmd, _| {
+                let r = [vk::BufferCopy::default().size(src.len() as u64)];
+                // SAFETY: both buffers are live and at least `src.len()` bytes.
+                unsafe { self.dev.cmd_copy_buffer(cmd, k.buffer, dst.buffer, &r) };
+                Ok(())
+            })
+        })
+    }
+
+    /// `src` into host bytes: a memcpy out of its mapping when it has one
+    /// (no command buffer, no fence), else through the staging buffer.
+    pub fn download(&self, src: &VkBuf, dst: &mut [u8]) -> Result<(), ExecError> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        if dst.len() > src.len {
+            return Err(ExecError::Internal(format!(
+                "download of {} bytes from a {}-byte Vulkan buffer",
+                dst.len(),
+                src.len
+            )));
+        }
+        if let Some(m) = src.map {
+            // Holding the buffer's device's submit lock keeps GPU commands
+            // out while the host reads: each one runs and is waited on under
+            // that lock.
+            let _gpu = src
+                .dev
+                .submit
+                .lock()
+                .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
+            // SAFETY: `m` maps at least `src.len` >= `dst.len()` bytes for as
+            // long as `src` lives. Nothing writes them meanwhile: host writes
+            // need `&mut VkBuf` (excluded by `&src`), and GPU commands run only
+            // under the lock held here and finish (fence waited) before
+            // releasing it; their writes were made visible to host reads by
+            // the barrier that ends every command buffer (`run`).
+            let from = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), dst.len()) };
+            dst.copy_from_slice(from);
+            return Ok(());
+        }
+        self.with_staging(dst.len(), |k| {
+            self.run("download", |cmd, _| {
+                let r = [vk::BufferCopy::default().size(dst.len() as u64)];
+                // SAFETY: both buffers are live and at least `dst.len()` bytes.
+                unsafe { self.dev.cmd_copy_buffer(cmd, src.buffer, k.buffer, &r) };
+                Ok(())
+            })?;
+            // SAFETY: as in `upload`; the download was waited on.
+            unsafe { std::ptr::copy_nonoverlapping(k.ptr, dst.as_mut_ptr(), dst.len()) };
+            Ok(())
+        })
+    }
+}
+
+/// A device-local buffer; dropping it returns it to the device's pool (or
+/// frees it) and updates the counter.
+pub struct VkBuf {
+    pub(super) buffer: vk::Buffer,
+    pub(super) memory: vk::DeviceMemory,
+    /// The persistent mapping of `memory`, in the mapped path.
+    pub(super) map: Option<Mapping>,
+    pub(super) len: usize,
+    pub(super) dev: Arc<VkDev>,
+}
+
+impl VkBuf {
+    /// Its device.
+    pub fn dev(&self) -> &Arc<VkDev> {
+        &self.dev
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the host reaches it through a persistent mapping.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Runs `f` on the buffer's bytes where they lie when it is mapped
+    /// ([`HostAccess::Mapped`]), holding its device's submit lock for the
+    /// call as [`VkDev::download`] does; `None` when it is not mapped. Lets
+    /// a host kernel read a Vulkan operand without downloading it first.
+    /// `f` must not submit work to this buffer's device (the lock is held).
+    pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<Result<R, ExecError>> {
+        let m = self.map.as_ref()?;
+        let Ok(_gpu) = self.dev.submit.lock() else {
+            return Some(Err(ExecError::Internal(
+                "Vulkan submit lock poisoned".into(),
+            )));
+        };
+        // SAFETY: as in `VkDev::download`: `m` maps at least `self.len` bytes
+        // while `self` lives; host writes need `&mut VkBuf`, excluded by
+        // `&self`; GPU commands run only under the lock held here and were
+        // waited on (and made visible to the host) before it was released.
+        let bytes = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), self.len) };
+        Some(Ok(f(bytes)))
+    }
+}
+
+impl Drop for VkBuf {
+    fn drop(&mut self) {
+        self.dev.counter.sub(self.len);
+        // Back to the device's pool while it has room (no submit that uses
+        // the buffer is in flight: each is waited on).
+        if let Ok(mut p) = self.dev.pool.lock() {
+            if p.bytes + self.len <= POOL_MAX_BYTES {
+                p.bytes += self.len;
+                p.by_len.entry(self.len).or_default().push(Pooled {
+                    buffer: self.buffer,
+                    memory: self.memory,
+                    map: self.map,
+                });
+                return;
+            }
+        }
+        self.dev.destroy_storage(Pooled {
+            buffer: self.buffer,
+            memory: self.memory,
+            map: self.map,
+        });
+    }
+}

@@ -1,0 +1,239 @@
+//! Creating and destroying a logical device: its queue, command pool,
+//! fence, descriptor layouts and one pipeline per dtype it can run. A
+//! failure half way destroys what was made ([`Partial`]).
+
+use super::kernels::{
+    make_pipeline, Params, SPV_F16, SPV_F32, SPV_F64, SPV_I32, SPV_I64, SPV_U32, SPV_U64,
+};
+use super::memory::{mapped_memory_type, BufPool};
+use super::submit::Submitter;
+use super::*;
+
+impl VkDev {
+    pub(super) fn create(
+        instance: Arc<Instance>,
+        pd: vk::PhysicalDevice,
+        device: Device,
+        access: HostAccess,
+    ) -> Result<Arc<VkDev>, String> {
+        let vi = &instance.instance;
+        // SAFETY: `pd` belongs to this live instance.
+        let families = unsafe { vi.get_physical_device_queue_family_properties(pd) };
+        let family = families
+            .iter()
+            .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+            .ok_or("the adapter has no compute queue")? as u32;
+        let f16 = instance.f16_support(pd);
+        let core = instance.core_features(pd);
+        let f64 = core.shader_float64 == vk::TRUE;
+        let i64 = core.shader_int64 == vk::TRUE;
+        let enabled = vk::PhysicalDeviceFeatures::default()
+            .shader_float64(f64)
+            .shader_int64(i64);
+        let prio = [1.0f32];
+        let qci = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&prio)];
+        let mut v11 = vk::PhysicalDeviceVulkan11Features::default()
+            .storage_buffer16_bit_access(f16)
+            .uniform_and_storage_buffer16_bit_access(f16);
+        let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(f16);
+        let mut ci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qci)
+            .enabled_features(&enabled);
+        if f16 {
+            ci = ci.push_next(&mut v11).push_next(&mut v12);
+        }
+        // SAFETY: valid create info; the feature chain lives across the call.
+        let dev = unsafe { vi.create_device(pd, &ci, None) }.map_err(vk_err("vkCreateDevice"))?;
+        // SAFETY: as above.
+        let memory = unsafe { vi.get_physical_device_memory_properties(pd) };
+        let mapped_type = match access {
+            HostAccess::Mapped => mapped_memory_type(&memory),
+            HostAccess::Staging => None,
+        };
+        // SAFETY: queue 0 of a family we asked for.
+        let queue = unsafe { dev.get_device_queue(family, 0) };
+        // From here on, a failure must destroy what was made; `Partial`
+        // does that on drop unless disarmed.
+        let mut partial = Partial::default();
+        partial.dev = Some(dev.clone());
+        // SAFETY (for the creation calls below): `dev` is live and every create
+        // info is valid for the duration of its call.
+        unsafe {
+            let pool = dev
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .map_err(vk_err("vkCreateCommandPool"))?;
+            partial.pool = pool;
+            let cmd = dev
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
+                .map_err(vk_err("vkAllocateCommandBuffers"))?
+                .first()
+                .copied()
+                .ok_or("no command buffer")?;
+            let fence = dev
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(vk_err("vkCreateFence"))?;
+            partial.fence = fence;
+            let sizes = [vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(MAX_ARITY as u32 + 1)];
+            let descriptors = dev
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .map_err(vk_err("vkCreateDescriptorPool"))?;
+            partial.descriptors = descriptors;
+            let bindings: Vec<_> = (0..=MAX_ARITY as u32)
+                .map(|b| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let set_layout = dev
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
+            partial.set_layout = set_layout;
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size(std::mem::size_of::<Params>() as u32)];
+            let layouts = [set_layout];
+            let layout = dev
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default()
+                        .set_layouts(&layouts)
+                        .push_constant_ranges(&ranges),
+                    None,
+                )
+                .map_err(vk_err("vkCreatePipelineLayout"))?;
+            partial.layout = layout;
+            let mut pipes = Vec::new();
+            for (dtype, spv, wanted) in [
+                (DType::F32, SPV_F32, true),
+                (DType::I32, SPV_I32, true),
+                (DType::F16, SPV_F16, f16),
+                (DType::F64, SPV_F64, f64),
+                (DType::I64, SPV_I64, i64),
+                (DType::U32, SPV_U32, true),
+                (DType::U64, SPV_U64, i64),
+            ] {
+                if wanted {
+                    let p = make_pipeline(&dev, layout, spv)?;
+                    partial.pipes.push(p.pipeline);
+                    partial.modules.push(p.module);
+                    pipes.push((dtype, p));
+                }
+            }
+            partial.dev = None;
+            Ok(Arc::new(VkDev {
+                device,
+                f16,
+                f64,
+                i64,
+                instance,
+                dev,
+                queue,
+                memory,
+                mapped_type,
+                submit: Mutex::new(Submitter {
+                    pool,
+                    cmd,
+                    fence,
+                    descriptors,
+                }),
+                set_layout,
+                layout,
+                pipes,
+                counter: AllocCounter::default(),
+                staging: Mutex::new(None),
+                pool: Mutex::new(BufPool::default()),
+            }))
+        }
+    }
+}
+
+impl Drop for VkDev {
+    fn drop(&mut self) {
+        // SAFETY: every buffer holds an Arc to this device, so none is alive;
+        // every submit was waited on. Destroy children before the device.
+        unsafe {
+            let _ = self.dev.device_wait_idle();
+            if let Some(k) = self.staging.lock().ok().and_then(|mut k| k.take()) {
+                self.destroy_staging(k);
+            }
+            if let Ok(mut p) = self.pool.lock() {
+                for b in std::mem::take(&mut p.by_len).into_values().flatten() {
+                    self.destroy_storage(b);
+                }
+            }
+            if let Ok(s) = self.submit.lock() {
+                self.dev.destroy_fence(s.fence, None);
+                self.dev.destroy_command_pool(s.pool, None);
+                self.dev.destroy_descriptor_pool(s.descriptors, None);
+            }
+            for (_, p) in &self.pipes {
+                self.dev.destroy_pipeline(p.pipeline, None);
+                self.dev.destroy_shader_module(p.module, None);
+            }
+            self.dev.destroy_pipeline_layout(self.layout, None);
+            self.dev
+                .destroy_descriptor_set_layout(self.set_layout, None);
+            self.dev.destroy_device(None);
+        }
+        let _ = &self.instance;
+    }
+}
+
+/// Destroys what a failed [`VkDev::create`] made.
+#[derive(Default)]
+pub(super) struct Partial {
+    pub(super) dev: Option<ash::Device>,
+    pub(super) pool: vk::CommandPool,
+    pub(super) fence: vk::Fence,
+    pub(super) descriptors: vk::DescriptorPool,
+    pub(super) set_layout: vk::DescriptorSetLayout,
+    pub(super) layout: vk::PipelineLayout,
+    pub(super) pipes: Vec<vk::Pipeline>,
+    pub(super) modules: Vec<vk::ShaderModule>,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        let Some(dev) = &self.dev else { return };
+        // SAFETY: these handles were made on `dev` and nothing uses them;
+        // destroying a null handle is a no-op.
+        unsafe {
+            for p in &self.pipes {
+                dev.destroy_pipeline(*p, None);
+            }
+            for m in &self.modules {
+                dev.destroy_shader_module(*m, None);
+            }
+            dev.destroy_pipeline_layout(self.layout, None);
+            dev.destroy_descriptor_set_layout(self.set_layout, None);
+            dev.destroy_descriptor_pool(self.descriptors, None);
+            dev.destroy_fence(self.fence, None);
+            dev.destroy_command_pool(self.pool, None);
+            dev.destroy_device(None);
+        }
+    }
+}

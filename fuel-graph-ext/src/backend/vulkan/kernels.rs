@@ -1,0 +1,313 @@
+//! Compute kernels: one WGSL element-wise pipeline per dtype (compiled to
+//! SPIR-V by naga in `build.rs`), its dispatch, the n-ary fold (chained
+//! past [`MAX_ARITY`] operands), div, and region copies.
+
+use super::*;
+
+pub(super) const SPV_F32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f32.spv"));
+pub(super) const SPV_I32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i32.spv"));
+pub(super) const SPV_F16: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f16.spv"));
+pub(super) const SPV_F64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_f64.spv"));
+pub(super) const SPV_I64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i64.spv"));
+pub(super) const SPV_U32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u32.spv"));
+pub(super) const SPV_U64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u64.spv"));
+
+pub(super) struct Pipeline {
+    pub(super) pipeline: vk::Pipeline,
+    pub(super) module: vk::ShaderModule,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct Params {
+    pub(super) n: u32,
+    pub(super) row_stride: u32,
+    pub(super) count: u32,
+    pub(super) op: u32,
+    pub(super) by: u32,
+}
+
+impl Params {
+    pub(super) fn bytes(&self) -> [u8; 20] {
+        let mut b = [0u8; 20];
+        for (i, w) in [self.n, self.row_stride, self.count, self.op, self.by]
+            .iter()
+            .enumerate()
+        {
+            b[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        b
+    }
+}
+
+impl VkDev {
+    /// Copies byte regions of `srcs` (all on this device) into `dst`.
+    pub fn copy_regions(
+        &self,
+        op: &str,
+        regions: &[Region],
+        srcs: &[&VkBuf],
+        dst: &VkBuf,
+    ) -> Result<(), ExecError> {
+        for s in srcs {
+            if s.dev.dev.handle() != self.dev.handle() {
+                return Err(ExecError::NoDirectCopy {
+                    src: s.dev.device,
+                    dst: self.device,
+                });
+            }
+        }
+        self.run(op, |cmd, _| {
+            for (k, s) in srcs.iter().enumerate() {
+                let rs: Vec<vk::BufferCopy> = regions
+                    .iter()
+                    .filter(|r| r.operand == k && r.len > 0)
+                    .map(|r| {
+                        vk::BufferCopy::default()
+                            .src_offset(r.src as u64)
+                            .dst_offset(r.dst as u64)
+                            .size(r.len as u64)
+                    })
+                    .collect();
+                if !rs.is_empty() {
+                    // SAFETY: regions were computed from the buffers' types.
+                    unsafe { self.dev.cmd_copy_buffer(cmd, s.buffer, dst.buffer, &rs) };
+                }
+            }
+            Ok(())
+        })
+    }
+
+    pub(super) fn pipeline(&self, dtype: DType) -> Result<&Pipeline, ExecError> {
+        self.pipes
+            .iter()
+            .find(|(d, _)| *d == dtype)
+            .map(|(_, p)| p)
+            .ok_or_else(|| self.unsupported(dtype))
+    }
+
+    pub(super) fn unsupported(&self, dtype: DType) -> ExecError {
+        ExecError::Unsupported {
+            dtype,
+            device: self.device,
+            reason: self.supports(dtype).err().unwrap_or_default(),
+        }
+    }
+
+    /// One dispatch of the element-wise shader.
+    pub(super) fn dispatch(
+        &self,
+        dtype: DType,
+        op: u32,
+        by: u32,
+        ins: &[&VkBuf],
+        dst: &VkBuf,
+        n: usize,
+    ) -> Result<(), ExecError> {
+        let pipe = self.pipeline(dtype)?.pipeline;
+        let first = ins
+            .first()
+            .ok_or_else(|| ExecError::Internal("dispatch without operands".into()))?;
+        let n32 = u32::try_from(n).map_err(|_| ExecError::Device {
+            device: self.device,
+            op: "dispatch".into(),
+            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
+        })?;
+        let groups = n32.div_ceil(WORKGROUP).max(1);
+        let gx = groups.min(MAX_GROUPS_X);
+        let gy = groups.div_ceil(gx);
+        let params = Params {
+            n: n32,
+            row_stride: gx * WORKGROUP,
+            count: ins.len() as u32,
+            op,
+            by,
+        };
+        self.run("dispatch", |cmd, pool| {
+            let layouts = [self.set_layout];
+            // SAFETY: the pool was reset and has room for one set.
+            let set = unsafe {
+                self.dev.allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
+                )
+            }
+            .map_err(|e| self.err("vkAllocateDescriptorSets", e))?
+            .first()
+            .copied()
+            .ok_or_else(|| ExecError::Internal("no descriptor set".into()))?;
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = (0..=MAX_ARITY)
+                .map(|b| {
+                    let buf = if b == MAX_ARITY {
+                        dst
+                    } else {
+                        ins.get(b).copied().unwrap_or(first)
+                    };
+                    [vk::DescriptorBufferInfo::default()
+                        .buffer(buf.buffer)
+                        .offset(0)
+                        .range(vk::WHOLE_SIZE)]
+                })
+                .collect();
+            let writes: Vec<vk::WriteDescriptorSet> = infos
+                .iter()
+                .enumerate()
+                .map(|(b, info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(b as u32)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            // SAFETY: every handle is live; the command buffer is recording.
+            unsafe {
+                self.dev.update_descriptor_sets(&writes, &[]);
+                self.dev
+                    .cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+                self.dev.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    self.layout,
+                    0,
+                    &[set],
+                    &[],
+                );
+                self.dev.cmd_push_constants(
+                    cmd,
+                    self.layout,
+                    vk::ShaderStageFlags::COMPUTE,
+                    0,
+                    &params.bytes(),
+                );
+                self.dev.cmd_dispatch(cmd, gx, gy, 1);
+            }
+            Ok(())
+        })
+    }
+
+    /// `dst = fold(kind, [dst] ++ more)`, in place: `dst` is bound as the
+    /// first operand and as the result of each dispatch. Every invocation
+    /// reads its own element of each operand before writing that element of
+    /// the result, and no invocation touches another's element, so the
+    /// aliasing is safe; no accumulator copy is needed.
+    pub fn fold_onto(
+        &self,
+        dtype: DType,
+        kind: ElementwiseOp,
+        dst: &VkBuf,
+        more: &[&VkBuf],
+        n: usize,
+    ) -> Result<(), ExecError> {
+        let op = fold_code(kind);
+        for chunk in more.chunks(MAX_ARITY - 1) {
+            let mut ins: Vec<&VkBuf> = Vec::with_capacity(chunk.len() + 1);
+            ins.push(dst);
+            ins.extend_from_slice(chunk);
+            self.dispatch(dtype, op, 0, &ins, dst, n)?;
+        }
+        Ok(())
+    }
+
+    /// `dst = fold(kind, ins)`: one dispatch per [`MAX_ARITY`] operands.
+    pub fn fold(
+        self: &Arc<Self>,
+        dtype: DType,
+        kind: ElementwiseOp,
+        ins: &[&VkBuf],
+        dst: &VkBuf,
+        n: usize,
+        faults: &Faults,
+    ) -> Result<(), ExecError> {
+        let op = fold_code(kind);
+        let (head, mut rest) = ins.split_at(ins.len().min(MAX_ARITY));
+        self.dispatch(dtype, op, 0, head, dst, n)?;
+        // Longer folds continue from the partial result in a scratch buffer.
+        while !rest.is_empty() {
+            let take = rest.len().min(MAX_ARITY - 1);
+            let acc = self.alloc(dst.len, faults)?;
+            self.copy_regions(
+                "copy",
+                &[Region {
+                    operand: 0,
+                    src: 0,
+                    dst: 0,
+                    len: dst.len,
+                }],
+                &[dst],
+                &acc,
+            )?;
+            let mut chunk: Vec<&VkBuf> = vec![&acc];
+            chunk.extend_from_slice(&rest[..take]);
+            self.dispatch(dtype, op, 0, &chunk, dst, n)?;
+            rest = &rest[take..];
+        }
+        Ok(())
+    }
+
+    /// `dst = src / by`.
+    pub fn div(
+        &self,
+        dtype: DType,
+        by: u64,
+        src: &VkBuf,
+        dst: &VkBuf,
+        n: usize,
+    ) -> Result<(), ExecError> {
+        let by = u32::try_from(by).map_err(|_| ExecError::Unsupported {
+            dtype,
+            device: self.device,
+            reason: format!("div {{by={by}}} exceeds the 32-bit divisor of the Vulkan kernel"),
+        })?;
+        self.dispatch(dtype, 4, by, &[src], dst, n)
+    }
+}
+
+/// The kernel's `op` code of an element-wise fold (`elementwise.wgsl`).
+pub(super) fn fold_code(kind: ElementwiseOp) -> u32 {
+    match kind {
+        ElementwiseOp::Add => 0,
+        ElementwiseOp::Mul => 1,
+        ElementwiseOp::Max => 2,
+        ElementwiseOp::Min => 3,
+    }
+}
+
+pub(super) fn make_pipeline(
+    dev: &ash::Device,
+    layout: vk::PipelineLayout,
+    spv: &[u8],
+) -> Result<Pipeline, String> {
+    let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
+        .map_err(|e| format!("embedded SPIR-V is malformed: {e}"))?;
+    // SAFETY: valid SPIR-V produced and validated by naga in build.rs.
+    let module = unsafe {
+        dev.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
+    }
+    .map_err(vk_err("vkCreateShaderModule"))?;
+    let stage = vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::COMPUTE)
+        .module(module)
+        .name(c"main");
+    let ci = [vk::ComputePipelineCreateInfo::default()
+        .stage(stage)
+        .layout(layout)];
+    // SAFETY: live module and layout.
+    let made = unsafe { dev.create_compute_pipelines(vk::PipelineCache::null(), &ci, None) };
+    match made {
+        Ok(p) => match p.first() {
+            Some(&pipeline) => Ok(Pipeline { pipeline, module }),
+            None => {
+                // SAFETY: unused module.
+                unsafe { dev.destroy_shader_module(module, None) };
+                Err("vkCreateComputePipelines returned nothing".into())
+            }
+        },
+        Err((_, e)) => {
+            // SAFETY: unused module.
+            unsafe { dev.destroy_shader_module(module, None) };
+            Err(format!("vkCreateComputePipelines failed: {e}"))
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The Vulkan backend: logical devices, buffers, copies and compute kernels.
+//!
+//! The loader is opened at run time (ash's `loaded` feature), so a machine
+//! without Vulkan builds and runs everything else. Each `vulkan:N` is its own
+//! `VkDevice` with its own queue, command buffer and memory; several of them
+//! may sit on one adapter (see [`devices_per_adapter`]). Where the device has
+//! a memory type that is device-local, host-visible, coherent and cached
+//! (lavapipe, integrated GPUs), storage buffers live there, mapped for as
+//! long as they exist, and host data moves with a memcpy ([`HostAccess`]);
+//! otherwise it moves through a host-visible staging buffer and
+//! `vkCmdCopyBuffer`. Slices,
+//! concats and same-device copies are `vkCmdCopyBuffer` regions; the n-ary
+//! element-wise ops and div run one WGSL compute shader per element type,
+//! compiled to SPIR-V by naga in `build.rs`. Every submit waits on its fence,
+//! so a step is complete when its call returns.
+//!
+//! One file per concern: `instance` (loader, instance, adapters), `device`
+//! (creating and destroying a `VkDevice`), `memory` (memory types, the
+//! buffer pool, the staging buffer), `submit` (command buffers and fences),
+//! `buffer` ([`VkBuf`] and host transfers), `kernels` (pipelines, dispatch,
+//! fold, div, region copies). This file holds [`VkDev`] itself.
+
+mod buffer;
+mod device;
+mod instance;
+mod kernels;
+mod memory;
+mod submit;
+
+pub use buffer::VkBuf;
+pub use instance::{AdapterInfo, Instance};
+pub use memory::POOL_MAX_BYTES;
+
+use kernels::Pipeline;
+use memory::{BufPool, KeptStaging};
+use submit::Submitter;
+
+use crate::backend::alloc::{AllocCounter, MemStats};
+use crate::backend::fault::{Event, Faults};
+use crate::backend::Region;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::exec::error::ExecError;
+use crate::op::ElementwiseOp;
+use ash::vk;
+use std::sync::{Arc, Mutex};
+
+/// Operands one dispatch can read; longer folds are chained.
+pub const MAX_ARITY: usize = 8;
+const WORKGROUP: u32 = 256;
+const MAX_GROUPS_X: u32 = 32768;
+
+/// The hint printed whenever Vulkan is missing.
+pub const INSTALL_HINT: &str =
+    "`apt-get install mesa-vulkan-drivers libvulkan1` gives a software device (lavapipe)";
+
+/// How many logical devices to open on each adapter: `FUEL_VULKAN_DEVICES`,
+/// default 2, so that `vulkan:0` and `vulkan:1` exist on a one-adapter
+/// machine (lavapipe) and the two-device paths are exercised there.
+pub fn devices_per_adapter() -> u32 {
+    std::env::var("FUEL_VULKAN_DEVICES")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(2)
+}
+
+/// How host bytes reach a device's storage buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostAccess {
+    /// Storage buffers in a memory type that is `DEVICE_LOCAL |
+    /// HOST_VISIBLE | HOST_COHERENT | HOST_CACHED`, mapped persistently, so
+    /// `upload`/`download` are a memcpy with no command buffer or fence;
+    /// the staging path where no such type exists or an allocation there
+    /// fails. `HOST_CACHED` is required because host reads of uncached
+    /// memory (a discrete GPU's BAR, an APU's write-combined type) are far
+    /// slower than a staged copy.
+    Mapped,
+    /// Always through the device's staging buffer and `vkCmdCopyBuffer`.
+    Staging,
+}
+
+impl HostAccess {
+    /// `Mapped`, unless `FUEL_VULKAN_MAPPED=0` asks for `Staging`.
+    pub fn from_env() -> HostAccess {
+        match std::env::var("FUEL_VULKAN_MAPPED")
+            .as_deref()
+            .map(str::trim)
+        {
+            Ok("0") => HostAccess::Staging,
+            _ => HostAccess::Mapped,
+        }
+    }
+}
+
+/// Why Vulkan cannot be used: a reason and a hint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What went wrong.
+    pub reason: String,
+    /// How to fix it.
+    pub hint: String,
+}
+
+/// One logical Vulkan device.
+pub struct VkDev {
+    /// Its name.
+    pub device: Device,
+    /// True if f16 kernels are available.
+    pub f16: bool,
+    /// True if f64 kernels are available.
+    pub f64: bool,
+    /// True if i64 kernels are available.
+    pub i64: bool,
+    instance: Arc<Instance>,
+    dev: ash::Device,
+    queue: vk::Queue,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    /// The memory type storage buffers are allocated in and mapped, if any
+    /// (see [`HostAccess::Mapped`]).
+    mapped_type: Option<u32>,
+    submit: Mutex<Submitter>,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    /// One element-wise pipeline per dtype the device can run.
+    pipes: Vec<(DType, Pipeline)>,
+    counter: AllocCounter,
+    staging: Mutex<Option<KeptStaging>>,
+    pool: Mutex<BufPool>,
+}
+
+fn vk_err(what: &str) -> impl Fn(vk::Result) -> String + '_ {
+    move |e| format!("{what} failed: {e}")
+}
+
+impl VkDev {
+    /// Allocator numbers.
+    pub fn stats(&self) -> MemStats {
+        self.counter.stats()
+    }
+
+    /// Whether new storage buffers are host-mapped ([`HostAccess::Mapped`]
+    /// and the device has a fitting memory type).
+    pub fn host_mapped(&self) -> bool {
+        self.mapped_type.is_some()
+    }
+
+    /// Bytes held in the pool of freed buffers (not counted in `stats`).
+    pub fn pooled_bytes(&self) -> usize {
+        self.pool.lock().map(|p| p.bytes).unwrap_or(0)
+    }
+
+    /// Whether kernels on `dtype` can run here (copies, slices and concats
+    /// are byte moves, but a value of an unsupported dtype is refused anyway
+    /// so that the rule is one line in the docs).
+    pub fn supports(&self, dtype: DType) -> Result<(), String> {
+        match dtype {
+            DType::F32 | DType::I32 | DType::U32 => Ok(()),
+            DType::F16 if self.f16 => Ok(()),
+            DType::F16 => Err("the device lacks shaderFloat16 or 16-bit storage".into()),
+            DType::F64 if self.f64 => Ok(()),
+            DType::F64 => Err("the device lacks shaderFloat64".into()),
+            DType::I64 | DType::U64 if self.i64 => Ok(()),
+            DType::I64 | DType::U64 => Err("the device lacks shaderInt64".into()),
+            DType::BF16 => Err("WGSL has no bf16 type and no bf16 kernel is written".into()),
+            DType::U8 | DType::I8 | DType::Bool => Err(format!(
+                "WGSL has no 8-bit type and no {dtype} kernel is written"
+            )),
+            DType::I16 | DType::U16 => Err(format!(
+                "WGSL has no 16-bit integer type and no {dtype} kernel is written"
+            )),
+        }
+    }
+
+    fn err(&self, op: &str, e: vk::Result) -> ExecError {
+        match e {
+            vk::Result::ERROR_DEVICE_LOST => ExecError::DeviceLost {
+                device: self.device,
+                op: op.into(),
+                reason: e.to_string(),
+            },
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+                ExecError::OutOfMemory {
+                    device: self.device,
+                    bytes: 0,
+                    reason: format!("{op}: {e}"),
+                }
+            }
+            _ => ExecError::Device {
+                device: self.device,
+                op: op.into(),
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    /// The same `VkDevice`?
+    pub fn same_device(&self, other: &VkDev) -> bool {
+        self.dev.handle() == other.dev.handle()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance_or_skip(test: &str) -> Option<Arc<Instance>> {
+        match Instance::open() {
+            Ok(i) => Some(i),
+            Err(u) => {
+                assert!(
+                    std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
+                    "{}",
+                    u.reason
+                );
+                println!("SKIP: {test}: {}", u.reason);
+                None
+            }
+        }
+    }
+
+    fn i32_bytes(v: impl Iterator<Item = u32>) -> Vec<u8> {
+        v.flat_map(u32::to_le_bytes).collect()
+    }
+
+    /// Operand `k` of round `round`: every byte varies, so a byte dropped or
+    /// shifted anywhere shows.
+    fn operand(i: usize, k: usize, round: u32) -> u32 {
+        (i as u32)
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add((k as u32 + 1).wrapping_mul(0x9e37_79b9))
+            .wrapping_add(round.wrapping_mul(0x85eb_ca6b))
+    }
+
+    /// Round trips, a fold longer than one dispatch (its scratch
+    /// accumulator comes from and goes back to the pool) and pooled buffers
+    /// reused with new data, in `access`; returns whether buffers were mapped.
+    fn transfers_and_folds(access: HostAccess) -> bool {
+        let Some(inst) = instance_or_skip("transfers_and_folds") else {
+            return false;
+        };
+        let on_lavapipe = inst
+            .adapters()
+            .first()
+            .is_some_and(|a| a.name.contains("llvmpipe"));
+        let dev = inst.open_device_with(Device::vulkan(0), access).unwrap();
+        let faults = Faults::new(None);
+        // Over 1 MiB, and operands enough for two chained dispatches.
+        let n = 300_000usize;
+        let ops = MAX_ARITY + 2;
+        for round in 0..3u32 {
+            let mut ins = Vec::new();
+            for k in 0..ops {
+                let data = i32_bytes((0..n).map(|i| operand(i, k, round)));
+                let mut b = dev.alloc(data.len(), &faults).unwrap();
+                dev.upload(&data, &mut b).unwrap();
+                let mut back = vec![0u8; data.len()];
+                dev.download(&b, &mut back).unwrap();
+                assert_eq!(back, data, "round {round}: operand {k} round trip");
+                ins.push(b);
+            }
+            assert_eq!(dev.stats().current, ops * n * 4);
+            let out = dev.alloc(n * 4, &faults).unwrap();
+            let refs: Vec<&VkBuf> = ins.iter().collect();
+            dev.fold(DType::I32, ElementwiseOp::Add, &refs, &out, n, &faults)
+                .unwrap();
+            let mut got = vec![0u8; n * 4];
+            dev.download(&out, &mut got).unwrap();
+            let want = i32_bytes(
+                (0..n).map(|i| (0..ops).fold(0u32, |a, k| a.wrapping_add(operand(i, k, round)))),
+            );
+            assert!(
+                got == want,
+                "round {round}: fold of {ops} operands is wrong"
+            );
+            for b in ins.iter().chain([&out]) {
+                assert_eq!(b.is_mapped(), dev.host_mapped());
+            }
+            drop(refs);
+            drop((ins, out));
+            assert_eq!(dev.stats().current, 0, "round {round}: bytes still counted");
+            assert_eq!(dev.stats().live_buffers, 0);
+            // Every buffer went back to the pool: the operands, the output
+            // and the accumulator of the chained dispatch.
+            assert_eq!(dev.pooled_bytes(), (ops + 2) * n * 4, "round {round}");
+        }
+        if access == HostAccess::Staging {
+            assert!(!dev.host_mapped());
+        } else if on_lavapipe {
+            assert!(
+                dev.host_mapped(),
+                "lavapipe has a DEVICE_LOCAL | HOST_VISIBLE | HOST_COHERENT | HOST_CACHED type"
+            );
+        }
+        dev.host_mapped()
+    }
+
+    #[test]
+    fn mapped_buffers_compute_right_and_return_to_the_pool() {
+        transfers_and_folds(HostAccess::Mapped);
+    }
+
+    #[test]
+    fn staging_fallback_computes_right_and_returns_to_the_pool() {
+        transfers_and_folds(HostAccess::Staging);
+    }
+
+    #[test]
+    fn transfers_past_the_buffer_are_refused() {
+        let Some(inst) = instance_or_skip("transfers_past_the_buffer_are_refused") else {
+            return;
+        };
+        for access in [HostAccess::Mapped, HostAccess::Staging] {
+            let dev = inst.open_device_with(Device::vulkan(0), access).unwrap();
+            let faults = Faults::new(None);
+            let mut b = dev.alloc(16, &faults).unwrap();
+            let e = dev.upload(&[0u8; 32], &mut b).unwrap_err().to_string();
+            assert!(e.contains("upload of 32 bytes into a 16-byte"), "{e}");
+            let e = dev.download(&b, &mut [0u8; 32]).unwrap_err().to_string();
+            assert!(e.contains("download of 32 bytes from a 16-byte"), "{e}");
+            drop(b);
+            assert_eq!(dev.stats().current, 0);
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Submission: record a command buffer, submit it, wait on its fence. Every
+//! GPU command of a device runs under its submit lock and is waited on
+//! before the lock is released.
+
+use super::*;
+
+pub(super) struct Submitter {
+    pub(super) pool: vk::CommandPool,
+    pub(super) cmd: vk::CommandBuffer,
+    pub(super) fence: vk::Fence,
+    pub(super) descriptors: vk::DescriptorPool,
+}
+
+impl VkDev {
+    /// Records commands with `record`, submits them and waits.
+    pub(super) fn run(
+        &self,
+        op: &str,
+        record: impl FnOnce(vk::CommandBuffer, vk::DescriptorPool) -> Result<(), ExecError>,
+    ) -> Result<(), ExecError> {
+        let s = self
+            .submit
+            .lock()
+            .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
+        // SAFETY: the lock gives exclusive use of the command buffer, fence and
+        // descriptor pool; every submit waits on the fence before returning, so
+        // nothing recorded is still in flight.
+        unsafe {
+            self.dev
+                .reset_command_buffer(s.cmd, vk::CommandBufferResetFlags::empty())
+                .map_err(|e| self.err(op, e))?;
+            self.dev
+                .reset_descriptor_pool(s.descriptors, vk::DescriptorPoolResetFlags::empty())
+                .map_err(|e| self.err(op, e))?;
+            self.dev
+                .begin_command_buffer(
+                    s.cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
+                .map_err(|e| self.err(op, e))?;
+            // Earlier submits' writes (this queue, submission order) are made
+            // visible to these commands, and these commands' writes to the
+            // host once the fence is waited on: the host reads storage
+            // buffers directly when they are mapped, and the staging buffer
+            // otherwise. Host writes need nothing: they precede the submit,
+            // which orders them, and the memory is coherent.
+            self.barrier(
+                s.cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
+            );
+            let recorded = record(s.cmd, s.descriptors);
+            self.barrier(
+                s.cmd,
+                vk::PipelineStageFlags::HOST,
+                vk::AccessFlags::HOST_READ,
+            );
+            self.dev
+                .end_command_buffer(s.cmd)
+                .map_err(|e| self.err(op, e))?;
+            recorded?;
+            let cmds = [s.cmd];
+            let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+            self.dev
+                .queue_submit(self.queue, &submit, s.fence)
+                .map_err(|e| self.err(op, e))?;
+            let waited = self.dev.wait_for_fences(&[s.fence], true, u64::MAX);
+            self.dev
+                .reset_fences(&[s.fence])
+                .map_err(|e| self.err(op, e))?;
+            waited.map_err(|e| self.err(op, e))?;
+        }
+        let _ = &s.pool;
+        Ok(())
+    }
+
+    /// A global memory barrier after every write of earlier commands.
+    ///
+    /// # Safety
+    /// `cmd` is recording and belongs to this device.
+    pub(super) unsafe fn barrier(
+        &self,
+        cmd: vk::CommandBuffer,
+        dst_stage: vk::PipelineStageFlags,
+        dst_access: vk::AccessFlags,
+    ) {
+        let b = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+            .dst_access_mask(dst_access)];
+        // SAFETY: the caller's contract; a global barrier names no handle.
+        unsafe {
+            self.dev.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &b,
+                &[],
+                &[],
+            )
+        };
+    }
+}

@@ -1,0 +1,97 @@
+//! SPMD collectives inside a compiled graph: the executor's side of
+//! `comm.*` nodes.
+//!
+//! In the SPMD shape every rank (a thread or a process) builds and runs its
+//! own graph, and a `comm.<collective>` node meets the other ranks. The
+//! executor does not know how to meet them; a communicator does. The
+//! communicators a graph needs are handed to compile explicitly
+//! ([`super::Compiler::communicator`], under the id its nodes carry as
+//! `{comm=ID}`), checked there against the nodes (world size, the device
+//! kind the driver carries), and held by the executable. A `comm.*` step
+//! then runs like any other step, on the worker of its device, and hands
+//! the operand's buffer to the communicator, which fills a buffer of the
+//! same device: with NCCL the data stays on the GPU. The executor never
+//! calls up into `fuel-collective` and keeps no per-thread registry.
+
+use super::schedule::{Schedule, Step, Work};
+use super::ExecError;
+use crate::backend::fault::Faults;
+use crate::backend::{Buf, Ctx};
+use crate::driver::{CommCall, GraphComm};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The communicators of a graph's `comm.*` nodes, by the id they carry.
+pub type CommTable = BTreeMap<u32, Arc<dyn GraphComm>>;
+
+/// Checks every `comm.*` step against the communicator handed in for it.
+pub(super) fn check(plan: &Schedule, comms: &CommTable) -> Result<(), ExecError> {
+    for s in &plan.steps {
+        let Work::Comm { comm, ranks, .. } = s.work else {
+            continue;
+        };
+        let refuse = |reason: String| ExecError::Spmd {
+            op: s.mnemonic.clone(),
+            device: s.device,
+            reason,
+        };
+        let Some(c) = comms.get(&comm) else {
+            return Err(refuse(format!(
+                "no communicator {comm} was handed to compile; pass the communicator that recorded the node (`exec::Compiler::communicator`, or `DriverCommunicator::compile`)"
+            )));
+        };
+        if ranks != c.ranks() {
+            return Err(refuse(format!(
+                "the node meets {ranks} rank(s) but communicator {comm} has {}; record it with the communicator it runs with",
+                c.ranks()
+            )));
+        }
+        if s.device.kind != c.kind() {
+            return Err(refuse(format!(
+                "communicator {comm} is a {} communicator, which carries {} devices; place the collective on a {} device and copy the value there and back",
+                c.driver(),
+                c.kind(),
+                c.kind()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `comm.*` step `step` through its communicator: the operand's buffer
+/// goes in, this rank's result comes back in a new buffer of `ctx`.
+pub(super) fn run(
+    plan: &Schedule,
+    step: &Step,
+    comms: &CommTable,
+    ctx: &Ctx,
+    ins: &[Arc<Buf>],
+    faults: &Faults,
+) -> Result<Buf, ExecError> {
+    let Work::Comm { op, comm, .. } = step.work else {
+        return Err(ExecError::Internal("not a comm step".into()));
+    };
+    let c = comms
+        .get(&comm)
+        .ok_or_else(|| ExecError::Internal(format!("communicator {comm} vanished")))?;
+    let (Some(src), Some(in_ty)) = (
+        ins.first(),
+        step.operands
+            .first()
+            .and_then(|&o| plan.steps.get(o))
+            .map(|s| &s.ty),
+    ) else {
+        return Err(ExecError::Internal(
+            "an SPMD collective without an operand".into(),
+        ));
+    };
+    c.run(CommCall {
+        op,
+        mnemonic: &step.mnemonic,
+        ctx,
+        src,
+        in_ty,
+        out_ty: &step.ty,
+        faults,
+    })
+}

@@ -1,0 +1,256 @@
+//! Collective nodes through the collective drivers, on CPU and Vulkan:
+//! `driver_all_reduce` islands run by `HostDriver` in a graph that also uses
+//! Vulkan (the threaded runner), with faults and allocator counters; and SPMD
+//! `comm.*` nodes in graphs that mix `cpu:0` and `vulkan:0` on every rank,
+//! four ranks as threads, compiled once and run several times, checked
+//! against `interp::interpret_world`. Without Vulkan the Vulkan tests print
+//! `SKIP:` (or fail under `FUEL_REQUIRE_VULKAN=1`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_collective::{
+    CollectiveDriver, CommunicationId, Communicator, DeviceGroup, Driver, DriverCommunicator,
+    HostDriver, JoinOptions,
+};
+use fuel_graph_ext::exec::{self, FaultPoint};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, interpret_world, HostTensor};
+use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_tests::{assert_no_leaks, devices_or_skip};
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const C0: Device = Device::cpu(0);
+const C1: Device = Device::cpu(1);
+const C2: Device = Device::cpu(2);
+const V0: Device = Device::vulkan(0);
+
+/// An all_reduce over `devices` recorded through a `DeviceGroup`, and the
+/// same graph lowered with `algorithm=driver` against `topo`.
+fn driver_lowered(
+    devices: &[Device],
+    ty: &TensorType,
+    op: ReduceOp,
+    topo: &Topology,
+) -> (Graph, Graph) {
+    let lg = LazyGraph::new("ar");
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let shards: Vec<_> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
+        .collect();
+    for t in group.all_reduce(&shards, op).unwrap() {
+        lg.output(&t).unwrap();
+    }
+    let original = lg.snapshot();
+    let mut lowered = original.clone();
+    PassManager::new(
+        &fuel_collective::registry(),
+        &fuel_collective::pipeline_with("algorithm=driver"),
+        PassContext {
+            topology: Arc::new(topo.clone()),
+        },
+    )
+    .unwrap()
+    .run(&mut lowered)
+    .unwrap();
+    (original, lowered)
+}
+
+/// A `driver cpu` island inside a group that also holds a Vulkan device: the
+/// executor uses worker threads, the island runs through `HostDriver` on
+/// one of them, and the Vulkan rank is staged through the host. Results
+/// equal the interpreter's; a fault at every kernel and allocation of the
+/// run (the island's included) leaves every allocator at zero, and the
+/// next run succeeds.
+#[test]
+fn host_driver_island_in_a_graph_with_vulkan() {
+    if !devices_or_skip("host_driver_island_in_a_graph_with_vulkan", &[C0, V0]) {
+        return;
+    }
+    let devs = [C0, C1, C2, V0];
+    let topo = Topology::parse("driver cpu\n").unwrap();
+    for (dtype, op) in [
+        (DType::F32, ReduceOp::Sum),
+        (DType::I32, ReduceOp::Max),
+        (DType::U32, ReduceOp::Mean),
+    ] {
+        let ty = TensorType::new(dtype, &[3000]);
+        let (original, lowered) = driver_lowered(&devs, &ty, op, &topo);
+        let text = fuel_graph_ext::text::print(&lowered);
+        assert!(text.contains("= driver_all_reduce."), "{text}");
+        let exe = exec::compile_with(&lowered, &devs, &topo).unwrap();
+        assert_eq!(exe.driver_islands(), vec![("host", vec![C0, C1, C2])]);
+        let inputs = deterministic_inputs(&original);
+        let want = interpret(&original, &inputs).unwrap();
+        for round in 0..3 {
+            assert_eq!(
+                exe.run_host(&inputs).unwrap(),
+                want,
+                "{op} {dtype} round {round}"
+            );
+            assert_no_leaks(&exe);
+        }
+        let mut faults = 0;
+        for point in (0..40)
+            .map(|nth| FaultPoint::Kernel { nth })
+            .chain((0..60).map(|nth| FaultPoint::Alloc { nth }))
+        {
+            exe.inject_fault(point);
+            match exe.run_host(&inputs) {
+                Ok(got) => assert_eq!(got, want, "{point:?} past the last event"),
+                Err(e) => {
+                    assert!(e.to_string().contains("injected"), "{point:?}: {e}");
+                    faults += 1;
+                }
+            }
+            assert_no_leaks(&exe);
+        }
+        assert!(faults > 5, "only {faults} faults fired");
+        assert_eq!(exe.run_host(&inputs).unwrap(), want, "after the faults");
+        assert_no_leaks(&exe);
+    }
+}
+
+/// A `driver_all_reduce` whose ranks are Vulkan devices has no driver to
+/// run it: compile says so before opening anything.
+#[test]
+fn vulkan_island_is_refused_at_compile_time() {
+    let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = input \"b\" @vulkan:1 : f32[4]\n  %2 = driver_all_reduce.sum %0, %1 {rank=0} @vulkan:0 : f32[4]\n  return %2\n}\n";
+    let g = fuel_graph_ext::text::parse(src).unwrap();
+    // The verifier needs a driver line for the kind; there is no Vulkan
+    // driver, so it refuses first, naming the fix.
+    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    assert!(e.contains("driver"), "{e}");
+}
+
+/// Runs `f(rank)` on `n` threads; fails if one hangs for 60 s or panics.
+fn ranks<T: Send + 'static>(
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let (tx, rx) = mpsc::channel();
+    for rank in 0..n {
+        let (tx, f) = (tx.clone(), f.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send((rank, f(rank)));
+        });
+    }
+    drop(tx);
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for _ in 0..n {
+        let (r, v) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a rank hung or panicked");
+        out[r] = Some(v);
+    }
+    out.into_iter().map(|v| v.unwrap()).collect()
+}
+
+/// Rank `rank`'s input in round `round`.
+fn rank_input(ty: &TensorType, rank: usize, round: usize) -> HostTensor {
+    let n = ty.num_elements();
+    HostTensor::new(
+        ty.clone(),
+        (0..n)
+            .map(|i| ((rank * 7 + i * 3 + round * 5) % 11) as f64 - 5.0)
+            .collect(),
+    )
+}
+
+/// Four ranks as threads, each with a graph that computes on `vulkan:0`,
+/// meets the others with `comm.*` nodes on `cpu:0` (all_reduce, broadcast,
+/// all_gather along an inner axis, reduce_scatter), and goes back to
+/// Vulkan. Each rank compiles its graph once (its communicator handed to
+/// compile) and runs it three times with new inputs; every run equals the
+/// world oracle, and every allocator is back to zero after each run.
+#[test]
+fn spmd_comm_nodes_in_graphs_that_mix_cpu_and_vulkan_on_4_rank_threads() {
+    let test = "spmd_comm_nodes_in_graphs_that_mix_cpu_and_vulkan_on_4_rank_threads";
+    if !devices_or_skip(test, &[C0, V0]) {
+        return;
+    }
+    let n = 4;
+    let id = HostDriver::group_id(&CommunicationId::new("exec-driver-spmd-vulkan")).unwrap();
+    let results = ranks(n, move |rank| {
+        let comm = HostDriver::join_with(
+            id,
+            n,
+            rank,
+            JoinOptions::with_timeout(Duration::from_secs(30)),
+        )
+        .unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(
+            comm,
+            HostDriver::open(C0).unwrap(),
+            Duration::from_secs(30),
+        );
+        let g = LazyGraph::new("rank");
+        let ty = TensorType::new(DType::F32, &[2, 8]);
+        let x = g.input("x", V0, ty.clone());
+        let y = x.mul(&x).unwrap().add(&x).unwrap();
+        let on_host = y.copy_to(C0).unwrap();
+        let sum = c.all_reduce(&on_host, ReduceOp::Sum).unwrap();
+        let b = c.broadcast(&on_host, 2).unwrap();
+        let ag = c.all_gather(&sum, 1).unwrap();
+        let rs = c.reduce_scatter(&b, ReduceOp::Max, 1).unwrap();
+        let back = sum.add(&b).unwrap().copy_to(V0).unwrap();
+        let out = back.mul(&y).unwrap();
+        let outs = [&out, &ag, &rs];
+        let exe = c.compile(&outs).unwrap();
+        assert_eq!(exe.communicators(), vec![(c.id(), "host")]);
+        let mut graph = g.snapshot();
+        graph.set_outputs(outs.iter().map(|t| t.value()).collect());
+        let mut rounds = Vec::new();
+        for round in 0..3 {
+            let input = BTreeMap::from([("x".to_string(), rank_input(&ty, rank, round))]);
+            let got = exe.run_host(&input).unwrap();
+            for d in exe.devices() {
+                assert_eq!(exe.memory(d).unwrap().current, 0, "rank {rank}: {d} leaks");
+            }
+            rounds.push((input, got));
+        }
+        (graph, rounds)
+    });
+    let graphs: Vec<Graph> = results.iter().map(|r| r.0.clone()).collect();
+    for round in 0..3 {
+        let inputs: Vec<_> = results.iter().map(|r| r.1[round].0.clone()).collect();
+        let want = interpret_world(&graphs, &inputs).unwrap();
+        for (rank, r) in results.iter().enumerate() {
+            let got = &r.1[round].1;
+            assert_eq!(got.len(), 3);
+            for (k, (g, w)) in got.iter().zip(&want[rank]).enumerate() {
+                if let Err(e) = g.check_close(w) {
+                    panic!("round {round}, rank {rank}, output {k}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// A `comm.*` node on a Vulkan device has no driver that carries Vulkan
+/// buffers: compile refuses it, naming the communicator's driver.
+#[test]
+fn comm_node_on_vulkan_is_refused_naming_the_driver() {
+    if !devices_or_skip("comm_node_on_vulkan_is_refused_naming_the_driver", &[V0]) {
+        return;
+    }
+    let id = HostDriver::group_id(&CommunicationId::new("exec-driver-vulkan-refused")).unwrap();
+    let comm =
+        HostDriver::join_with(id, 1, 0, JoinOptions::with_timeout(Duration::from_secs(5))).unwrap();
+    let c = DriverCommunicator::<HostDriver>::new(
+        comm,
+        HostDriver::open(C0).unwrap(),
+        Duration::from_secs(5),
+    );
+    let g = LazyGraph::new("rank");
+    let x = g.input("x", V0, TensorType::new(DType::F32, &[4]));
+    let s = c.all_reduce(&x, ReduceOp::Sum).unwrap();
+    let e = c.compile(&[&s]).err().unwrap().to_string();
+    assert!(
+        e.contains("is a host communicator, which carries cpu devices"),
+        "{e}"
+    );
+}
