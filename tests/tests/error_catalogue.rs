@@ -19,7 +19,7 @@ use fuel_collective::{
 };
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
 use std::path::{Path, PathBuf};
@@ -105,6 +105,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0804", cli_verify_error),
     ("E0805", cli_bad_devices),
     ("E0806", cli_bad_topology),
+    ("E0807", cli_unknown_print_after),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -259,13 +260,15 @@ fn pipeline_err(src: &str, pipeline: &str) -> Outcome {
     let cx = PassContext {
         topology: Arc::new(Topology::default()),
     };
-    let mut pm = match PassManager::new(&fuel_collective::registry(), pipeline, cx) {
+    let mut pm = match PassManager::new(
+        &fuel_collective::registry(),
+        pipeline,
+        cx,
+        DebugOptions::verifying(),
+    ) {
         Ok(pm) => pm,
         Err(e) => return Ok(e.to_string()),
     };
-    pm.verify_each = true;
-    pm.dump_dir = None;
-    pm.print_after = None;
     let mut g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
     match pm.run(&mut g) {
         Ok(_) => panic!("expected `{pipeline}` to fail"),
@@ -708,6 +711,13 @@ fn cli_bad_devices() -> Outcome {
         &["-", "--run", "--devices", "cpu:0,tpu:1"],
         Some(CPU_AR),
         &[],
+    )
+}
+fn cli_unknown_print_after() -> Outcome {
+    cli_err(
+        &["-", "--passes", "cse,dce"],
+        Some(CPU_AR),
+        &[("FUEL_PRINT_AFTER", "dce,cse2")],
     )
 }
 fn cli_bad_topology() -> Outcome {

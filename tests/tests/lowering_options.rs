@@ -1,7 +1,7 @@
 //! `lower-collectives` options, notes and determinism.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::pass::{PassContext, PassError, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassError, PassManager};
 use fuel_graph_ext::{dot, text, Topology};
 use std::sync::Arc;
 
@@ -27,9 +27,8 @@ fn run(src: &str, pipeline: &str) -> Result<(String, String), PassError> {
         &fuel_collective::registry(),
         pipeline,
         PassContext { topology: topo },
+        DebugOptions::default(),
     )?;
-    pm.print_after = None;
-    pm.dump_dir = None;
     pm.run(&mut g)?;
     Ok((text::print(&g), dot::to_dot(&g)))
 }

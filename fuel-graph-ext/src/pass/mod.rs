@@ -6,10 +6,12 @@
 //! passes to a [`PassRegistry`] (this is how `fuel-collective` plugs in
 //! `lower-collectives`), so every driver enables every pass by name.
 
+mod debug;
 mod manager;
 mod pipeline;
 
-pub use manager::{PassManager, PipelineReport, PrintAfter};
+pub use debug::{DebugOptions, PrintAfter};
+pub use manager::{PassManager, PipelineReport};
 pub use pipeline::{parse_pipeline, PipelineEntry};
 
 use crate::graph::Graph;
@@ -73,6 +75,9 @@ pub enum PassError {
     /// Writing a dump failed.
     #[error("cannot write dump `{path}`: {message}")]
     Io { path: String, message: String },
+    /// `FUEL_PRINT_AFTER` names a pass that is not registered.
+    #[error("FUEL_PRINT_AFTER names an unknown pass `{name}`; known passes: {known}; give `all` or a comma list of them")]
+    UnknownPrintAfter { name: String, known: String },
 }
 
 /// A transformation of a graph with a kebab-case name.

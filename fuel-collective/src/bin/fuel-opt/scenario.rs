@@ -6,7 +6,7 @@ use crate::Failure;
 use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
 use fuel_graph_ext::device::parse_device_list;
 use fuel_graph_ext::exec::{self, Discovery};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{Device, DeviceKind, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -103,10 +103,12 @@ pub fn lower(
     let cx = PassContext {
         topology: topo.clone(),
     };
-    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, cx)
+    let debug = DebugOptions {
+        dump_dir,
+        ..DebugOptions::default()
+    };
+    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, cx, debug)
         .map_err(|e| Failure::input(e.to_string()))?;
-    pm.dump_dir = dump_dir;
-    pm.print_after = None;
     let mut out = g.clone();
     pm.run(&mut out)
         .map_err(|e| Failure::input(e.to_string()))?;
