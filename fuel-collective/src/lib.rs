@@ -6,8 +6,8 @@
 //! one-rank-per-process shape (see [`comm`] for why both exist). The
 //! [`lower`] pass, registered as `lower-collectives`, rewrites collective
 //! nodes into copies and local ops, choosing an algorithm with the pure
-//! [`cost`] model and the pure [`plan`] helpers (islands, ring chunks, tree
-//! shape). `docs/lowering.md` explains the algorithms with pictures.
+//! [`cost`] model and the pure [`lower::shape`] helpers (islands, ring
+//! chunks, tree shape). `docs/lowering.md` explains the algorithms with pictures.
 //!
 //! [`driver`] holds the collective drivers (host threads, NCCL, MPI) that run
 //! a collective as one operation, and the SPMD communicator over them.
@@ -20,7 +20,6 @@ pub mod cost;
 pub mod driver;
 pub mod group;
 pub mod lower;
-pub mod plan;
 
 pub use comm::{Communicator, IdentityComm};
 pub use driver::{

@@ -23,7 +23,7 @@
 //! - `star`: every shard goes to one point, one n-ary op combines them there,
 //!   and the result is copied to where it is needed. The point is
 //!   `reduce_at`, or the cheapest of the group's devices and the staging CPU.
-//! - `hierarchical`: each island (see [`crate::plan`]) combines its shards
+//! - `hierarchical`: each island (see [`shape`]) combines its shards
 //!   on one member first, so an island sends one value over its staged link;
 //!   the islands' partials are combined at a hub (`reduce_at`, else a
 //!   rooted op's root, else the only island's first device, else the group's
@@ -59,8 +59,9 @@
 //! the estimate of each candidate. Lowering is deterministic: same input,
 //! byte-identical output.
 
+pub mod shape;
+
 use crate::cost::{estimate, Estimate, Step, StepKind};
-use crate::plan;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassOptions};
 use fuel_graph_ext::passes::Transfers;
@@ -375,11 +376,11 @@ fn ring_unfit(spec: &Spec) -> Option<String> {
         Op::Broadcast { .. } | Op::AllGather { .. } => None,
         Op::ReduceScatter { axis, .. } => {
             let extent = spec.ty.shape.get(*axis).copied().unwrap_or(0);
-            plan::chunks(extent, n)
+            shape::chunks(extent, n)
                 .is_none()
                 .then(|| format!("axis {axis} has {extent} entries for {n} ranks"))
         }
-        _ => plan::ring_axis(&spec.ty.shape, n)
+        _ => shape::ring_axis(&spec.ty.shape, n)
             .is_none()
             .then(|| format!("no axis of {} has an entry per rank", spec.ty)),
     }
@@ -395,7 +396,7 @@ fn candidates(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Vec<Result<C
         let points = match opts.reduce_at {
             Some(d) => vec![d],
             None => {
-                let mut p = plan::unique(&spec.devs);
+                let mut p = shape::unique(&spec.devs);
                 if !p.contains(&topo.staging) {
                     p.push(topo.staging);
                 }
@@ -438,10 +439,10 @@ fn candidates(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Vec<Result<C
 /// of one kind whose driver the topology declares (the host driver for CPUs,
 /// NCCL for CUDA; Vulkan has none), where there are two or more of them. A
 /// driver reaches every device of its kind, peer links or not, so these are
-/// per kind, not the direct-copy islands of [`plan::islands`].
+/// per kind, not the direct-copy islands of [`shape::islands`].
 fn driver_islands(devs: &[Device], topo: &Topology) -> Vec<Vec<Device>> {
     let mut by_kind: BTreeMap<fuel_graph_ext::DeviceKind, Vec<Device>> = BTreeMap::new();
-    for d in plan::unique(devs) {
+    for d in shape::unique(devs) {
         if d.kind != fuel_graph_ext::DeviceKind::Vulkan && topo.drivers.contains(&d.kind) {
             by_kind.entry(d.kind).or_default().push(d);
         }
@@ -457,7 +458,7 @@ fn hub(spec: &Spec, opts: &LowerOptions, topo: &Topology) -> Device {
     if let Some(d) = spec.root().and_then(|r| spec.devs.get(r)) {
         return *d;
     }
-    let islands = plan::islands(&spec.devs, topo);
+    let islands = shape::islands(&spec.devs, topo);
     if let [only] = islands.as_slice() {
         if let Some(d) = only.first() {
             return *d;
@@ -861,7 +862,7 @@ impl Emitter<'_> {
         let mut all = devs.clone();
         all.push(at);
         let mut operands = Vec::new();
-        for island in plan::islands(&all, self.topo) {
+        for island in shape::islands(&all, self.topo) {
             let members: Vec<ValueId> = vals
                 .iter()
                 .zip(&devs)
@@ -910,7 +911,7 @@ impl Emitter<'_> {
             let mut inputs = vec![own];
             inputs.extend(children.get(pos).cloned().unwrap_or_default());
             let partial = self.combine(kind, &inputs, d);
-            match plan::tree_parent(pos, arity).and_then(|p| children.get_mut(p)) {
+            match shape::tree_parent(pos, arity).and_then(|p| children.get_mut(p)) {
                 Some(siblings) => siblings.insert(0, partial),
                 None => total = Some(partial),
             }
@@ -979,7 +980,7 @@ impl Emitter<'_> {
     ) -> BTreeMap<Device, ValueId> {
         let src = self.dev(v);
         let mut held = self.held(v);
-        let rest: Vec<Device> = plan::unique(targets)
+        let rest: Vec<Device> = shape::unique(targets)
             .into_iter()
             .filter(|d| *d != src)
             .collect();
@@ -993,7 +994,7 @@ impl Emitter<'_> {
             Algorithm::Hierarchical | Algorithm::Driver => {
                 let mut all = vec![src];
                 all.extend(&rest);
-                for island in plan::islands(&all, self.topo) {
+                for island in shape::islands(&all, self.topo) {
                     let first = if island.contains(&src) {
                         v
                     } else {
@@ -1024,7 +1025,7 @@ impl Emitter<'_> {
                 sorted.sort();
                 let mut nodes = vec![v];
                 for (i, d) in sorted.into_iter().enumerate() {
-                    let parent = plan::tree_parent(i + 1, arity)
+                    let parent = shape::tree_parent(i + 1, arity)
                         .and_then(|p| nodes.get(p).copied())
                         .unwrap_or(v);
                     let c = self.reach(&mut held, parent, d);
@@ -1104,7 +1105,7 @@ impl Emitter<'_> {
                     .map(|v| self.spread(v, &targets, spread_alg, arity))
                     .collect();
                 let mut joined: BTreeMap<Device, ValueId> = BTreeMap::new();
-                for d in plan::unique(&targets) {
+                for d in shape::unique(&targets) {
                     let parts: Vec<ValueId> =
                         maps.iter().filter_map(|m| m.get(&d).copied()).collect();
                     let j = self.concat(&parts, axis, d);
@@ -1229,11 +1230,11 @@ impl Emitter<'_> {
     fn lower_ring(&mut self, spec: &Spec, op: ReduceOp) -> Vec<ValueId> {
         let n = spec.ranks();
         let kind = op.combiner();
-        let order = plan::vendor_order(&spec.devs);
+        let order = shape::vendor_order(&spec.devs);
         let (axis, chunks, ends) = match spec.op {
             Op::ReduceScatter { axis, .. } => {
                 let extent = spec.ty.shape.get(axis).copied().unwrap_or(0);
-                let chunks = plan::chunks(extent, n).unwrap_or_default();
+                let chunks = shape::chunks(extent, n).unwrap_or_default();
                 // Chunk c must end on rank c.
                 let ends = (0..n)
                     .map(|c| order.iter().position(|r| *r == c).unwrap_or(0))
@@ -1241,11 +1242,11 @@ impl Emitter<'_> {
                 (axis, chunks, ends)
             }
             _ => {
-                let axis = plan::ring_axis(&spec.ty.shape, n).unwrap_or(0);
+                let axis = shape::ring_axis(&spec.ty.shape, n).unwrap_or(0);
                 let extent = spec.ty.shape.get(axis).copied().unwrap_or(0);
                 (
                     axis,
-                    plan::chunks(extent, n).unwrap_or_default(),
+                    shape::chunks(extent, n).unwrap_or_default(),
                     (0..n).collect(),
                 )
             }
@@ -1277,7 +1278,7 @@ impl Emitter<'_> {
                     have.push(held);
                 }
                 let mut joined: BTreeMap<Device, ValueId> = BTreeMap::new();
-                for d in plan::unique(&spec.devs) {
+                for d in shape::unique(&spec.devs) {
                     let parts: Vec<ValueId> =
                         have.iter().filter_map(|m| m.get(&d).copied()).collect();
                     let j = self.concat(&parts, axis, d);
@@ -1292,7 +1293,7 @@ impl Emitter<'_> {
 /// Ranks in tree order: `root` first, then the rest sorted by vendor.
 fn tree_order(devs: &[Device], root: usize) -> Vec<usize> {
     let mut order = vec![root];
-    order.extend(plan::vendor_order(devs).into_iter().filter(|r| *r != root));
+    order.extend(shape::vendor_order(devs).into_iter().filter(|r| *r != root));
     order
 }
 
