@@ -27,7 +27,7 @@ pub use driver::{
     ElemType, HostDriver, JoinOptions, NcclDriver,
 };
 pub use group::{CollectiveError, DeviceGroup};
-pub use lower::{Algorithm, LowerCollectives, LowerOptions};
+pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
 
 use fuel_graph_ext::pass::{PassInfo, PassRegistry};
 

@@ -47,6 +47,14 @@ impl PassManager {
         &self.debug
     }
 
+    /// The passes of type `T` in the pipeline, in order: how a caller reads
+    /// what a pass kept from its last run.
+    pub fn passes_of<T: Pass>(&self) -> impl Iterator<Item = &T> {
+        self.passes
+            .iter()
+            .filter_map(|p| (p.as_ref() as &dyn std::any::Any).downcast_ref::<T>())
+    }
+
     /// The names of the passes, in order.
     pub fn pass_names(&self) -> Vec<&'static str> {
         self.passes.iter().map(|p| p.name()).collect()

@@ -10,7 +10,7 @@ pub use cse::Cse;
 pub use dce::Dce;
 pub use insert_cross_device_copies::InsertCrossDeviceCopies;
 pub use split_cross_vendor_copies::SplitCrossVendorCopies;
-pub use transfers::Transfers;
+pub use transfers::{Transfers, Unplaced};
 
 use crate::pass::{PassInfo, PassRegistry};
 
