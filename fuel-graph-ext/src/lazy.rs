@@ -83,12 +83,13 @@ impl LazyGraph {
                 device,
             },
             &[],
-            ty,
+            ty.clone(),
         );
         LazyTensor {
             graph: self.clone(),
             value: v,
             device: Some(device),
+            ty,
         }
     }
 
@@ -104,13 +105,8 @@ impl LazyGraph {
                 });
             }
         }
-        let mut g = self.lock();
-        let tys: Vec<TensorType> = operands
-            .iter()
-            .map(|t| g.value_type(t.value).cloned())
-            .collect::<Option<_>>()
-            .ok_or_else(|| BuildError::Type("an operand no longer exists in its graph".into()))?;
-        let ty = infer_type(&op, &tys.iter().collect::<Vec<_>>()).map_err(BuildError::Type)?;
+        let tys: Vec<&TensorType> = operands.iter().map(|t| &t.ty).collect();
+        let ty = infer_type(&op, &tys).map_err(BuildError::Type)?;
         let values: Vec<ValueId> = operands.iter().map(|t| t.value).collect();
         // Each result's device, from the operands' known devices: asking
         // the graph would walk back through every collective before it,
@@ -121,8 +117,7 @@ impl LazyGraph {
                 ResultPlace::Operand(k) => operands.get(k).and_then(|t| t.device),
             })
             .collect();
-        let id = g.add_node(op, &values, ty);
-        drop(g);
+        let id = self.lock().add_node(op, &values, ty.clone());
         Ok(devices
             .into_iter()
             .enumerate()
@@ -133,6 +128,7 @@ impl LazyGraph {
                     result: r as u32,
                 },
                 device,
+                ty: ty.clone(),
             })
             .collect())
     }
@@ -168,6 +164,8 @@ pub struct LazyTensor {
     value: ValueId,
     /// Where it lives, fixed when it was recorded.
     device: Option<Device>,
+    /// Its type, fixed when it was recorded (a lazy graph only grows).
+    ty: TensorType,
 }
 
 impl LazyTensor {
@@ -179,11 +177,10 @@ impl LazyTensor {
     pub fn value(&self) -> ValueId {
         self.value
     }
-    /// Its type.
+    /// Its type (known when it was recorded; the same as
+    /// `Graph::value_type` of its value).
     pub fn ty(&self) -> TensorType {
-        self.graph
-            .with_graph(|g| g.value_type(self.value).cloned())
-            .unwrap_or_else(|| TensorType::new(crate::dtype::DType::F32, &[]))
+        self.ty.clone()
     }
     /// The device it lives on (known when it was recorded; the same as
     /// `Graph::value_device` of its value).
