@@ -142,8 +142,8 @@ impl DeviceGroup {
         self.check_shards("reduce", shards)?;
         self.check_root(root)?;
         let mut out = record(shards, Op::Reduce { op, root })?;
-        out.pop().ok_or(CollectiveError::Build(BuildError::Type(
-            "`reduce` produced no result".into(),
+        out.pop().ok_or(CollectiveError::Build(BuildError::Broken(
+            "`reduce` produced no result",
         )))
     }
 

@@ -291,7 +291,7 @@ fn eval(
                 "`{}` declared {ty} but computes {t}",
                 op.mnemonic()
             ))),
-            Err(e) => Err(InterpError::Invalid(e)),
+            Err(e) => Err(InterpError::Invalid(e.to_string())),
         }
     };
     let one = |data: Vec<f64>| {
@@ -545,7 +545,8 @@ pub fn interpret_world(
             let Op::Comm { kind, .. } = &node.op else {
                 continue;
             };
-            crate::op::infer_type(&node.op, &[&operands[r].ty]).map_err(InterpError::Invalid)?;
+            crate::op::infer_type(&node.op, &[&operands[r].ty])
+                .map_err(|e| InterpError::Invalid(e.to_string()))?;
             envs[r].insert(
                 ValueId {
                     node: id,

@@ -10,7 +10,7 @@
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::graph::{Graph, ValueId};
-use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace};
+use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace, TypeError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -23,8 +23,11 @@ pub enum BuildError {
     #[error("operand {index} belongs to graph #{other}, not graph #{this}; build all tensors of one computation from the same LazyGraph")]
     MixedGraphs { index: usize, this: u64, other: u64 },
     /// Operand types do not fit the op.
+    #[error(transparent)]
+    Type(#[from] TypeError),
+    /// A builder found a state it excludes: a bug, not bad input.
     #[error("{0}")]
-    Type(String),
+    Broken(&'static str),
     /// An operand is on the wrong device for an op that needs it local.
     #[error(
         "operand {index} is on {found} but `{op}` runs on {want}; call .copy_to({want}) first"
@@ -190,14 +193,13 @@ impl LazyTensor {
 
     fn single(&self, op: Op, operands: &[&LazyTensor]) -> Result<LazyTensor, BuildError> {
         let mut r = self.graph.record(op, operands)?;
-        r.pop()
-            .ok_or_else(|| BuildError::Type("op produced no result".into()))
+        r.pop().ok_or(BuildError::Broken("op produced no result"))
     }
 
     fn local(&self, op: &str, operands: &[&LazyTensor]) -> Result<Device, BuildError> {
         let want = self
             .device()
-            .ok_or_else(|| BuildError::Type("tensor has no device".into()))?;
+            .ok_or(BuildError::Broken("tensor has no device"))?;
         for (index, t) in operands.iter().enumerate() {
             if t.graph.id() != self.graph.id() {
                 return Err(BuildError::MixedGraphs {
