@@ -198,8 +198,10 @@ pub fn interpret(
             .operands
             .iter()
             .map(|v| {
-                env.get(v)
-                    .ok_or_else(|| InterpError::Invalid(format!("operand {v:?} is undefined")))
+                env.get(v).ok_or_else(|| {
+                    let name = crate::text::Numbering::new(g).name(g, *v);
+                    InterpError::Invalid(format!("operand {name} is undefined"))
+                })
             })
             .collect::<Result<Vec<&HostTensor>, _>>()?;
         let results = eval(&n.op, &n.ty, &args, inputs)?;
@@ -453,9 +455,10 @@ pub fn interpret_world(
         node.operands
             .iter()
             .map(|v| {
-                env.get(v)
-                    .cloned()
-                    .ok_or_else(|| InterpError::Invalid(format!("operand {v:?} is undefined")))
+                env.get(v).cloned().ok_or_else(|| {
+                    let name = crate::text::Numbering::new(g).name(g, *v);
+                    InterpError::Invalid(format!("operand {name} is undefined"))
+                })
             })
             .collect::<Result<Vec<HostTensor>, _>>()
     };
