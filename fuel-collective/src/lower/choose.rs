@@ -10,7 +10,7 @@
 //! to where `x` has none. The [`Decision`] holds all of it as data; the
 //! graph note, the DOT caption and the `tracing` line are its `Display`.
 
-use super::algorithm::{family, Lowering, ALGORITHMS};
+use super::algorithm::{family, Ask, Lowering, ALGORITHMS};
 use super::estimate::{EstimateCache, EstimateKey, Scratch};
 use super::site::CollectiveSite;
 use super::{LowerOptions, NAME};
@@ -194,7 +194,7 @@ fn estimate_all(
 ) -> Result<Arc<Candidates>, PassError> {
     let mut out = Vec::new();
     for fam in ALGORITHMS {
-        match (fam.candidates)(site, opts, topo) {
+        match (fam.candidates)(&Ask { site, opts, topo }) {
             Ok(list) => {
                 for lowering in list {
                     let estimate = scratch.estimate(site, &lowering, topo)?;

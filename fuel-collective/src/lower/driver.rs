@@ -11,10 +11,10 @@
 //! for two or more of the group's devices; elsewhere it has no candidate
 //! and `algorithm=driver` falls back to hierarchical.
 
-use super::algorithm::{Algorithm, Fallback, Family, Lowering};
+use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::site::{Broken, CollectiveSite};
-use super::{hierarchical, shape, LowerOptions};
+use super::site::Broken;
+use super::{hierarchical, shape};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
 use std::collections::BTreeMap;
@@ -27,28 +27,18 @@ pub struct Driver {
     pub hub: Device,
 }
 
-impl Driver {
-    pub(super) const FAMILY: Family = Family {
-        name: "driver",
-        candidates: Driver::candidates,
-        fallback: Some(Fallback {
-            to: "hierarchical",
-            because: "needs an all_reduce over an island of two or more devices with a driver (`driver cpu` or `driver cuda` in the topology)",
-        }),
-    };
+/// Why `algorithm=driver` falls back to hierarchical, as the note says it.
+pub(super) const UNFIT: &str = "needs an all_reduce over an island of two or more devices with a driver (`driver cpu` or `driver cuda` in the topology)";
 
-    fn candidates(
-        site: &CollectiveSite,
-        opts: &LowerOptions,
-        topo: &Topology,
-    ) -> Result<Vec<Lowering>, String> {
-        if !matches!(site.op, Op::AllReduce { .. }) || driver_islands(&site.devs, topo).is_empty() {
-            return Ok(Vec::new());
-        }
-        Ok(vec![Lowering::Driver(Driver {
-            hub: hierarchical::hub(site, opts, topo),
-        })])
+/// The driver, for an all_reduce with a driver island; else none.
+pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
+    let Ask { site, topo, .. } = *ask;
+    if !matches!(site.op, Op::AllReduce { .. }) || driver_islands(&site.devs, topo).is_empty() {
+        return Ok(Vec::new());
     }
+    Ok(vec![Lowering::Driver(Driver {
+        hub: hierarchical::hub(ask),
+    })])
 }
 
 /// The islands a collective driver serves: the distinct devices of `devs`
@@ -67,10 +57,6 @@ fn driver_islands(devs: &[Device], topo: &Topology) -> Vec<Vec<Device>> {
 }
 
 impl Algorithm for Driver {
-    fn name(&self) -> &'static str {
-        Driver::FAMILY.name
-    }
-
     /// The hierarchical way.
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
         hierarchical::spread(em, v, targets)
@@ -135,6 +121,6 @@ impl Algorithm for Driver {
 
 impl fmt::Display for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "driver@{}", self.hub)
+        name_at(f, "driver", Some(self.hub))
     }
 }

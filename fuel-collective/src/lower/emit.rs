@@ -61,6 +61,11 @@ impl Emitter<'_> {
         self.tx.hop(self.g, v, d).map_err(|e| self.site.broken(e))
     }
 
+    /// Each of `vals` on `at`.
+    fn all_to(&mut self, vals: &[ValueId], at: Device) -> Result<Vec<ValueId>, Broken> {
+        vals.iter().map(|v| self.to(*v, at)).collect()
+    }
+
     /// All of `vals` moved to `at` and combined by one n-ary op.
     pub fn combine(
         &mut self,
@@ -68,10 +73,7 @@ impl Emitter<'_> {
         vals: &[ValueId],
         at: Device,
     ) -> Result<ValueId, Broken> {
-        let local = vals
-            .iter()
-            .map(|v| self.to(*v, at))
-            .collect::<Result<Vec<_>, _>>()?;
+        let local = self.all_to(vals, at)?;
         match local.as_slice() {
             [] => Err(self.site.broken(format!("nothing to combine on {at}"))),
             [one] => Ok(*one),
@@ -130,10 +132,7 @@ impl Emitter<'_> {
         axis: usize,
         at: Device,
     ) -> Result<ValueId, Broken> {
-        let local = parts
-            .iter()
-            .map(|v| self.to(*v, at))
-            .collect::<Result<Vec<_>, _>>()?;
+        let local = self.all_to(parts, at)?;
         let first = match local.as_slice() {
             [] => return Err(self.site.broken(format!("nothing to concatenate on {at}"))),
             [one] => return Ok(*one),
@@ -141,7 +140,10 @@ impl Emitter<'_> {
         };
         let mut total = 0;
         for v in &local {
-            total += self.ty(*v)?.shape.get(axis).copied().unwrap_or(0);
+            total += self.ty(*v)?.shape.get(axis).copied().ok_or_else(|| {
+                self.site
+                    .broken(format!("a part to join has no axis {axis}"))
+            })?;
         }
         let ty = self.ty(first)?.with_dim(axis, total);
         Ok(self

@@ -8,41 +8,30 @@
 //! collective with nothing to combine has no hub: its value reaches one
 //! member per island, which passes it on.
 
-use super::algorithm::{Algorithm, Family, Lowering};
+use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::site::{Broken, CollectiveSite};
-use super::{shape, LowerOptions};
+use super::shape;
+use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
-use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp, Topology};
+use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp};
 use std::fmt;
 
 /// Islands first, then a hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hierarchical {
-    /// Where the islands' partials are combined; `None` for a collective
-    /// with nothing to combine.
+    /// Where the islands' partials meet (`None`: nothing is combined).
     pub hub: Option<Device>,
 }
 
-impl Hierarchical {
-    pub(super) const FAMILY: Family = Family {
-        name: "hierarchical",
-        candidates: Hierarchical::candidates,
-        fallback: None,
-    };
-
-    fn candidates(
-        site: &CollectiveSite,
-        opts: &LowerOptions,
-        topo: &Topology,
-    ) -> Result<Vec<Lowering>, String> {
-        let hub = site.reduce_op().map(|_| hub(site, opts, topo));
-        Ok(vec![Lowering::Hierarchical(Hierarchical { hub })])
-    }
+/// Hierarchical, with its hub where the shards combine.
+pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
+    let hub = ask.site.reduce_op().map(|_| hub(ask));
+    Ok(vec![Lowering::Hierarchical(Hierarchical { hub })])
 }
 
 /// Where the islands' partials meet (see the module doc).
-pub(super) fn hub(site: &CollectiveSite, opts: &LowerOptions, topo: &Topology) -> Device {
+pub(super) fn hub(ask: &Ask<'_>) -> Device {
+    let Ask { site, opts, topo } = *ask;
     if let Some(d) = opts.reduce_at {
         return d;
     }
@@ -126,10 +115,6 @@ pub(super) fn spread(em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Re
 }
 
 impl Algorithm for Hierarchical {
-    fn name(&self) -> &'static str {
-        Hierarchical::FAMILY.name
-    }
-
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
         spread(em, v, targets)
     }
@@ -146,9 +131,6 @@ impl Algorithm for Hierarchical {
 
 impl fmt::Display for Hierarchical {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.hub {
-            Some(d) => write!(f, "hierarchical@{d}"),
-            None => f.write_str("hierarchical"),
-        }
+        name_at(f, "hierarchical", self.hub)
     }
 }

@@ -13,51 +13,40 @@
 //! per rank) it has no candidate, and `algorithm=ring` falls back to the
 //! tree.
 
-use super::algorithm::{Algorithm, Fallback, Family, Lowering};
+use super::algorithm::{Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::site::{Broken, CollectiveSite};
-use super::{shape, LowerOptions};
+use super::shape;
+use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
-use fuel_graph_ext::{Device, ElementwiseOp, Op, ReduceOp, Topology};
+use fuel_graph_ext::{Device, ElementwiseOp, Op, ReduceOp};
 use std::fmt;
 
 /// Chunks around a ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Ring;
 
-impl Ring {
-    pub(super) const FAMILY: Family = Family {
-        name: "ring",
-        candidates: Ring::candidates,
-        fallback: Some(Fallback {
-            to: "tree",
-            because: "cannot cut this tensor",
-        }),
-    };
+/// Why `algorithm=ring` falls back to the tree, as the note says it.
+pub(super) const UNFIT: &str = "cannot cut this tensor";
 
-    /// The ring, unless it cannot cut the site's tensor (then why not).
-    fn candidates(
-        site: &CollectiveSite,
-        _opts: &LowerOptions,
-        _topo: &Topology,
-    ) -> Result<Vec<Lowering>, String> {
-        let n = site.ranks();
-        let unfit = match &site.op {
-            Op::Broadcast { .. } | Op::AllGather { .. } => None,
-            Op::ReduceScatter { axis, .. } => {
-                let extent = site.ty.shape.get(*axis).copied().unwrap_or(0);
-                shape::chunks(extent, n)
-                    .is_none()
-                    .then(|| format!("axis {axis} has {extent} entries for {n} ranks"))
-            }
-            _ => shape::ring_axis(&site.ty.shape, n)
+/// The ring, unless it cannot cut the site's tensor (then why not).
+pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
+    let Ask { site, .. } = *ask;
+    let n = site.ranks();
+    let unfit = match &site.op {
+        Op::Broadcast { .. } | Op::AllGather { .. } => None,
+        Op::ReduceScatter { axis, .. } => match site.ty.shape.get(*axis) {
+            Some(&extent) => shape::chunks(extent, n)
                 .is_none()
-                .then(|| format!("no axis of {} has an entry per rank", site.ty)),
-        };
-        match unfit {
-            None => Ok(vec![Lowering::Ring(Ring)]),
-            Some(why) => Err(why),
-        }
+                .then(|| format!("axis {axis} has {extent} entries for {n} ranks")),
+            None => Some(format!("{} has no axis {axis}", site.ty)),
+        },
+        _ => shape::ring_axis(&site.ty.shape, n)
+            .is_none()
+            .then(|| format!("no axis of {} has an entry per rank", site.ty)),
+    };
+    match unfit {
+        None => Ok(vec![Lowering::Ring(Ring)]),
+        Some(why) => Err(why),
     }
 }
 
@@ -101,10 +90,6 @@ fn reduce_scatter(
 }
 
 impl Algorithm for Ring {
-    fn name(&self) -> &'static str {
-        Ring::FAMILY.name
-    }
-
     /// Around the ring from the source: the targets after it in sorted
     /// order, then those before it.
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
@@ -123,8 +108,10 @@ impl Algorithm for Ring {
         let n = site.ranks();
         let order = shape::vendor_order(&site.devs);
         let cut = |axis: usize| {
-            let extent = site.ty.shape.get(axis).copied().unwrap_or(0);
-            shape::chunks(extent, n)
+            site.ty
+                .shape
+                .get(axis)
+                .and_then(|extent| shape::chunks(*extent, n))
                 .ok_or_else(|| site.broken(format!("the ring cannot cut axis {axis}")))
         };
         let (axis, chunks, ends) = match site.op {

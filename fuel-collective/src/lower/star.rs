@@ -5,12 +5,12 @@
 //! group and the staging CPU. A collective with nothing to combine has no
 //! point: its value goes from its source straight to every target.
 
-use super::algorithm::{Algorithm, Family, Lowering};
+use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::site::{Broken, CollectiveSite};
-use super::{shape, LowerOptions};
+use super::shape;
+use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
-use fuel_graph_ext::{Device, ReduceOp, Topology};
+use fuel_graph_ext::{Device, ReduceOp};
 use std::fmt;
 
 /// Every shard to one point.
@@ -21,43 +21,30 @@ pub struct Star {
     pub at: Option<Device>,
 }
 
-impl Star {
-    pub(super) const FAMILY: Family = Family {
-        name: "star",
-        candidates: Star::candidates,
-        fallback: None,
-    };
-
-    fn candidates(
-        site: &CollectiveSite,
-        opts: &LowerOptions,
-        topo: &Topology,
-    ) -> Result<Vec<Lowering>, String> {
-        if site.reduce_op().is_none() {
-            return Ok(vec![Lowering::Star(Star { at: None })]);
-        }
-        let points = match opts.reduce_at {
-            Some(d) => vec![d],
-            None => {
-                let mut p = shape::unique(&site.devs);
-                if !p.contains(&topo.staging) {
-                    p.push(topo.staging);
-                }
-                p
-            }
-        };
-        Ok(points
-            .into_iter()
-            .map(|d| Lowering::Star(Star { at: Some(d) }))
-            .collect())
+/// Every point where the shards may meet, or the one point for a
+/// collective with nothing to combine.
+pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
+    let Ask { site, opts, topo } = *ask;
+    if site.reduce_op().is_none() {
+        return Ok(vec![Lowering::Star(Star { at: None })]);
     }
+    let points = match opts.reduce_at {
+        Some(d) => vec![d],
+        None => {
+            let mut p = shape::unique(&site.devs);
+            if !p.contains(&topo.staging) {
+                p.push(topo.staging);
+            }
+            p
+        }
+    };
+    Ok(points
+        .into_iter()
+        .map(|d| Lowering::Star(Star { at: Some(d) }))
+        .collect())
 }
 
 impl Algorithm for Star {
-    fn name(&self) -> &'static str {
-        Star::FAMILY.name
-    }
-
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
         let (_, mut held, rest) = em.spread_start(v, targets)?;
         for d in rest {
@@ -78,9 +65,6 @@ impl Algorithm for Star {
 
 impl fmt::Display for Star {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.at {
-            Some(d) => write!(f, "star@{d}"),
-            None => f.write_str("star"),
-        }
+        name_at(f, "star", self.at)
     }
 }

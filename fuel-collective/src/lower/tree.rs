@@ -6,12 +6,12 @@
 //! The root is a `reduce`'s root, else the rank on `reduce_at`, else rank
 //! 0. A value with nothing to combine spreads down a tree from its source.
 
-use super::algorithm::{Algorithm, Family, Lowering};
+use super::algorithm::{Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::site::{Broken, CollectiveSite};
-use super::{shape, LowerOptions};
+use super::shape;
+use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
-use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp, Topology};
+use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp};
 use std::fmt;
 
 /// A k-ary tree.
@@ -23,29 +23,21 @@ pub struct Tree {
     pub arity: usize,
 }
 
+/// The tree, rooted as the module doc says, with the asked arity.
+pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
+    let Ask { site, opts, .. } = *ask;
+    let root = site.root().unwrap_or_else(|| {
+        opts.reduce_at
+            .and_then(|d| site.devs.iter().position(|x| *x == d))
+            .unwrap_or(0)
+    });
+    Ok(vec![Lowering::Tree(Tree {
+        root,
+        arity: opts.arity,
+    })])
+}
+
 impl Tree {
-    pub(super) const FAMILY: Family = Family {
-        name: "tree",
-        candidates: Tree::candidates,
-        fallback: None,
-    };
-
-    fn candidates(
-        site: &CollectiveSite,
-        opts: &LowerOptions,
-        _topo: &Topology,
-    ) -> Result<Vec<Lowering>, String> {
-        let root = site.root().unwrap_or_else(|| {
-            opts.reduce_at
-                .and_then(|d| site.devs.iter().position(|x| *x == d))
-                .unwrap_or(0)
-        });
-        Ok(vec![Lowering::Tree(Tree {
-            root,
-            arity: opts.arity,
-        })])
-    }
-
     /// Combines `vals` up the tree; returns the total on the root's device.
     fn reduce(
         &self,
@@ -86,10 +78,6 @@ fn tree_order(devs: &[Device], root: usize) -> Vec<usize> {
 }
 
 impl Algorithm for Tree {
-    fn name(&self) -> &'static str {
-        Tree::FAMILY.name
-    }
-
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
         let (_, mut held, mut rest) = em.spread_start(v, targets)?;
         rest.sort();
