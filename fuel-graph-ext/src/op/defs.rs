@@ -149,122 +149,119 @@ pub static GROUPS: &[Group] = &[Group {
     placeholder: "comm.<collective>",
 }];
 
-const SHARDS: &str = "one or more shards";
+/// What a collective of shards needs.
+const SHARDS: Arity = Arity::AtLeast(1, "one or more shards");
 
-/// `input "name" @dev`: a graph input.
-pub static INPUT: OpDef = OpDef {
-    mnemonic: "input",
-    reduce_variant: false,
-    named: true,
-    arity: Arity::Zero,
-    attrs: &[],
-    placement: Placement::At,
-    results: Results::One,
-    build: |f| {
-        Ok(Op::Input {
-            name: f.name(),
-            device: f.at()?,
-        })
-    },
-};
+/// The build function of a row.
+type Build = fn(&mut dyn Fields) -> Result<Op, FieldError>;
 
-/// `copy %v -> dev`.
-pub static COPY: OpDef = OpDef {
-    mnemonic: "copy",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::One,
-    attrs: &[],
-    placement: Placement::To,
-    results: Results::One,
-    build: |f| Ok(Op::Copy { to: f.to()? }),
-};
-
-/// `move %v -> dev`.
-pub static MOVE: OpDef = OpDef {
-    mnemonic: "move",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::One,
-    attrs: &[],
-    placement: Placement::To,
-    results: Results::One,
-    build: |f| Ok(Op::Move { to: f.to()? }),
-};
-
-/// An n-ary element-wise op's row.
-const fn elementwise(
-    kind: ElementwiseOp,
-    build: fn(&mut dyn Fields) -> Result<Op, FieldError>,
-) -> OpDef {
-    OpDef {
-        mnemonic: kind.as_str(),
-        reduce_variant: false,
-        named: false,
-        arity: Arity::AtLeast(2, "two or more operands"),
-        attrs: &[],
-        placement: Placement::At,
-        results: Results::One,
-        build,
+impl OpDef {
+    /// A row without a variant or a quoted name, with one result; the
+    /// methods below change those.
+    const fn new(
+        mnemonic: &'static str,
+        arity: Arity,
+        attrs: &'static [&'static str],
+        placement: Placement,
+        build: Build,
+    ) -> OpDef {
+        OpDef {
+            mnemonic,
+            reduce_variant: false,
+            named: false,
+            arity,
+            attrs,
+            placement,
+            results: Results::One,
+            build,
+        }
+    }
+    /// Takes a reduce-op variant (`.sum`).
+    const fn reduce_variant(self) -> OpDef {
+        OpDef {
+            reduce_variant: true,
+            ..self
+        }
+    }
+    /// Quotes a name after the mnemonic.
+    const fn named(self) -> OpDef {
+        OpDef {
+            named: true,
+            ..self
+        }
+    }
+    /// Has `results` results.
+    const fn results(self, results: Results) -> OpDef {
+        OpDef { results, ..self }
     }
 }
 
+/// `input "name" @dev`: a graph input.
+pub static INPUT: OpDef = OpDef::new("input", Arity::Zero, &[], Placement::At, |f| {
+    let name = f.name();
+    Ok(Op::Input {
+        name,
+        device: f.at()?,
+    })
+})
+.named();
+
+/// `copy %v -> dev`.
+pub static COPY: OpDef = OpDef::new("copy", Arity::One, &[], Placement::To, |f| {
+    Ok(Op::Copy { to: f.to()? })
+});
+
+/// `move %v -> dev`.
+pub static MOVE: OpDef = OpDef::new("move", Arity::One, &[], Placement::To, |f| {
+    Ok(Op::Move { to: f.to()? })
+});
+
+/// The row of `ElementwiseOp::ALL[K]`: `add %a, %b, ... @dev` and the
+/// like. (An index past `ALL` fails to compile.)
+const fn elementwise<const K: usize>() -> OpDef {
+    let two = Arity::AtLeast(2, "two or more operands");
+    OpDef::new(
+        ElementwiseOp::ALL[K].as_str(),
+        two,
+        &[],
+        Placement::At,
+        elementwise_op::<K>,
+    )
+}
+
+/// Builds the element-wise op `ElementwiseOp::ALL[K]`.
+fn elementwise_op<const K: usize>(f: &mut dyn Fields) -> Result<Op, FieldError> {
+    Ok(Op::Elementwise {
+        kind: ElementwiseOp::ALL[K],
+        device: f.at()?,
+    })
+}
+
 /// `add %a, %b, ... @dev`.
-pub static ADD: OpDef = elementwise(ElementwiseOp::Add, |f| {
-    Ok(Op::Elementwise {
-        kind: ElementwiseOp::Add,
-        device: f.at()?,
-    })
-});
+pub static ADD: OpDef = elementwise::<0>();
 /// `mul %a, %b, ... @dev`.
-pub static MUL: OpDef = elementwise(ElementwiseOp::Mul, |f| {
-    Ok(Op::Elementwise {
-        kind: ElementwiseOp::Mul,
-        device: f.at()?,
-    })
-});
+pub static MUL: OpDef = elementwise::<1>();
 /// `max %a, %b, ... @dev`.
-pub static MAX: OpDef = elementwise(ElementwiseOp::Max, |f| {
-    Ok(Op::Elementwise {
-        kind: ElementwiseOp::Max,
-        device: f.at()?,
-    })
-});
+pub static MAX: OpDef = elementwise::<2>();
 /// `min %a, %b, ... @dev`.
-pub static MIN: OpDef = elementwise(ElementwiseOp::Min, |f| {
-    Ok(Op::Elementwise {
-        kind: ElementwiseOp::Min,
-        device: f.at()?,
-    })
-});
+pub static MIN: OpDef = elementwise::<3>();
 
 /// `div %v {by=N} @dev`.
-pub static DIV: OpDef = OpDef {
-    mnemonic: "div",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::One,
-    attrs: &["by"],
-    placement: Placement::At,
-    results: Results::One,
-    build: |f| {
-        Ok(Op::Div {
-            by: f.attr("by")?,
-            device: f.at()?,
-        })
-    },
-};
+pub static DIV: OpDef = OpDef::new("div", Arity::One, &["by"], Placement::At, |f| {
+    let by = f.attr("by")?;
+    Ok(Op::Div {
+        by,
+        device: f.at()?,
+    })
+});
 
 /// `slice %v {axis=A, len=L, start=S} @dev`.
-pub static SLICE: OpDef = OpDef {
-    mnemonic: "slice",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::One,
-    attrs: &["axis", "len", "start"],
-    placement: Placement::At,
-    results: Results::One,
-    build: |f| {
+pub static SLICE: OpDef = OpDef::new(
+    "slice",
+    Arity::One,
+    &["axis", "len", "start"],
+    Placement::At,
+    |f| {
         Ok(Op::Slice {
             axis: usize_attr(f, "axis")?,
             start: usize_attr(f, "start")?,
@@ -272,135 +269,85 @@ pub static SLICE: OpDef = OpDef {
             device: f.at()?,
         })
     },
-};
+);
 
 /// `concat %a, ... {axis=A} @dev`.
-pub static CONCAT: OpDef = OpDef {
-    mnemonic: "concat",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::AtLeast(1, "one or more operands"),
-    attrs: &["axis"],
-    placement: Placement::At,
-    results: Results::One,
-    build: |f| {
+pub static CONCAT: OpDef = OpDef::new(
+    "concat",
+    Arity::AtLeast(1, "one or more operands"),
+    &["axis"],
+    Placement::At,
+    |f| {
+        let axis = usize_attr(f, "axis")?;
         Ok(Op::Concat {
-            axis: usize_attr(f, "axis")?,
+            axis,
             device: f.at()?,
         })
     },
-};
+);
 
 /// `all_reduce.<op> %a, ...`.
-pub static ALL_REDUCE: OpDef = OpDef {
-    mnemonic: "all_reduce",
-    reduce_variant: true,
-    named: false,
-    arity: Arity::AtLeast(1, SHARDS),
-    attrs: &[],
-    placement: Placement::Operands,
-    results: Results::PerOperand,
-    build: |f| Ok(Op::AllReduce { op: f.reduce_op()? }),
-};
+pub static ALL_REDUCE: OpDef = OpDef::new("all_reduce", SHARDS, &[], Placement::Operands, |f| {
+    Ok(Op::AllReduce { op: f.reduce_op()? })
+})
+.reduce_variant()
+.results(Results::PerOperand);
 
 /// `reduce.<op> %a, ... {root=R}`.
-pub static REDUCE: OpDef = OpDef {
-    mnemonic: "reduce",
-    reduce_variant: true,
-    named: false,
-    arity: Arity::AtLeast(1, SHARDS),
-    attrs: &["root"],
-    placement: Placement::Operands,
-    results: Results::One,
-    build: |f| {
-        Ok(Op::Reduce {
-            op: f.reduce_op()?,
-            root: usize_attr(f, "root")?,
-        })
-    },
-};
+pub static REDUCE: OpDef = OpDef::new("reduce", SHARDS, &["root"], Placement::Operands, |f| {
+    let op = f.reduce_op()?;
+    Ok(Op::Reduce {
+        op,
+        root: usize_attr(f, "root")?,
+    })
+})
+.reduce_variant();
 
 /// `broadcast %v -> [dev, ...]`.
-pub static BROADCAST: OpDef = OpDef {
-    mnemonic: "broadcast",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::One,
-    attrs: &[],
-    placement: Placement::ToList,
-    results: Results::PerTarget,
-    build: |f| Ok(Op::Broadcast { to: f.to_list()? }),
-};
+pub static BROADCAST: OpDef = OpDef::new("broadcast", Arity::One, &[], Placement::ToList, |f| {
+    Ok(Op::Broadcast { to: f.to_list()? })
+})
+.results(Results::PerTarget);
 
 /// `all_gather %a, ... {axis=A}`.
-pub static ALL_GATHER: OpDef = OpDef {
-    mnemonic: "all_gather",
-    reduce_variant: false,
-    named: false,
-    arity: Arity::AtLeast(1, SHARDS),
-    attrs: &["axis"],
-    placement: Placement::Operands,
-    results: Results::PerOperand,
-    build: |f| {
-        Ok(Op::AllGather {
-            axis: usize_attr(f, "axis")?,
-        })
-    },
-};
+pub static ALL_GATHER: OpDef =
+    OpDef::new("all_gather", SHARDS, &["axis"], Placement::Operands, |f| {
+        let axis = usize_attr(f, "axis")?;
+        Ok(Op::AllGather { axis })
+    })
+    .results(Results::PerOperand);
 
 /// `reduce_scatter.<op> %a, ... {axis=A}`.
-pub static REDUCE_SCATTER: OpDef = OpDef {
-    mnemonic: "reduce_scatter",
-    reduce_variant: true,
-    named: false,
-    arity: Arity::AtLeast(1, SHARDS),
-    attrs: &["axis"],
-    placement: Placement::Operands,
-    results: Results::PerOperand,
-    build: |f| {
-        Ok(Op::ReduceScatter {
-            op: f.reduce_op()?,
-            axis: usize_attr(f, "axis")?,
-        })
+pub static REDUCE_SCATTER: OpDef = OpDef::new(
+    "reduce_scatter",
+    SHARDS,
+    &["axis"],
+    Placement::Operands,
+    |f| {
+        let op = f.reduce_op()?;
+        let axis = usize_attr(f, "axis")?;
+        Ok(Op::ReduceScatter { op, axis })
     },
-};
+)
+.reduce_variant()
+.results(Results::PerOperand);
 
 /// `driver_all_reduce.<op> %a, ... {rank=R} @dev`.
-pub static DRIVER_ALL_REDUCE: OpDef = OpDef {
-    mnemonic: "driver_all_reduce",
-    reduce_variant: true,
-    named: false,
-    arity: Arity::AtLeast(1, SHARDS),
-    attrs: &["rank"],
-    placement: Placement::At,
-    results: Results::One,
-    build: |f| {
+pub static DRIVER_ALL_REDUCE: OpDef =
+    OpDef::new("driver_all_reduce", SHARDS, &["rank"], Placement::At, |f| {
         Ok(Op::DriverAllReduce {
             op: f.reduce_op()?,
             rank: usize_attr(f, "rank")?,
             device: f.at()?,
         })
-    },
-};
+    })
+    .reduce_variant();
 
-/// An SPMD collective's row: `comm.<name>`, one operand, one result,
-/// `{comm=C, ranks=R}` besides `extra` attributes, placed `@dev`.
-const fn comm(
-    mnemonic: &'static str,
-    reduce_variant: bool,
-    attrs: &'static [&'static str],
-    build: fn(&mut dyn Fields) -> Result<Op, FieldError>,
-) -> OpDef {
-    OpDef {
-        mnemonic,
-        reduce_variant,
-        named: false,
-        arity: Arity::One,
-        attrs,
-        placement: Placement::At,
-        results: Results::One,
-        build,
-    }
+/// An SPMD collective's row: `comm.<name> %v {..} @dev`, one operand and
+/// one result; its build reads its own attributes, then [`comm_op`] the
+/// rest.
+const fn comm(mnemonic: &'static str, attrs: &'static [&'static str], build: Build) -> OpDef {
+    OpDef::new(mnemonic, Arity::One, attrs, Placement::At, build)
 }
 
 /// `comm` and `ranks`, then the device: the part every SPMD collective
@@ -415,40 +362,31 @@ fn comm_op(f: &mut dyn Fields, kind: CommOp) -> Result<Op, FieldError> {
 }
 
 /// `comm.all_reduce.<op> %v {comm=C, ranks=R} @dev`.
-pub static COMM_ALL_REDUCE: OpDef = comm("comm.all_reduce", true, &["comm", "ranks"], |f| {
+pub static COMM_ALL_REDUCE: OpDef = comm("comm.all_reduce", &["comm", "ranks"], |f| {
     let kind = CommOp::AllReduce(f.reduce_op()?);
     comm_op(f, kind)
-});
+})
+.reduce_variant();
 /// `comm.broadcast %v {comm=C, ranks=R, root=T} @dev`.
-pub static COMM_BROADCAST: OpDef = comm("comm.broadcast", false, &["comm", "ranks", "root"], |f| {
-    let kind = CommOp::Broadcast {
-        root: usize_attr(f, "root")?,
-    };
-    comm_op(f, kind)
+pub static COMM_BROADCAST: OpDef = comm("comm.broadcast", &["comm", "ranks", "root"], |f| {
+    let root = usize_attr(f, "root")?;
+    comm_op(f, CommOp::Broadcast { root })
 });
 /// `comm.all_gather %v {axis=A, comm=C, ranks=R} @dev`.
-pub static COMM_ALL_GATHER: OpDef =
-    comm("comm.all_gather", false, &["axis", "comm", "ranks"], |f| {
-        let kind = CommOp::AllGather {
-            axis: usize_attr(f, "axis")?,
-        };
-        comm_op(f, kind)
-    });
+pub static COMM_ALL_GATHER: OpDef = comm("comm.all_gather", &["axis", "comm", "ranks"], |f| {
+    let axis = usize_attr(f, "axis")?;
+    comm_op(f, CommOp::AllGather { axis })
+});
 /// `comm.reduce_scatter.<op> %v {axis=A, comm=C, ranks=R} @dev`.
-pub static COMM_REDUCE_SCATTER: OpDef = comm(
-    "comm.reduce_scatter",
-    true,
-    &["axis", "comm", "ranks"],
-    |f| {
-        let kind = CommOp::ReduceScatter {
-            op: f.reduce_op()?,
-            axis: usize_attr(f, "axis")?,
-        };
-        comm_op(f, kind)
-    },
-);
+pub static COMM_REDUCE_SCATTER: OpDef =
+    comm("comm.reduce_scatter", &["axis", "comm", "ranks"], |f| {
+        let op = f.reduce_op()?;
+        let axis = usize_attr(f, "axis")?;
+        comm_op(f, CommOp::ReduceScatter { op, axis })
+    })
+    .reduce_variant();
 /// `comm.barrier %v {comm=C, ranks=R} @dev`.
-pub static COMM_BARRIER: OpDef = comm("comm.barrier", false, &["comm", "ranks"], |f| {
+pub static COMM_BARRIER: OpDef = comm("comm.barrier", &["comm", "ranks"], |f| {
     comm_op(f, CommOp::Barrier)
 });
 

@@ -264,24 +264,32 @@ impl<'a> Cur<'a> {
         }
         Ok(TensorType { dtype, shape })
     }
+    /// The number right after `marker` (no space between), and the byte
+    /// offset where it starts, if `marker` comes next: `#1` in `%3#1`, `:2`
+    /// in `%3:2`.
+    #[inline]
+    pub fn suffix(&mut self, marker: u8, what: &str) -> Result<Option<(u64, usize)>, ParseError> {
+        if self.rest().as_bytes().first() != Some(&marker) {
+            return Ok(None);
+        }
+        self.pos += 1;
+        let at = self.pos;
+        Ok(Some((self.number(what)?, at)))
+    }
     pub fn value_ref(&mut self) -> Result<Ref, ParseError> {
         self.skip_ws();
         let pos = self.pos;
         self.expect("%", "a value such as `%3`")?;
         let number = self.number("a value number after `%`")? as usize;
-        let result = if self.rest().starts_with('#') {
-            self.pos += 1;
-            let at = self.pos;
-            let ix = self.number("a result index after `#`")?;
+        let result = match self.suffix(b'#', "a result index after `#`")? {
             // `as u32` would wrap a huge index around to a valid one.
-            Some(u32::try_from(ix).map_err(|_| {
+            Some((ix, at)) => Some(u32::try_from(ix).map_err(|_| {
                 self.err_at(
                     at,
                     format!("result index `{ix}` is too large (at most {})", u32::MAX),
                 )
-            })?)
-        } else {
-            None
+            })?),
+            None => None,
         };
         Ok(Ref {
             number,

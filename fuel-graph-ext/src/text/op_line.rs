@@ -154,7 +154,9 @@ fn unknown_op(mnemonic: &str) -> String {
     format!("unknown op `{mnemonic}`: expected {}", one_of(&all))
 }
 
-/// Reads a node line; its operands go to the end of `refs`.
+/// Reads a node line; its operands go to the end of `refs`. (`#[inline]`:
+/// its one caller is the parser's loop, in another module.)
+#[inline]
 pub(super) fn parse_node_line(
     c: &mut Cur<'_>,
     refs: &mut Vec<Ref>,
@@ -162,13 +164,9 @@ pub(super) fn parse_node_line(
     let pos = c.pos;
     c.expect("%", "a node line `%N = op ...`, `return` or `}`")?;
     let number = c.number("a value number after `%`")? as usize;
-    let declared_results = if c.rest().starts_with(':') {
-        c.pos += 1;
-        let kpos = c.pos;
-        Some((c.number("a result count after `:`")? as usize, kpos))
-    } else {
-        None
-    };
+    let declared_results = c
+        .suffix(b':', "a result count after `:`")?
+        .map(|(k, at)| (k as usize, at));
     c.expect("=", "`=`")?;
     c.skip_ws();
     let op_pos = c.pos;
