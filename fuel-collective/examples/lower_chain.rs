@@ -7,7 +7,7 @@
 //! Run: `cargo run --release -p fuel-collective --example lower_chain -- 10000,20000 [reps]`.
 #![allow(clippy::expect_used)]
 
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{Graph, Topology};
 use std::time::Instant;
@@ -85,6 +85,7 @@ fn main() {
                 &fuel_collective::registry(),
                 &pipeline,
                 PassContext::default(),
+                DebugOptions::default(),
             )
             .expect("pipeline");
             pm.run(&mut g).expect("lowering");

@@ -21,6 +21,7 @@
 //! for a multi-process transport.
 
 use crate::CollectiveError;
+use fuel_graph_ext::op::{comm_type, CommOp};
 use fuel_graph_ext::{LazyTensor, ReduceOp};
 
 /// A rank in an SPMD world: each rank calls with its own tensor.
@@ -63,27 +64,15 @@ impl Communicator for IdentityComm {
     fn all_reduce(&self, tensor: &LazyTensor, op: ReduceOp) -> Result<LazyTensor, CollectiveError> {
         // Sum, product, max and min of one shard are the shard; the mean
         // divides by one.
-        let _ = op;
-        Ok(tensor.clone())
+        alone(tensor, CommOp::AllReduce(op))
     }
 
     fn broadcast(&self, tensor: &LazyTensor, root: usize) -> Result<LazyTensor, CollectiveError> {
-        if root != 0 {
-            return Err(CollectiveError::RootOutOfRange { root, size: 1 });
-        }
-        Ok(tensor.clone())
+        alone(tensor, CommOp::Broadcast { root })
     }
 
     fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
-        let ty = tensor.ty();
-        if axis >= ty.rank() {
-            return Err(CollectiveError::AxisOutOfRange {
-                axis,
-                rank: ty.rank(),
-                ty,
-            });
-        }
-        Ok(tensor.clone())
+        alone(tensor, CommOp::AllGather { axis })
     }
 
     fn reduce_scatter(
@@ -93,12 +82,18 @@ impl Communicator for IdentityComm {
         axis: usize,
     ) -> Result<LazyTensor, CollectiveError> {
         // One rank keeps the whole (reduced) tensor: its slice is all of it.
-        self.all_gather(tensor, axis)?;
-        self.all_reduce(tensor, op)
+        alone(tensor, CommOp::ReduceScatter { op, axis })
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {
         // Nobody else to wait for.
         Ok(())
     }
+}
+
+/// `kind` in a world of one rank: the typing rule's checks (a root past
+/// rank 0, an axis past the tensor's rank), then the tensor itself.
+fn alone(tensor: &LazyTensor, kind: CommOp) -> Result<LazyTensor, CollectiveError> {
+    comm_type(&kind, 1, &tensor.ty())?;
+    Ok(tensor.clone())
 }

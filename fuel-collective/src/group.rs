@@ -17,6 +17,7 @@
 
 use fuel_graph_ext::lazy::BuildError;
 use fuel_graph_ext::op::DeviceList;
+use fuel_graph_ext::op::TypeError;
 use fuel_graph_ext::{Device, LazyTensor, Op, ReduceOp, TensorType};
 
 /// Why a collective call was refused. Each message names the fix.
@@ -140,10 +141,9 @@ impl DeviceGroup {
         root: usize,
     ) -> Result<LazyTensor, CollectiveError> {
         self.check_shards("reduce", shards)?;
-        self.check_root(root)?;
         let mut out = record(shards, Op::Reduce { op, root })?;
-        out.pop().ok_or(CollectiveError::Build(BuildError::Type(
-            "`reduce` produced no result".into(),
+        out.pop().ok_or(CollectiveError::Build(BuildError::Broken(
+            "`reduce` produced no result",
         )))
     }
 
@@ -173,8 +173,7 @@ impl DeviceGroup {
         shards: &[LazyTensor],
         axis: usize,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
-        let ty = self.check_shards("all_gather", shards)?;
-        check_axis(axis, &ty)?;
+        self.check_shards("all_gather", shards)?;
         record(shards, Op::AllGather { axis })
     }
 
@@ -186,12 +185,12 @@ impl DeviceGroup {
         axis: usize,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
         let ty = self.check_shards("reduce_scatter", shards)?;
-        check_axis(axis, &ty)?;
-        let extent = ty.shape.get(axis).copied().unwrap_or(0);
-        if extent % self.size() != 0 || extent == 0 {
+        // `infer_type` gives each rank an empty slice of an empty axis; a
+        // group refuses to scatter nothing.
+        if ty.shape.get(axis) == Some(&0) {
             return Err(CollectiveError::NotDivisible {
                 axis,
-                extent,
+                extent: 0,
                 size: self.size(),
             });
         }
@@ -265,21 +264,42 @@ impl DeviceGroup {
     }
 }
 
-fn check_axis(axis: usize, ty: &TensorType) -> Result<(), CollectiveError> {
-    if axis >= ty.rank() {
-        return Err(CollectiveError::AxisOutOfRange {
-            axis,
-            ty: ty.clone(),
-            rank: ty.rank(),
-        });
-    }
-    Ok(())
-}
-
+/// Records `op` over `shards`; the typing rule's refusals (root, axis,
+/// divisibility) come back as the group's own errors.
 fn record(shards: &[LazyTensor], op: Op) -> Result<Vec<LazyTensor>, CollectiveError> {
     let Some(first) = shards.first() else {
         return Err(CollectiveError::Build(BuildError::Empty(op.mnemonic())));
     };
     let refs: Vec<&LazyTensor> = shards.iter().collect();
-    Ok(first.graph().record(op, &refs)?)
+    first.graph().record(op, &refs).map_err(|e| match e {
+        BuildError::Type(t) => CollectiveError::from(t),
+        other => CollectiveError::Build(other),
+    })
+}
+
+impl From<TypeError> for CollectiveError {
+    /// The typing rule's verdict in a group's words: a root or axis out of
+    /// range, an axis the ranks cannot split. Anything else is a builder
+    /// error (the shard checks run first, so a group call cannot reach it).
+    fn from(e: TypeError) -> CollectiveError {
+        match e {
+            TypeError::AxisOutOfRange { axis, ty, rank } => {
+                CollectiveError::AxisOutOfRange { axis, ty, rank }
+            }
+            TypeError::RootOutOfRange { root, shards: size }
+            | TypeError::RootOutOfRanks { root, ranks: size } => {
+                CollectiveError::RootOutOfRange { root, size }
+            }
+            TypeError::NotDivisible {
+                axis,
+                extent,
+                ranks,
+            } => CollectiveError::NotDivisible {
+                axis,
+                extent,
+                size: ranks,
+            },
+            other => CollectiveError::Build(BuildError::Type(other)),
+        }
+    }
 }

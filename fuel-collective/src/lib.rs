@@ -6,8 +6,8 @@
 //! one-rank-per-process shape (see [`comm`] for why both exist). The
 //! [`lower`] pass, registered as `lower-collectives`, rewrites collective
 //! nodes into copies and local ops, choosing an algorithm with the pure
-//! [`cost`] model and the pure [`plan`] helpers (islands, ring chunks, tree
-//! shape). `docs/lowering.md` explains the algorithms with pictures.
+//! [`cost`] model and the pure [`lower::shape`] helpers (islands, ring
+//! chunks, tree shape). `docs/lowering.md` explains the algorithms with pictures.
 //!
 //! The collective drivers (host threads, NCCL, MPI) that run a collective as
 //! one operation live beside the backends, in `fuel_graph_ext::driver`
@@ -23,7 +23,6 @@ pub mod cost;
 mod driver_comm;
 pub mod group;
 pub mod lower;
-pub mod plan;
 
 /// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
 pub use fuel_graph_ext::driver;
@@ -39,7 +38,7 @@ pub use driver::{
 };
 pub use driver_comm::DriverCommunicator;
 pub use group::{CollectiveError, DeviceGroup};
-pub use lower::{Algorithm, LowerCollectives, LowerOptions};
+pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
 
 use fuel_graph_ext::pass::{PassInfo, PassRegistry};
 

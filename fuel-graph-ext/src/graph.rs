@@ -28,9 +28,10 @@ use petgraph::Direction;
 use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
-use std::fmt;
 
-/// A node's identity; stable across removals of other nodes.
+/// A node's identity; stable across removals of other nodes. It has no
+/// `Display`: its index is not the `%N` a user sees in the printed IR, so
+/// text for users names values through [`crate::text::Numbering`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub NodeIndex<u32>);
 
@@ -41,12 +42,6 @@ pub struct ValueId {
     pub node: NodeId,
     /// Which of its results.
     pub result: u32,
-}
-
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "n{}", self.0.index())
-    }
 }
 
 /// An edge weight: consumer operand slot `slot` reads producer result `result`.

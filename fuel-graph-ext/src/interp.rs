@@ -208,8 +208,10 @@ pub fn interpret(
             .operands
             .iter()
             .map(|v| {
-                env.get(v)
-                    .ok_or_else(|| InterpError::Invalid(format!("operand {v:?} is undefined")))
+                env.get(v).ok_or_else(|| {
+                    let name = crate::text::Numbering::new(g).name(g, *v);
+                    InterpError::Invalid(format!("operand {name} is undefined"))
+                })
             })
             .collect::<Result<Vec<&HostTensor>, _>>()?;
         let results = eval(&n.op, &n.ty, &args, inputs)?;
@@ -321,7 +323,7 @@ fn eval(
                 "`{}` declared {ty} but computes {t}",
                 op.mnemonic()
             ))),
-            Err(e) => Err(InterpError::Invalid(e)),
+            Err(e) => Err(InterpError::Invalid(e.to_string())),
         }
     };
     let one = |data: Vec<f64>| {
@@ -483,9 +485,10 @@ pub fn interpret_world(
         node.operands
             .iter()
             .map(|v| {
-                env.get(v)
-                    .cloned()
-                    .ok_or_else(|| InterpError::Invalid(format!("operand {v:?} is undefined")))
+                env.get(v).cloned().ok_or_else(|| {
+                    let name = crate::text::Numbering::new(g).name(g, *v);
+                    InterpError::Invalid(format!("operand {name} is undefined"))
+                })
             })
             .collect::<Result<Vec<HostTensor>, _>>()
     };
@@ -575,7 +578,8 @@ pub fn interpret_world(
             let Op::Comm { kind, .. } = &node.op else {
                 continue;
             };
-            crate::op::infer_type(&node.op, &[&operands[r].ty]).map_err(InterpError::Invalid)?;
+            crate::op::infer_type(&node.op, &[&operands[r].ty])
+                .map_err(|e| InterpError::Invalid(e.to_string()))?;
             envs[r].insert(
                 ValueId {
                     node: id,

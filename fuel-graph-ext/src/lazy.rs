@@ -10,7 +10,7 @@
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::graph::{Graph, ValueId};
-use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace};
+use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace, TypeError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -23,8 +23,11 @@ pub enum BuildError {
     #[error("operand {index} belongs to graph #{other}, not graph #{this}; build all tensors of one computation from the same LazyGraph")]
     MixedGraphs { index: usize, this: u64, other: u64 },
     /// Operand types do not fit the op.
+    #[error(transparent)]
+    Type(#[from] TypeError),
+    /// A builder found a state it excludes: a bug, not bad input.
     #[error("{0}")]
-    Type(String),
+    Broken(&'static str),
     /// An operand is on the wrong device for an op that needs it local.
     #[error(
         "operand {index} is on {found} but `{op}` runs on {want}; call .copy_to({want}) first"
@@ -83,12 +86,13 @@ impl LazyGraph {
                 device,
             },
             &[],
-            ty,
+            ty.clone(),
         );
         LazyTensor {
             graph: self.clone(),
             value: v,
             device: Some(device),
+            ty,
         }
     }
 
@@ -104,13 +108,8 @@ impl LazyGraph {
                 });
             }
         }
-        let mut g = self.lock();
-        let tys: Vec<TensorType> = operands
-            .iter()
-            .map(|t| g.value_type(t.value).cloned())
-            .collect::<Option<_>>()
-            .ok_or_else(|| BuildError::Type("an operand no longer exists in its graph".into()))?;
-        let ty = infer_type(&op, &tys.iter().collect::<Vec<_>>()).map_err(BuildError::Type)?;
+        let tys: Vec<&TensorType> = operands.iter().map(|t| &t.ty).collect();
+        let ty = infer_type(&op, &tys).map_err(BuildError::Type)?;
         let values: Vec<ValueId> = operands.iter().map(|t| t.value).collect();
         // Each result's device, from the operands' known devices: asking
         // the graph would walk back through every collective before it,
@@ -121,8 +120,7 @@ impl LazyGraph {
                 ResultPlace::Operand(k) => operands.get(k).and_then(|t| t.device),
             })
             .collect();
-        let id = g.add_node(op, &values, ty);
-        drop(g);
+        let id = self.lock().add_node(op, &values, ty.clone());
         Ok(devices
             .into_iter()
             .enumerate()
@@ -133,6 +131,7 @@ impl LazyGraph {
                     result: r as u32,
                 },
                 device,
+                ty: ty.clone(),
             })
             .collect())
     }
@@ -168,6 +167,8 @@ pub struct LazyTensor {
     value: ValueId,
     /// Where it lives, fixed when it was recorded.
     device: Option<Device>,
+    /// Its type, fixed when it was recorded (a lazy graph only grows).
+    ty: TensorType,
 }
 
 impl LazyTensor {
@@ -179,11 +180,10 @@ impl LazyTensor {
     pub fn value(&self) -> ValueId {
         self.value
     }
-    /// Its type.
+    /// Its type (known when it was recorded; the same as
+    /// `Graph::value_type` of its value).
     pub fn ty(&self) -> TensorType {
-        self.graph
-            .with_graph(|g| g.value_type(self.value).cloned())
-            .unwrap_or_else(|| TensorType::new(crate::dtype::DType::F32, &[]))
+        self.ty.clone()
     }
     /// The device it lives on (known when it was recorded; the same as
     /// `Graph::value_device` of its value).
@@ -193,14 +193,13 @@ impl LazyTensor {
 
     fn single(&self, op: Op, operands: &[&LazyTensor]) -> Result<LazyTensor, BuildError> {
         let mut r = self.graph.record(op, operands)?;
-        r.pop()
-            .ok_or_else(|| BuildError::Type("op produced no result".into()))
+        r.pop().ok_or(BuildError::Broken("op produced no result"))
     }
 
     fn local(&self, op: &str, operands: &[&LazyTensor]) -> Result<Device, BuildError> {
         let want = self
             .device()
-            .ok_or_else(|| BuildError::Type("tensor has no device".into()))?;
+            .ok_or(BuildError::Broken("tensor has no device"))?;
         for (index, t) in operands.iter().enumerate() {
             if t.graph.id() != self.graph.id() {
                 return Err(BuildError::MixedGraphs {

@@ -33,5 +33,5 @@ pub use exec::{compile, discover, ExecError, Executable, Tensor};
 pub use graph::{Graph, Node, NodeId, ValueId};
 pub use lazy::{BuildError, LazyGraph, LazyTensor};
 pub use op::{ElementwiseOp, Op, ReduceOp};
-pub use pass::{Changed, Pass, PassContext, PassError, PassManager, PassRegistry};
+pub use pass::{Changed, DebugOptions, Pass, PassContext, PassError, PassManager, PassRegistry};
 pub use topology::Topology;

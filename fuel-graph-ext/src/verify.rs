@@ -112,7 +112,7 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
                     ),
                 ),
                 Ok(_) => {}
-                Err(e) => push(Some(id), e),
+                Err(e) => push(Some(id), e.to_string()),
             }
         }
         // A move consumes its source.

@@ -10,7 +10,7 @@
 //! expected files; CI never sets it.
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{dot, text, Graph, Topology};
 use std::path::{Path, PathBuf};
@@ -124,11 +124,9 @@ pub fn run_case(path: &Path) -> Result<CaseRun, String> {
         PassContext {
             topology: topo.clone(),
         },
+        DebugOptions::verifying(),
     )
     .map_err(|e| e.to_string())?;
-    pm.verify_each = true;
-    pm.dump_dir = None;
-    pm.print_after = None;
     if let Err(e) = pm.run(&mut g) {
         return Ok(CaseRun {
             files: vec![("err", format!("{e}\n"))],

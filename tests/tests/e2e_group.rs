@@ -9,7 +9,7 @@
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
 use fuel_tests::{assert_no_leaks, devices_or_skip};
 
@@ -44,6 +44,7 @@ fn lower_run_check(devices: &[Device], dtype: DType, op: ReduceOp, algorithm: &s
         &fuel_collective::registry(),
         &pipeline,
         PassContext::default(),
+        DebugOptions::default(),
     )
     .unwrap()
     .run(&mut lowered)
@@ -173,6 +174,7 @@ fn host_driver_all_reduce_on_cpu_arenas() {
             PassContext {
                 topology: topo.clone(),
             },
+            DebugOptions::default(),
         )
         .unwrap()
         .run(&mut lowered)

@@ -19,7 +19,7 @@ use fuel_collective::{
 };
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassError, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
 use std::path::{Path, PathBuf};
@@ -71,6 +71,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0306", pipeline_malformed),
     ("E0307", pipeline_output_does_not_verify),
     ("E0308", topology_bad_line),
+    ("E0309", pass_internal_error),
     ("E0401", group_empty),
     ("E0402", group_no_shards),
     ("E0403", group_shard_count),
@@ -105,6 +106,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0804", cli_verify_error),
     ("E0805", cli_bad_devices),
     ("E0806", cli_bad_topology),
+    ("E0807", cli_unknown_print_after),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -259,13 +261,15 @@ fn pipeline_err(src: &str, pipeline: &str) -> Outcome {
     let cx = PassContext {
         topology: Arc::new(Topology::default()),
     };
-    let mut pm = match PassManager::new(&fuel_collective::registry(), pipeline, cx) {
+    let mut pm = match PassManager::new(
+        &fuel_collective::registry(),
+        pipeline,
+        cx,
+        DebugOptions::verifying(),
+    ) {
         Ok(pm) => pm,
         Err(e) => return Ok(e.to_string()),
     };
-    pm.verify_each = true;
-    pm.dump_dir = None;
-    pm.print_after = None;
     let mut g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
     match pm.run(&mut g) {
         Ok(_) => panic!("expected `{pipeline}` to fail"),
@@ -477,6 +481,15 @@ fn verify_driver_without_driver() -> Outcome {
 
 const SMALL: &str = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2#0, %2#1\n}\n";
 
+/// No input is known to break a pass's invariants (the fuzzers look for
+/// one), so the error is built as `lower-collectives` builds it.
+fn pass_internal_error() -> Outcome {
+    Ok(PassError::internal(
+        "lower-collectives",
+        "lowering `all_reduce.sum` over [cpu:0, cuda:0]: a value it made has no device",
+    )
+    .to_string())
+}
 fn pipeline_unknown_pass() -> Outcome {
     pipeline_err(SMALL, "lower-collective")
 }
@@ -704,6 +717,13 @@ fn cli_bad_devices() -> Outcome {
         &["-", "--run", "--devices", "cpu:0,tpu:1"],
         Some(CPU_AR),
         &[],
+    )
+}
+fn cli_unknown_print_after() -> Outcome {
+    cli_err(
+        &["-", "--passes", "cse,dce"],
+        Some(CPU_AR),
+        &[("FUEL_PRINT_AFTER", "dce,cse2")],
     )
 }
 fn cli_bad_topology() -> Outcome {

@@ -151,6 +151,7 @@ fn cuda_island_driver_all_reduce_through_nccl() {
             PassContext {
                 topology: std::sync::Arc::new(topo.clone()),
             },
+            fuel_graph_ext::pass::DebugOptions::verifying(),
         )
         .unwrap()
         .run(&mut lowered)

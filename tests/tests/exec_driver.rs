@@ -14,7 +14,7 @@ use fuel_collective::{
 };
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, interpret_world, HostTensor};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
 use fuel_tests::{assert_no_leaks, devices_or_skip};
 use std::collections::BTreeMap;
@@ -52,6 +52,7 @@ fn driver_lowered(
         PassContext {
             topology: Arc::new(topo.clone()),
         },
+        DebugOptions::verifying(),
     )
     .unwrap()
     .run(&mut lowered)

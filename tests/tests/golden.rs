@@ -54,7 +54,7 @@ fn golden_dots_render() {
 /// input through them twice prints the same graph as running them once.
 #[test]
 fn legalising_passes_are_idempotent() {
-    use fuel_graph_ext::pass::{PassContext, PassManager};
+    use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
     let once = "insert-cross-device-copies,split-cross-vendor-copies";
     let twice = format!("{once},{once}");
     let mut checked = 0;
@@ -65,8 +65,13 @@ fn legalising_passes_are_idempotent() {
         };
         let run = |p: &str| {
             let mut g = g.clone();
-            let mut pm =
-                PassManager::new(&fuel_collective::registry(), p, PassContext::default()).unwrap();
+            let mut pm = PassManager::new(
+                &fuel_collective::registry(),
+                p,
+                PassContext::default(),
+                DebugOptions::default(),
+            )
+            .unwrap();
             pm.run(&mut g).map(|_| fuel_graph_ext::text::print(&g))
         };
         let (Ok(a), Ok(b)) = (run(once), run(&twice)) else {

@@ -1,8 +1,11 @@
-//! `lower-collectives` options, notes and determinism.
+//! `lower-collectives` options, its decisions (and the notes that show
+//! them) and determinism.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::pass::{PassContext, PassError, PassManager};
-use fuel_graph_ext::{dot, text, Topology};
+use fuel_collective::lower::{decisions, Candidate, Reason, Star, Tree};
+use fuel_collective::{Decision, Lowering};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassError, PassManager};
+use fuel_graph_ext::{dot, text, Device, Op, ReduceOp, Topology};
 use std::sync::Arc;
 
 const MIX8: &str = "graph @mix {
@@ -20,18 +23,20 @@ const MIX8: &str = "graph @mix {
 }
 ";
 
-fn run(src: &str, pipeline: &str) -> Result<(String, String), PassError> {
+/// Runs `pipeline` on `src`; returns the text IR, the DOT and what every
+/// `lower-collectives` in it decided.
+fn run(src: &str, pipeline: &str) -> Result<(String, String, Vec<Decision>), PassError> {
     let mut g = text::parse(src).unwrap();
     let topo = Arc::new(Topology::default().with_peer(0, 1));
     let mut pm = PassManager::new(
         &fuel_collective::registry(),
         pipeline,
         PassContext { topology: topo },
+        DebugOptions::default(),
     )?;
-    pm.print_after = None;
-    pm.dump_dir = None;
     pm.run(&mut g)?;
-    Ok((text::print(&g), dot::to_dot(&g)))
+    let decisions = decisions(&pm).into_iter().cloned().collect();
+    Ok((text::print(&g), dot::to_dot(&g), decisions))
 }
 
 #[test]
@@ -42,29 +47,59 @@ fn lowering_twice_is_byte_identical() {
         let b = run(MIX8, &p).unwrap();
         assert_eq!(a, b, "{alg}");
         // A second run in one pipeline finds nothing left to lower.
-        let twice = run(MIX8, &format!("{p},{p}")).unwrap();
-        assert_eq!(a, twice, "{alg}");
+        let (fir, dot, _) = run(MIX8, &format!("{p},{p}")).unwrap();
+        assert_eq!((a.0, a.1), (fir, dot), "{alg}");
     }
 }
 
+/// The estimated candidates of a decision, by algorithm name.
+fn estimated(d: &Decision) -> Vec<(Lowering, f64)> {
+    d.candidates
+        .iter()
+        .filter_map(|c| match c {
+            Candidate::Estimated { lowering, estimate } => Some((*lowering, estimate.total_us())),
+            Candidate::Unfit { .. } => None,
+        })
+        .collect()
+}
+
 #[test]
-fn notes_name_the_choice_and_every_estimate() {
-    let (fir, dot) = run(MIX8, "lower-collectives").unwrap();
-    let notes: Vec<&str> = fir.lines().filter(|l| l.starts_with("  // ")).collect();
-    assert_eq!(notes.len(), 2, "one note per collective:\n{fir}");
-    for n in &notes {
-        assert!(n.contains("chose "), "{n}");
-        for family in ["star", "hierarchical", "ring", "tree{arity=2}"] {
-            assert!(n.contains(family), "{family} missing from {n}");
+fn decisions_record_the_choice_and_every_estimate() {
+    let (fir, dot, decisions) = run(MIX8, "lower-collectives").unwrap();
+    assert_eq!(decisions.len(), 2, "one decision per collective:\n{fir}");
+    assert_eq!(decisions[0].op, Op::AllReduce { op: ReduceOp::Mean });
+    assert_eq!(decisions[1].op, Op::AllGather { axis: 0 });
+    for d in &decisions {
+        assert_eq!(d.reason, Reason::Cheapest);
+        assert_eq!(d.devices.len(), 8);
+        let est = estimated(d);
+        for family in ["star", "hierarchical", "ring", "tree"] {
+            assert!(
+                est.iter().any(|(l, _)| l.name() == family),
+                "{family} missing from {d}"
+            );
         }
-        assert!(n.contains("us ("), "{n}");
+        // auto keeps the first of the cheapest.
+        let best = est
+            .iter()
+            .fold(None::<&(Lowering, f64)>, |b, c| match b {
+                Some(b) if b.1 <= c.1 => Some(b),
+                _ => Some(c),
+            })
+            .unwrap();
+        assert_eq!(d.lowering, best.0, "{d}");
+        // The note is the decision's text, in the IR and the DOT.
+        assert!(fir.contains(&format!("  // {d}\n")), "{d}\n{fir}");
+        assert!(d.to_string().contains(&format!(" chose {} (", d.lowering)));
     }
-    assert!(notes[0].contains("all_reduce.mean"), "{}", notes[0]);
     assert!(
         dot.contains("label=\"lower-collectives: all_reduce.mean"),
         "{dot}"
     );
-    assert!(notes[0].contains("star@"), "{}", notes[0]);
+    // The all_reduce combines: every star candidate has a point.
+    assert!(estimated(&decisions[0])
+        .iter()
+        .all(|(l, _)| !matches!(l, Lowering::Star(Star { at: None }))));
     let body: Vec<&str> = fir.lines().filter(|l| !l.starts_with("  //")).collect();
     assert!(
         body.iter()
@@ -75,14 +110,61 @@ fn notes_name_the_choice_and_every_estimate() {
 
 #[test]
 fn reduce_at_picks_the_star_point() {
-    let (fir, _) = run(MIX8, "lower-collectives{algorithm=star, reduce_at=cuda:1}").unwrap();
-    assert!(fir.contains("chose star@cuda:1"), "{fir}");
+    let (fir, _, d) = run(MIX8, "lower-collectives{algorithm=star, reduce_at=cuda:1}").unwrap();
+    assert_eq!(
+        d[0].lowering,
+        Lowering::Star(Star {
+            at: Some(Device::cuda(1))
+        })
+    );
+    assert_eq!(d[0].reason, Reason::Asked("star"));
     assert!(
         fir.contains("add") && fir.contains("@cuda:1 : f32[8]"),
         "{fir}"
     );
-    let (fir, _) = run(MIX8, "lower-collectives{algorithm=tree, arity=4}").unwrap();
-    assert!(fir.contains("chose tree{arity=4}"), "{fir}");
+    let (_, _, d) = run(MIX8, "lower-collectives{algorithm=tree, arity=4}").unwrap();
+    assert_eq!(d[0].lowering, Lowering::Tree(Tree { root: 0, arity: 4 }));
+}
+
+#[test]
+fn an_algorithm_without_a_candidate_falls_back() {
+    // No topology here declares a driver, and a scalar cannot be cut.
+    let (_, _, d) = run(MIX8, "lower-collectives{algorithm=driver}").unwrap();
+    assert_eq!(
+        d[0].reason,
+        Reason::FellBack {
+            asked: "driver",
+            to: "hierarchical",
+            because: "needs an all_reduce over an island of two or more devices with a driver (`driver cpu` or `driver cuda` in the topology)",
+        }
+    );
+    assert_eq!(d[0].lowering.name(), "hierarchical");
+    let scalar = "graph @s {\n  %0 = input \"a\" @cpu:0 : f32[]\n  %1 = input \"b\" @cuda:0 : f32[]\n  %2:2 = all_reduce.sum %0, %1 : f32[]\n  return %2#0, %2#1\n}\n";
+    let (_, _, d) = run(scalar, "lower-collectives{algorithm=ring}").unwrap();
+    assert!(
+        matches!(
+            d[0].reason,
+            Reason::FellBack {
+                asked: "ring",
+                to: "tree",
+                ..
+            }
+        ),
+        "{}",
+        d[0]
+    );
+    assert!(
+        d[0].candidates.iter().any(|c| matches!(
+            c,
+            Candidate::Unfit {
+                algorithm: "ring",
+                ..
+            }
+        )),
+        "{}",
+        d[0]
+    );
+    assert_eq!(d[0].lowering.name(), "tree");
 }
 
 #[test]

@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
 use proptest::prelude::*;
@@ -129,11 +129,9 @@ fn lower(g: &Graph, pipeline: &str, topo: &Arc<Topology>) -> Graph {
         PassContext {
             topology: topo.clone(),
         },
+        DebugOptions::verifying(),
     )
     .unwrap();
-    pm.verify_each = true;
-    pm.print_after = None;
-    pm.dump_dir = None;
     pm.run(&mut out)
         .unwrap_or_else(|e| panic!("{pipeline} failed: {e}\n{}", text::print(g)));
     out

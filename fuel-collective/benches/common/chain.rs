@@ -3,7 +3,7 @@
 //! `#[path]` by both, so they measure the same thing.
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
 
 /// `n` devices (2 or more): half CUDA, a quarter Vulkan (none for 2), the
@@ -47,10 +47,11 @@ pub fn lower_with(g: &mut Graph, pipeline: &str) {
         &fuel_collective::registry(),
         pipeline,
         PassContext::default(),
+        DebugOptions {
+            verify_each: false,
+            ..DebugOptions::default()
+        },
     )
     .expect("pipeline");
-    pm.verify_each = false;
-    pm.dump_dir = None;
-    pm.print_after = None;
     pm.run(g).expect("lowering");
 }

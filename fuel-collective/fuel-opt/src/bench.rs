@@ -221,7 +221,7 @@ pub fn measure(
     let count = (size / dtype.size_bytes()).max(1);
     let ty = TensorType::new(dtype, &[count]);
     let g = scenario::build(devices, &ty, op, Shape::AllReduce)?;
-    let lowered = scenario::lower(&g, algorithm, topo, None)?;
+    let (lowered, decisions) = scenario::lower(&g, algorithm, topo, None)?;
     let exe = exec::compile_with(&lowered, devices, topo)
         .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
     let host_inputs = deterministic_inputs(&g);
@@ -276,7 +276,7 @@ pub fn measure(
     Ok(Row {
         size,
         count,
-        algorithm: display_algorithm(algorithm, &lowered),
+        algorithm: display_algorithm(algorithm, &decisions),
         time_us,
         algbw,
         busbw,
@@ -285,8 +285,8 @@ pub fn measure(
     })
 }
 
-fn display_algorithm(requested: &str, lowered: &fuel_graph_ext::Graph) -> String {
-    let chosen = scenario::chosen(lowered);
+fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -> String {
+    let chosen = scenario::chosen(decisions);
     if requested == "auto" {
         format!("auto:{chosen}")
     } else {

@@ -96,11 +96,11 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let topo = Arc::new(fuel_graph_ext::Topology::default());
     std::fs::create_dir_all(&a.out)
         .map_err(|e| Failure::input(format!("cannot create {}: {e}", a.out.display())))?;
-    let lowered = scenario::lower(&g, &a.algorithm, &topo, Some(a.out.clone()))?;
+    let (lowered, decisions) = scenario::lower(&g, &a.algorithm, &topo, Some(a.out.clone()))?;
     println!(
         "  lowered with lower-collectives{{algorithm={}}}: chose {}",
         a.algorithm,
-        scenario::chosen(&lowered)
+        scenario::chosen(&decisions)
     );
     println!(
         "  {} nodes before, {} after",

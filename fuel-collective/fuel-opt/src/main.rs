@@ -14,7 +14,7 @@ mod sizes;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{PassContext, PassManager, PrintAfter};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, Topology};
 use std::path::PathBuf;
@@ -185,15 +185,18 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             let cx = PassContext {
                 topology: topo.clone(),
             };
-            let mut pm = PassManager::new(&fuel_collective::registry(), p, cx)
-                .map_err(|e| Failure::input(e.to_string()))?;
-            pm.verify_each = true;
+            let registry = fuel_collective::registry();
+            let mut debug =
+                DebugOptions::from_env(&registry).map_err(|e| Failure::input(e.to_string()))?;
+            debug.verify_each = true;
             if a.print_after_all {
-                pm.print_after = Some(PrintAfter::All);
+                debug.print_after = Some(PrintAfter::All);
             }
             if let Some(d) = &a.dump_dir {
-                pm.dump_dir = Some(d.clone());
+                debug.dump_dir = Some(d.clone());
             }
+            let mut pm = PassManager::new(&registry, p, cx, debug)
+                .map_err(|e| Failure::input(e.to_string()))?;
             pm.run(&mut g).map_err(|e| Failure::input(e.to_string()))?;
         }
     }

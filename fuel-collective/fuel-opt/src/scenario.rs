@@ -3,10 +3,10 @@
 //! chose and moved.
 
 use crate::Failure;
-use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
+use fuel_collective::{Decision, DeviceGroup, DEFAULT_PIPELINE};
 use fuel_graph_ext::device::parse_device_list;
 use fuel_graph_ext::exec::{self, Discovery};
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{Device, DeviceKind, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -88,13 +88,14 @@ pub fn build(
     Ok(lazy.snapshot())
 }
 
-/// Lowers `g` with the default pipeline and `lower-collectives{algorithm=..}`.
+/// Lowers `g` with the default pipeline and `lower-collectives{algorithm=..}`;
+/// returns the lowered graph and what the lowering decided per collective.
 pub fn lower(
     g: &Graph,
     algorithm: &str,
     topo: &Arc<Topology>,
     dump_dir: Option<PathBuf>,
-) -> Result<Graph, Failure> {
+) -> Result<(Graph, Vec<Decision>), Failure> {
     let pipeline = if algorithm == "auto" {
         DEFAULT_PIPELINE.to_string()
     } else {
@@ -103,29 +104,30 @@ pub fn lower(
     let cx = PassContext {
         topology: topo.clone(),
     };
-    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, cx)
+    let debug = DebugOptions {
+        dump_dir,
+        ..DebugOptions::default()
+    };
+    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, cx, debug)
         .map_err(|e| Failure::input(e.to_string()))?;
-    pm.dump_dir = dump_dir;
-    pm.print_after = None;
     let mut out = g.clone();
     pm.run(&mut out)
         .map_err(|e| Failure::input(e.to_string()))?;
-    Ok(out)
+    let decisions = fuel_collective::lower::decisions(&pm)
+        .into_iter()
+        .cloned()
+        .collect();
+    Ok((out, decisions))
 }
 
-/// The algorithms the lowering chose, read from its notes (`chose ring`,
-/// `chose star@cpu:0`), joined with `+` when a graph has several collectives.
-pub fn chosen(g: &Graph) -> String {
-    let mut picks: Vec<String> = Vec::new();
-    for note in g.notes() {
-        if let Some(rest) = note.split("chose ").nth(1) {
-            let name: String = rest
-                .chars()
-                .take_while(|c| !c.is_whitespace() && *c != '@' && *c != '{')
-                .collect();
-            if !picks.contains(&name) {
-                picks.push(name);
-            }
+/// The algorithms the lowering chose (`ring`, `star`), each once, joined
+/// with `+` when a graph has several collectives.
+pub fn chosen(decisions: &[Decision]) -> String {
+    let mut picks: Vec<&str> = Vec::new();
+    for d in decisions {
+        let name = d.lowering.name();
+        if !picks.contains(&name) {
+            picks.push(name);
         }
     }
     if picks.is_empty() {

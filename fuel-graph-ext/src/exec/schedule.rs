@@ -145,20 +145,20 @@ impl Schedule {
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
         let mut islands: Vec<Island> = Vec::new();
-        for id in g.topo_order() {
+        for (number, id) in g.topo_order().into_iter().enumerate() {
             let n = g
                 .node(id)
-                .ok_or_else(|| ExecError::Internal(format!("node {id} vanished")))?;
+                .ok_or_else(|| ExecError::Internal(format!("node %{number} vanished")))?;
             if n.op.is_collective() {
                 return Err(ExecError::Collective {
                     op: n.op.mnemonic(),
                 });
             }
             let slot = |v: &ValueId| {
-                slot_of
-                    .get(&v.node)
-                    .copied()
-                    .ok_or_else(|| ExecError::Internal(format!("operand {} not scheduled", v.node)))
+                slot_of.get(&v.node).copied().ok_or_else(|| {
+                    let name = crate::text::Numbering::new(g).name(g, *v);
+                    ExecError::Internal(format!("operand {name} not scheduled"))
+                })
             };
             let operands = n.operands.iter().map(slot).collect::<Result<Vec<_>, _>>()?;
             let device = n

@@ -1,39 +1,10 @@
-//! Running a pipeline: verification around every pass, tracing spans,
-//! `FUEL_PRINT_AFTER` printing and `FUEL_DUMP_DIR` dumps.
+//! Running a pipeline: verification around every pass, tracing spans, and
+//! the printing and dumps its [`DebugOptions`] ask for.
 
-use super::{parse_pipeline, Changed, Pass, PassContext, PassError, PassRegistry};
+use super::{parse_pipeline, Changed, DebugOptions, Pass, PassContext, PassError, PassRegistry};
 use crate::graph::Graph;
 use crate::verify::{verify, Level};
 use std::path::PathBuf;
-
-/// Which passes print the IR after they run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PrintAfter {
-    /// Every pass.
-    All,
-    /// Only passes with these names.
-    Passes(Vec<String>),
-}
-
-impl PrintAfter {
-    /// Reads `FUEL_PRINT_AFTER` (`all` or a comma list of pass names).
-    pub fn from_env() -> Option<PrintAfter> {
-        let v = std::env::var("FUEL_PRINT_AFTER").ok()?;
-        match v.trim() {
-            "" => None,
-            "all" => Some(PrintAfter::All),
-            list => Some(PrintAfter::Passes(
-                list.split(',').map(|s| s.trim().to_string()).collect(),
-            )),
-        }
-    }
-    fn wants(&self, pass: &str) -> bool {
-        match self {
-            PrintAfter::All => true,
-            PrintAfter::Passes(p) => p.iter().any(|x| x == pass),
-        }
-    }
-}
 
 /// What a pipeline run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,21 +19,17 @@ pub struct PipelineReport {
 pub struct PassManager {
     passes: Vec<Box<dyn Pass>>,
     context: PassContext,
-    /// Verify (structurally) after every pass; on by default in debug builds.
-    pub verify_each: bool,
-    /// Print the IR to stderr after these passes.
-    pub print_after: Option<PrintAfter>,
-    /// Write `NN-<pass>.fir` and `.dot` here for the input and after each pass.
-    pub dump_dir: Option<PathBuf>,
+    debug: DebugOptions,
 }
 
 impl PassManager {
-    /// Builds the pipeline `pipeline` from `registry`. Printing and dumping
-    /// start from `FUEL_PRINT_AFTER` and `FUEL_DUMP_DIR`.
+    /// Builds the pipeline `pipeline` from `registry`; `debug` says whether
+    /// to verify after each pass and what to print and dump.
     pub fn new(
         registry: &PassRegistry,
         pipeline: &str,
         context: PassContext,
+        debug: DebugOptions,
     ) -> Result<PassManager, PassError> {
         let passes = parse_pipeline(pipeline)?
             .iter()
@@ -71,12 +38,21 @@ impl PassManager {
         Ok(PassManager {
             passes,
             context,
-            verify_each: cfg!(debug_assertions),
-            print_after: PrintAfter::from_env(),
-            dump_dir: std::env::var_os("FUEL_DUMP_DIR")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
+            debug,
         })
+    }
+
+    /// How this pipeline verifies, prints and dumps.
+    pub fn debug_options(&self) -> &DebugOptions {
+        &self.debug
+    }
+
+    /// The passes of type `T` in the pipeline, in order: how a caller reads
+    /// what a pass kept from its last run.
+    pub fn passes_of<T: Pass>(&self) -> impl Iterator<Item = &T> {
+        self.passes
+            .iter()
+            .filter_map(|p| (p.as_ref() as &dyn std::any::Any).downcast_ref::<T>())
     }
 
     /// The names of the passes, in order.
@@ -91,7 +67,7 @@ impl PassManager {
         g: &Graph,
         report: &mut PipelineReport,
     ) -> Result<(), PassError> {
-        let Some(dir) = &self.dump_dir else {
+        let Some(dir) = &self.debug.dump_dir else {
             return Ok(());
         };
         let io = |path: &PathBuf, e: std::io::Error| PassError::Io {
@@ -137,13 +113,18 @@ impl PassManager {
             report
                 .passes
                 .push((name.to_string(), changed == Changed::Yes));
-            if self.verify_each {
+            if self.debug.verify_each {
                 verify(g, Level::Structural, &topo).map_err(|errors| PassError::Verify {
                     stage: format!("after pass `{name}`"),
                     errors,
                 })?;
             }
-            if self.print_after.as_ref().is_some_and(|p| p.wants(name)) {
+            if self
+                .debug
+                .print_after
+                .as_ref()
+                .is_some_and(|p| p.wants(name))
+            {
                 eprintln!("// *** IR after {name} ***\n{}", crate::text::print(g));
             }
             self.dump(i + 1, name, g, &mut report)?;

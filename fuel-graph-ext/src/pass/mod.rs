@@ -6,10 +6,12 @@
 //! passes to a [`PassRegistry`] (this is how `fuel-collective` plugs in
 //! `lower-collectives`), so every driver enables every pass by name.
 
+mod debug;
 mod manager;
 mod pipeline;
 
-pub use manager::{PassManager, PipelineReport, PrintAfter};
+pub use debug::{DebugOptions, PrintAfter};
+pub use manager::{PassManager, PipelineReport};
 pub use pipeline::{parse_pipeline, PipelineEntry};
 
 use crate::graph::Graph;
@@ -73,10 +75,29 @@ pub enum PassError {
     /// Writing a dump failed.
     #[error("cannot write dump `{path}`: {message}")]
     Io { path: String, message: String },
+    /// A pass broke one of its own invariants: a bug in the pass, not bad
+    /// input. The message says where.
+    #[error("pass `{pass}` broke an invariant: {message}; this is a bug in the pass, please report it with the input graph")]
+    Internal { pass: String, message: String },
+    /// `FUEL_PRINT_AFTER` names a pass that is not registered.
+    #[error("FUEL_PRINT_AFTER names an unknown pass `{name}`; known passes: {known}; give `all` or a comma list of them")]
+    UnknownPrintAfter { name: String, known: String },
 }
 
-/// A transformation of a graph with a kebab-case name.
-pub trait Pass {
+impl PassError {
+    /// An internal error of pass `pass` ([`PassError::Internal`]).
+    pub fn internal(pass: &str, message: impl Into<String>) -> PassError {
+        PassError::Internal {
+            pass: pass.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A transformation of a graph with a kebab-case name. A pass may keep what
+/// it found during a run (such as `lower-collectives`' decisions) for the
+/// caller to read from [`PassManager::passes_of`] afterwards.
+pub trait Pass: std::any::Any {
     /// The name used in pipelines, such as `insert-cross-device-copies`.
     fn name(&self) -> &'static str;
     /// Transforms `g` in place.

@@ -2,15 +2,15 @@
 
 mod cse;
 mod dce;
-mod insert_copies;
-mod split_copies;
+mod insert_cross_device_copies;
+mod split_cross_vendor_copies;
 mod transfers;
 
 pub use cse::Cse;
 pub use dce::Dce;
-pub use insert_copies::InsertCrossDeviceCopies;
-pub use split_copies::SplitCrossVendorCopies;
-pub use transfers::Transfers;
+pub use insert_cross_device_copies::InsertCrossDeviceCopies;
+pub use split_cross_vendor_copies::SplitCrossVendorCopies;
+pub use transfers::{Transfers, Unplaced};
 
 use crate::pass::{PassInfo, PassRegistry};
 

@@ -6,6 +6,10 @@
 //! and a pass built on it is idempotent. Hops the topology calls staged are
 //! built as two copies through its staging CPU, each deduplicated too.
 //!
+//! A value with no type or no device cannot be moved: the helper returns
+//! [`Unplaced`] and the calling pass reports its broken invariant, instead
+//! of a copy with a made-up type.
+//!
 //! The cache is an `FxHashMap`: every collective asks it a few times per
 //! emitted copy, and SipHash made up about a sixth of the instructions of
 //! `lower-collectives`. Nothing iterates the map, so its order never shows.
@@ -15,6 +19,13 @@ use crate::graph::{Graph, ValueId};
 use crate::op::Op;
 use crate::topology::{Route, Topology};
 use rustc_hash::FxHashMap;
+
+/// A value [`Transfers`] was asked to move has no type or no device in the
+/// graph (it is not a value of the graph, or has no placement): the calling
+/// pass broke an invariant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a value to be copied has no type or no device")]
+pub struct Unplaced;
 
 /// Copy deduplication for one pass run.
 #[derive(Debug, Default)]
@@ -43,32 +54,33 @@ impl Transfers {
 
     /// One copy of `v` to `to` (which the caller knows is a direct hop),
     /// reusing an existing one.
-    pub fn hop(&mut self, g: &mut Graph, v: ValueId, to: Device) -> ValueId {
+    pub fn hop(&mut self, g: &mut Graph, v: ValueId, to: Device) -> Result<ValueId, Unplaced> {
         if g.value_device(v) == Some(to) {
-            return v;
+            return Ok(v);
         }
         if let Some(c) = self.cache.get(&(v, to)) {
-            return *c;
+            return Ok(*c);
         }
-        let ty = g
-            .value_type(v)
-            .cloned()
-            .unwrap_or_else(|| crate::dtype::TensorType::new(crate::dtype::DType::F32, &[]));
+        let ty = g.value_type(v).cloned().ok_or(Unplaced)?;
         let c = g.add_value(Op::Copy { to }, &[v], ty);
         self.created += 1;
         self.cache.insert((v, to), c);
-        c
+        Ok(c)
     }
 
     /// `v` on `to`, through the staging CPU where the topology says so.
-    pub fn to_device(&mut self, g: &mut Graph, topo: &Topology, v: ValueId, to: Device) -> ValueId {
-        let Some(from) = g.value_device(v) else {
-            return v;
-        };
+    pub fn to_device(
+        &mut self,
+        g: &mut Graph,
+        topo: &Topology,
+        v: ValueId,
+        to: Device,
+    ) -> Result<ValueId, Unplaced> {
+        let from = g.value_device(v).ok_or(Unplaced)?;
         match topo.route(from, to) {
             Route::Direct => self.hop(g, v, to),
             Route::Staged(cpu) => {
-                let mid = self.hop(g, v, cpu);
+                let mid = self.hop(g, v, cpu)?;
                 self.hop(g, mid, to)
             }
         }

@@ -4,8 +4,11 @@
 //! order; `parse` accepts the same grammar (see `docs/text-ir.md`) with forward
 //! references, and reports errors as `line:column: expected ...`.
 
+mod cursor;
+mod op_line;
 mod parse;
 mod print;
 
-pub use parse::{parse, ParseError};
+pub use cursor::ParseError;
+pub use parse::parse;
 pub use print::{print, print_lines, Numbering};

@@ -1,7 +1,12 @@
 //! Printing a graph as text IR.
+//!
+//! Each node line is spelled as its op's row of the op table
+//! ([`crate::op::defs`]) says: mnemonic and variant, attributes in key
+//! order, placement form.
 
 use crate::device::Device;
 use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::defs::Placement;
 use crate::op::Op;
 use std::fmt::Write;
 
@@ -171,7 +176,13 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         push_num(s, n.num_results() as u64);
     }
     s.push_str(" = ");
-    n.op.push_mnemonic(s);
+    // The op's row of the table says how its line is spelled.
+    let parts = n.op.parts();
+    s.push_str(parts.def.mnemonic);
+    if let Some(v) = parts.variant {
+        s.push('.');
+        s.push_str(v.as_str());
+    }
     if let Op::Input { name, .. } = &n.op {
         s.push_str(" \"");
         push_escaped(s, name);
@@ -181,10 +192,9 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         s.push_str(if i == 0 { " " } else { ", " });
         num.push_name(s, g, *v);
     }
-    let attrs = n.op.attrs();
-    if !attrs.is_empty() {
+    if !parts.attrs.is_empty() {
         s.push_str(" {");
-        for (i, (k, v)) in attrs.iter().enumerate() {
+        for (i, (k, v)) in parts.def.attrs.iter().zip(&parts.attrs).enumerate() {
             if i > 0 {
                 s.push_str(", ");
             }
@@ -194,14 +204,22 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         }
         s.push('}');
     }
-    match &n.op {
-        Op::Copy { to } | Op::Move { to } => {
-            s.push_str(" -> ");
-            push_device(s, *to);
+    match parts.def.placement {
+        Placement::At => {
+            if let Some(d) = n.op.device() {
+                s.push_str(" @");
+                push_device(s, d);
+            }
         }
-        Op::Broadcast { to } => {
+        Placement::To => {
+            if let Some(d) = n.op.device() {
+                s.push_str(" -> ");
+                push_device(s, d);
+            }
+        }
+        Placement::ToList => {
             s.push_str(" -> [");
-            for (i, d) in to.iter().enumerate() {
+            for (i, d) in n.op.targets().unwrap_or_default().iter().enumerate() {
                 if i > 0 {
                     s.push_str(", ");
                 }
@@ -209,12 +227,7 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
             }
             s.push(']');
         }
-        op => {
-            if let Some(d) = op.device() {
-                s.push_str(" @");
-                push_device(s, d);
-            }
-        }
+        Placement::Operands => {}
     }
     s.push_str(" : ");
     s.push_str(n.ty.dtype.as_str());

@@ -6,7 +6,7 @@
 
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::interp::HostTensor;
-use fuel_graph_ext::pass::{PassContext, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
 use std::sync::Arc;
 
@@ -32,10 +32,13 @@ pub fn lower(g: &Graph, pipeline: &str) -> Graph {
     let cx = PassContext {
         topology: Arc::new(Topology::default()),
     };
-    let mut pm = PassManager::new(&fuel_collective::registry(), pipeline, cx).unwrap();
-    pm.verify_each = true;
-    pm.dump_dir = None;
-    pm.print_after = None;
+    let mut pm = PassManager::new(
+        &fuel_collective::registry(),
+        pipeline,
+        cx,
+        DebugOptions::verifying(),
+    )
+    .unwrap();
     let mut out = g.clone();
     pm.run(&mut out)
         .unwrap_or_else(|e| panic!("{pipeline}: {e}"));

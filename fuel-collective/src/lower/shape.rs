@@ -1,4 +1,4 @@
-//! Pure planning helpers: islands, ring order, chunking and tree shape.
+//! The shape of a lowering: islands, ring order, chunking and tree shape.
 //!
 //! Nothing here touches a graph; the `lower-collectives` pass asks these
 //! functions which devices to group, in which order to visit ranks and how

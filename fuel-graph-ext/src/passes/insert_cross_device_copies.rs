@@ -45,7 +45,9 @@ impl Pass for InsertCrossDeviceCopies {
             let operands = n.operands.clone();
             for (slot, v) in operands.into_iter().enumerate() {
                 if g.value_device(v).is_some_and(|d| d != dev) {
-                    let local = tx.to_device(g, &self.topo, v, dev);
+                    let local = tx.to_device(g, &self.topo, v, dev).map_err(|e| {
+                        PassError::internal(self.name(), format!("operand {slot}: {e}"))
+                    })?;
                     g.set_operand(id, slot, local);
                     changed = true;
                 }

@@ -56,6 +56,7 @@ impl Pass for SplitCrossVendorCopies {
                 g.add_value(Op::Move { to: cpu }, &[src], ty)
             } else {
                 tx.hop(g, src, cpu)
+                    .map_err(|e| PassError::internal(self.name(), e.to_string()))?
             };
             g.set_operand(id, 0, mid);
             changed = true;

@@ -1,0 +1,284 @@
+//! Which lowering each collective gets, and the [`Decision`] that records
+//! it.
+//!
+//! Every registered algorithm proposes its candidates for the collective
+//! (each star point, the hierarchical hub, the ring if it can cut, the tree
+//! with the given arity, the driver where the topology has one). Each
+//! candidate is estimated on a scratch graph ([`super::estimate`]). `auto`
+//! keeps the cheapest, ties going to the earlier candidate; `algorithm=x`
+//! keeps the cheapest candidate of `x`, or of the algorithm `x` falls back
+//! to where `x` has none. The [`Decision`] holds all of it as data; the
+//! graph note, the DOT caption and the `tracing` line are its `Display`.
+
+use super::algorithm::{family, Ask, Lowering, ALGORITHMS};
+use super::estimate::{EstimateCache, EstimateKey, Scratch};
+use super::site::CollectiveSite;
+use super::{LowerOptions, NAME};
+use crate::cost::Estimate;
+use fuel_graph_ext::pass::PassError;
+use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
+use std::fmt;
+use std::sync::Arc;
+
+/// What `lower-collectives` decided for one collective, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The collective, as it was in the graph.
+    pub op: Op,
+    /// Its shard type.
+    pub ty: TensorType,
+    /// Its operands' devices, in rank order.
+    pub devices: Vec<Device>,
+    /// The lowering used.
+    pub lowering: Lowering,
+    /// Why that one.
+    pub reason: Reason,
+    /// Every candidate compared, in the order the algorithms propose them
+    /// (none for one rank).
+    pub candidates: Arc<Candidates>,
+}
+
+/// The candidates of one collective, with their text as the note prints
+/// it. Rendered once: collectives with equal estimates share one list, and
+/// formatting every estimate again for each of them was a tenth of the
+/// pass's time on a long chain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidates {
+    list: Vec<Candidate>,
+    text: String,
+}
+
+impl Candidates {
+    /// The list, and its text.
+    pub fn new(list: Vec<Candidate>) -> Candidates {
+        let text = list
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Candidates { list, text }
+    }
+}
+
+impl std::ops::Deref for Candidates {
+    type Target = [Candidate];
+    fn deref(&self) -> &[Candidate] {
+        &self.list
+    }
+}
+
+/// The candidates as the note lists them: `star@cpu:0 1.20us (2 hops), ...`.
+impl fmt::Display for Candidates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Why a [`Decision`] chose its lowering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A group of one rank: there is nothing to exchange.
+    OneRank,
+    /// `algorithm=auto`: the cheapest estimate.
+    Cheapest,
+    /// `algorithm=<name>` asked for it (the cheapest of its candidates).
+    Asked(&'static str),
+    /// `algorithm=<asked>` has no candidate for this collective, `because`
+    /// says why, so the cheapest candidate of `to` was used.
+    FellBack {
+        /// The algorithm asked for.
+        asked: &'static str,
+        /// The algorithm used instead.
+        to: &'static str,
+        /// Why the asked one cannot lower this collective.
+        because: &'static str,
+    },
+}
+
+/// One candidate a [`Decision`] compared.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Candidate {
+    /// A lowering and the cost model's estimate of it.
+    Estimated {
+        /// The lowering.
+        lowering: Lowering,
+        /// Its estimate.
+        estimate: Estimate,
+    },
+    /// An algorithm that cannot lower this collective, and why.
+    Unfit {
+        /// The algorithm's name.
+        algorithm: &'static str,
+        /// Why not.
+        why: String,
+    },
+}
+
+/// Picks the lowering of `site`. Candidates are estimated once per
+/// [`EstimateKey`] in a run (`cache`).
+pub(super) fn choose(
+    g: &Graph,
+    site: &CollectiveSite,
+    opts: &LowerOptions,
+    topo: &Topology,
+    cache: &mut EstimateCache,
+) -> Result<Decision, PassError> {
+    let decision = |lowering, reason, candidates| Decision {
+        op: site.op.clone(),
+        ty: site.ty.clone(),
+        devices: site.devs.clone(),
+        lowering,
+        reason,
+        candidates,
+    };
+    if site.ranks() == 1 && !matches!(site.op, Op::Broadcast { .. }) {
+        let none = Arc::new(Candidates::new(Vec::new()));
+        return Ok(decision(Lowering::Identity, Reason::OneRank, none));
+    }
+    let scratch = Scratch::new(g, site)?;
+    let key = EstimateKey::new(site, &scratch);
+    let candidates = match cache.get(&key) {
+        Some(c) => c.clone(),
+        None => {
+            let c = estimate_all(&scratch, site, opts, topo)?;
+            cache.insert(key, c.clone());
+            c
+        }
+    };
+    let cheapest = |name: Option<&str>| {
+        candidates
+            .iter()
+            .filter_map(|c| match c {
+                Candidate::Estimated { lowering, estimate } => Some((lowering, estimate)),
+                Candidate::Unfit { .. } => None,
+            })
+            .filter(|(l, _)| name.is_none_or(|n| l.name() == n))
+            .fold(None::<(&Lowering, &Estimate)>, |best, cur| match best {
+                Some(b) if b.1.total_us() <= cur.1.total_us() => Some(b),
+                _ => Some(cur),
+            })
+            .map(|(l, _)| *l)
+    };
+    let (lowering, reason) = match opts.algorithm {
+        None => (cheapest(None), Reason::Cheapest),
+        Some(name) => {
+            let asked = family(name)
+                .ok_or_else(|| site.broken(format!("no algorithm is named `{name}`")))?;
+            match (cheapest(Some(asked.name)), &asked.fallback) {
+                (Some(l), _) => (Some(l), Reason::Asked(asked.name)),
+                (None, Some(fb)) => (
+                    cheapest(Some(fb.to)),
+                    Reason::FellBack {
+                        asked: asked.name,
+                        to: fb.to,
+                        because: fb.because,
+                    },
+                ),
+                (None, None) => (None, Reason::Asked(asked.name)),
+            }
+        }
+    };
+    // Star, hierarchical and tree always have a candidate, and the
+    // algorithms without one fall back to those.
+    let lowering =
+        lowering.ok_or_else(|| site.broken(format!("no candidate is left for {reason}")))?;
+    Ok(decision(lowering, reason, candidates))
+}
+
+/// Every algorithm's candidates for `site`, estimated.
+fn estimate_all(
+    scratch: &Scratch,
+    site: &CollectiveSite,
+    opts: &LowerOptions,
+    topo: &Topology,
+) -> Result<Arc<Candidates>, PassError> {
+    let mut out = Vec::new();
+    for fam in ALGORITHMS {
+        match (fam.candidates)(&Ask { site, opts, topo }) {
+            Ok(list) => {
+                for lowering in list {
+                    let estimate = scratch.estimate(site, &lowering, topo)?;
+                    out.push(Candidate::Estimated { lowering, estimate });
+                }
+            }
+            Err(why) => out.push(Candidate::Unfit {
+                algorithm: fam.name,
+                why,
+            }),
+        }
+    }
+    Ok(Arc::new(Candidates::new(out)))
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::OneRank => f.write_str("one rank, nothing to exchange"),
+            Reason::Cheapest => f.write_str("auto: cheapest estimate"),
+            Reason::Asked(name) => write!(f, "algorithm={name}"),
+            Reason::FellBack { asked, to, because } => {
+                write!(f, "algorithm={asked} {because}, fell back to {to}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Candidate::Estimated { lowering, estimate } => write!(
+                f,
+                "{lowering} {:.2}us ({} hops)",
+                estimate.total_us(),
+                estimate.transfers
+            ),
+            Candidate::Unfit { algorithm, why } => write!(f, "{algorithm} n/a ({why})"),
+        }
+    }
+}
+
+/// Devices as a comma list.
+fn list(f: &mut fmt::Formatter<'_>, devices: &[Device]) -> fmt::Result {
+    for (i, d) in devices.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{d}")?;
+    }
+    Ok(())
+}
+
+/// The note: `lower-collectives: <collective>: chose <lowering> (<reason>);
+/// estimates: <candidates>`.
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.ty.size_bytes();
+        match &self.op {
+            Op::Broadcast { to } => {
+                write!(f, "{NAME}: broadcast of {} ({bytes} B) from ", self.ty)?;
+                list(f, &self.devices)?;
+                f.write_str(" to [")?;
+                list(f, to)?;
+                f.write_str("]")?;
+            }
+            op => {
+                write!(
+                    f,
+                    "{NAME}: {} of {} ({bytes} B per shard) over [",
+                    op.mnemonic(),
+                    self.ty
+                )?;
+                list(f, &self.devices)?;
+                f.write_str("]")?;
+            }
+        }
+        if self.reason == Reason::OneRank {
+            return write!(f, ": {}", self.reason);
+        }
+        write!(
+            f,
+            ": chose {} ({}); estimates: {}",
+            self.lowering, self.reason, self.candidates
+        )
+    }
+}

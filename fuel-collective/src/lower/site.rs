@@ -1,0 +1,123 @@
+//! One collective as the lowering sees it: what it does, its shards and
+//! their devices, the shard type, and how many results it has.
+//!
+//! [`CollectiveSite::read`] takes it off the graph once, before any choice
+//! is made; every algorithm and the estimator then work from this value, not
+//! from the node (which the pass removes at the end).
+
+use fuel_graph_ext::graph::{NodeId, ValueId};
+use fuel_graph_ext::pass::PassError;
+use fuel_graph_ext::{Device, Graph, Op, ReduceOp, TensorType};
+
+/// One collective, read off the graph.
+#[derive(Clone, Debug)]
+pub(super) struct CollectiveSite {
+    /// The collective op (kind and attributes).
+    pub op: Op,
+    /// Operand 0 (every collective has one).
+    pub first: ValueId,
+    /// Every operand, in rank order.
+    pub vals: Vec<ValueId>,
+    /// Each operand's device, in rank order.
+    pub devs: Vec<Device>,
+    /// The shard type.
+    pub ty: TensorType,
+    /// How many results the node has.
+    pub num_results: usize,
+}
+
+impl CollectiveSite {
+    /// Reads collective `id`; the error is a sentence for
+    /// [`PassError::Failed`].
+    pub fn read(g: &Graph, id: NodeId) -> Result<CollectiveSite, String> {
+        let n = g.node(id).ok_or("a collective vanished")?;
+        let vals: Vec<ValueId> = n.operands.to_vec();
+        let devs = vals
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                g.value_device(*v)
+                    .ok_or_else(|| format!("operand {i} of `{}` has no device", n.op.mnemonic()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let first = *vals
+            .first()
+            .ok_or_else(|| format!("`{}` has no operands", n.op.mnemonic()))?;
+        let ty = g
+            .value_type(first)
+            .cloned()
+            .ok_or_else(|| format!("operand 0 of `{}` is undefined", n.op.mnemonic()))?;
+        Ok(CollectiveSite {
+            op: n.op.clone(),
+            first,
+            vals,
+            devs,
+            ty,
+            num_results: n.num_results(),
+        })
+    }
+
+    /// The devices results go to, in result order.
+    pub fn targets(&self) -> Vec<Device> {
+        match &self.op {
+            Op::Broadcast { to } => to.to_vec(),
+            _ => self.devs.clone(),
+        }
+    }
+
+    /// How many ranks take part (one per operand).
+    pub fn ranks(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// The reduce op of a collective that combines shards.
+    pub fn reduce_op(&self) -> Option<ReduceOp> {
+        match self.op {
+            Op::AllReduce { op } | Op::Reduce { op, .. } | Op::ReduceScatter { op, .. } => Some(op),
+            _ => None,
+        }
+    }
+
+    /// A `reduce`'s root rank.
+    pub fn root(&self) -> Option<usize> {
+        match self.op {
+            Op::Reduce { root, .. } => Some(root),
+            _ => None,
+        }
+    }
+
+    /// The device of rank `rank`, or an internal error: every rank has one.
+    pub fn device(&self, rank: usize) -> Result<Device, Broken> {
+        self.devs
+            .get(rank)
+            .copied()
+            .ok_or_else(|| self.broken(format!("rank {rank} has no device")))
+    }
+
+    /// An internal error of the pass while it lowers this collective: an
+    /// invariant the pass keeps has been broken (a bug, not bad input).
+    pub fn broken(&self, what: impl std::fmt::Display) -> Broken {
+        let devs: Vec<String> = self.devs.iter().map(|d| d.to_string()).collect();
+        Broken(Box::new(PassError::internal(
+            super::NAME,
+            format!(
+                "lowering `{}` over [{}]: {what}",
+                self.op.mnemonic(),
+                devs.join(", ")
+            ),
+        )))
+    }
+}
+
+/// An internal error of the lowering ([`PassError::Internal`]), boxed so
+/// that the emitter's many small results stay two words wide: returning a
+/// whole `PassError` from every helper cost the ring about 2% of its
+/// instructions.
+#[derive(Debug)]
+pub(super) struct Broken(Box<PassError>);
+
+impl From<Broken> for PassError {
+    fn from(b: Broken) -> PassError {
+        *b.0
+    }
+}

@@ -1,0 +1,371 @@
+//! The typing rules: which operands an op accepts and what type it
+//! produces.
+//!
+//! [`infer_type`] is the only typing rule. The verifier, the parser's
+//! callers, the lazy builders, the interpreter, `DeviceGroup` and the SPMD
+//! communicators all call it (or [`comm_type`], its rule for one rank's SPMD
+//! collective), so they cannot disagree. Its error is a [`TypeError`]:
+//! callers that word a refusal their own way (a `DeviceGroup` speaks of
+//! ranks and devices) match on it instead of checking again.
+
+use super::defs::Arity;
+use super::{CommOp, Op};
+use crate::dtype::TensorType;
+
+/// Why operands do not fit an op. Each message names the problem and, where
+/// there is one, the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TypeError {
+    /// Fewer operands than the op needs.
+    #[error("`{op}` needs {what}, found {found} operand(s)")]
+    TooFewOperands {
+        /// The op's mnemonic.
+        op: String,
+        /// What it needs ("two or more operands").
+        what: &'static str,
+        /// How many it got.
+        found: usize,
+    },
+    /// An op of one operand got another count.
+    #[error("`{op}` takes exactly one operand, found {found}")]
+    NotOneOperand {
+        /// The op's mnemonic.
+        op: String,
+        /// How many it got.
+        found: usize,
+    },
+    /// An op without operands got some.
+    #[error("`{op}` takes no operands")]
+    SomeOperands {
+        /// The op's mnemonic.
+        op: String,
+    },
+    /// An input's type is written on its line.
+    #[error("an input's type is declared, not inferred")]
+    InputType,
+    /// `div {by=0}`.
+    #[error("`div {{by=0}}` divides by zero; use {{by}} of 1 or more")]
+    DivByZero,
+    /// Operands that must have one type do not.
+    #[error("operand {index} of `{op}` has type {found} but operand 0 has {first}; all operands must have one type")]
+    Mismatch {
+        /// The op's mnemonic.
+        op: String,
+        /// The first operand that differs.
+        index: usize,
+        /// Its type.
+        found: Box<TensorType>,
+        /// Operand 0's type.
+        first: Box<TensorType>,
+    },
+    /// An axis past the operand's rank.
+    #[error("axis {axis} is out of range for {ty} (rank {rank})")]
+    AxisOutOfRange {
+        /// The axis.
+        axis: usize,
+        /// The operand's type.
+        ty: TensorType,
+        /// Its rank.
+        rank: usize,
+    },
+    /// A slice that is empty or runs past its axis.
+    #[error("slice {{start={start}, len={len}}} does not fit axis {axis} of extent {extent}")]
+    SliceOutOfRange {
+        /// First entry.
+        start: usize,
+        /// Entries.
+        len: usize,
+        /// The axis.
+        axis: usize,
+        /// The axis's extent.
+        extent: usize,
+    },
+    /// A `concat` operand that differs outside the joined axis.
+    #[error("operand {index} of `concat` has type {found}, which does not match {first} outside axis {axis}")]
+    ConcatMismatch {
+        /// The operand.
+        index: usize,
+        /// Its type.
+        found: Box<TensorType>,
+        /// Operand 0's type.
+        first: Box<TensorType>,
+        /// The joined axis.
+        axis: usize,
+    },
+    /// An SPMD collective over no ranks.
+    #[error("an SPMD collective needs {{ranks}} >= 1")]
+    NoRanks,
+    /// An SPMD broadcast's root past the world.
+    #[error("root {root} is out of range for {ranks} rank(s); use a root from 0 to {}", ranks - 1)]
+    RootOutOfRanks {
+        /// The root.
+        root: usize,
+        /// The world size (1 or more).
+        ranks: usize,
+    },
+    /// A `reduce`'s root past its shards.
+    #[error("root {root} is out of range for {shards} shard(s); use a root from 0 to {}", shards.saturating_sub(1))]
+    RootOutOfRange {
+        /// The root.
+        root: usize,
+        /// The shards.
+        shards: usize,
+    },
+    /// A `driver_all_reduce`'s rank past its shards.
+    #[error("rank {rank} is out of range for {shards} shard(s); use a rank from 0 to {}", shards - 1)]
+    RankOutOfRange {
+        /// The rank.
+        rank: usize,
+        /// The shards (1 or more).
+        shards: usize,
+    },
+    /// A `reduce_scatter` axis the ranks cannot split evenly.
+    #[error("reduce_scatter axis {axis} has extent {extent}, which {ranks} ranks cannot split evenly; pad it to a multiple of {ranks}")]
+    NotDivisible {
+        /// The axis.
+        axis: usize,
+        /// Its extent.
+        extent: usize,
+        /// The ranks.
+        ranks: usize,
+    },
+    /// A broadcast to no device.
+    #[error("`broadcast` needs at least one target device")]
+    NoTargets,
+}
+
+/// Checks operand types against `op` and returns the result type (shared by
+/// every result of a multi-result node).
+pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let n = operands.len();
+    check_arity(op, n)?;
+    // Past the arity check, operand 0 exists for every op but an input.
+    let all_equal = || -> Result<TensorType, TypeError> {
+        let first = operands[0];
+        for (i, t) in operands.iter().enumerate().skip(1) {
+            if *t != first {
+                return Err(TypeError::Mismatch {
+                    op: op.mnemonic(),
+                    index: i,
+                    found: Box::new((*t).clone()),
+                    first: Box::new(first.clone()),
+                });
+            }
+        }
+        Ok(first.clone())
+    };
+    match op {
+        Op::Input { .. } => Err(TypeError::InputType),
+        Op::Div { by: 0, .. } => Err(TypeError::DivByZero),
+        Op::Copy { .. } | Op::Move { .. } | Op::Div { .. } => Ok(operands[0].clone()),
+        Op::Elementwise { .. } | Op::AllReduce { .. } => all_equal(),
+        Op::Slice {
+            axis, start, len, ..
+        } => {
+            let t = operands[0];
+            check_axis(*axis, t)?;
+            let extent = t.shape[*axis];
+            if *len == 0 || start.checked_add(*len).is_none_or(|end| end > extent) {
+                return Err(TypeError::SliceOutOfRange {
+                    start: *start,
+                    len: *len,
+                    axis: *axis,
+                    extent,
+                });
+            }
+            Ok(t.with_dim(*axis, *len))
+        }
+        Op::Concat { axis, .. } => {
+            let first = operands[0];
+            check_axis(*axis, first)?;
+            let mut total = 0usize;
+            for (i, t) in operands.iter().enumerate() {
+                let same_other_axes = t.dtype == first.dtype
+                    && t.rank() == first.rank()
+                    && (0..t.rank()).all(|a| a == *axis || t.shape[a] == first.shape[a]);
+                if !same_other_axes {
+                    return Err(TypeError::ConcatMismatch {
+                        index: i,
+                        found: Box::new((*t).clone()),
+                        first: Box::new(first.clone()),
+                        axis: *axis,
+                    });
+                }
+                total = total.saturating_add(t.shape[*axis]);
+            }
+            Ok(first.with_dim(*axis, total))
+        }
+        Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
+        Op::DriverAllReduce { rank, .. } => {
+            if *rank >= n {
+                return Err(TypeError::RankOutOfRange {
+                    rank: *rank,
+                    shards: n,
+                });
+            }
+            all_equal()
+        }
+        Op::Reduce { root, .. } => {
+            if *root >= n {
+                return Err(TypeError::RootOutOfRange {
+                    root: *root,
+                    shards: n,
+                });
+            }
+            all_equal()
+        }
+        Op::Broadcast { to } => {
+            if to.is_empty() {
+                return Err(TypeError::NoTargets);
+            }
+            Ok(operands[0].clone())
+        }
+        Op::AllGather { axis } => {
+            let t = all_equal()?;
+            check_axis(*axis, &t)?;
+            let extent = t.shape[*axis].saturating_mul(n);
+            Ok(t.with_dim(*axis, extent))
+        }
+        Op::ReduceScatter { axis, .. } => {
+            let t = all_equal()?;
+            check_axis(*axis, &t)?;
+            split(*axis, &t, n)
+        }
+    }
+}
+
+/// The type one rank's SPMD collective `kind` over `ranks` ranks gives its
+/// operand of type `t`: what `comm.*` nodes and the communicators check.
+pub fn comm_type(kind: &CommOp, ranks: usize, t: &TensorType) -> Result<TensorType, TypeError> {
+    if ranks == 0 {
+        return Err(TypeError::NoRanks);
+    }
+    match kind {
+        CommOp::AllReduce(_) | CommOp::Barrier => Ok(t.clone()),
+        CommOp::Broadcast { root } => {
+            if *root >= ranks {
+                return Err(TypeError::RootOutOfRanks { root: *root, ranks });
+            }
+            Ok(t.clone())
+        }
+        CommOp::AllGather { axis } => {
+            check_axis(*axis, t)?;
+            Ok(t.with_dim(*axis, t.shape[*axis].saturating_mul(ranks)))
+        }
+        CommOp::ReduceScatter { axis, .. } => {
+            check_axis(*axis, t)?;
+            split(*axis, t, ranks)
+        }
+    }
+}
+
+/// The operand count the op's row allows.
+fn check_arity(op: &Op, n: usize) -> Result<(), TypeError> {
+    match op.def().arity {
+        Arity::Zero if n != 0 => Err(TypeError::SomeOperands { op: op.mnemonic() }),
+        Arity::One if n != 1 => Err(TypeError::NotOneOperand {
+            op: op.mnemonic(),
+            found: n,
+        }),
+        Arity::AtLeast(lo, what) if n < lo => Err(TypeError::TooFewOperands {
+            op: op.mnemonic(),
+            what,
+            found: n,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn check_axis(axis: usize, t: &TensorType) -> Result<(), TypeError> {
+    if axis >= t.rank() {
+        Err(TypeError::AxisOutOfRange {
+            axis,
+            ty: t.clone(),
+            rank: t.rank(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// `t` cut into `ranks` equal slices along `axis` (already in range).
+fn split(axis: usize, t: &TensorType, ranks: usize) -> Result<TensorType, TypeError> {
+    let extent = t.shape[axis];
+    if !extent.is_multiple_of(ranks) {
+        return Err(TypeError::NotDivisible {
+            axis,
+            extent,
+            ranks,
+        });
+    }
+    Ok(t.with_dim(axis, extent / ranks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::dtype::DType;
+    use crate::op::{ElementwiseOp, ReduceOp};
+
+    #[test]
+    fn collective_types() {
+        let t = TensorType::new(DType::F32, &[6, 2]);
+        let ops = [&t, &t, &t];
+        assert_eq!(
+            infer_type(&Op::AllGather { axis: 0 }, &ops)
+                .unwrap()
+                .to_string(),
+            "f32[18,2]"
+        );
+        let rs = Op::ReduceScatter {
+            op: ReduceOp::Sum,
+            axis: 0,
+        };
+        assert_eq!(infer_type(&rs, &ops).unwrap().to_string(), "f32[2,2]");
+        let rs1 = Op::ReduceScatter {
+            op: ReduceOp::Sum,
+            axis: 1,
+        };
+        assert!(infer_type(&rs1, &ops)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot split evenly"));
+        let r = Op::Reduce {
+            op: ReduceOp::Max,
+            root: 3,
+        };
+        assert!(infer_type(&r, &ops)
+            .unwrap_err()
+            .to_string()
+            .contains("root 3 is out of range"));
+    }
+
+    #[test]
+    fn elementwise_needs_equal_types() {
+        let a = TensorType::new(DType::F32, &[4]);
+        let b = TensorType::new(DType::I32, &[4]);
+        let add = Op::Elementwise {
+            kind: ElementwiseOp::Add,
+            device: Device::cpu(0),
+        };
+        assert!(infer_type(&add, &[&a])
+            .unwrap_err()
+            .to_string()
+            .contains("two or more"));
+        assert!(infer_type(&add, &[&a, &b])
+            .unwrap_err()
+            .to_string()
+            .contains("operand 1"));
+        let s = Op::Slice {
+            axis: 0,
+            start: 3,
+            len: 2,
+            device: Device::cpu(0),
+        };
+        assert!(infer_type(&s, &[&a])
+            .unwrap_err()
+            .to_string()
+            .contains("does not fit"));
+    }
+}

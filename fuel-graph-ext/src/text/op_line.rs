@@ -1,0 +1,312 @@
+//! One node line of text IR, read as the op table says.
+//!
+//! The line is lexed the same way for every op (result, mnemonic, a quoted
+//! name where the op has one, operands, `{key=value}` attributes, placement,
+//! type); then the op's row in [`crate::op::defs`] builds the [`Op`],
+//! asking for its variant, attributes and placement in its own order, and
+//! this file turns a missing piece into the message for it. Attributes the
+//! op does not take, a placement of the wrong form and a wrong `:K` are
+//! checked last. The lists of ops in "unknown op" messages come from the
+//! table too.
+
+use super::cursor::{Cur, ParseError, Ref};
+use crate::device::Device;
+use crate::dtype::TensorType;
+use crate::op::defs::{lookup, FieldError, Fields, OpDef, Placement, GROUPS, OPS};
+use crate::op::{DeviceList, Op, ReduceOp};
+
+/// A node line as read: its op and type, and where it stands.
+pub(super) struct NodeLine {
+    pub op: Op,
+    pub ty: TensorType,
+    pub number: usize,
+    /// Byte offset of the `%` that starts the line.
+    pub pos: usize,
+    pub declared_results: Option<(usize, usize)>,
+}
+
+/// The placement as written.
+enum Place {
+    None,
+    At(Device),
+    To(Device),
+    ToList(DeviceList),
+}
+
+impl Place {
+    fn form(&self) -> Option<Placement> {
+        match self {
+            Place::None => None,
+            Place::At(_) => Some(Placement::At),
+            Place::To(_) => Some(Placement::To),
+            Place::ToList(_) => Some(Placement::ToList),
+        }
+    }
+}
+
+/// The pieces of one line, handed out to the row's `build`.
+struct Line<'a> {
+    name: Option<String>,
+    variant: Option<&'a str>,
+    /// (key, value, byte offset of the key), in line order; `build` takes
+    /// the ones it knows, and what is left is unknown to the op.
+    attrs: Vec<(&'a str, u64, usize)>,
+    place: Place,
+}
+
+impl Fields for Line<'_> {
+    fn reduce_op(&mut self) -> Result<ReduceOp, FieldError> {
+        self.variant
+            .ok_or(FieldError::MissingVariant)?
+            .parse()
+            .map_err(FieldError::BadVariant)
+    }
+    fn attr(&mut self, key: &'static str) -> Result<u64, FieldError> {
+        let k = self
+            .attrs
+            .iter()
+            .position(|(a, _, _)| *a == key)
+            .ok_or(FieldError::MissingAttr(key))?;
+        Ok(self.attrs.remove(k).1)
+    }
+    fn at(&mut self) -> Result<Device, FieldError> {
+        match self.place {
+            Place::At(d) => Ok(d),
+            _ => Err(FieldError::MissingPlacement(Placement::At)),
+        }
+    }
+    fn to(&mut self) -> Result<Device, FieldError> {
+        match self.place {
+            Place::To(d) => Ok(d),
+            _ => Err(FieldError::MissingPlacement(Placement::To)),
+        }
+    }
+    fn to_list(&mut self) -> Result<DeviceList, FieldError> {
+        match &self.place {
+            Place::ToList(list) => Ok(list.clone()),
+            _ => Err(FieldError::MissingPlacement(Placement::ToList)),
+        }
+    }
+    fn name(&mut self) -> String {
+        self.name.take().unwrap_or_default()
+    }
+}
+
+/// How a placement form is written, for "expected ..." messages.
+fn written(p: Placement) -> &'static str {
+    match p {
+        Placement::At => "`@device`",
+        Placement::To => "`-> device`",
+        Placement::ToList => "`-> [device, ...]`",
+        Placement::Operands => "no placement (results live on their operands' devices)",
+    }
+}
+
+/// `a, b or c`.
+fn one_of(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    }
+}
+
+/// How the "expected ..." list shows an op: `add`, `all_reduce.<op>`.
+fn shown(def: &OpDef) -> String {
+    if def.reduce_variant {
+        format!("{}.<op>", def.mnemonic)
+    } else {
+        def.mnemonic.to_string()
+    }
+}
+
+/// The message for a mnemonic no row matches: every op, with each group
+/// of dotted ops shown once; or, inside a group, its members.
+fn unknown_op(mnemonic: &str) -> String {
+    let group_of = |m: &str| {
+        GROUPS.iter().find(|g| {
+            m.strip_prefix(g.prefix)
+                .is_some_and(|rest| rest.starts_with('.'))
+        })
+    };
+    if let Some(g) = group_of(mnemonic) {
+        let members: Vec<String> = OPS
+            .iter()
+            .filter(|d| group_of(d.mnemonic).is_some_and(|dg| dg.prefix == g.prefix))
+            .map(|d| shown(d))
+            .collect();
+        return format!(
+            "unknown {} `{mnemonic}`: expected {}",
+            g.what,
+            one_of(&members)
+        );
+    }
+    let mut all: Vec<String> = Vec::new();
+    for d in OPS {
+        let item = match group_of(d.mnemonic) {
+            Some(g) => g.placeholder.to_string(),
+            None => shown(d),
+        };
+        if !all.contains(&item) {
+            all.push(item);
+        }
+    }
+    format!("unknown op `{mnemonic}`: expected {}", one_of(&all))
+}
+
+/// Reads a node line; its operands go to the end of `refs`. (`#[inline]`:
+/// its one caller is the parser's loop, in another module.)
+#[inline]
+pub(super) fn parse_node_line(
+    c: &mut Cur<'_>,
+    refs: &mut Vec<Ref>,
+) -> Result<NodeLine, ParseError> {
+    let pos = c.pos;
+    c.expect("%", "a node line `%N = op ...`, `return` or `}`")?;
+    let number = c.number("a value number after `%`")? as usize;
+    let declared_results = c
+        .suffix(b':', "a result count after `:`")?
+        .map(|(k, at)| (k as usize, at));
+    c.expect("=", "`=`")?;
+    c.skip_ws();
+    let op_pos = c.pos;
+    let mnemonic = c.ident("an op name")?;
+    // `split_once('.')` by bytes: mnemonics are a few ASCII bytes, too
+    // short for the memchr-based searcher to pay off.
+    let base = match mnemonic.bytes().position(|b| b == b'.') {
+        Some(i) => mnemonic.get(..i).unwrap_or(""),
+        None => mnemonic,
+    };
+    let named = OPS.iter().any(|d| d.named && d.mnemonic == base);
+    let name = if named { Some(c.string()?) } else { None };
+    if c.peek("%") {
+        loop {
+            refs.push(c.value_ref()?);
+            if !c.eat(",") {
+                break;
+            }
+        }
+    }
+    let mut attrs: Vec<(&str, u64, usize)> = Vec::new();
+    if c.eat("{") {
+        loop {
+            c.skip_ws();
+            let apos = c.pos;
+            let key = c.ident("an attribute name")?;
+            c.expect("=", "`=` after the attribute name")?;
+            let v = c.number("an integer attribute value")?;
+            if attrs.iter().any(|(k, _, _)| *k == key) {
+                return Err(c.err_at(apos, format!("attribute `{key}` is given twice")));
+            }
+            attrs.push((key, v, apos));
+            if c.eat("}") {
+                break;
+            }
+            c.expect(",", "`,` or `}` in the attributes")?;
+        }
+    }
+    let place_pos = {
+        c.skip_ws();
+        c.pos
+    };
+    let place = if c.eat("@") {
+        Place::At(c.device()?)
+    } else if c.eat("->") {
+        if c.eat("[") {
+            let mut list = DeviceList::new();
+            if !c.eat("]") {
+                loop {
+                    list.push(c.device()?);
+                    if c.eat("]") {
+                        break;
+                    }
+                    c.expect(",", "`,` or `]` in the device list")?;
+                }
+            }
+            Place::ToList(list)
+        } else {
+            Place::To(c.device()?)
+        }
+    } else {
+        Place::None
+    };
+    c.expect(":", "`:` and the result type")?;
+    let ty = c.tensor_type()?;
+    if !c.at_end() {
+        let found = c.found();
+        return Err(c.err(format!(
+            "expected end of line after the type, found {found}"
+        )));
+    }
+
+    // Build the op as its row says, then check what the row did not take.
+    let Some((def, variant)) = lookup(mnemonic) else {
+        return Err(c.err_at(op_pos, unknown_op(mnemonic)));
+    };
+    let given = place.form();
+    let mut line = Line {
+        name,
+        variant,
+        attrs,
+        place,
+    };
+    let op = (def.build)(&mut line).map_err(|e| match e {
+        FieldError::MissingVariant => c.err_at(
+            op_pos,
+            format!("expected `{}.sum|prod|max|min|mean`", def.mnemonic),
+        ),
+        FieldError::BadVariant(message) => c.err_at(op_pos, message),
+        FieldError::MissingAttr(key) => c.err_at(
+            op_pos,
+            format!("expected attribute `{{{key}=...}}` on `{mnemonic}`"),
+        ),
+        FieldError::TooLarge { key, value, bits } => c.err_at(
+            op_pos,
+            format!("{{{key}={value}}} does not fit in {bits} bits"),
+        ),
+        FieldError::MissingPlacement(Placement::At) => c.err_at(
+            place_pos,
+            format!("expected `@device` placement on `{mnemonic}`"),
+        ),
+        FieldError::MissingPlacement(p) => c.err_at(
+            place_pos,
+            format!("expected {} on `{mnemonic}`", written(p)),
+        ),
+    })?;
+    if let Some((key, _, apos)) = line.attrs.first() {
+        let known = if def.attrs.is_empty() {
+            "none".to_string()
+        } else {
+            def.attrs.join(", ")
+        };
+        return Err(c.err_at(
+            *apos,
+            format!("unknown attribute `{key}` for `{mnemonic}`: it takes {known}"),
+        ));
+    }
+    let placement_ok = match def.placement {
+        Placement::Operands => given.is_none(),
+        p => given == Some(p),
+    };
+    if !placement_ok {
+        return Err(c.err_at(
+            place_pos,
+            format!("expected {} on `{mnemonic}`", written(def.placement)),
+        ));
+    }
+    if declared_results.is_some() != op.is_multi_result() {
+        let msg = if op.is_multi_result() {
+            format!("expected `%{number}:K` on `{mnemonic}`, which has one result per rank")
+        } else {
+            format!("expected `%{number}` without `:K` on `{mnemonic}`, which has one result")
+        };
+        return Err(c.err_at(pos, msg));
+    }
+    Ok(NodeLine {
+        op,
+        ty,
+        number,
+        pos,
+        declared_results,
+    })
+}
