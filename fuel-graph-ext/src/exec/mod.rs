@@ -24,6 +24,7 @@
 pub mod discover;
 pub mod error;
 mod island;
+mod planned;
 mod run_inline;
 mod run_threaded;
 pub mod schedule;
@@ -35,6 +36,7 @@ pub use crate::backend::alloc::MemStats;
 pub use crate::backend::fault::FaultPoint;
 pub use discover::{discover, Discovery, Unavailable};
 pub use error::ExecError;
+pub use planned::RunEvents;
 pub use tensor::Tensor;
 
 use crate::backend::fault::Faults;
