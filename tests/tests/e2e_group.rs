@@ -9,9 +9,8 @@
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
-use fuel_tests::{assert_no_leaks, devices_or_skip};
+use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on};
 
 const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];
 
@@ -38,17 +37,8 @@ fn lower_run_check(devices: &[Device], dtype: DType, op: ReduceOp, algorithm: &s
     let n = devices.len();
     let ty = TensorType::new(dtype, &[n * 10, 3]);
     let original = record(devices, &ty, op);
-    let mut lowered = original.clone();
     let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
-    PassManager::new(
-        &fuel_collective::registry(),
-        &pipeline,
-        PassContext::default(),
-        DebugOptions::default(),
-    )
-    .unwrap()
-    .run(&mut lowered)
-    .unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    let lowered = lower(&original, &pipeline);
     let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
     let inputs = deterministic_inputs(&original);
     let want = interpret(&original, &inputs).unwrap();
@@ -166,19 +156,8 @@ fn host_driver_all_reduce_on_cpu_arenas() {
     ] {
         let ty = TensorType::new(dtype, &[40, 3]);
         let original = record(&devs, &ty, op);
-        let mut lowered = original.clone();
         let pipeline = fuel_collective::pipeline_with("algorithm=driver");
-        PassManager::new(
-            &fuel_collective::registry(),
-            &pipeline,
-            PassContext {
-                topology: topo.clone(),
-            },
-            DebugOptions::default(),
-        )
-        .unwrap()
-        .run(&mut lowered)
-        .unwrap();
+        let lowered = lower_on(&original, &pipeline, &topo);
         let text = fuel_graph_ext::text::print(&lowered);
         assert!(text.contains("= driver_all_reduce."), "{text}");
         // Without the driver in its topology the executor refuses the graph.

@@ -19,7 +19,7 @@ use fuel_collective::{
 };
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassError, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassError};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
 use std::path::{Path, PathBuf};
@@ -258,20 +258,9 @@ fn verify_err(src: &str, level: Level) -> Outcome {
 }
 
 fn pipeline_err(src: &str, pipeline: &str) -> Outcome {
-    let cx = PassContext {
-        topology: Arc::new(Topology::default()),
-    };
-    let mut pm = match PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        cx,
-        DebugOptions::verifying(),
-    ) {
-        Ok(pm) => pm,
-        Err(e) => return Ok(e.to_string()),
-    };
     let mut g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
-    match pm.run(&mut g) {
+    let topology = Arc::new(Topology::default());
+    match fuel_collective::run_pipeline(&mut g, pipeline, topology, DebugOptions::verifying()) {
         Ok(_) => panic!("expected `{pipeline}` to fail"),
         Err(e) => Ok(e.to_string()),
     }
@@ -294,7 +283,7 @@ fn group_err(r: Result<impl Sized, CollectiveError>) -> Outcome {
 
 /// Vulkan devices, or a skip (a failure under `FUEL_REQUIRE_VULKAN=1`).
 fn need_vulkan(devices: &[Device]) -> Result<(), Skip> {
-    if fuel_tests::devices_or_skip("error_catalogue", devices) {
+    if fuel_test_support::devices_or_skip("error_catalogue", devices) {
         Ok(())
     } else {
         Err(Skip("Vulkan is unavailable".into()))
@@ -385,7 +374,7 @@ fn run_err(point: Option<FaultPoint>, edit: impl FnOnce(&mut Inputs)) -> Outcome
         Ok(_) => panic!("the run should fail"),
         Err(e) => e,
     };
-    fuel_tests::assert_no_leaks(&exe);
+    fuel_test_support::assert_no_leaks(&exe);
     Ok(e.to_string())
 }
 

@@ -11,9 +11,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
+use fuel_test_support::lower_on;
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -121,22 +121,6 @@ fn build(c: &Case) -> Graph {
     lg.snapshot()
 }
 
-fn lower(g: &Graph, pipeline: &str, topo: &Arc<Topology>) -> Graph {
-    let mut out = g.clone();
-    let mut pm = PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        PassContext {
-            topology: topo.clone(),
-        },
-        DebugOptions::verifying(),
-    )
-    .unwrap();
-    pm.run(&mut out)
-        .unwrap_or_else(|e| panic!("{pipeline} failed: {e}\n{}", text::print(g)));
-    out
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -159,7 +143,7 @@ proptest! {
                 opts.push(format!("reduce_at={d}"));
             }
             let pipeline = format!("lower-collectives{{{}}}", opts.join(", "));
-            let after = lower(&before, &pipeline, &topo);
+            let after = lower_on(&before, &pipeline, &topo);
             let shown = text::print(&after);
             if let Err(e) = verify(&after, Level::Placement, &topo) {
                 panic!("{pipeline}: does not verify at placement level:\n{e}");
@@ -173,10 +157,10 @@ proptest! {
                     prop_assert!(topo.is_direct(from, to), "{pipeline}: {from} -> {to} has no direct path\n{shown}");
                 }
             }
-            if let Err(e) = fuel_tests::same_meaning(&before, &after) {
+            if let Err(e) = fuel_test_support::same_meaning(&before, &after) {
                 panic!("{pipeline}: {e}\n{}\n{shown}", text::print(&before));
             }
-            let again = lower(&before, &pipeline, &topo);
+            let again = lower_on(&before, &pipeline, &topo);
             prop_assert_eq!(&shown, &text::print(&again), "{} is not deterministic", pipeline);
         }
     }
