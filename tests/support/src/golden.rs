@@ -1,13 +1,20 @@
 //! The golden harness.
 //!
-//! A golden case is `tests/golden/<case>.fir` whose first line is
-//! `// RUN: --passes <pipeline> [--topology <file>]`. Its expected outputs sit
-//! beside it: `<case>.out.fir` and `<case>.out.dot` when the pipeline
-//! succeeds, or `<case>.out.err` when it must fail. Besides comparing text,
-//! every successful case verifies the output and checks with the reference
-//! interpreter that the output computes what the input did, so a golden pins
-//! the graph and its meaning. `UPDATE_GOLDEN=1 cargo test` rewrites the
-//! expected files; CI never sets it.
+//! A golden case is `tests/golden/<case>.fir` whose first line says what to
+//! do with the graph below it: `// RUN: --passes <pipeline>` runs a
+//! pipeline, `// RUN: --verify structural|placement` only verifies the
+//! graph at that level, and either may add `--topology <file>` (relative to
+//! the case's folder). Its expected outputs sit beside it: `<case>.out.fir`
+//! and `<case>.out.dot` when it succeeds, or `<case>.out.err` when it must
+//! fail (a graph that does not parse, a topology file that does not, a bad
+//! pipeline, a failing pass or verifier). A case that must fail to parse
+//! may leave the RUN line out, so the line numbers in its message are the
+//! file's own: the error catalogue's parse cases are written that way.
+//! Besides comparing text, every successful pipeline case verifies the
+//! output and checks with the reference interpreter that the output
+//! computes what the input did, so a golden pins the graph and its meaning.
+//! `UPDATE_GOLDEN=1 cargo test` rewrites the expected files; CI never sets
+//! it.
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::pass::DebugOptions;
@@ -28,13 +35,16 @@ pub fn golden_dir() -> PathBuf {
 /// What a case's `// RUN:` line asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunLine {
-    /// The pipeline string.
+    /// The pipeline string (`--passes`); empty for a `--verify` case.
     pub passes: String,
+    /// `--verify`: verify the input at this level instead of running passes.
+    pub verify: Option<Level>,
     /// A topology file, relative to the case's folder.
     pub topology: Option<String>,
 }
 
-/// Parses `// RUN: --passes <pipeline> [--topology <file>]`.
+/// Parses `// RUN: --passes <pipeline> [--topology <file>]` or
+/// `// RUN: --verify structural|placement [--topology <file>]`.
 pub fn parse_run_line(first_line: &str) -> Result<RunLine, String> {
     let rest = first_line.trim().strip_prefix("// RUN:").ok_or_else(|| {
         format!("the first line must be `// RUN: --passes <pipeline>`, found `{first_line}`")
@@ -49,18 +59,32 @@ pub fn parse_run_line(first_line: &str) -> Result<RunLine, String> {
                 run.passes = v.trim().to_string();
                 saw_passes = true;
             }
+            Some(("verify", v)) => {
+                run.verify = Some(match v.trim() {
+                    "structural" => Level::Structural,
+                    "placement" => Level::Placement,
+                    other => {
+                        return Err(format!(
+                            "unknown level `--verify {other}`: expected structural or placement"
+                        ))
+                    }
+                })
+            }
             Some(("topology", v)) => run.topology = Some(v.trim().to_string()),
             _ => {
                 return Err(format!(
-                    "unknown RUN argument `--{p}`: expected --passes or --topology"
+                    "unknown RUN argument `--{p}`: expected --passes, --verify or --topology"
                 ))
             }
         }
     }
-    if !saw_passes {
-        return Err("the RUN line needs `--passes <pipeline>`".into());
+    match (saw_passes, run.verify) {
+        (false, None) => {
+            Err("the RUN line needs `--passes <pipeline>` or `--verify <level>`".into())
+        }
+        (true, Some(_)) => Err("the RUN line takes `--passes` or `--verify`, not both".into()),
+        _ => Ok(run),
     }
-    Ok(run)
 }
 
 /// Every golden case under `dir`, recursively, sorted.
@@ -98,34 +122,55 @@ pub struct CaseRun {
 pub fn run_case(path: &Path) -> Result<CaseRun, String> {
     let src = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let run = parse_run_line(src.lines().next().unwrap_or(""))?;
+    let first = src.lines().next().unwrap_or("");
+    let run = if first.trim_start().starts_with("// RUN:") {
+        Some(parse_run_line(first)?)
+    } else {
+        None
+    };
+    let failed = |e: &dyn std::fmt::Display| {
+        Ok(CaseRun {
+            files: vec![("err", format!("{e}\n"))],
+            problems: vec![],
+        })
+    };
+    let input = match text::parse(&src) {
+        Ok(g) => g,
+        Err(e) => return failed(&e),
+    };
+    let run = run.ok_or_else(|| {
+        format!(
+            "the first line must be `// RUN: --passes <pipeline>` or `// RUN: --verify <level>`, \
+             found `{first}`; only a case that fails to parse may leave it out"
+        )
+    })?;
     let topo = match &run.topology {
         None => Topology::default(),
         Some(f) => {
             let p = path.parent().unwrap_or(Path::new(".")).join(f);
             let t = std::fs::read_to_string(&p)
                 .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            Topology::parse(&t)?
+            match Topology::parse(&t) {
+                Ok(t) => t,
+                Err(e) => return failed(&e),
+            }
         }
     };
-    let input = match text::parse(&src) {
-        Ok(g) => g,
-        Err(e) => {
-            return Ok(CaseRun {
-                files: vec![("err", format!("{e}\n"))],
+    if let Some(level) = run.verify {
+        return match verify(&input, level, &topo) {
+            Err(e) => failed(&e),
+            Ok(()) => Ok(CaseRun {
+                files: vec![("fir", text::print(&input)), ("dot", dot::to_dot(&input))],
                 problems: vec![],
-            })
-        }
-    };
+            }),
+        };
+    }
     let topo = Arc::new(topo);
     let mut g = input.clone();
     if let Err(e) =
         fuel_collective::run_pipeline(&mut g, &run.passes, topo.clone(), DebugOptions::verifying())
     {
-        return Ok(CaseRun {
-            files: vec![("err", format!("{e}\n"))],
-            problems: vec![],
-        });
+        return failed(&e);
     }
     let mut problems = Vec::new();
     if let Err(e) = verify(&g, Level::Placement, &topo) {
@@ -227,8 +272,13 @@ mod tests {
     fn run_lines() {
         let r = parse_run_line("// RUN: --passes a{x=1, y=2},b --topology t.topo").unwrap();
         assert_eq!(r.passes, "a{x=1, y=2},b");
+        assert_eq!(r.verify, None);
         assert_eq!(r.topology.as_deref(), Some("t.topo"));
+        let v = parse_run_line("// RUN: --verify placement").unwrap();
+        assert_eq!(v.verify, Some(Level::Placement));
         assert!(parse_run_line("graph @x {").is_err());
         assert!(parse_run_line("// RUN: --frob 1").is_err());
+        assert!(parse_run_line("// RUN: --verify loose").is_err());
+        assert!(parse_run_line("// RUN: --passes dce --verify structural").is_err());
     }
 }
