@@ -10,7 +10,7 @@ use fuel_collective::DeviceGroup;
 use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
-use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on};
+use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on, shards};
 
 const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];
 
@@ -18,11 +18,7 @@ const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];
 fn record(devices: &[Device], ty: &TensorType, op: ReduceOp) -> Graph {
     let group = DeviceGroup::new(devices.iter().copied()).unwrap();
     let g = LazyGraph::new("e2e");
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
+    let shards = shards(&g, devices, ty);
     for t in group.all_reduce(&shards, op).unwrap() {
         g.output(&t).unwrap();
     }

@@ -23,7 +23,8 @@ use fuel_collective::{
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::pass::PassError;
-use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::{text, DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_test_support::shards;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -285,13 +286,6 @@ fn need_vulkan(devices: &[Device]) -> Result<(), Skip> {
 
 fn f32s(shape: &[usize]) -> TensorType {
     TensorType::new(DType::F32, shape)
-}
-
-fn shards(g: &LazyGraph, devs: &[Device], ty: &TensorType) -> Vec<LazyTensor> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect()
 }
 
 const CPU01: [Device; 2] = [Device::cpu(0), Device::cpu(1)];

@@ -13,7 +13,7 @@
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
-use fuel_test_support::lower_on;
+use fuel_test_support::{lower_on, shards};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -102,12 +102,7 @@ fn build(c: &Case) -> Graph {
     let lg = LazyGraph::new("prop");
     let group = DeviceGroup::new(c.devs.clone()).unwrap();
     let ty = TensorType::new(c.dtype, &c.shape);
-    let xs: Vec<_> = c
-        .devs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
+    let xs = shards(&lg, &c.devs, &ty);
     let outs = match c.kind {
         0 => group.all_reduce(&xs, c.op).unwrap(),
         1 => vec![group.reduce(&xs, c.op, c.root).unwrap()],

@@ -1,24 +1,30 @@
-//! The graphs tests start from: a collective recorded through
-//! `DeviceGroup`, and a graph lowered by a pipeline, which runs through
-//! `fuel_collective::run_pipeline` as every caller's does.
+//! The graphs tests start from: one shard per device, a collective
+//! recorded through `DeviceGroup`, and a graph lowered by a pipeline, which
+//! runs through `fuel_collective::run_pipeline` as every caller's does.
 
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::pass::DebugOptions;
-use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::{
+    text, DType, Device, Graph, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology,
+};
 use std::sync::Arc;
 
-/// An `all_reduce` of one `dtype[n]` shard per device (inputs `s0`,
-/// `s1`, ...), recorded through a `DeviceGroup`; returns the graph before
-/// lowering.
+/// One shard per device, all of type `ty`, in graph `g`: inputs named
+/// `s0`, `s1`, ... in device order.
+pub fn shards(g: &LazyGraph, devices: &[Device], ty: &TensorType) -> Vec<LazyTensor> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
+        .collect()
+}
+
+/// An `all_reduce` of one `dtype[n]` shard per device ([`shards`]),
+/// recorded through a `DeviceGroup`; returns the graph before lowering.
 pub fn all_reduce_graph(devices: &[Device], dtype: DType, n: usize, op: ReduceOp) -> Graph {
     let lg = LazyGraph::new("all_reduce");
     let group = DeviceGroup::new(devices.iter().copied()).unwrap();
-    let ty = TensorType::new(dtype, &[n]);
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
+    let shards = shards(&lg, devices, &TensorType::new(dtype, &[n]));
     for t in group.all_reduce(&shards, op).unwrap() {
         lg.output(&t).unwrap();
     }

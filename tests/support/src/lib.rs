@@ -5,8 +5,8 @@
 //! - [`devices`]: whether a test that needs Vulkan or CUDA runs here, or
 //!   prints `SKIP: <reason>` (a failure under `FUEL_REQUIRE_VULKAN=1` /
 //!   `FUEL_REQUIRE_CUDA=1`).
-//! - [`graphs`]: recording a collective through `DeviceGroup` and lowering
-//!   a graph, through `fuel_collective::run_pipeline` like every caller.
+//! - [`graphs`]: one shard per device, recording a collective through
+//!   `DeviceGroup`, and lowering a graph, through `fuel_collective::run_pipeline` like every caller.
 //! - [`run`]: running a graph on devices against the reference interpreter.
 //! - [`memory`]: what a run leaves behind and may hold (allocator counters,
 //!   resident memory).
@@ -30,6 +30,6 @@ pub use devices::nccl_or_skip;
 pub use devices::{devices_or_skip, skip, Backend};
 pub use faults::{assert_exact_fault_messages, expected_fault_message, fail_at_every_point};
 pub use golden::{cases, check_dir, golden_dir, same_meaning};
-pub use graphs::{all_reduce_graph, lower, lower_on};
+pub use graphs::{all_reduce_graph, lower, lower_on, shards};
 pub use memory::{all_values_bytes, assert_no_leaks, rss_bytes};
 pub use run::{assert_close, run_and_compare};
