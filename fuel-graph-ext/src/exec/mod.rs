@@ -18,7 +18,9 @@
 //! by a fold on its destination is moved by that fold
 //! ([`schedule::Work::Defer`]); both on by default, see [`Options`]. A failed
 //! step stops the run, all buffers are released, and the executable can run
-//! again. The backends are in [`crate::backend`], the collective drivers in
+//! again; [`Executable::planned_events`] says how many copies, kernels and
+//! allocations (the points a fault can be injected at) one run passes. The
+//! backends are in [`crate::backend`], the collective drivers in
 //! [`crate::driver`]. See `docs/backends.md`.
 
 pub mod discover;
