@@ -507,7 +507,7 @@ pub enum Operand {
 }
 
 /// How many buffers kernel `k` allocates on `ctx` besides its result, for
-/// operands of the kinds `operands` gives, by the rules [`kernel`] and the
+/// operands of the kinds `operands` gives, by the rules `kernel` and the
 /// staged folds follow: a host fold takes one scratch buffer if any
 /// deferred operand is not mapped; a Vulkan fold one if a deferred operand
 /// comes after its first; a GPU fold longer than one launch one more per
