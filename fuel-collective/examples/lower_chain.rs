@@ -7,7 +7,6 @@
 //! Run: `cargo run --release -p fuel-collective --example lower_chain -- 10000,20000 [reps]`.
 #![allow(clippy::expect_used)]
 
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{Graph, Topology};
 use std::time::Instant;
@@ -81,14 +80,13 @@ fn main() {
     for (i, c) in counts.iter().enumerate() {
         let emitted = {
             let mut g = inputs[i].clone();
-            let mut pm = PassManager::new(
-                &fuel_collective::registry(),
+            fuel_collective::run_pipeline(
+                &mut g,
                 &pipeline,
-                PassContext::default(),
-                DebugOptions::default(),
+                Default::default(),
+                Default::default(),
             )
-            .expect("pipeline");
-            pm.run(&mut g).expect("lowering");
+            .expect("lowering");
             g.node_count() + c - inputs[i].node_count()
         };
         let p = median(&mut pipe[i]);

@@ -15,8 +15,9 @@
 //! this crate re-exports them as [`driver`] and puts the SPMD
 //! [`DriverCommunicator`] on top.
 //!
-//! [`registry`] gives a pass registry with every pass of the project, which
-//! is what `fuel-opt` and the golden tests use.
+//! [`registry`] gives a pass registry with every pass of the project, and
+//! [`run_pipeline`] builds a pipeline from it and runs it: the one way
+//! `fuel-opt`, the benches and the tests run a pipeline.
 
 pub mod comm;
 pub mod cost;
@@ -40,7 +41,11 @@ pub use driver_comm::DriverCommunicator;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
 
-use fuel_graph_ext::pass::{PassInfo, PassRegistry};
+use fuel_graph_ext::pass::{
+    DebugOptions, PassContext, PassError, PassInfo, PassManager, PassRegistry,
+};
+use fuel_graph_ext::{Graph, Topology};
+use std::sync::Arc;
 
 /// The pipeline that takes a graph with collectives to one an executor can
 /// run: lower the collectives, legalise every remaining edge, then clean up.
@@ -79,4 +84,20 @@ pub fn registry() -> PassRegistry {
     let mut r = PassRegistry::with_builtin();
     register(&mut r);
     r
+}
+
+/// Builds `pipeline` from [`registry`] for `topology`, with `debug` saying
+/// what to verify, print and dump, and runs it on `g` in place. Returns the
+/// pass manager, whose passes keep what they found in the run (read
+/// `lower-collectives`' choices with [`lower::decisions`]). A bad pipeline
+/// string and a failing pass are both a [`PassError`].
+pub fn run_pipeline(
+    g: &mut Graph,
+    pipeline: &str,
+    topology: Arc<Topology>,
+    debug: DebugOptions,
+) -> Result<PassManager, PassError> {
+    let mut pm = PassManager::new(&registry(), pipeline, PassContext { topology }, debug)?;
+    pm.run(g)?;
+    Ok(pm)
 }

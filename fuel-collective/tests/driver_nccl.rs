@@ -5,32 +5,24 @@
 //! per GPU in a communicator).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_collective::driver::nccl::NCCL_HINT;
 use fuel_collective::driver::NcclUniqueId;
 use fuel_collective::{
     CollectiveDriver, CommunicationId, Driver, ElemType, JoinOptions, NcclDriver,
 };
 use fuel_graph_ext::{Device, ReduceOp};
+use fuel_test_support::{nccl_or_skip, skip, Backend};
 use std::sync::mpsc;
 use std::time::Duration;
 
 /// The number of GPUs, or None after printing why the test skips.
 fn gpus() -> Option<usize> {
-    let reason = match fuel_graph_ext::backend::cuda::device_count() {
-        Err((r, h)) => format!("{r} ({h})"),
-        Ok(n) => {
-            if fuel_collective::driver::nccl::library_present() {
-                return Some(n);
-            }
-            format!("libnccl is not loadable; {NCCL_HINT}")
+    match fuel_graph_ext::backend::cuda::device_count() {
+        Err((r, h)) => {
+            skip("driver_nccl", Backend::Cuda, &format!("{r} ({h})"));
+            None
         }
-    };
-    assert!(
-        std::env::var("FUEL_REQUIRE_CUDA").as_deref() != Ok("1"),
-        "FUEL_REQUIRE_CUDA=1 but: {reason}"
-    );
-    println!("SKIP: {reason}");
-    None
+        Ok(n) => nccl_or_skip("driver_nccl").then_some(n),
+    }
 }
 
 fn per_rank<T: Send + 'static>(

@@ -6,15 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{exec, DType, Device, ReduceOp};
-use fuel_tests::{assert_no_leaks, devices_or_skip};
+use fuel_test_support::{all_reduce_graph, assert_close, lower};
+use fuel_test_support::{assert_no_leaks, devices_or_skip};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use support::{all_reduce_graph, assert_close, lower};
 
 /// Generous: the whole test takes about a second here. Only a hang gets near it.
 const DEADLINE: Duration = Duration::from_secs(120);

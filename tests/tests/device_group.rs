@@ -2,18 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::{CollectiveError, Communicator, DeviceGroup, IdentityComm};
-use fuel_graph_ext::{DType, Device, LazyGraph, LazyTensor, Op, ReduceOp, TensorType};
+use fuel_graph_ext::{DType, Device, LazyGraph, Op, ReduceOp, TensorType};
+use fuel_test_support::shards;
 
 fn f32s(shape: &[usize]) -> TensorType {
     TensorType::new(DType::F32, shape)
-}
-
-/// One shard per device, all of type `ty`, in graph `g`.
-fn shards(g: &LazyGraph, devs: &[Device], ty: &TensorType) -> Vec<LazyTensor> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect()
 }
 
 const TRIO: [Device; 3] = [Device::cpu(0), Device::cuda(0), Device::vulkan(0)];

@@ -9,9 +9,8 @@
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
-use fuel_tests::{assert_no_leaks, devices_or_skip};
+use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on, shards};
 
 const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];
 
@@ -19,11 +18,7 @@ const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];
 fn record(devices: &[Device], ty: &TensorType, op: ReduceOp) -> Graph {
     let group = DeviceGroup::new(devices.iter().copied()).unwrap();
     let g = LazyGraph::new("e2e");
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
+    let shards = shards(&g, devices, ty);
     for t in group.all_reduce(&shards, op).unwrap() {
         g.output(&t).unwrap();
     }
@@ -38,17 +33,8 @@ fn lower_run_check(devices: &[Device], dtype: DType, op: ReduceOp, algorithm: &s
     let n = devices.len();
     let ty = TensorType::new(dtype, &[n * 10, 3]);
     let original = record(devices, &ty, op);
-    let mut lowered = original.clone();
     let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
-    PassManager::new(
-        &fuel_collective::registry(),
-        &pipeline,
-        PassContext::default(),
-        DebugOptions::default(),
-    )
-    .unwrap()
-    .run(&mut lowered)
-    .unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    let lowered = lower(&original, &pipeline);
     let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
     let inputs = deterministic_inputs(&original);
     let want = interpret(&original, &inputs).unwrap();
@@ -166,19 +152,8 @@ fn host_driver_all_reduce_on_cpu_arenas() {
     ] {
         let ty = TensorType::new(dtype, &[40, 3]);
         let original = record(&devs, &ty, op);
-        let mut lowered = original.clone();
         let pipeline = fuel_collective::pipeline_with("algorithm=driver");
-        PassManager::new(
-            &fuel_collective::registry(),
-            &pipeline,
-            PassContext {
-                topology: topo.clone(),
-            },
-            DebugOptions::default(),
-        )
-        .unwrap()
-        .run(&mut lowered)
-        .unwrap();
+        let lowered = lower_on(&original, &pipeline, &topo);
         let text = fuel_graph_ext::text::print(&lowered);
         assert!(text.contains("= driver_all_reduce."), "{text}");
         // Without the driver in its topology the executor refuses the graph.

@@ -3,10 +3,13 @@
 //! Every entry of the catalogue is a `### EXXXX — title` heading followed,
 //! somewhere before the next heading, by one fenced block that holds the
 //! exact message a user sees (without its final newline). This file reads
-//! the catalogue, produces each error with the case function of the same id
-//! and asserts the message is byte-for-byte the documented one, so the docs
-//! and the code cannot drift apart. An entry without a case, or a case
-//! without an entry, fails too.
+//! the catalogue, produces each error with its case and asserts the message
+//! is byte-for-byte the documented one, so the docs and the code cannot
+//! drift apart. An error of the IR (parse, verify, pipeline and topology
+//! file) has its case in the golden tree, `tests/golden/errors/<id>-<title>.fir`
+//! with the message pinned beside it in `.out.err`; every other error has a
+//! case function of the same id in this file. An entry without a case, a
+//! case without an entry, or an id with two cases fails too.
 //!
 //! `PRINT_ERRORS=1` prints every produced message (to draft a new entry).
 
@@ -19,12 +22,11 @@ use fuel_collective::{
 };
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassError, PassManager};
-use fuel_graph_ext::verify::{verify, Level};
-use fuel_graph_ext::{text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::pass::PassError;
+use fuel_graph_ext::{text, DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_test_support::shards;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A case either produces the message or says why it cannot run here.
@@ -37,40 +39,6 @@ struct Skip(String);
 type Case = fn() -> Outcome;
 
 const CASES: &[(&str, Case)] = &[
-    ("E0101", parse_unknown_op),
-    ("E0102", parse_bad_device),
-    ("E0103", parse_unclosed_shape),
-    ("E0104", parse_undefined_value),
-    ("E0105", parse_missing_brace),
-    ("E0106", parse_missing_attribute),
-    ("E0107", parse_wrong_result_count),
-    ("E0108", parse_missing_result_index),
-    ("E0109", parse_unknown_dtype),
-    ("E0110", parse_duplicate_value),
-    ("E0111", parse_unknown_attribute),
-    ("E0112", parse_empty_input),
-    ("E0113", parse_bad_escape),
-    ("E0114", parse_unknown_reduction),
-    ("E0115", parse_huge_result_index),
-    ("E0201", verify_cycle),
-    ("E0202", verify_operand_types),
-    ("E0203", verify_declared_type),
-    ("E0204", verify_slice_out_of_range),
-    ("E0205", verify_move_with_other_uses),
-    ("E0206", verify_root_out_of_range),
-    ("E0207", verify_not_divisible),
-    ("E0208", verify_div_by_zero),
-    ("E0209", verify_operand_on_other_device),
-    ("E0210", verify_no_direct_copy),
-    ("E0211", verify_driver_without_driver),
-    ("E0301", pipeline_unknown_pass),
-    ("E0302", pipeline_unknown_option),
-    ("E0303", pipeline_bad_algorithm),
-    ("E0304", pipeline_bad_arity),
-    ("E0305", pipeline_bad_reduce_at),
-    ("E0306", pipeline_malformed),
-    ("E0307", pipeline_output_does_not_verify),
-    ("E0308", topology_bad_line),
     ("E0309", pass_internal_error),
     ("E0401", group_empty),
     ("E0402", group_no_shards),
@@ -176,19 +144,33 @@ fn every_documented_error_is_produced_exactly() {
     let docs = entries(&md);
     let print = std::env::var("PRINT_ERRORS").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
+    let mut produced: Vec<(String, Outcome)> = CASES
+        .iter()
+        .map(|(id, case)| (id.to_string(), case()))
+        .collect();
+    for (id, path) in golden_cases(&mut failures) {
+        produced.push((id, golden_err(&path)));
+    }
     for e in &docs {
         if docs.iter().filter(|o| o.id == e.id).count() > 1 {
             failures.push(format!("{} is documented twice (line {})", e.id, e.line));
         }
-        if !CASES.iter().any(|(id, _)| *id == e.id) {
-            failures.push(format!(
-                "{} (errors.md line {}) has no case function in this file",
-                e.id, e.line
-            ));
+        match produced.iter().filter(|(id, _)| *id == e.id).count() {
+            0 => failures.push(format!(
+                "{id} (errors.md line {}) has no case: add tests/golden/errors/{id}-<title>.fir \
+                 for an error of the IR, else a case function in this file",
+                e.line,
+                id = e.id
+            )),
+            1 => {}
+            _ => failures.push(format!(
+                "{} has two cases (a golden and a case function?): keep one",
+                e.id
+            )),
         }
     }
-    for (id, case) in CASES {
-        let got = match case() {
+    for (id, outcome) in produced {
+        let got = match outcome {
             Ok(m) => m.trim_end_matches('\n').to_string(),
             Err(Skip(why)) => {
                 println!("SKIP: {id}: {why}");
@@ -198,7 +180,7 @@ fn every_documented_error_is_produced_exactly() {
         if print {
             println!("=== {id}\n{got}\n");
         }
-        let Some(doc) = docs.iter().find(|e| e.id == *id) else {
+        let Some(doc) = docs.iter().find(|e| e.id == id) else {
             failures.push(format!("{id} has a case but no entry in docs/errors.md"));
             continue;
         };
@@ -242,38 +224,39 @@ fn the_catalogue_reader_finds_ids_and_blocks() {
 
 // ---- helpers ----------------------------------------------------------------
 
-fn parse_err(src: &str) -> Outcome {
-    match text::parse(src) {
-        Ok(_) => panic!("expected a parse error for:\n{src}"),
-        Err(e) => Ok(e.to_string()),
+/// The golden cases of the IR's errors, `tests/golden/errors/<id>-<title>.fir`,
+/// with their ids; a file not named that way is a failure.
+fn golden_cases(failures: &mut Vec<String>) -> Vec<(String, PathBuf)> {
+    let dir = fuel_test_support::golden_dir().join("errors");
+    let mut out = Vec::new();
+    for path in fuel_test_support::cases(&dir) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let id = name
+            .as_deref()
+            .and_then(|n| n.split_once('-'))
+            .map(|(id, _)| id);
+        match id {
+            Some(id) if id.len() == 5 && id.starts_with('E') => out.push((id.to_string(), path)),
+            _ => failures.push(format!(
+                "{}: name an error's golden case `<id>-<title>.fir`, such as `E0101-unknown-op.fir`",
+                path.display()
+            )),
+        }
     }
+    out
 }
 
-fn verify_err(src: &str, level: Level) -> Outcome {
-    let g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
-    match verify(&g, level, &Topology::default()) {
-        Ok(()) => panic!("expected a verifier error for:\n{src}"),
-        Err(e) => Ok(e.to_string()),
-    }
-}
-
-fn pipeline_err(src: &str, pipeline: &str) -> Outcome {
-    let cx = PassContext {
-        topology: Arc::new(Topology::default()),
-    };
-    let mut pm = match PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        cx,
-        DebugOptions::verifying(),
-    ) {
-        Ok(pm) => pm,
-        Err(e) => return Ok(e.to_string()),
-    };
-    let mut g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
-    match pm.run(&mut g) {
-        Ok(_) => panic!("expected `{pipeline}` to fail"),
-        Err(e) => Ok(e.to_string()),
+/// The message golden case `path` produces (the golden test pins it in the
+/// case's `.out.err`).
+fn golden_err(path: &Path) -> Outcome {
+    let run = fuel_test_support::golden::run_case(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match run.files.into_iter().find(|(ext, _)| *ext == "err") {
+        Some((_, message)) => Ok(message),
+        None => panic!(
+            "{} must fail, but its RUN line succeeds: fix the case so it produces its error",
+            path.display()
+        ),
     }
 }
 
@@ -294,7 +277,7 @@ fn group_err(r: Result<impl Sized, CollectiveError>) -> Outcome {
 
 /// Vulkan devices, or a skip (a failure under `FUEL_REQUIRE_VULKAN=1`).
 fn need_vulkan(devices: &[Device]) -> Result<(), Skip> {
-    if fuel_tests::devices_or_skip("error_catalogue", devices) {
+    if fuel_test_support::devices_or_skip("error_catalogue", devices) {
         Ok(())
     } else {
         Err(Skip("Vulkan is unavailable".into()))
@@ -303,13 +286,6 @@ fn need_vulkan(devices: &[Device]) -> Result<(), Skip> {
 
 fn f32s(shape: &[usize]) -> TensorType {
     TensorType::new(DType::F32, shape)
-}
-
-fn shards(g: &LazyGraph, devs: &[Device], ty: &TensorType) -> Vec<LazyTensor> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| g.input(&format!("s{i}"), *d, ty.clone()))
-        .collect()
 }
 
 const CPU01: [Device; 2] = [Device::cpu(0), Device::cpu(1)];
@@ -385,99 +361,13 @@ fn run_err(point: Option<FaultPoint>, edit: impl FnOnce(&mut Inputs)) -> Outcome
         Ok(_) => panic!("the run should fail"),
         Err(e) => e,
     };
-    fuel_tests::assert_no_leaks(&exe);
+    fuel_test_support::assert_no_leaks(&exe);
     Ok(e.to_string())
 }
 
 type Inputs = std::collections::BTreeMap<String, HostTensor>;
 
-// ---- parse (E01) ------------------------------------------------------------
-
-fn parse_unknown_op() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = frob %0 @cpu:0 : f32[4]\n  return %1\n}\n")
-}
-fn parse_bad_device() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @gpu:0 : f32[4]\n  return %0\n}\n")
-}
-fn parse_unclosed_shape() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4\n  return %0\n}\n")
-}
-fn parse_undefined_value() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  return %7\n}\n")
-}
-fn parse_missing_brace() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  return %0\n")
-}
-fn parse_missing_attribute() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = slice %0 {axis=0, len=2} @cpu:0 : f32[2]\n  return %1\n}\n")
-}
-fn parse_wrong_result_count() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:2 = all_reduce.sum %0 : f32[4]\n  return %1#0\n}\n")
-}
-fn parse_missing_result_index() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2\n}\n")
-}
-fn parse_unknown_dtype() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f8[4]\n  return %0\n}\n")
-}
-fn parse_duplicate_value() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %0 = input \"b\" @cpu:0 : f32[4]\n  return %0\n}\n")
-}
-fn parse_unknown_attribute() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=2, round=1} @cpu:0 : f32[4]\n  return %1\n}\n")
-}
-fn parse_empty_input() -> Outcome {
-    parse_err("// only a comment\n")
-}
-fn parse_bad_escape() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\\q\" @cpu:0 : f32[4]\n  return %0\n}\n")
-}
-fn parse_unknown_reduction() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:1 = all_reduce.avg %0 : f32[4]\n  return %1#0\n}\n")
-}
-
-fn parse_huge_result_index() -> Outcome {
-    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1:1 = all_reduce.sum %0 : f32[4]\n  return %1#4294967296\n}\n")
-}
-
-// ---- verify (E02) -----------------------------------------------------------
-
-fn verify_cycle() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %2 @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", Level::Structural)
-}
-fn verify_operand_types() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[6]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", Level::Structural)
-}
-fn verify_declared_type() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : i32[4]\n  return %1\n}\n", Level::Structural)
-}
-fn verify_slice_out_of_range() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = slice %0 {axis=0, len=3, start=2} @cpu:0 : f32[3]\n  return %1\n}\n", Level::Structural)
-}
-fn verify_move_with_other_uses() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = move %0 -> cpu:1 : f32[4]\n  return %0, %1\n}\n", Level::Structural)
-}
-fn verify_root_out_of_range() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = reduce.sum %0, %1 {root=2} : f32[4]\n  return %2\n}\n", Level::Structural)
-}
-fn verify_not_divisible() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[5]\n  %1 = input \"b\" @cpu:1 : f32[5]\n  %2:2 = reduce_scatter.sum %0, %1 {axis=0} : f32[2]\n  return %2#0, %2#1\n}\n", Level::Structural)
-}
-fn verify_div_by_zero() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=0} @cpu:0 : f32[4]\n  return %1\n}\n", Level::Structural)
-}
-fn verify_operand_on_other_device() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", Level::Placement)
-}
-fn verify_no_direct_copy() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = copy %0 -> vulkan:0 : f32[4]\n  return %1\n}\n", Level::Placement)
-}
-
-fn verify_driver_without_driver() -> Outcome {
-    verify_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = driver_all_reduce.sum %0, %1 {rank=0} @cuda:0 : f32[4]\n  return %2\n}\n", Level::Placement)
-}
-
-// ---- pipeline (E03) ---------------------------------------------------------
+// ---- parse, verify, pipeline (E01 to E03): tests/golden/errors/ -------------
 
 const SMALL: &str = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2#0, %2#1\n}\n";
 
@@ -489,33 +379,6 @@ fn pass_internal_error() -> Outcome {
         "lowering `all_reduce.sum` over [cpu:0, cuda:0]: a value it made has no device",
     )
     .to_string())
-}
-fn pipeline_unknown_pass() -> Outcome {
-    pipeline_err(SMALL, "lower-collective")
-}
-fn pipeline_unknown_option() -> Outcome {
-    pipeline_err(SMALL, "lower-collectives{algo=ring}")
-}
-fn pipeline_bad_algorithm() -> Outcome {
-    pipeline_err(SMALL, "lower-collectives{algorithm=butterfly}")
-}
-fn pipeline_bad_arity() -> Outcome {
-    pipeline_err(SMALL, "lower-collectives{algorithm=tree, arity=1}")
-}
-fn pipeline_bad_reduce_at() -> Outcome {
-    pipeline_err(SMALL, "lower-collectives{reduce_at=gpu:0}")
-}
-fn pipeline_malformed() -> Outcome {
-    pipeline_err(SMALL, "lower-collectives{algorithm=ring,dce")
-}
-fn pipeline_output_does_not_verify() -> Outcome {
-    pipeline_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  return %2\n}\n", "cse")
-}
-fn topology_bad_line() -> Outcome {
-    match Topology::parse("peer cuda:0 cuda:1\nlink host-cuda bandwidth=fast\n") {
-        Ok(_) => panic!("expected a topology error"),
-        Err(e) => Ok(e),
-    }
 }
 
 // ---- collectives (E04) ------------------------------------------------------

@@ -6,7 +6,7 @@
 use fuel_graph_ext::exec::{self, ExecError, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, DType, Device, TensorType};
-use fuel_tests::{assert_no_leaks, run_and_compare};
+use fuel_test_support::{assert_no_leaks, run_and_compare};
 use std::collections::BTreeMap;
 
 const CPUS: [Device; 3] = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];

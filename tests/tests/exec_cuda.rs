@@ -6,7 +6,9 @@
 
 use fuel_graph_ext::exec;
 use fuel_graph_ext::{text, Device};
-use fuel_tests::{devices_or_skip, run_and_compare};
+use fuel_test_support::{
+    all_reduce_graph, devices_or_skip, lower_on, nccl_or_skip, run_and_compare,
+};
 
 const C0: Device = Device::cpu(0);
 const G0: Device = Device::cuda(0);
@@ -90,24 +92,6 @@ fn cuda_vulkan_cpu_reduced_on_cuda_staged_via_host() {
     );
 }
 
-/// True if libnccl loads; otherwise prints `SKIP:` (or fails when
-/// `FUEL_REQUIRE_CUDA=1`).
-fn nccl_or_skip(test: &str) -> bool {
-    if fuel_collective::driver::nccl::library_present() {
-        return true;
-    }
-    let why = format!(
-        "libnccl is not loadable; {}",
-        fuel_collective::driver::nccl::NCCL_HINT
-    );
-    assert!(
-        std::env::var("FUEL_REQUIRE_CUDA").as_deref() != Ok("1"),
-        "{test}: {why} (required by FUEL_REQUIRE_CUDA)"
-    );
-    println!("SKIP: {test}: {why}");
-    false
-}
-
 /// `driver_all_reduce` over a CUDA island runs through `NcclDriver`: one
 /// communicator per GPU made at compile time (`ncclCommInitAll` on the
 /// executable's own devices), every rank enqueued on its GPU's comm stream
@@ -122,8 +106,7 @@ fn cuda_island_driver_all_reduce_through_nccl() {
         return;
     }
     use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-    use fuel_graph_ext::pass::{PassContext, PassManager};
-    use fuel_graph_ext::{DType, LazyGraph, ReduceOp, TensorType, Topology};
+    use fuel_graph_ext::{DType, ReduceOp, Topology};
     let topo = Topology::parse("driver cuda\n").unwrap();
     let gpus = exec::discover()
         .available
@@ -132,30 +115,9 @@ fn cuda_island_driver_all_reduce_through_nccl() {
         .count();
     let (original, lowered, devices) = if gpus >= 2 {
         let devs = [G0, Device::cuda(1)];
-        let lg = LazyGraph::new("island");
-        let ty = TensorType::new(DType::F32, &[100_000]);
-        let shards: Vec<_> = devs
-            .iter()
-            .enumerate()
-            .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
-            .collect();
-        let group = fuel_collective::DeviceGroup::new(devs).unwrap();
-        for t in group.all_reduce(&shards, ReduceOp::Sum).unwrap() {
-            lg.output(&t).unwrap();
-        }
-        let original = lg.snapshot();
-        let mut lowered = original.clone();
-        PassManager::new(
-            &fuel_collective::registry(),
-            &fuel_collective::pipeline_with("algorithm=driver"),
-            PassContext {
-                topology: std::sync::Arc::new(topo.clone()),
-            },
-            fuel_graph_ext::pass::DebugOptions::verifying(),
-        )
-        .unwrap()
-        .run(&mut lowered)
-        .unwrap();
+        let original = all_reduce_graph(&devs, DType::F32, 100_000, ReduceOp::Sum);
+        let pipeline = fuel_collective::pipeline_with("algorithm=driver");
+        let lowered = lower_on(&original, &pipeline, &topo);
         (original, lowered, devs.to_vec())
     } else {
         let src = "graph @one {
@@ -177,7 +139,7 @@ fn cuda_island_driver_all_reduce_through_nccl() {
     for round in 0..3 {
         let got = exe.run_host(&inputs).unwrap();
         assert_eq!(got, want, "round {round}");
-        fuel_tests::assert_no_leaks(&exe);
+        fuel_test_support::assert_no_leaks(&exe);
     }
     println!(
         "PROOF {test}: driver_all_reduce.sum over f32[100000] on {:?} ran through NCCL ({} rank(s), 3 runs), results equal the interpreter, allocators back to zero",

@@ -9,16 +9,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::{
-    CollectiveDriver, CommunicationId, Communicator, DeviceGroup, Driver, DriverCommunicator,
-    HostDriver, JoinOptions,
+    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, HostDriver,
+    JoinOptions,
 };
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, interpret_world, HostTensor};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
-use fuel_tests::{assert_no_leaks, devices_or_skip};
+use fuel_test_support::{all_reduce_graph, assert_no_leaks, devices_or_skip, lower_on};
 use std::collections::BTreeMap;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 const C0: Device = Device::cpu(0);
@@ -26,37 +25,21 @@ const C1: Device = Device::cpu(1);
 const C2: Device = Device::cpu(2);
 const V0: Device = Device::vulkan(0);
 
-/// An all_reduce over `devices` recorded through a `DeviceGroup`, and the
-/// same graph lowered with `algorithm=driver` against `topo`.
+/// An all_reduce of `dtype[n]` shards over `devices` recorded through a
+/// `DeviceGroup`, and the same graph lowered with `algorithm=driver`
+/// against `topo`.
 fn driver_lowered(
     devices: &[Device],
-    ty: &TensorType,
+    (dtype, n): (DType, usize),
     op: ReduceOp,
     topo: &Topology,
 ) -> (Graph, Graph) {
-    let lg = LazyGraph::new("ar");
-    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
-    for t in group.all_reduce(&shards, op).unwrap() {
-        lg.output(&t).unwrap();
-    }
-    let original = lg.snapshot();
-    let mut lowered = original.clone();
-    PassManager::new(
-        &fuel_collective::registry(),
+    let original = all_reduce_graph(devices, dtype, n, op);
+    let lowered = lower_on(
+        &original,
         &fuel_collective::pipeline_with("algorithm=driver"),
-        PassContext {
-            topology: Arc::new(topo.clone()),
-        },
-        DebugOptions::verifying(),
-    )
-    .unwrap()
-    .run(&mut lowered)
-    .unwrap();
+        topo,
+    );
     (original, lowered)
 }
 
@@ -78,8 +61,7 @@ fn host_driver_island_in_a_graph_with_vulkan() {
         (DType::I32, ReduceOp::Max),
         (DType::U32, ReduceOp::Mean),
     ] {
-        let ty = TensorType::new(dtype, &[3000]);
-        let (original, lowered) = driver_lowered(&devs, &ty, op, &topo);
+        let (original, lowered) = driver_lowered(&devs, (dtype, 3000), op, &topo);
         let text = fuel_graph_ext::text::print(&lowered);
         assert!(text.contains("= driver_all_reduce."), "{text}");
         let exe = exec::compile_with(&lowered, &devs, &topo).unwrap();

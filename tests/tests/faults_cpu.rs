@@ -7,13 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::deterministic_inputs;
 use fuel_graph_ext::{text, DType, Device, ReduceOp};
-use fuel_tests::assert_no_leaks;
-use support::{all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower};
+use fuel_test_support::assert_no_leaks;
+use fuel_test_support::{
+    all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower,
+};
 
 const CPUS: [Device; 4] = [
     Device::cpu(0),

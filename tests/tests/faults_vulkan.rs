@@ -7,11 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use fuel_graph_ext::{DType, Device, ReduceOp};
-use fuel_tests::devices_or_skip;
-use support::{all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower};
+use fuel_test_support::devices_or_skip;
+use fuel_test_support::{
+    all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower,
+};
 
 const MIXED: [Device; 3] = [Device::cpu(0), Device::vulkan(0), Device::vulkan(1)];
 

@@ -2,11 +2,11 @@
 
 #[test]
 fn golden_cases() {
-    match fuel_tests::check_dir(&fuel_tests::golden_dir()) {
+    match fuel_test_support::check_dir(&fuel_test_support::golden_dir()) {
         Ok(n) => assert!(
             n > 0,
             "no golden cases found under {}",
-            fuel_tests::golden_dir().display()
+            fuel_test_support::golden_dir().display()
         ),
         Err(report) => panic!("{report}"),
     }
@@ -24,7 +24,7 @@ fn golden_dots_render() {
         return;
     }
     let mut checked = 0;
-    for case in fuel_tests::cases(&fuel_tests::golden_dir()) {
+    for case in fuel_test_support::cases(&fuel_test_support::golden_dir()) {
         let dot = case.with_extension("out.dot");
         if !dot.exists() {
             continue;
@@ -54,25 +54,18 @@ fn golden_dots_render() {
 /// input through them twice prints the same graph as running them once.
 #[test]
 fn legalising_passes_are_idempotent() {
-    use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
     let once = "insert-cross-device-copies,split-cross-vendor-copies";
     let twice = format!("{once},{once}");
     let mut checked = 0;
-    for case in fuel_tests::cases(&fuel_tests::golden_dir()) {
+    for case in fuel_test_support::cases(&fuel_test_support::golden_dir()) {
         let src = std::fs::read_to_string(&case).unwrap();
         let Ok(g) = fuel_graph_ext::text::parse(&src) else {
             continue;
         };
         let run = |p: &str| {
             let mut g = g.clone();
-            let mut pm = PassManager::new(
-                &fuel_collective::registry(),
-                p,
-                PassContext::default(),
-                DebugOptions::default(),
-            )
-            .unwrap();
-            pm.run(&mut g).map(|_| fuel_graph_ext::text::print(&g))
+            fuel_collective::run_pipeline(&mut g, p, Default::default(), Default::default())
+                .map(|_| fuel_graph_ext::text::print(&g))
         };
         let (Ok(a), Ok(b)) = (run(once), run(&twice)) else {
             continue;

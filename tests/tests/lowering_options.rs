@@ -4,7 +4,7 @@
 
 use fuel_collective::lower::{decisions, Candidate, Reason, Star, Tree};
 use fuel_collective::{Decision, Lowering};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassError, PassManager};
+use fuel_graph_ext::pass::{DebugOptions, PassError};
 use fuel_graph_ext::{dot, text, Device, Op, ReduceOp, Topology};
 use std::sync::Arc;
 
@@ -28,13 +28,7 @@ const MIX8: &str = "graph @mix {
 fn run(src: &str, pipeline: &str) -> Result<(String, String, Vec<Decision>), PassError> {
     let mut g = text::parse(src).unwrap();
     let topo = Arc::new(Topology::default().with_peer(0, 1));
-    let mut pm = PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        PassContext { topology: topo },
-        DebugOptions::default(),
-    )?;
-    pm.run(&mut g)?;
+    let pm = fuel_collective::run_pipeline(&mut g, pipeline, topo, DebugOptions::default())?;
     let decisions = decisions(&pm).into_iter().cloned().collect();
     Ok((text::print(&g), dot::to_dot(&g), decisions))
 }

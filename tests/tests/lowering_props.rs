@@ -11,9 +11,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
+use fuel_test_support::{lower_on, shards};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -102,12 +102,7 @@ fn build(c: &Case) -> Graph {
     let lg = LazyGraph::new("prop");
     let group = DeviceGroup::new(c.devs.clone()).unwrap();
     let ty = TensorType::new(c.dtype, &c.shape);
-    let xs: Vec<_> = c
-        .devs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| lg.input(&format!("s{i}"), *d, ty.clone()))
-        .collect();
+    let xs = shards(&lg, &c.devs, &ty);
     let outs = match c.kind {
         0 => group.all_reduce(&xs, c.op).unwrap(),
         1 => vec![group.reduce(&xs, c.op, c.root).unwrap()],
@@ -119,22 +114,6 @@ fn build(c: &Case) -> Graph {
         lg.output(o).unwrap();
     }
     lg.snapshot()
-}
-
-fn lower(g: &Graph, pipeline: &str, topo: &Arc<Topology>) -> Graph {
-    let mut out = g.clone();
-    let mut pm = PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        PassContext {
-            topology: topo.clone(),
-        },
-        DebugOptions::verifying(),
-    )
-    .unwrap();
-    pm.run(&mut out)
-        .unwrap_or_else(|e| panic!("{pipeline} failed: {e}\n{}", text::print(g)));
-    out
 }
 
 proptest! {
@@ -159,7 +138,7 @@ proptest! {
                 opts.push(format!("reduce_at={d}"));
             }
             let pipeline = format!("lower-collectives{{{}}}", opts.join(", "));
-            let after = lower(&before, &pipeline, &topo);
+            let after = lower_on(&before, &pipeline, &topo);
             let shown = text::print(&after);
             if let Err(e) = verify(&after, Level::Placement, &topo) {
                 panic!("{pipeline}: does not verify at placement level:\n{e}");
@@ -173,10 +152,10 @@ proptest! {
                     prop_assert!(topo.is_direct(from, to), "{pipeline}: {from} -> {to} has no direct path\n{shown}");
                 }
             }
-            if let Err(e) = fuel_tests::same_meaning(&before, &after) {
+            if let Err(e) = fuel_test_support::same_meaning(&before, &after) {
                 panic!("{pipeline}: {e}\n{}\n{shown}", text::print(&before));
             }
-            let again = lower(&before, &pipeline, &topo);
+            let again = lower_on(&before, &pipeline, &topo);
             prop_assert_eq!(&shown, &text::print(&again), "{} is not deterministic", pipeline);
         }
     }

@@ -9,13 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{DType, Device, ReduceOp, Topology};
+use fuel_test_support::{all_reduce_graph, assert_close, lower};
 use std::collections::BTreeMap;
-use support::{all_reduce_graph, assert_close, lower};
 
 const N: usize = 1 << 16;
 
@@ -168,7 +166,7 @@ fn run_into_reuses_output_tensors() {
 #[test]
 fn vulkan_group_extra_memory_is_at_most_twice_the_rank_bytes() {
     let devs = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
-    if !fuel_tests::devices_or_skip(
+    if !fuel_test_support::devices_or_skip(
         "vulkan_group_extra_memory_is_at_most_twice_the_rank_bytes",
         &devs,
     ) {
@@ -212,7 +210,8 @@ fn vulkan_group_extra_memory_is_at_most_twice_the_rank_bytes() {
 #[test]
 fn run_into_reuses_output_tensors_in_mixed_groups() {
     let devs = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
-    if !fuel_tests::devices_or_skip("run_into_reuses_output_tensors_in_mixed_groups", &devs) {
+    if !fuel_test_support::devices_or_skip("run_into_reuses_output_tensors_in_mixed_groups", &devs)
+    {
         return;
     }
     let (exe, inputs, want) = compiled(&devs, "star", 1000, exec::Options::default());
@@ -227,5 +226,72 @@ fn run_into_reuses_output_tensors_in_mixed_groups() {
     }
     for d in &devs {
         assert_eq!(exe.memory(*d).unwrap().current, 0);
+    }
+}
+
+/// `Executable::planned_events` is what the fault tests enumerate their
+/// allocation points with: the allocator counters must see exactly that
+/// many new buffers per run. Host arenas (shared copies), a mixed group
+/// (copies deferred into host and Vulkan folds, scratch buffers), options
+/// off, and a Vulkan fold longer than one dispatch (chained launches).
+#[test]
+fn planned_allocations_match_the_allocator_counters() {
+    let cpus: Vec<Device> = (0..4).map(Device::cpu).collect();
+    let mixed = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
+    let vulkan = fuel_test_support::devices_or_skip(
+        "planned_allocations_match_the_allocator_counters",
+        &mixed,
+    );
+    let made = |exe: &exec::Executable| -> usize {
+        let devices = exe.devices();
+        devices
+            .iter()
+            .map(|d| exe.memory(*d).unwrap().allocations)
+            .sum()
+    };
+    let check = |what: &str, exe: &exec::Executable, inputs: &BTreeMap<String, Tensor>| {
+        let planned = exe.planned_events().unwrap();
+        for round in 0..2 {
+            let before = made(exe);
+            exe.run(inputs).unwrap();
+            assert_eq!(made(exe) - before, planned.allocs, "{what}, run {round}");
+        }
+        planned.allocs
+    };
+    let mut groups: Vec<&[Device]> = vec![&cpus];
+    if vulkan {
+        groups.push(&mixed);
+    }
+    let unshared = exec::Options {
+        share_host_copies: false,
+        defer_gpu_copies_into_folds: false,
+    };
+    for devs in groups {
+        for a in ["star", "hierarchical", "ring", "tree"] {
+            for options in [exec::Options::default(), unshared] {
+                let (exe, inputs, _) = compiled(devs, a, 1000, options);
+                check(&format!("{a} on {devs:?} with {options:?}"), &exe, &inputs);
+            }
+        }
+    }
+    if vulkan {
+        // Ten operands: the first dispatch folds eight, a second one the
+        // partial result (copied into a scratch accumulator) and two more.
+        let names: Vec<String> = (0..10).map(|i| format!("%{i}")).collect();
+        let mut src = String::from("graph @wide {\n");
+        for i in 0..10 {
+            src += &format!("  %{i} = input \"x{i}\" @vulkan:0 : f32[64]\n");
+        }
+        src += &format!(
+            "  %10 = add {} @vulkan:0 : f32[64]\n  return %10\n}}\n",
+            names.join(", ")
+        );
+        let g = fuel_graph_ext::text::parse(&src).unwrap();
+        let exe = exec::compile(&g, &[]).unwrap();
+        let inputs = deterministic_inputs(&g)
+            .iter()
+            .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+            .collect();
+        assert_eq!(check("a fold of ten on vulkan:0", &exe, &inputs), 12);
     }
 }

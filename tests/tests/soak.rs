@@ -6,13 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{exec, DType, Device, ReduceOp};
-use fuel_tests::devices_or_skip;
+use fuel_test_support::devices_or_skip;
+use fuel_test_support::{all_reduce_graph, all_values_bytes, assert_close, lower, rss_bytes};
 use std::sync::Mutex;
-use support::{all_reduce_graph, all_values_bytes, assert_close, lower, rss_bytes};
 
 /// RSS may grow this much after warm-up (allocator caches, thread stacks
 /// touched late); a per-run leak of even 2 KiB over 9,000 runs passes it.

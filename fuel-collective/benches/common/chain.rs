@@ -3,7 +3,7 @@
 //! `#[path]` by both, so they measure the same thing.
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
+use fuel_graph_ext::pass::DebugOptions;
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
 
 /// `n` devices (2 or more): half CUDA, a quarter Vulkan (none for 2), the
@@ -43,15 +43,9 @@ pub fn chain_over(devs: &[Device], count: usize) -> Graph {
 /// Runs `pipeline` on `g` as the benches time it: no verifier between
 /// passes, no dumps.
 pub fn lower_with(g: &mut Graph, pipeline: &str) {
-    let mut pm = PassManager::new(
-        &fuel_collective::registry(),
-        pipeline,
-        PassContext::default(),
-        DebugOptions {
-            verify_each: false,
-            ..DebugOptions::default()
-        },
-    )
-    .expect("pipeline");
-    pm.run(g).expect("lowering");
+    let debug = DebugOptions {
+        verify_each: false,
+        ..DebugOptions::default()
+    };
+    fuel_collective::run_pipeline(g, pipeline, Default::default(), debug).expect("lowering");
 }

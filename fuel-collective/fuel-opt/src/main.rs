@@ -14,7 +14,7 @@ mod sizes;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
+use fuel_graph_ext::pass::{DebugOptions, PrintAfter};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, Topology};
 use std::path::PathBuf;
@@ -182,12 +182,8 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
                 .map_err(|e| Failure::input(format!("{file}: {e}")))?;
         }
         Some(p) => {
-            let cx = PassContext {
-                topology: topo.clone(),
-            };
-            let registry = fuel_collective::registry();
-            let mut debug =
-                DebugOptions::from_env(&registry).map_err(|e| Failure::input(e.to_string()))?;
+            let mut debug = DebugOptions::from_env(&fuel_collective::registry())
+                .map_err(|e| Failure::input(e.to_string()))?;
             debug.verify_each = true;
             if a.print_after_all {
                 debug.print_after = Some(PrintAfter::All);
@@ -195,9 +191,8 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             if let Some(d) = &a.dump_dir {
                 debug.dump_dir = Some(d.clone());
             }
-            let mut pm = PassManager::new(&registry, p, cx, debug)
+            fuel_collective::run_pipeline(&mut g, p, topo.clone(), debug)
                 .map_err(|e| Failure::input(e.to_string()))?;
-            pm.run(&mut g).map_err(|e| Failure::input(e.to_string()))?;
         }
     }
     match a.emit {

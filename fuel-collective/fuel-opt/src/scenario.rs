@@ -6,7 +6,7 @@ use crate::Failure;
 use fuel_collective::{Decision, DeviceGroup, DEFAULT_PIPELINE};
 use fuel_graph_ext::device::parse_device_list;
 use fuel_graph_ext::exec::{self, Discovery};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
+use fuel_graph_ext::pass::DebugOptions;
 use fuel_graph_ext::{Device, DeviceKind, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -101,17 +101,12 @@ pub fn lower(
     } else {
         fuel_collective::pipeline_with(&format!("algorithm={algorithm}"))
     };
-    let cx = PassContext {
-        topology: topo.clone(),
-    };
     let debug = DebugOptions {
         dump_dir,
         ..DebugOptions::default()
     };
-    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, cx, debug)
-        .map_err(|e| Failure::input(e.to_string()))?;
     let mut out = g.clone();
-    pm.run(&mut out)
+    let pm = fuel_collective::run_pipeline(&mut out, &pipeline, topo.clone(), debug)
         .map_err(|e| Failure::input(e.to_string()))?;
     let decisions = fuel_collective::lower::decisions(&pm)
         .into_iter()

@@ -3,7 +3,8 @@
 //! Every device buffer adds its size to its device's [`AllocCounter`] when it
 //! is created and subtracts it when it is dropped, so tests can prove a run
 //! (even a failed one) left nothing behind: `current` goes back to its
-//! baseline. `peak` is the high-water mark since the device was opened.
+//! baseline. `peak` is the high-water mark since the device was opened,
+//! and `allocations` counts every buffer made since then.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -16,6 +17,8 @@ pub struct MemStats {
     pub peak: usize,
     /// Buffers alive now.
     pub live_buffers: usize,
+    /// Buffers made since the device was opened, freed or not.
+    pub allocations: usize,
 }
 
 /// The counter one device's buffers update.
@@ -24,6 +27,7 @@ pub struct AllocCounter {
     current: AtomicUsize,
     peak: AtomicUsize,
     live: AtomicUsize,
+    made: AtomicUsize,
 }
 
 impl AllocCounter {
@@ -32,6 +36,7 @@ impl AllocCounter {
         let now = self.current.fetch_add(bytes, Ordering::SeqCst) + bytes;
         self.peak.fetch_max(now, Ordering::SeqCst);
         self.live.fetch_add(1, Ordering::SeqCst);
+        self.made.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Records that a buffer of `bytes` was freed.
@@ -46,6 +51,7 @@ impl AllocCounter {
             current: self.current.load(Ordering::SeqCst),
             peak: self.peak.load(Ordering::SeqCst),
             live_buffers: self.live.load(Ordering::SeqCst),
+            allocations: self.made.load(Ordering::SeqCst),
         }
     }
 }

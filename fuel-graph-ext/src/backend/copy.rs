@@ -97,15 +97,8 @@ mod tests {
         let inst = match Instance::open() {
             Ok(i) => i,
             Err(u) => {
-                assert!(
-                    std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
-                    "{}",
-                    u.reason
-                );
-                println!(
-                    "SKIP: the_arm_refuses_copies_between_two_vkdevices: {}",
-                    u.reason
-                );
+                let test = "the_arm_refuses_copies_between_two_vkdevices";
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
                 return;
             }
         };

@@ -82,6 +82,18 @@ impl Ctx {
         }
     }
 
+    /// Whether the host reads this device's buffers where they lie (a
+    /// mapped Vulkan device), so a host fold needs no scratch buffer for them.
+    pub fn host_mapped(&self) -> bool {
+        match self {
+            Ctx::Cpu(_) => false,
+            #[cfg(feature = "cuda")]
+            Ctx::Cuda(_) => false,
+            #[cfg(feature = "vulkan")]
+            Ctx::Vulkan(v) => v.host_mapped(),
+        }
+    }
+
     /// Whether values of `dtype` may live here.
     pub fn supports(&self, dtype: DType) -> Result<(), ExecError> {
         let r = match self {
@@ -482,6 +494,49 @@ fn pieces<'a, T>(
         }
     }
     out
+}
+
+/// One operand of a kernel, as [`scratch_buffers`] needs to know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// A buffer on the kernel's own device.
+    Local,
+    /// A deferred copy's source on the other side of the host/GPU line
+    /// (`schedule::Work::Defer`); `mapped` when the host reads it in place.
+    Deferred { mapped: bool },
+}
+
+/// How many buffers kernel `k` allocates on `ctx` besides its result, for
+/// operands of the kinds `operands` gives, by the rules `kernel` and the
+/// staged folds follow: a host fold takes one scratch buffer if any
+/// deferred operand is not mapped; a Vulkan fold one if a deferred operand
+/// comes after its first; a GPU fold longer than one launch one more per
+/// extra launch ([`chained_launches`]).
+pub fn scratch_buffers(ctx: &Ctx, k: &Kernel, operands: &[Operand]) -> usize {
+    let Kernel::Fold { .. } = k else {
+        return 0;
+    };
+    match ctx {
+        Ctx::Cpu(_) => usize::from(operands.contains(&Operand::Deferred { mapped: false })),
+        #[cfg(feature = "cuda")]
+        Ctx::Cuda(_) => chained_launches(operands.len(), cuda::ptx::MAX_ARITY),
+        #[cfg(feature = "vulkan")]
+        Ctx::Vulkan(_) => {
+            // The leading run of device operands folds in chained launches;
+            // every later run folds onto the result without allocating.
+            let deferred = |o: &Operand| matches!(o, Operand::Deferred { .. });
+            let lead = operands.iter().take_while(|o| !deferred(o)).count();
+            let later_upload = operands.iter().skip(1).any(deferred);
+            chained_launches(lead, vulkan::MAX_ARITY) + usize::from(later_upload)
+        }
+    }
+}
+
+/// The launches after the first of a GPU fold of `n` operands on a backend
+/// that folds at most `max` per launch: each later launch folds the partial
+/// result (copied into a scratch accumulator) with up to `max - 1` more.
+pub fn chained_launches(n: usize, max: usize) -> usize {
+    n.saturating_sub(max).div_ceil(max.saturating_sub(1).max(1))
 }
 
 /// A host fold whose operands include GPU buffers (deferred copies, see

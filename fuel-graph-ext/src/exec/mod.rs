@@ -18,12 +18,15 @@
 //! by a fold on its destination is moved by that fold
 //! ([`schedule::Work::Defer`]); both on by default, see [`Options`]. A failed
 //! step stops the run, all buffers are released, and the executable can run
-//! again. The backends are in [`crate::backend`], the collective drivers in
+//! again; [`Executable::planned_events`] says how many copies, kernels and
+//! allocations (the points a fault can be injected at) one run passes. The
+//! backends are in [`crate::backend`], the collective drivers in
 //! [`crate::driver`]. See `docs/backends.md`.
 
 pub mod discover;
 pub mod error;
 mod island;
+mod planned;
 mod run_inline;
 mod run_threaded;
 pub mod schedule;
@@ -35,6 +38,7 @@ pub use crate::backend::alloc::MemStats;
 pub use crate::backend::fault::FaultPoint;
 pub use discover::{discover, Discovery, Unavailable};
 pub use error::ExecError;
+pub use planned::RunEvents;
 pub use tensor::Tensor;
 
 use crate::backend::fault::Faults;

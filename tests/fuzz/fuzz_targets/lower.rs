@@ -6,7 +6,7 @@
 
 use arbitrary::Arbitrary;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
+use fuel_graph_ext::pass::DebugOptions;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::*;
 use libfuzzer_sys::fuzz_target;
@@ -88,10 +88,8 @@ fuzz_target!(|c: Case| {
     let opts = if alg == "tree" { format!("algorithm=tree, arity={}", c.arity % 4 + 2) } else { format!("algorithm={alg}") };
     let pipeline = format!("lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
     let before = g.clone();
-    let mut pm = PassManager::new(&fuel_collective::registry(), &pipeline, PassContext { topology: topo.clone() }, DebugOptions::verifying())
-        .unwrap_or_else(|e| panic!("{pipeline}: {e}"));
-    if let Err(e) = pm.run(&mut g) {
-        panic!("pipeline failed on a valid graph: {e}\n{}", text::print(&before));
+    if let Err(e) = fuel_collective::run_pipeline(&mut g, &pipeline, topo.clone(), DebugOptions::verifying()) {
+        panic!("{pipeline} failed on a valid graph: {e}\n{}", text::print(&before));
     }
     let inputs = deterministic_inputs(&before);
     let want = interpret(&before, &inputs).unwrap_or_else(|e| panic!("{e}"));

@@ -208,12 +208,7 @@ mod tests {
         match Instance::open() {
             Ok(i) => Some(i),
             Err(u) => {
-                assert!(
-                    std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
-                    "{}",
-                    u.reason
-                );
-                println!("SKIP: {test}: {}", u.reason);
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
                 None
             }
         }

@@ -1,0 +1,246 @@
+//! The `lower-collectives` pass: turn every collective node into copies and
+//! local ops.
+//!
+//! **Matches** every `all_reduce`, `reduce`, `broadcast`, `all_gather` and
+//! `reduce_scatter` node, in topological order.
+//!
+//! **Produces** `copy` chains, n-ary element-wise ops (one op with all the
+//! inputs that meet at a device, never a chain of binary ops, except in the
+//! ring where each step adds exactly two), `div {by=N}` for `Mean`, and
+//! `slice`/`concat` where data is cut or joined. Every use of a collective's
+//! result is pointed at the new value on the same device and the collective
+//! node is removed, so the returned values keep their order. Every hop with
+//! no direct path (cross-vendor, Vulkan to Vulkan, CUDA without peer access)
+//! becomes two copies through the topology's staging CPU, and each value
+//! crosses a given link at most once: all copies go through one
+//! `Transfers` cache for the whole run, which also reuses copies already
+//! in the graph. The output verifies at placement level with no further
+//! pass.
+//!
+//! **Leaves alone** every other node, user copies included.
+//!
+//! **Algorithms** (`algorithm=`):
+//!
+//! - `star`: every shard goes to one point, one n-ary op combines them there,
+//!   and the result is copied to where it is needed. The point is
+//!   `reduce_at`, or the cheapest of the group's devices and the staging CPU.
+//! - `hierarchical`: each island (see [`super::shape`]) combines its shards
+//!   on one member first, so an island sends one value over its staged link;
+//!   the islands' partials are combined at a hub (`reduce_at`, else a
+//!   rooted op's root, else the only island's first device, else the group's
+//!   first CPU, else the staging CPU); the result goes back to one member of
+//!   each island, which passes it on inside the island.
+//! - `ring`: the shards are cut into one chunk per rank along their longest
+//!   axis (uneven chunks allowed). Chunk `c` travels once around the ring,
+//!   each rank adding its own piece to the partial it received (one copy and
+//!   one two-operand op per step, n-1 steps), which leaves the reduced chunk
+//!   on one rank; then the reduced chunk travels around again so that every
+//!   rank has a copy, and each rank concatenates the chunks. The ring visits
+//!   ranks sorted by vendor so that neighbours are mostly direct.
+//! - `tree`: ranks form an `arity`-ary tree (root first, then the rest sorted
+//!   by vendor); each node combines its own shard with its children's
+//!   partials in one op, and the result comes back down the same tree.
+//! - `auto` (default): lowers with every candidate on a scratch copy,
+//!   estimates each with [`crate::cost`], and keeps the cheapest.
+//!
+//! Per kind: `reduce` is the all-reduce without the way back (ring:
+//! reduce-scatter, then each chunk to the root). `broadcast` and
+//! `all_gather` have nothing to combine, so the algorithm only shapes how
+//! copies spread: star sends straight to every target, hierarchical via one
+//! member per island, tree down a tree, and ring as a chain (for
+//! `all_gather`, each shard travels its own chain and every rank
+//! concatenates). `reduce_scatter` reduces as the algorithm says, slices at
+//! the reduction point and sends each rank its slice; its ring form is the
+//! first half of the ring all-reduce, cut along the op's own axis. Where the
+//! ring cannot cut (one rank, a scalar, or no axis with an entry per rank)
+//! it falls back to the tree, and the note says so. A group of one rank
+//! needs no exchange: results are the shard itself.
+//!
+//! Every choice is recorded as a [`Decision`] (the lowering, the reason,
+//! every candidate's estimate), which the pass keeps until its next run
+//! ([`decisions`] reads them from a [`PassManager`]); the graph note and the
+//! `tracing` line are its `Display`. Lowering is deterministic: same input,
+//! byte-identical output. A broken invariant of the pass is an internal
+//! [`PassError`] naming the collective, never a made-up value.
+//!
+
+use super::emit::Emitter;
+use super::estimate::EstimateCache;
+use super::site::CollectiveSite;
+use super::{algorithm, choose, Decision};
+use fuel_graph_ext::graph::{NodeId, ValueId};
+use fuel_graph_ext::pass::{Changed, Pass, PassError, PassManager, PassOptions};
+use fuel_graph_ext::passes::Transfers;
+use fuel_graph_ext::{Device, Graph, Topology};
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// The pass name.
+pub const NAME: &str = "lower-collectives";
+
+/// The options `lower-collectives` accepts.
+pub const OPTIONS: &[(&str, &str)] = &[
+    (
+        "algorithm",
+        "auto (default, cheapest by the cost model), star, hierarchical, ring, tree or driver",
+    ),
+    (
+        "arity",
+        "children per node of the tree algorithm, 2 or more (default 2)",
+    ),
+    (
+        "reduce_at",
+        "the device where star and hierarchical combine, e.g. cpu:0",
+    ),
+];
+
+/// What the pass was asked to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// The algorithm `algorithm=` names, or `None` for `auto` (compare
+    /// them all).
+    pub algorithm: Option<&'static str>,
+    /// Where star and hierarchical combine.
+    pub reduce_at: Option<Device>,
+    /// Children per tree node.
+    pub arity: usize,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions {
+            algorithm: None,
+            reduce_at: None,
+            arity: 2,
+        }
+    }
+}
+
+/// The value of `algorithm=`: `auto`, or the name of a registered algorithm.
+struct AlgorithmOption(Option<&'static str>);
+
+impl FromStr for AlgorithmOption {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(AlgorithmOption(None));
+        }
+        if let Some(f) = algorithm::family(s) {
+            return Ok(AlgorithmOption(Some(f.name)));
+        }
+        let names: Vec<&str> = algorithm::ALGORITHMS.iter().map(|f| f.name).collect();
+        Err(match names.split_last() {
+            Some((last, rest)) => format!("expected auto, {} or {last}", rest.join(", ")),
+            None => "expected auto".to_string(),
+        })
+    }
+}
+
+impl LowerOptions {
+    /// Reads `algorithm`, `reduce_at` and `arity` from pipeline options.
+    pub fn from_pass_options(o: &PassOptions) -> Result<LowerOptions, PassError> {
+        let mut opts = LowerOptions::default();
+        if let Some(AlgorithmOption(a)) = o.parse::<AlgorithmOption>("algorithm")? {
+            opts.algorithm = a;
+        }
+        opts.reduce_at = o.parse::<Device>("reduce_at")?;
+        if let Some(k) = o.parse::<usize>("arity")? {
+            if k < 2 {
+                return Err(PassError::BadOption {
+                    pass: o.pass.clone(),
+                    option: "arity".into(),
+                    message: format!("cannot use `{k}`: a tree needs 2 or more children per node"),
+                });
+            }
+            opts.arity = k;
+        }
+        Ok(opts)
+    }
+}
+
+/// The pass object. After a run it keeps that run's [`Decision`]s.
+pub struct LowerCollectives {
+    opts: LowerOptions,
+    topo: Arc<Topology>,
+    decisions: Vec<Decision>,
+}
+
+impl LowerCollectives {
+    /// With the given options and topology.
+    pub fn new(opts: LowerOptions, topo: Arc<Topology>) -> LowerCollectives {
+        LowerCollectives {
+            opts,
+            topo,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The decisions of the last run, one per collective, in the order the
+    /// collectives were lowered (topological order of the input).
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+}
+
+/// The decisions of every `lower-collectives` pass in `pm`'s pipeline, from
+/// its last run, in pipeline order.
+pub fn decisions(pm: &PassManager) -> Vec<&Decision> {
+    pm.passes_of::<LowerCollectives>()
+        .flat_map(|p| p.decisions())
+        .collect()
+}
+
+impl Pass for LowerCollectives {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(&mut self, g: &mut Graph) -> Result<Changed, PassError> {
+        let fail = |message: String| PassError::Failed {
+            pass: NAME.into(),
+            message,
+        };
+        self.decisions.clear();
+        let mut tx = Transfers::new(g);
+        let mut cache = EstimateCache::default();
+        let targets: Vec<NodeId> = g
+            .topo_order()
+            .into_iter()
+            .filter(|id| g.node(*id).is_some_and(|n| n.op.is_collective()))
+            .collect();
+        for id in &targets {
+            let site = CollectiveSite::read(g, *id).map_err(fail)?;
+            let decision = choose::choose(g, &site, &self.opts, &self.topo, &mut cache)?;
+            let note = decision.to_string();
+            tracing::info!(target: "lower-collectives", lowering = %decision.lowering, "{note}");
+            let results = Emitter {
+                g: &mut *g,
+                tx: &mut tx,
+                topo: &self.topo,
+                site: &site,
+            }
+            .lower(&decision.lowering)?;
+            if results.len() != site.num_results {
+                return Err(fail(format!(
+                    "lowering {} gave {} results for {}",
+                    site.op.mnemonic(),
+                    results.len(),
+                    site.num_results
+                )));
+            }
+            for (i, r) in results.into_iter().enumerate() {
+                g.replace_all_uses(
+                    ValueId {
+                        node: *id,
+                        result: i as u32,
+                    },
+                    r,
+                );
+            }
+            g.remove_node(*id);
+            g.add_note(note);
+            self.decisions.push(decision);
+        }
+        Ok(Changed::from_bool(!targets.is_empty()))
+    }
+}

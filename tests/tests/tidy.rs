@@ -1,0 +1,238 @@
+//! The tidy test: the layout rules of `docs/ARCHITECTURE.md` that a
+//! reviewer would otherwise check by eye, over every `.rs` file of the
+//! workspace (build outputs and hidden folders aside).
+//!
+//! - Every file opens with a `//!` paragraph saying what it is for.
+//! - Every registered pass is defined (`impl Pass for ...`) in a file named
+//!   after it (`insert-cross-device-copies` in
+//!   `insert_cross_device_copies.rs`), and no other file defines a pass.
+//! - No source file is over 800 lines, test code (anything under a `tests/`
+//!   folder) aside.
+//!
+//! Each failure names the file and the fix.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+/// The most lines a source file outside `tests/` may have.
+const MAX_LINES: usize = 800;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Every `.rs` file under `root`, sorted, skipping build outputs (`target`)
+/// and hidden folders (`.git`, `.gpu-bundle`).
+fn rust_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `path` relative to `root`, with `/` separators.
+fn rel(root: &Path, path: &Path) -> String {
+    let r = path.strip_prefix(root).unwrap_or(path);
+    r.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether `rel` (relative to the root) is test code: under a `tests/` folder.
+fn is_test_code(rel: &str) -> bool {
+    rel.split('/').rev().skip(1).any(|c| c == "tests")
+}
+
+/// Files that do not open with a `//!` paragraph.
+fn missing_module_docs(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let first = text.lines().next().unwrap_or("");
+        let said = first
+            .strip_prefix("//!")
+            .is_some_and(|rest| !rest.trim().is_empty());
+        if !said {
+            problems.push(format!(
+                "{}: does not open with a `//!` paragraph; start the file with `//! <what it is \
+                 for>` (one concept per module, see docs/ARCHITECTURE.md)",
+                rel(root, f)
+            ));
+        }
+    }
+    problems
+}
+
+/// Files over [`MAX_LINES`] outside test code.
+fn oversized(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in files {
+        let r = rel(root, f);
+        if is_test_code(&r) {
+            continue;
+        }
+        let n = std::fs::read_to_string(f).unwrap().lines().count();
+        if n > MAX_LINES {
+            problems.push(format!(
+                "{r}: {n} lines, over {MAX_LINES}; split it into a folder with one file per job \
+                 (as `fuel-collective/src/lower/` is) and update the code map in \
+                 docs/ARCHITECTURE.md"
+            ));
+        }
+    }
+    problems
+}
+
+/// The type a line implements the `Pass` trait for, if it does
+/// (`impl Pass for Cse {`, `impl fuel_graph_ext::pass::Pass for X {`).
+fn pass_impl(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("impl ")?;
+    let (tr, ty) = rest.split_once(" for ")?;
+    (tr == "Pass" || tr.ends_with("::Pass")).then(|| ty.trim_end_matches(" {").trim())
+}
+
+/// Passes whose file is not named after them: each name in `registered`
+/// must be defined in exactly one non-test file `<name with _>.rs`, and a
+/// file that defines a pass must be named after a registered one.
+fn misnamed_passes(root: &Path, files: &[PathBuf], registered: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut defined: Vec<(String, String, String)> = Vec::new(); // (rel, stem, type)
+    for f in files {
+        let r = rel(root, f);
+        if is_test_code(&r) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines() {
+            if let Some(ty) = pass_impl(line) {
+                let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+                defined.push((r.clone(), stem, ty.to_string()));
+            }
+        }
+    }
+    for name in registered {
+        let file = format!("{}.rs", name.replace('-', "_"));
+        let here: Vec<&(String, String, String)> = defined
+            .iter()
+            .filter(|(_, stem, _)| format!("{stem}.rs") == file)
+            .collect();
+        match here.as_slice() {
+            [_] => {}
+            [] => problems.push(format!(
+                "pass `{name}` is registered, but no file `{file}` defines it (`impl Pass for ...`); \
+                 move the pass into a file of that name (a folder's `mod.rs` only declares its \
+                 files)"
+            )),
+            more => problems.push(format!(
+                "pass `{name}` is defined in {} files named `{file}`: {}; keep one",
+                more.len(),
+                more.iter().map(|(r, _, _)| r.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+    for (r, stem, ty) in &defined {
+        let kebab = stem.replace('_', "-");
+        if !registered.contains(&kebab.as_str()) {
+            problems.push(format!(
+                "{r} defines the pass `{ty}`, but no registered pass is named `{kebab}`; name \
+                 the file after the pass it defines (`<pass name with _>.rs`), or register it"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_workspace_is_tidy() {
+    let root = workspace_root();
+    let files = rust_files(&root);
+    assert!(
+        files.len() > 50,
+        "only {} .rs files under {}",
+        files.len(),
+        root.display()
+    );
+    let registry = fuel_collective::registry();
+    let registered: Vec<&str> = registry.passes().map(|p| p.name).collect();
+    assert!(registered.contains(&"lower-collectives"), "{registered:?}");
+    let mut problems = missing_module_docs(&root, &files);
+    problems.extend(misnamed_passes(&root, &files, &registered));
+    problems.extend(oversized(&root, &files));
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// Each rule finds what it should, and names the file and the fix: a
+/// scratch tree with one file breaking each rule.
+#[test]
+fn each_rule_names_the_file_and_the_fix() {
+    let root = std::env::temp_dir().join(format!("fuel-tidy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let src = root.join("crate/src");
+    let tests = root.join("crate/tests");
+    std::fs::create_dir_all(src.join("lower")).unwrap();
+    std::fs::create_dir_all(&tests).unwrap();
+    let doc = "//! A module.\n";
+    std::fs::write(src.join("no_doc.rs"), "// A plain comment.\n").unwrap();
+    std::fs::write(src.join("empty_doc.rs"), "//!\n").unwrap();
+    std::fs::write(
+        src.join("cse.rs"),
+        format!("{doc}impl Pass for Cse {{\n}}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("lower/mod.rs"),
+        format!("{doc}impl fuel_graph_ext::pass::Pass for LowerCollectives {{\n}}\n"),
+    )
+    .unwrap();
+    let long = format!("{doc}{}", "fn f() {}\n".repeat(MAX_LINES));
+    std::fs::write(src.join("long.rs"), &long).unwrap();
+    std::fs::write(tests.join("long_test.rs"), &long).unwrap();
+    let files = rust_files(&root);
+    assert_eq!(files.len(), 6);
+
+    let docs = missing_module_docs(&root, &files);
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    assert!(docs[0].starts_with("crate/src/empty_doc.rs: does not open with a `//!`"));
+    assert!(docs[1].starts_with("crate/src/no_doc.rs: "));
+    assert!(docs[1].contains("start the file with `//! <what it is for>`"));
+
+    let passes = misnamed_passes(&root, &files, &["cse", "lower-collectives"]);
+    assert_eq!(passes.len(), 2, "{passes:?}");
+    assert!(passes[0].starts_with(
+        "pass `lower-collectives` is registered, but no file `lower_collectives.rs` defines it"
+    ));
+    assert!(passes[1].starts_with(
+        "crate/src/lower/mod.rs defines the pass `LowerCollectives`, but no registered pass is named `mod`"
+    ));
+
+    let big = oversized(&root, &files);
+    assert_eq!(big.len(), 1, "{big:?}");
+    assert!(big[0].starts_with(&format!(
+        "crate/src/long.rs: {} lines, over {MAX_LINES}; split it",
+        MAX_LINES + 1
+    )));
+    std::fs::remove_dir_all(&root).unwrap();
+}
