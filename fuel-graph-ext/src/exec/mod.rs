@@ -413,10 +413,10 @@ impl Executable {
         inputs: &BTreeMap<String, Tensor>,
         outputs: &mut Vec<Tensor>,
     ) -> Result<(), ExecError> {
-        let _turn = match &self.spmd_turn {
-            Some(t) => Some(t.lock().unwrap_or_else(|e| e.into_inner())),
-            None => None,
-        };
+        let _turn = self
+            .spmd_turn
+            .as_ref()
+            .map(|t| t.lock().unwrap_or_else(|e| e.into_inner()));
         let mut scratch = self
             .scratch
             .lock()
