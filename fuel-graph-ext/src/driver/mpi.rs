@@ -19,7 +19,7 @@
 use super::common::{
     backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lock, whole_elements,
 };
-use super::host::{bytes_mut_of, bytes_of, HostBuffer, HostFence, HostStream};
+use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
 };
@@ -172,19 +172,40 @@ impl MpiDriver {
     }
 }
 
-/// Runs `f` with `dst`'s fence pending, then signals or fails it.
+/// Runs `f`, a write of `dst` that reads `src` first (if any), as one
+/// write on `dst`'s fence timeline: it takes a ticket, waits (at most the op
+/// timeout) for the writes of `src` issued before it and for its turn on
+/// `dst`, then settles the ticket with `f`'s outcome. MPI's calls finish
+/// before they return, so the ticket is settled when this returns, and a
+/// reader on another thread that was issued meanwhile waits for it.
 fn completing(
+    comm: &MpiCommunicator,
+    op: &'static str,
+    src: Option<&HostFence>,
     dst: &HostFence,
     f: impl FnOnce() -> Result<(), DriverError>,
 ) -> Result<(), DriverError> {
-    dst.reset();
-    match f() {
+    let (point, ticket) = match src {
+        Some(s) => {
+            let (p, t) = write_after(s, dst);
+            (Some((s, p)), t)
+        }
+        None => (None, dst.begin_write()),
+    };
+    let (timeout, rank) = (comm.opts.op_timeout, comm.rank);
+    let res = ticket.wait_turn(timeout, rank, op).and_then(|()| {
+        if let Some((s, p)) = point {
+            s.wait_point(p, timeout, rank, op)?;
+        }
+        f()
+    });
+    match res {
         Ok(()) => {
-            dst.signal();
+            ticket.complete();
             Ok(())
         }
         Err(e) => {
-            dst.fail(e.clone());
+            ticket.fail(e.clone());
             Err(e)
         }
     }
@@ -269,9 +290,7 @@ impl CollectiveDriver for MpiDriver {
             (count, src.bytes),
             (count, dst.bytes),
         )?;
-        src.fence
-            .wait(comm.opts.op_timeout, comm.rank, "all_reduce")?;
-        completing(&dst.fence, || {
+        completing(comm, "all_reduce", Some(&src.fence), &dst.fence, || {
             // Every rank first agrees on the size, so a mismatch is an error
             // on every rank instead of undefined behaviour inside MPI.
             let mut sizes = vec![0u64; comm.ranks];
@@ -355,7 +374,7 @@ impl CollectiveDriver for MpiDriver {
             count,
             dst.bytes,
         )?;
-        completing(&dst.fence, || {
+        completing(comm, "recv", None, &dst.fence, || {
             let (data, _status) = comm.world.process_at_rank(peer as i32).receive_vec::<u8>();
             if data.len() != need {
                 return Err(DriverError::Mismatch {

@@ -11,9 +11,11 @@
 //! `LD_LIBRARY_PATH`.
 //!
 //! Each communicator owns its own CUDA stream (the comm stream). A collective
-//! makes that stream wait on the source's event, enqueues the NCCL call and
-//! records the destination's event, so compute streams never wait on it
-//! unless they wait on that event. all_gather, broadcast and reduce_scatter
+//! makes that stream wait on the source's event and on the destination's
+//! (its previous writer), enqueues the NCCL call and records the
+//! destination's new event, so compute streams never wait on it unless they
+//! wait on that event. [`NcclFence`] says why that makes a fence count its
+//! writers. all_gather, broadcast and reduce_scatter
 //! are NCCL's own; several calls that must be issued together (one thread
 //! driving several ranks, or several sends and receives) go between
 //! [`CollectiveDriver::group_start`] and `group_end` (`ncclGroupStart`/`End`,
@@ -150,20 +152,101 @@ fn nccl<T>(name: &'static str, r: Result<T, result::NcclError>) -> Result<(), Dr
     r.map(|_| ()).map_err(|e| backend(name, format!("{e:?}")))
 }
 
-/// A CUDA fence: the event recorded after the buffer's last writer, or none
+/// A CUDA fence: the event recorded after the buffer's last write, or none
 /// when the contents are already valid.
+///
+/// It counts its writers as the host driver's timeline does, through CUDA's
+/// own ordering: a stream runs its work in order, so an event recorded after
+/// a write completes only when that write and everything enqueued on that
+/// stream before it have. Every write goes through [`NcclFence::write`],
+/// which, under the fence's lock, makes the writer's stream wait for the
+/// previous write's event, enqueues the write and records the new event. So
+/// the writes of one buffer land in the order they were issued, whatever
+/// stream each is on, and the latest event completes only after all of them:
+/// a reader that waits for the event it sees (download, `order_compute`)
+/// waits for every write issued before it. In place, the source's event is
+/// the destination's own, the previous write, which the collective waits for
+/// before it reads.
+///
+/// Between `ncclGroupStart` and `ncclGroupEnd` NCCL only records a call and
+/// puts its kernel on the stream at `ncclGroupEnd`, so an event recorded
+/// right after the call could complete before the write. A write issued
+/// inside a group is therefore noted on this thread, and [`NcclDriver`]'s
+/// `group_end` records its event again once the group is launched: for a
+/// reader, a write inside a group is issued when the group ends.
 #[derive(Clone, Default)]
 pub struct NcclFence(Arc<Mutex<Option<Arc<CudaEvent>>>>);
 
 impl NcclFence {
-    /// Sets the event that marks the buffer's last write.
-    pub fn set(&self, ev: CudaEvent) {
-        *lock(&self.0) = Some(Arc::new(ev));
-    }
-    /// The current event, if any.
+    /// The event of the last write issued, if any: waiting for it waits for
+    /// every write issued so far.
     pub fn event(&self) -> Option<Arc<CudaEvent>> {
         lock(&self.0).clone()
     }
+
+    /// True if both handles are one fence.
+    pub fn same(&self, other: &NcclFence) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Issues one write of the buffer on `stream`: the stream waits for the
+    /// previous write and for `after` (the source's event), `enqueue` puts
+    /// the write on it, and the event recorded after it becomes the fence's.
+    /// All under the fence's lock, so two writers cannot both wait for the
+    /// same previous write. A failed `enqueue` leaves the fence as it was.
+    fn write(
+        &self,
+        stream: &Arc<CudaStream>,
+        after: Option<Arc<CudaEvent>>,
+        enqueue: impl FnOnce() -> Result<(), DriverError>,
+    ) -> Result<(), DriverError> {
+        let mut last = lock(&self.0);
+        for ev in last.iter().chain(after.as_ref()) {
+            stream
+                .wait(ev)
+                .map_err(|e| backend("cuStreamWaitEvent", e))?;
+        }
+        enqueue()?;
+        let ev = Self::record(&mut last, stream)?;
+        drop(last);
+        GROUP.with(|g| {
+            let mut g = g.borrow_mut();
+            if g.depth > 0 {
+                g.writes.push((self.clone(), stream.clone(), ev));
+            }
+        });
+        Ok(())
+    }
+
+    /// Records a new event on `stream` as the fence's last write.
+    fn record(
+        last: &mut Option<Arc<CudaEvent>>,
+        stream: &CudaStream,
+    ) -> Result<Arc<CudaEvent>, DriverError> {
+        let ev = Arc::new(
+            stream
+                .record_event(None)
+                .map_err(|e| backend("cuEventRecord", e))?,
+        );
+        *last = Some(ev.clone());
+        Ok(ev)
+    }
+}
+
+/// This thread's open NCCL groups: how deep, and the writes issued in them
+/// (their fence, stream and the event recorded at the call), whose events
+/// are recorded again when the outermost group ends and NCCL has put their
+/// kernels on the streams. A write of the same buffer issued on another
+/// thread while the group is open is not ordered after the group's write
+/// (it waited for the early event); such a program races.
+#[derive(Default)]
+struct GroupWrites {
+    depth: u32,
+    writes: Vec<(NcclFence, Arc<CudaStream>, Arc<CudaEvent>)>,
+}
+
+thread_local! {
+    static GROUP: std::cell::RefCell<GroupWrites> = std::cell::RefCell::default();
 }
 
 /// A CUDA comm stream handle: names the communicator it belongs to.
@@ -212,30 +295,26 @@ impl NcclCommunicator {
         Ok(())
     }
 
-    /// Binds the GPU's context to this thread and makes the comm stream
-    /// wait for `src`'s fence; gives the stream for NCCL.
-    fn begin(&self, src: Option<&NcclFence>) -> Result<sys::cudaStream_t, DriverError> {
+    /// Binds the GPU's context to this thread; gives the comm stream for
+    /// NCCL.
+    fn begin(&self) -> Result<sys::cudaStream_t, DriverError> {
         self.dev
             .context()
             .bind_to_thread()
             .map_err(|e| backend("bind_to_thread", e))?;
-        if let Some(ev) = src.and_then(NcclFence::event) {
-            self.stream
-                .wait(&ev)
-                .map_err(|e| backend("cuStreamWaitEvent", e))?;
-        }
         Ok(self.stream.cu_stream() as sys::cudaStream_t)
     }
 
-    /// Records `fence`'s event on the comm stream: the buffer is valid
-    /// once the work enqueued so far is done.
-    fn signal(&self, fence: &NcclFence) -> Result<(), DriverError> {
-        let ev = self
-            .stream
-            .record_event(None)
-            .map_err(|e| backend("cuEventRecord", e))?;
-        fence.set(ev);
-        Ok(())
+    /// Makes the comm stream wait for `src`'s fence: every write of the
+    /// source issued so far.
+    fn read_after(&self, src: &NcclFence) -> Result<(), DriverError> {
+        match src.event() {
+            Some(ev) => self
+                .stream
+                .wait(&ev)
+                .map_err(|e| backend("cuStreamWaitEvent", e)),
+            None => Ok(()),
+        }
     }
 
     fn wrap(
@@ -283,8 +362,9 @@ fn with_ptrs<R>(
 }
 
 /// Enqueues NCCL call `name` (made by `f` from the source and destination
-/// addresses and the stream) on `comm`'s stream, after `src`'s fence, and
-/// signals `dst`'s fence after it.
+/// addresses and the stream) on `comm`'s stream as the next write of `dst`'s
+/// fence ([`NcclFence::write`]): after `src`'s writes and `dst`'s previous
+/// write, with `dst`'s event recorded after it.
 fn collective(
     comm: &NcclCommunicator,
     name: &'static str,
@@ -293,10 +373,18 @@ fn collective(
     f: impl FnOnce(u64, u64, sys::cudaStream_t) -> Result<result::NcclStatus, result::NcclError>,
 ) -> Result<(), DriverError> {
     call(name, || {
-        let cs = comm.begin(Some(&src.fence))?;
-        let r = with_ptrs(src, dst, &comm.stream, |sp, dp| f(sp, dp, cs))?;
-        nccl(name, r)?;
-        comm.signal(&dst.fence)
+        let cs = comm.begin()?;
+        // In place, the source's last write is the destination's previous
+        // one, which `write` waits for (its lock is not taken twice).
+        let after = if src.fence.same(&dst.fence) {
+            None
+        } else {
+            src.fence.event()
+        };
+        dst.fence.write(&comm.stream, after, || {
+            let r = with_ptrs(src, dst, &comm.stream, |sp, dp| f(sp, dp, cs))?;
+            nccl(name, r)
+        })
     })
 }
 
@@ -567,7 +655,8 @@ impl CollectiveDriver for NcclDriver {
             src.bytes,
         )?;
         call("ncclSend", || {
-            let cs = comm.begin(Some(&src.fence))?;
+            let cs = comm.begin()?;
+            comm.read_after(&src.fence)?;
             let s = lock(&src.buffer);
             let b = s
                 .get()
@@ -603,8 +692,8 @@ impl CollectiveDriver for NcclDriver {
             dst.bytes,
         )?;
         call("ncclRecv", || {
-            let cs = comm.begin(None)?;
-            {
+            let cs = comm.begin()?;
+            dst.fence.write(&comm.stream, None, || {
                 let mut d = lock(&dst.buffer);
                 let b = d
                     .get_mut()
@@ -617,9 +706,8 @@ impl CollectiveDriver for NcclDriver {
                         }
                     })
                     .map_err(|e| backend("device pointer", e))?;
-                nccl("ncclRecv", r)?;
-            }
-            comm.signal(&dst.fence)
+                nccl("ncclRecv", r)
+            })
         })
     }
 
@@ -636,12 +724,34 @@ impl CollectiveDriver for NcclDriver {
         require_nccl()?;
         call("ncclGroupStart", || {
             nccl("ncclGroupStart", result::group_start())
-        })
+        })?;
+        GROUP.with(|g| g.borrow_mut().depth += 1);
+        Ok(())
     }
 
     fn group_end() -> Result<(), DriverError> {
         require_nccl()?;
-        call("ncclGroupEnd", || nccl("ncclGroupEnd", result::group_end()))
+        let ended = call("ncclGroupEnd", || nccl("ncclGroupEnd", result::group_end()));
+        let writes = GROUP.with(|g| {
+            let mut g = g.borrow_mut();
+            g.depth = g.depth.saturating_sub(1);
+            if g.depth == 0 {
+                std::mem::take(&mut g.writes)
+            } else {
+                Vec::new()
+            }
+        });
+        ended?;
+        // The group's kernels are on their streams now: each write's fence
+        // gets an event recorded after its kernel.
+        for (fence, stream, early) in writes {
+            let mut last = lock(&fence.0);
+            // Unless a later write has replaced it meanwhile.
+            if last.as_ref().is_some_and(|ev| Arc::ptr_eq(ev, &early)) {
+                call("cuEventRecord", || NcclFence::record(&mut last, &stream))?;
+            }
+        }
+        Ok(())
     }
 
     fn all_gather(
