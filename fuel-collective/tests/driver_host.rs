@@ -295,6 +295,15 @@ fn two_communicators_writing_one_buffer_take_turns() {
 }
 
 #[test]
+fn alloc_gives_zeros_even_from_a_recycled_buffer() {
+    let dev = HostDriver::open(Device::cpu(0)).unwrap();
+    // Freed, this buffer goes back to the arena's pool with its bytes.
+    drop(HostDriver::upload(&dev, &[0xab; 24]).unwrap());
+    let fresh = HostDriver::alloc(&dev, 24).unwrap();
+    assert_eq!(HostDriver::download(&fresh, SHORT).unwrap(), vec![0u8; 24]);
+}
+
+#[test]
 fn send_recv_is_fifo_per_pair_in_every_elem_type() {
     let n = 4;
     let id = fresh("p2p");

@@ -126,9 +126,12 @@ impl Driver for HostDriver {
     }
 
     fn alloc(dev: &Arc<Arena>, bytes: usize) -> Result<DeviceResource<Self>, DriverError> {
-        let buf = dev
+        let mut buf = dev
             .alloc(bytes, &Faults::default())
             .map_err(|e| backend_error(Self::NAME, "alloc", e))?;
+        // The arena recycles freed buffers with their old bytes; the trait
+        // promises zeros.
+        buf.bytes_mut().fill(0);
         Ok(DeviceResource {
             buffer: Arc::new(Mutex::new(Held::Own(buf))),
             fence: HostFence::ready(),
