@@ -108,7 +108,7 @@ fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
             let next = (rank + 1) % n;
             let prev = (rank + n - 1) % n;
             let out = MpiDriver::alloc(&dev, mine.len()).map_err(e)?;
-            if rank % 2 == 0 {
+            if rank.is_multiple_of(2) {
                 ov.call(|| MpiDriver::send(&comm, &src, ElemType::I64, COUNT, next, s))
                     .map_err(e)?;
                 ov.call(|| MpiDriver::recv(&comm, &out, ElemType::I64, COUNT, prev, s))

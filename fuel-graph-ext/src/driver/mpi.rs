@@ -276,12 +276,14 @@ impl MpiDriver {
             let mut joining = lock(&JOINING);
             let joining = joining.get_or_insert_with(HashMap::new);
             match joining.get(&tag) {
-                Some(other) if *other == id => return Err(DriverError::JoinRefused {
-                    group,
-                    reason: format!(
+                Some(other) if *other == id => {
+                    return Err(DriverError::JoinRefused {
+                        group,
+                        reason: format!(
                         "rank {rank} is already joining it on another thread; each rank joins once"
                     ),
-                }),
+                    })
+                }
                 Some(other) => {
                     let theirs = IDS
                         .key_of(*other)
