@@ -179,6 +179,7 @@ pub fn expected_fault_message(
                 .iter()
                 .map(|op| format!("injected fault in `{op}` on {d} {tail}"))
                 .find(|w| w == msg)?,
+            FaultPoint::Wait { .. } => format!("{d} was lost during `dispatch`: vkWaitForFences failed: ERROR_DEVICE_LOST (injected by `Executable::inject_fault`); reopen the device (compile again)"),
             FaultPoint::Alloc { .. } => {
                 let bytes: usize = msg
                     .strip_prefix(&format!("out of memory on {d}: cannot allocate "))?
