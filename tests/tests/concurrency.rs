@@ -20,7 +20,19 @@ use std::time::{Duration, Instant};
 use support::{all_reduce_graph, assert_close, lower};
 
 /// Generous: the whole test takes about a second here. Only a hang gets near it.
-const DEADLINE: Duration = Duration::from_secs(120);
+const DEADLINE_S: u64 = 120;
+
+/// `secs` seconds, times `FUEL_TEST_DEADLINE_SCALE` (a whole number, default
+/// 1): `scripts/sanitize.sh` raises it under ThreadSanitizer, which runs
+/// these tests many times slower.
+fn deadline(secs: u64) -> Duration {
+    let scale = std::env::var("FUEL_TEST_DEADLINE_SCALE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s >= 1)
+        .unwrap_or(1);
+    Duration::from_secs(secs * scale)
+}
 
 /// One thread's work.
 #[derive(Clone, Debug)]
@@ -57,7 +69,7 @@ fn work(job: &Job, start: &Barrier) -> Result<(), String> {
 }
 
 /// Runs every job on its own thread, all released at once, and waits for
-/// all of them until [`DEADLINE`].
+/// all of them until [`DEADLINE_S`] (scaled, see [`deadline`]).
 fn run_all(jobs: Vec<Job>) {
     let start = Arc::new(Barrier::new(jobs.len()));
     let (tx, rx) = mpsc::channel();
@@ -80,7 +92,8 @@ fn run_all(jobs: Vec<Job>) {
             .unwrap();
     }
     drop(tx);
-    let until = Instant::now() + DEADLINE;
+    let limit = deadline(DEADLINE_S);
+    let until = Instant::now() + limit;
     let mut done = vec![false; jobs.len()];
     let mut failures = Vec::new();
     for _ in 0..jobs.len() {
@@ -94,7 +107,7 @@ fn run_all(jobs: Vec<Job>) {
             }
             Err(_) => {
                 let stuck: Vec<usize> = (0..jobs.len()).filter(|i| !done[*i]).collect();
-                panic!("jobs {stuck:?} did not finish within {DEADLINE:?}: deadlock or hang");
+                panic!("jobs {stuck:?} did not finish within {limit:?}: deadlock or hang");
             }
         }
     }
@@ -176,7 +189,8 @@ fn one_executable_shared_by_eight_threads() {
         });
     }
     drop(tx);
-    let until = Instant::now() + DEADLINE;
+    let limit = deadline(DEADLINE_S);
+    let until = Instant::now() + limit;
     for _ in 0..8 {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok((i, res)) => {
@@ -184,7 +198,7 @@ fn one_executable_shared_by_eight_threads() {
                     panic!("thread {i}: {e}");
                 }
             }
-            Err(_) => panic!("a thread did not finish within {DEADLINE:?}: deadlock or hang"),
+            Err(_) => panic!("a thread did not finish within {limit:?}: deadlock or hang"),
         }
     }
     assert_no_leaks(&exe);
@@ -234,27 +248,30 @@ fn big_add(vulkan: bool) -> String {
     src
 }
 
-fn f32_tensor(n: usize, f: impl Fn(usize) -> f32) -> exec::Tensor {
-    let bytes: Vec<u8> = (0..n).flat_map(|i| f(i).to_le_bytes()).collect();
+/// Elements after which the big inputs repeat (it divides [`BIG`]).
+const PERIOD: usize = 1024;
+
+/// `n` f32s, element `i` being `f(i % period)`: one period is computed and
+/// the rest copied, which keeps building 24 MiB cheap under the sanitizers.
+fn f32_tensor(n: usize, period: usize, f: impl Fn(usize) -> f32) -> exec::Tensor {
+    let block: Vec<u8> = (0..period).flat_map(|i| f(i).to_le_bytes()).collect();
+    let bytes = block.repeat(n / period);
     exec::Tensor::from_bytes(TensorType::new(DType::F32, &[n]), bytes).unwrap()
 }
 
 /// The inputs of [`big_add`].
 fn big_inputs(vulkan: bool) -> BTreeMap<String, exec::Tensor> {
     let mut inputs = BTreeMap::new();
-    inputs.insert("a".to_string(), f32_tensor(BIG, |i| (i % 1000) as f32));
-    inputs.insert(
-        "b".to_string(),
-        f32_tensor(BIG, |i| (2 * (i % 1000)) as f32),
-    );
+    inputs.insert("a".to_string(), f32_tensor(BIG, PERIOD, |i| i as f32));
+    inputs.insert("b".to_string(), f32_tensor(BIG, PERIOD, |i| (2 * i) as f32));
     if vulkan {
-        inputs.insert("c".to_string(), f32_tensor(4, |i| i as f32));
+        inputs.insert("c".to_string(), f32_tensor(4, 4, |i| i as f32));
     }
     inputs
 }
 
 /// Runs `exe` on `inputs` (from [`big_inputs`]) and checks the sum: every
-/// element of `a + b` is `3 * (i mod 1000)`.
+/// element of `a + b` is `3 * (i mod PERIOD)`.
 fn run_big(
     exe: &exec::Executable,
     inputs: &BTreeMap<String, exec::Tensor>,
@@ -262,9 +279,9 @@ fn run_big(
 ) -> Result<(), String> {
     let out = exe.run(inputs).map_err(|e| e.to_string())?;
     let sum = out[0].bytes();
-    for i in [0, 1, 999, 1000, BIG / 2 + 7, BIG - 1] {
+    for i in [0, 1, PERIOD - 1, PERIOD, BIG / 2 + 7, BIG - 1] {
         let got = f32::from_le_bytes(sum[i * 4..i * 4 + 4].try_into().unwrap());
-        let want = (3 * (i % 1000)) as f32;
+        let want = (3 * (i % PERIOD)) as f32;
         if got != want {
             return Err(format!("element {i} of a + b is {got}, want {want}"));
         }
@@ -291,11 +308,11 @@ fn runs_from_rayon_tasks_on_a_cpu_only_executable() {
     let g = text::parse(&big_add(false)).unwrap();
     let exe = Arc::new(exec::compile(&g, &[]).unwrap());
     let shared = exe.clone();
+    let inputs = big_inputs(false);
     within(
-        Duration::from_secs(90),
+        deadline(90),
         "runs from the tasks of a 3-thread rayon pool",
         move || {
-            let inputs = big_inputs(false);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(3)
                 .build()
@@ -326,12 +343,12 @@ fn runs_from_every_thread_of_the_global_pool_with_a_gpu_device() {
     let g = text::parse(&big_add(true)).unwrap();
     let exe = Arc::new(exec::compile(&g, &[]).unwrap());
     let shared = exe.clone();
+    let inputs = big_inputs(true);
     within(
-        Duration::from_secs(90),
+        deadline(90),
         "runs from every thread of rayon's global pool",
         move || {
             use rayon::prelude::*;
-            let inputs = big_inputs(true);
             // More tasks than threads, so that every thread takes one.
             let tasks = 4 * rayon::current_num_threads();
             (0..tasks)

@@ -238,10 +238,12 @@ pub(super) fn mapped_memory_type(memory: &vk::PhysicalDeviceMemoryProperties) ->
 pub(super) struct Mapping(pub(super) NonNull<u8>);
 
 // SAFETY: the pointer is only an address of device memory that stays mapped
-// while the owning buffer (or its pool entry) lives; `upload` writes through
-// it only with `&mut VkBuf`, `download` reads with `&VkBuf` under the
-// device's submit lock, so moving or sharing the address between threads
-// adds no unsynchronised access.
+// while the owning buffer (or its pool or parked entry) lives; `upload`
+// writes through it only with `&mut VkBuf`, `download` and `with_mapped`
+// read with `&VkBuf` under the device's submit lock, and all three refuse
+// once the device is lost (GPU work may then still use the memory), so
+// moving or sharing the address between threads adds no unsynchronised
+// access.
 unsafe impl Send for Mapping {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Mapping {}
