@@ -6,15 +6,17 @@
 //! of its own per group, the two threads' calls overlapped on one
 //! `MPI_COMM_WORLD` at `MPI_THREAD_SERIALIZED`: undefined behaviour, and in
 //! practice one thread's collective met the other thread's on the peer.
-//! It also checks that `MpiDriver::finalize` refuses while a communicator
-//! lives and that a join after it is refused. Prints `PROOF rank R ok: ...`
+//! Two rounds make the threads' calls overlap for certain (see
+//! `forced_overlap`); the rest overlap as the scheduler lets them, and the
+//! count is printed. It also checks that `MpiDriver::finalize` refuses
+//! while a communicator lives and that a join after it is refused. Prints `PROOF rank R ok: ...`
 //! or exits non-zero.
 
 use fuel_collective::driver::MpiDriver;
 use fuel_collective::{CollectiveDriver, CommunicationId, Driver, ElemType};
 use fuel_graph_ext::{Device, ReduceOp};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 /// All-reduces per thread.
@@ -46,11 +48,15 @@ fn bytes(v: impl Iterator<Item = i64>) -> Vec<u8> {
 }
 
 /// Calls in flight in this process, and how many started while another
-/// was in flight.
+/// was in flight; the barrier both threads pass once joined; and the
+/// flags of the forced overlap (see [`forced_overlap`]), one per round.
 struct Overlap {
     inside: AtomicUsize,
     overlapped: AtomicUsize,
     calls: AtomicUsize,
+    start: Barrier,
+    entered: [AtomicBool; 2],
+    gate: [AtomicBool; 2],
 }
 
 impl Overlap {
@@ -65,12 +71,76 @@ impl Overlap {
     }
 }
 
+/// Spins (yielding) until `flag` is set, at most 60 s.
+fn wait_for(flag: &AtomicBool, what: &str) -> Result<(), String> {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !flag.load(Ordering::SeqCst) {
+        if std::time::Instant::now() > until {
+            return Err(format!("waited 60 s for {what}"));
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+/// Two rounds that make the two threads' calls overlap for certain, on
+/// rank `round` in round `round`: there thread 1 enters an all-reduce on its
+/// group and thread 0 calls its own only once thread 1 is inside; thread
+/// 1's call cannot finish yet, since on every other rank thread 1 waits
+/// until thread 0's all-reduce has finished. Each sum is checked.
+fn forced_overlap(
+    g: usize,
+    rank: usize,
+    n: usize,
+    ov: &Overlap,
+    comm: &<MpiDriver as CollectiveDriver>::Communicator,
+    dev: &<MpiDriver as Driver>::Device,
+) -> Result<(), String> {
+    let e = |x: fuel_collective::DriverError| format!("thread {g}, forced overlap: {x}");
+    let s = MpiDriver::comm_stream(comm);
+    for round in 0..2 {
+        let holder = rank == round % n;
+        let src = MpiDriver::upload(dev, &((rank + 1) as i64).to_le_bytes()).map_err(e)?;
+        let dst = MpiDriver::alloc(dev, 8).map_err(e)?;
+        let reduce = || MpiDriver::all_reduce(comm, &src, &dst, ElemType::I64, 1, ReduceOp::Sum, s);
+        match (g, holder) {
+            (1, true) => ov
+                .call(|| {
+                    ov.entered[round].store(true, Ordering::SeqCst);
+                    reduce()
+                })
+                .map_err(e)?,
+            (1, false) => {
+                wait_for(&ov.gate[round], "thread 0's all-reduce")?;
+                ov.call(reduce).map_err(e)?
+            }
+            _ => {
+                if holder {
+                    wait_for(&ov.entered[round], "thread 1 to enter its all-reduce")?;
+                }
+                ov.call(reduce).map_err(e)?;
+                ov.gate[round].store(true, Ordering::SeqCst);
+            }
+        }
+        let got = i64s(&MpiDriver::download(&dst, Duration::from_secs(30)).map_err(e)?);
+        let want = (1..=n as i64).sum::<i64>();
+        if got != [want] {
+            return Err(format!(
+                "thread {g}, forced overlap round {round}: got {got:?}, want {want}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Thread `g`'s work on its own group: every result checked.
 fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
     let e = |x: fuel_collective::DriverError| format!("thread {g}: {x}");
     let id = MpiDriver::group_id(&CommunicationId::new(format!("threads-{g}"))).map_err(e)?;
     let comm = MpiDriver::join(id, n, rank).map_err(e)?;
+    ov.start.wait();
     let dev = MpiDriver::open(Device::cpu(g as u32)).map_err(e)?;
+    forced_overlap(g, rank, n, ov, &comm, &dev)?;
     let s = MpiDriver::comm_stream(&comm);
     let t = Duration::from_secs(30);
     let value = |r: usize, k: usize, i: usize| (g * 1_000_000 + r * 1000 + k * 10 + i) as i64;
@@ -139,6 +209,9 @@ fn run() -> Result<String, String> {
         inside: AtomicUsize::new(0),
         overlapped: AtomicUsize::new(0),
         calls: AtomicUsize::new(0),
+        start: Barrier::new(2),
+        entered: [AtomicBool::new(false), AtomicBool::new(false)],
+        gate: [AtomicBool::new(false), AtomicBool::new(false)],
     });
     let threads: Vec<_> = (0..2)
         .map(|g| {

@@ -305,15 +305,16 @@ impl MpiDriver {
         let spawned = std::thread::Builder::new()
             .name(format!("mpi-join-{tag}"))
             .spawn(move || {
-                let _keep = helper_universe;
                 let world = SimpleCommunicator::world();
                 let made = world.split_by_subgroup_with_tag(&world.group(), tag);
                 if let Some(j) = lock(&JOINING).as_mut() {
                     j.remove(&tag);
                 }
-                // A join that gave up has dropped the receiver; the
-                // communicator is freed here then.
-                let _ = tx.send(made.map(Comm));
+                // The handle travels with the communicator, so this thread
+                // holds neither once the join has them (`finalize` counts
+                // handles). A join that gave up has dropped the receiver:
+                // then both are dropped here, the communicator first.
+                let _ = tx.send((made.map(Comm), helper_universe));
             });
         if let Err(e) = spawned {
             if let Some(j) = lock(&JOINING).as_mut() {
@@ -322,8 +323,8 @@ impl MpiDriver {
             return Err(backend("spawn the join thread", e));
         }
         let comm = match rx.recv_timeout(opts.join_timeout) {
-            Ok(Some(Comm(c))) => c,
-            Ok(None) => {
+            Ok((Some(Comm(c)), _helper_handle)) => c,
+            Ok((None, _helper_handle)) => {
                 return Err(backend(
                     "MPI_Comm_create_group",
                     "this process is not in the group it made",
