@@ -1,6 +1,6 @@
 //! Multi-process check of `MpiDriver`, launched by `scripts/mpi-check.sh`:
 //! `mpirun -n 4 --oversubscribe --allow-run-as-root target/debug/examples/mpi_driver`.
-//! Every rank all-reduces (every element type, every op), passes a ring of
+//! Every rank all-reduces (every element type, every op, and in place), passes a ring of
 //! send/recv, runs the SPMD communicator, and prints `PROOF rank R ok` or
 //! exits non-zero.
 
@@ -60,6 +60,18 @@ fn run() -> Result<usize, String> {
             }
         }
     }
+    // In place: the source is the destination (one buffer, one fence), and
+    // a download right after the call reads the sum.
+    let buf = MpiDriver::upload(&dev, &((rank + 1) as i32).to_le_bytes()).map_err(e)?;
+    MpiDriver::all_reduce(&comm, &buf, &buf, ElemType::I32, 1, ReduceOp::Sum, s).map_err(e)?;
+    let got = MpiDriver::download(&buf, t).map_err(e)?;
+    let want = (1..=n as i32).sum::<i32>();
+    if got != want.to_le_bytes() {
+        return Err(format!(
+            "rank {rank}: in-place all_reduce gave {got:?}, want {want}"
+        ));
+    }
+
     // Every element type carries through a sum (values 0/1 fit all of them).
     for elem in ElemType::ALL {
         let es = elem.size_bytes();
@@ -116,10 +128,12 @@ fn run() -> Result<usize, String> {
 }
 
 fn main() {
+    // Every communicator is gone once `run` returns, so finalising works
+    // whether it succeeded or not.
     let res = run();
-    MpiDriver::finalize();
+    let res = MpiDriver::finalize().map_err(|e| e.to_string()).and(res);
     match res {
-        Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types), send/recv ring, spmd all_reduce/all_gather/broadcast/barrier"),
+        Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types, in place), send/recv ring, spmd all_reduce/all_gather/broadcast/barrier"),
         Err(msg) => {
             eprintln!("FAIL: {msg}");
             std::process::exit(1);

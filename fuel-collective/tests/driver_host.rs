@@ -164,24 +164,143 @@ fn in_place_all_reduce_waits_for_the_compute_fence() {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let buf = HostDriver::alloc(&dev, 4).unwrap();
-        // The compute side has not written the buffer yet.
-        buf.fence.reset();
+        // The compute side has issued its write but not done it yet.
+        let write = buf.fence.begin_write();
         let s = HostDriver::comm_stream(&comm);
         HostDriver::all_reduce(&comm, &buf, &buf, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
-        // Enqueueing returned at once; now "compute" writes and signals.
+        // Enqueueing returned at once; now "compute" writes and settles.
         let compute = HostDriver::new_stream(&dev).unwrap();
-        let (b, f) = (buf.buffer.clone(), buf.fence.clone());
+        let b = buf.buffer.clone();
         compute.submit(move || {
             let mut held = b.lock().unwrap();
             let own = held.get_mut().expect("the driver's own buffer");
             own.bytes_mut()[..4].copy_from_slice(&(10 + rank as i32).to_le_bytes());
-            f.signal();
+            drop(held);
+            write.complete();
         });
         HostDriver::synchronize(&comm, s).unwrap();
         let got = HostDriver::download(&buf, LONG).unwrap();
         i32::from_le_bytes(got[..4].try_into().unwrap())
     });
     assert_eq!(out, vec![21, 21]);
+}
+
+fn i32_at(bytes: &[u8]) -> i32 {
+    i32::from_le_bytes(bytes[..4].try_into().unwrap())
+}
+
+#[test]
+fn download_right_after_an_in_place_all_reduce_waits_for_it() {
+    // Rank 0 holds 10 and rank 1 holds 5; the in-place sum is 15. Rank 1
+    // is late, so rank 0's download comes while its job still waits for
+    // rank 1: it must wait too, and not read the old 10.
+    let id = fresh("inplace-read");
+    let out = spmd(2, move |rank| {
+        let comm = join(id, 2, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let mine = if rank == 0 { 10i32 } else { 5 };
+        let buf = HostDriver::upload(&dev, &mine.to_le_bytes()).unwrap();
+        if rank == 1 {
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_reduce(&comm, &buf, &buf, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        let got = i32_at(&HostDriver::download(&buf, LONG).unwrap());
+        HostDriver::synchronize(&comm, s).unwrap();
+        got
+    });
+    assert_eq!(
+        out,
+        vec![15, 15],
+        "a download returned the buffer before its all-reduce"
+    );
+}
+
+#[test]
+fn download_after_two_queued_writers_waits_for_the_second() {
+    // Two all-reduces into one destination: 1 + 2 = 3, then 100 + 200 =
+    // 300. Rank 1 is late for the second, so rank 0's download comes after
+    // the first has finished and before the second has: it must give 300.
+    let id = fresh("two-writers");
+    let out = spmd(2, move |rank| {
+        let comm = join(id, 2, rank, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let r = rank as i32 + 1;
+        let a = HostDriver::upload(&dev, &r.to_le_bytes()).unwrap();
+        let b = HostDriver::upload(&dev, &(100 * r).to_le_bytes()).unwrap();
+        let dst = HostDriver::alloc(&dev, 4).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_reduce(&comm, &a, &dst, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        if rank == 1 {
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        HostDriver::all_reduce(&comm, &b, &dst, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        let got = i32_at(&HostDriver::download(&dst, LONG).unwrap());
+        HostDriver::synchronize(&comm, s).unwrap();
+        got
+    });
+    assert_eq!(
+        out,
+        vec![300, 300],
+        "a download returned the first writer's result"
+    );
+}
+
+#[test]
+fn two_communicators_writing_one_buffer_take_turns() {
+    // Two groups write one buffer of rank 0 from their own comm streams:
+    // group A's all-reduce (1 + 2) is issued first, group B's (10 + 20)
+    // second, and group A's peer is late. B's write must land after A's,
+    // so the buffer ends as 30, and a reader issued after both waits for B.
+    let (ida, idb) = (fresh("turn-a"), fresh("turn-b"));
+    let (tx, rx) = mpsc::channel();
+    let ranks1 = std::thread::spawn(move || {
+        let a = join(ida, 2, 1, LONG).unwrap();
+        let b = join(idb, 2, 1, LONG).unwrap();
+        let dev = HostDriver::open(Device::cpu(1)).unwrap();
+        let (sa, sb) = (HostDriver::comm_stream(&a), HostDriver::comm_stream(&b));
+        let two = HostDriver::upload(&dev, &2i32.to_le_bytes()).unwrap();
+        let twenty = HostDriver::upload(&dev, &20i32.to_le_bytes()).unwrap();
+        let (da, db) = (
+            HostDriver::alloc(&dev, 4).unwrap(),
+            HostDriver::alloc(&dev, 4).unwrap(),
+        );
+        HostDriver::all_reduce(&b, &twenty, &db, ElemType::I32, 1, ReduceOp::Sum, sb).unwrap();
+        // Rank 0's B write now waits for its A write, which waits for this.
+        rx.recv_timeout(LONG).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        HostDriver::all_reduce(&a, &two, &da, ElemType::I32, 1, ReduceOp::Sum, sa).unwrap();
+        HostDriver::synchronize(&a, sa).unwrap();
+        HostDriver::synchronize(&b, sb).unwrap();
+    });
+    let a = join(ida, 2, 0, LONG).unwrap();
+    let b = join(idb, 2, 0, LONG).unwrap();
+    let dev = HostDriver::open(Device::cpu(0)).unwrap();
+    let (sa, sb) = (HostDriver::comm_stream(&a), HostDriver::comm_stream(&b));
+    let one = HostDriver::upload(&dev, &1i32.to_le_bytes()).unwrap();
+    let ten = HostDriver::upload(&dev, &10i32.to_le_bytes()).unwrap();
+    let dst = HostDriver::alloc(&dev, 4).unwrap();
+    HostDriver::all_reduce(&a, &one, &dst, ElemType::I32, 1, ReduceOp::Sum, sa).unwrap();
+    HostDriver::all_reduce(&b, &ten, &dst, ElemType::I32, 1, ReduceOp::Sum, sb).unwrap();
+    tx.send(()).unwrap();
+    let got = i32_at(&HostDriver::download(&dst, LONG).unwrap());
+    HostDriver::synchronize(&a, sa).unwrap();
+    HostDriver::synchronize(&b, sb).unwrap();
+    ranks1.join().unwrap();
+    assert_eq!(
+        got, 30,
+        "the earlier write landed last, or the read came early"
+    );
+    assert_eq!(i32_at(&HostDriver::download(&dst, LONG).unwrap()), 30);
+}
+
+#[test]
+fn alloc_gives_zeros_even_from_a_recycled_buffer() {
+    let dev = HostDriver::open(Device::cpu(0)).unwrap();
+    // Freed, this buffer goes back to the arena's pool with its bytes.
+    drop(HostDriver::upload(&dev, &[0xab; 24]).unwrap());
+    let fresh = HostDriver::alloc(&dev, 24).unwrap();
+    assert_eq!(HostDriver::download(&fresh, SHORT).unwrap(), vec![0u8; 24]);
 }
 
 #[test]

@@ -4,13 +4,16 @@
 //
 // Bindings 0..7 are the operands (unused ones repeat operand 0), binding 8 is
 // the result. `count` says how many operands are real; `op` is 0 add, 1 mul,
-// 2 max, 3 min, 4 div by `by`. The dispatch is 2-D because lavapipe allows at
-// most 65535 groups per axis: i = x + y * row_stride.
+// 2 max, 3 min, 4 div by `by`. With `onto` = 1 the fold starts from the
+// result's own element (dst = op(dst, a0, ...)), read through binding 8: the
+// result is never also bound as a read-only operand, which would alias. The
+// dispatch is 2-D because lavapipe allows at most 65535 groups per axis:
+// i = x + y * row_stride.
 ENABLE
 alias T = TYPE;
 alias C = CTYPE;
 
-struct Params { n: u32, row_stride: u32, count: u32, op: u32, by: u32 }
+struct Params { n: u32, row_stride: u32, count: u32, op: u32, by: u32, onto: u32 }
 
 @group(0) @binding(0) var<storage, read> a0: array<T>;
 @group(0) @binding(1) var<storage, read> a1: array<T>;
@@ -46,7 +49,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         dst[i] = T(DIVIDE);
         return;
     }
-    var acc = C(a0[i]);
+    var acc: C;
+    if (p.onto == 1u) {
+        acc = combine(C(dst[i]), a0[i]);
+    } else {
+        acc = C(a0[i]);
+    }
     if (p.count > 1u) { acc = combine(acc, a1[i]); }
     if (p.count > 2u) { acc = combine(acc, a2[i]); }
     if (p.count > 3u) { acc = combine(acc, a3[i]); }

@@ -1,21 +1,36 @@
 //! Eight threads each build a `DeviceGroup`, record a collective, lower it
 //! with `lower-collectives`, compile and run it, all at the same time on the
-//! same devices. Every result must equal the interpreter's, and the main
-//! thread waits with a deadline, so a deadlock fails the test instead of
-//! hanging it.
+//! same devices; eight threads share one executable; and rayon tasks run
+//! one executable (an all-host one from a pool of its own, one with a GPU
+//! device from every thread of the global pool), the two shapes of rayon's
+//! issue 592. Every result must be right, and the main thread waits with a
+//! deadline, so a deadlock fails the test instead of hanging it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::{exec, DType, Device, ReduceOp};
+use fuel_graph_ext::{exec, text, DType, Device, ReduceOp, TensorType};
 use fuel_test_support::{all_reduce_graph, assert_close, lower};
 use fuel_test_support::{assert_no_leaks, devices_or_skip};
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// Generous: the whole test takes about a second here. Only a hang gets near it.
-const DEADLINE: Duration = Duration::from_secs(120);
+const DEADLINE_S: u64 = 120;
+
+/// `secs` seconds, times `FUEL_TEST_DEADLINE_SCALE` (a whole number, default
+/// 1): `scripts/sanitize.sh` raises it under ThreadSanitizer, which runs
+/// these tests many times slower.
+fn deadline(secs: u64) -> Duration {
+    let scale = std::env::var("FUEL_TEST_DEADLINE_SCALE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s >= 1)
+        .unwrap_or(1);
+    Duration::from_secs(secs * scale)
+}
 
 /// One thread's work.
 #[derive(Clone, Debug)]
@@ -52,7 +67,7 @@ fn work(job: &Job, start: &Barrier) -> Result<(), String> {
 }
 
 /// Runs every job on its own thread, all released at once, and waits for
-/// all of them until [`DEADLINE`].
+/// all of them until [`DEADLINE_S`] (scaled, see [`deadline`]).
 fn run_all(jobs: Vec<Job>) {
     let start = Arc::new(Barrier::new(jobs.len()));
     let (tx, rx) = mpsc::channel();
@@ -75,7 +90,8 @@ fn run_all(jobs: Vec<Job>) {
             .unwrap();
     }
     drop(tx);
-    let until = Instant::now() + DEADLINE;
+    let limit = deadline(DEADLINE_S);
+    let until = Instant::now() + limit;
     let mut done = vec![false; jobs.len()];
     let mut failures = Vec::new();
     for _ in 0..jobs.len() {
@@ -89,7 +105,7 @@ fn run_all(jobs: Vec<Job>) {
             }
             Err(_) => {
                 let stuck: Vec<usize> = (0..jobs.len()).filter(|i| !done[*i]).collect();
-                panic!("jobs {stuck:?} did not finish within {DEADLINE:?}: deadlock or hang");
+                panic!("jobs {stuck:?} did not finish within {limit:?}: deadlock or hang");
             }
         }
     }
@@ -147,7 +163,7 @@ fn eight_threads_on_shared_cpu_and_vulkan_devices() {
 
 #[test]
 fn one_executable_shared_by_eight_threads() {
-    // `run` takes one run at a time; callers on other threads wait their turn.
+    // Runs on several threads go side by side, each with its own scratch.
     let devs = cpus(3);
     let g = all_reduce_graph(&devs, DType::F32, 500, ReduceOp::Sum);
     let lowered = lower(&g, "lower-collectives{algorithm=ring}");
@@ -171,7 +187,8 @@ fn one_executable_shared_by_eight_threads() {
         });
     }
     drop(tx);
-    let until = Instant::now() + DEADLINE;
+    let limit = deadline(DEADLINE_S);
+    let until = Instant::now() + limit;
     for _ in 0..8 {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok((i, res)) => {
@@ -179,8 +196,163 @@ fn one_executable_shared_by_eight_threads() {
                     panic!("thread {i}: {e}");
                 }
             }
-            Err(_) => panic!("a thread did not finish within {DEADLINE:?}: deadlock or hang"),
+            Err(_) => panic!("a thread did not finish within {limit:?}: deadlock or hang"),
         }
     }
+    assert_no_leaks(&exe);
+}
+
+/// Runs `body` on a thread of its own and waits for it at most `limit`:
+/// a deadlock fails the test with `what` instead of hanging it.
+fn within(limit: Duration, what: &str, body: impl FnOnce() -> Result<(), String> + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("bounded".into())
+        .spawn(move || {
+            let res =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|p| {
+                    Err(p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panicked".into()))
+                });
+            let _ = tx.send(res);
+        })
+        .unwrap();
+    match rx.recv_timeout(limit) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{what}: {e}"),
+        Err(_) => panic!("{what} did not finish within {limit:?}: deadlock"),
+    }
+}
+
+/// Elements of the big host add: 24 MiB of f32, well above the size at
+/// which the CPU kernels split their work over threads.
+const BIG: usize = 6 << 20;
+
+/// `a + b` on `cpu:0` over [`BIG`] f32s, and, when `vulkan` is set, a small
+/// independent add on `vulkan:0` (which makes the executable run its steps
+/// on one worker thread per device instead of on the caller's thread).
+fn big_add(vulkan: bool) -> String {
+    let mut src = format!(
+        "graph @big {{\n  %0 = input \"a\" @cpu:0 : f32[{BIG}]\n  %1 = input \"b\" @cpu:0 : f32[{BIG}]\n  %2 = add %0, %1 @cpu:0 : f32[{BIG}]\n"
+    );
+    if vulkan {
+        src.push_str("  %3 = input \"c\" @vulkan:0 : f32[4]\n  %4 = add %3, %3 @vulkan:0 : f32[4]\n  return %2, %4\n}\n");
+    } else {
+        src.push_str("  return %2\n}\n");
+    }
+    src
+}
+
+/// Elements after which the big inputs repeat (it divides [`BIG`]).
+const PERIOD: usize = 1024;
+
+/// `n` f32s, element `i` being `f(i % period)`: one period is computed and
+/// the rest copied, which keeps building 24 MiB cheap under the sanitizers.
+fn f32_tensor(n: usize, period: usize, f: impl Fn(usize) -> f32) -> exec::Tensor {
+    let block: Vec<u8> = (0..period).flat_map(|i| f(i).to_le_bytes()).collect();
+    let bytes = block.repeat(n / period);
+    exec::Tensor::from_bytes(TensorType::new(DType::F32, &[n]), bytes).unwrap()
+}
+
+/// The inputs of [`big_add`].
+fn big_inputs(vulkan: bool) -> BTreeMap<String, exec::Tensor> {
+    let mut inputs = BTreeMap::new();
+    inputs.insert("a".to_string(), f32_tensor(BIG, PERIOD, |i| i as f32));
+    inputs.insert("b".to_string(), f32_tensor(BIG, PERIOD, |i| (2 * i) as f32));
+    if vulkan {
+        inputs.insert("c".to_string(), f32_tensor(4, 4, |i| i as f32));
+    }
+    inputs
+}
+
+/// Runs `exe` on `inputs` (from [`big_inputs`]) and checks the sum: every
+/// element of `a + b` is `3 * (i mod PERIOD)`.
+fn run_big(
+    exe: &exec::Executable,
+    inputs: &BTreeMap<String, exec::Tensor>,
+    vulkan: bool,
+) -> Result<(), String> {
+    let out = exe.run(inputs).map_err(|e| e.to_string())?;
+    let sum = out[0].bytes();
+    for i in [0, 1, PERIOD - 1, PERIOD, BIG / 2 + 7, BIG - 1] {
+        let got = f32::from_le_bytes(sum[i * 4..i * 4 + 4].try_into().unwrap());
+        let want = (3 * (i % PERIOD)) as f32;
+        if got != want {
+            return Err(format!("element {i} of a + b is {got}, want {want}"));
+        }
+    }
+    if vulkan {
+        let got: Vec<f32> = out[1]
+            .bytes()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        if got != [0.0, 2.0, 4.0, 6.0] {
+            return Err(format!("c + c on vulkan:0 is {got:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn runs_from_rayon_tasks_on_a_cpu_only_executable() {
+    // Rayon's issue 592: a pool thread that waits inside a host kernel may
+    // take another task, here another run of the same executable. That must
+    // neither block on something the first run holds nor run the kernel of
+    // another caller while it waits.
+    let g = text::parse(&big_add(false)).unwrap();
+    let exe = Arc::new(exec::compile(&g, &[]).unwrap());
+    let shared = exe.clone();
+    let inputs = big_inputs(false);
+    within(
+        deadline(90),
+        "runs from the tasks of a 3-thread rayon pool",
+        move || {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .map_err(|e| e.to_string())?;
+            pool.install(|| {
+                use rayon::prelude::*;
+                (0..12)
+                    .into_par_iter()
+                    .try_for_each(|_| run_big(&shared, &inputs, false))
+            })
+        },
+    );
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn runs_from_every_thread_of_the_global_pool_with_a_gpu_device() {
+    // Every thread of rayon's global pool is inside `run` (waiting for the
+    // device workers, or for its turn) while the cpu:0 worker runs a host
+    // kernel: that kernel must not need a thread of the global pool.
+    let devs = [Device::cpu(0), Device::vulkan(0)];
+    if !devices_or_skip(
+        "runs_from_every_thread_of_the_global_pool_with_a_gpu_device",
+        &devs,
+    ) {
+        return;
+    }
+    let g = text::parse(&big_add(true)).unwrap();
+    let exe = Arc::new(exec::compile(&g, &[]).unwrap());
+    let shared = exe.clone();
+    let inputs = big_inputs(true);
+    within(
+        deadline(90),
+        "runs from every thread of rayon's global pool",
+        move || {
+            use rayon::prelude::*;
+            // More tasks than threads, so that every thread takes one.
+            let tasks = 4 * rayon::current_num_threads();
+            (0..tasks)
+                .into_par_iter()
+                .try_for_each(|_| run_big(&shared, &inputs, true))
+        },
+    );
     assert_no_leaks(&exe);
 }

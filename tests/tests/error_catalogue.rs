@@ -68,6 +68,8 @@ const CASES: &[(&str, Case)] = &[
     ("E0710", exec_comm_without_communicator),
     ("E0711", exec_driver_mean),
     ("E0712", interp_world_mismatch),
+    ("E0713", exec_vulkan_wait_failed),
+    ("E0714", exec_vulkan_lost_earlier),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -541,6 +543,30 @@ fn exec_driver_mean() -> Outcome {
         Ok(_) => panic!("expected compile to refuse"),
         Err(e) => Ok(e.to_string()),
     }
+}
+/// The two messages of a Vulkan device whose wait failed: the run where it
+/// failed, then the next run.
+fn vulkan_lost_runs() -> Result<(String, String), Skip> {
+    need_vulkan(&[Device::vulkan(0)])?;
+    let src = "graph @v {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = copy %0 -> vulkan:0 : f32[4]\n  %2 = mul %1, %1 @vulkan:0 : f32[4]\n  return %2\n}\n";
+    let g = text::parse(src).unwrap();
+    let exe = exec::compile(&g, &[]).unwrap();
+    let inputs = deterministic_inputs(&g);
+    exe.inject_fault(FaultPoint::Wait { nth: 0 });
+    let run = || match exe.run_host(&inputs) {
+        Ok(_) => panic!("the run should fail"),
+        Err(e) => {
+            fuel_test_support::assert_no_leaks(&exe);
+            e.to_string()
+        }
+    };
+    Ok((run(), run()))
+}
+fn exec_vulkan_wait_failed() -> Outcome {
+    vulkan_lost_runs().map(|(first, _)| first)
+}
+fn exec_vulkan_lost_earlier() -> Outcome {
+    vulkan_lost_runs().map(|(_, later)| later)
 }
 fn interp_world_mismatch() -> Outcome {
     let rank = |op: &str| {

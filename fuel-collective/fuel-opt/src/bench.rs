@@ -10,7 +10,7 @@
 //! In the same run it measures the host's own bound for the same data
 //! movement: one n-ary add over the n shards plus n-1 memcpys of the result,
 //! done with plain loops on host memory (the faster of one thread and
-//! rayon's pool). The add works on
+//! the CPU kernels' own rayon pool). The add works on
 //! integers of the element's width, because the bound is about memory
 //! traffic, not arithmetic. `ratio = algbw / bound` says how close to that
 //! limit the collective runs. For groups with Vulkan devices the bound adds
@@ -24,6 +24,7 @@
 use crate::scenario::{self, Shape};
 use crate::sizes::{format_size, parse_sizes};
 use crate::Failure;
+use fuel_graph_ext::backend::cpu;
 use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{DType, ReduceOp, TensorType, Topology};
@@ -296,9 +297,9 @@ fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -
 
 /// Median microseconds of the host bound: an n-ary add of `n` buffers of
 /// `bytes` into one, then `n - 1` copies of it, on host memory. It is timed
-/// on one thread and split over rayon's pool (the threads the CPU kernels
-/// use) and the faster of the two counts, so the bound pays no thread
-/// start-up the executor does not pay either.
+/// on one thread and split over the CPU kernels' own rayon pool
+/// (`cpu::on_kernel_threads`) and the faster of the two counts, so the
+/// bound pays no thread start-up the executor does not pay either.
 pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: usize) -> f64 {
     let words = bytes.div_ceil(8);
     let inputs: Vec<Vec<u64>> = (0..n).map(|i| vec![i as u64 + 1; words]).collect();
@@ -307,13 +308,20 @@ pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: 
         .map(|_| vec![0u64; words])
         .collect();
     let mut best = f64::INFINITY;
-    for threads in [1, rayon::current_num_threads()] {
+    for threads in [1, cpu::kernel_threads()] {
         let mut times = Vec::with_capacity(iters);
         for it in 0..warmup + iters {
             let t = Instant::now();
-            parallel_add(&inputs, &mut out, elem, threads);
-            for c in copies.iter_mut() {
-                parallel_copy(&out, c, threads);
+            let mut work = || {
+                parallel_add(&inputs, &mut out, elem, threads);
+                for c in copies.iter_mut() {
+                    parallel_copy(&out, c, threads);
+                }
+            };
+            if threads > 1 {
+                cpu::on_kernel_threads(work);
+            } else {
+                work();
             }
             if it >= warmup {
                 times.push(t.elapsed().as_secs_f64() * 1e6);

@@ -64,7 +64,7 @@ pub fn copy(
                     dst: d.dev().device,
                 });
             }
-            d.dev().copy_regions("copy", &whole, &[s], d)?
+            d.dev().copy_regions("copy", &whole, &[s], d, faults)?
         }
         #[cfg(all(feature = "cuda", feature = "vulkan"))]
         (Buf::Cuda(s), Buf::Vulkan(d)) => {

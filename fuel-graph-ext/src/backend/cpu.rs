@@ -7,7 +7,8 @@
 //! and every other operand is folded into it while the block is still in
 //! cache, so an n-ary op reads each input once. The inner loops are plain
 //! zipped iterations that the compiler vectorises; tensors of
-//! [`PARALLEL_MIN`] elements or more are split over rayon's thread pool.
+//! [`PARALLEL_MIN`] elements or more are split over the kernels' own rayon
+//! pool ([`kernel_threads`]), never over the caller's (see [`par_chunks`]).
 //! The arithmetic is `crate::elem`'s; [`fold_bytes`] is the same fold over
 //! byte slices, which the host collective drivers reduce with.
 
@@ -277,29 +278,87 @@ impl CpuBuf {
     }
 }
 
+/// The host kernels' own thread pool, started on first use; `None` if its
+/// threads could not be started (the kernels then run on their caller's
+/// thread).
+fn kernel_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("fuel-cpu-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// How many threads a large host kernel is split over: the size of the
+/// kernels' own pool (as many as rayon's global pool would have: the cores,
+/// or `RAYON_NUM_THREADS`), 1 if it could not be started.
+pub fn kernel_threads() -> usize {
+    kernel_pool().map_or(1, rayon::ThreadPool::current_num_threads)
+}
+
+/// Runs `f` on the kernels' own pool (see [`par_chunks`]), so that rayon
+/// work inside it splits over the same threads as the host kernels: what
+/// `fuel-opt bench` times its host bound on. On the calling thread when
+/// that is a thread of another rayon pool or the pool could not start.
+pub fn on_kernel_threads<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match kernel_pool() {
+        Some(pool) if rayon::current_thread_index().is_none() => pool.install(f),
+        _ => f(),
+    }
+}
+
 /// Threads for a buffer of `bytes`: one below [`PARALLEL_MIN`] f32s' worth.
 fn threads_for(bytes: usize) -> usize {
     let min = PARALLEL_MIN * 4;
     if bytes < min {
         return 1;
     }
-    rayon::current_num_threads().min(bytes / (min / 4)).max(1)
+    kernel_threads().min(bytes / (min / 4)).max(1)
 }
 
 /// Runs `f(offset, chunk)` over chunks of `out`, on several threads when
-/// large. The threads are rayon's pool, started once per process: spawning
-/// fresh threads per call cost 100 us or more per kernel on a loaded VM.
+/// large.
+///
+/// The threads are the kernels' own rayon pool, started once per process
+/// (spawning fresh threads per call cost 100 us or more per kernel on a
+/// loaded VM), and never the caller's pool:
+/// - From a thread that belongs to no rayon pool (the caller of an
+///   all-host executable, a device worker, a collective driver's stream),
+///   the call hands the chunks to the kernels' pool and blocks until they
+///   are done. Those threads run nothing but kernel chunks, so they are
+///   free even when every thread of rayon's global pool is blocked inside
+///   `Executable::run`: borrowing the global pool here deadlocked then.
+/// - From a thread of some other rayon pool (`run` called inside
+///   `par_iter`), the kernel runs on the calling thread alone. Joining any
+///   pool from there lets the thread run other tasks of its own pool while
+///   it waits (rayon's issue 592): another `run`, or a task that needs a
+///   lock its caller holds, which can then never be released. The caller's
+///   pool is already busy with its own tasks, so little is lost.
+/// - From a thread of the kernels' pool (a chunk that splits again), it
+///   splits over that pool.
 fn par_chunks<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     use rayon::prelude::*;
     let threads = threads_for(std::mem::size_of_val(out));
-    if threads <= 1 {
-        f(0, out);
-        return;
-    }
+    let pool = match kernel_pool() {
+        Some(pool) if threads > 1 => pool,
+        _ => return f(0, out),
+    };
     let per = out.len().div_ceil(threads);
-    out.par_chunks_mut(per)
-        .enumerate()
-        .for_each(|(i, chunk)| f(i * per, chunk));
+    let split = |out: &mut [T]| {
+        out.par_chunks_mut(per)
+            .enumerate()
+            .for_each(|(i, chunk)| f(i * per, chunk))
+    };
+    if pool.current_thread_index().is_some() {
+        split(out)
+    } else if rayon::current_thread_index().is_none() {
+        pool.install(|| split(out))
+    } else {
+        f(0, out)
+    }
 }
 
 // The verifier gives an n-ary op two or more operands of the output's type,

@@ -1,5 +1,5 @@
-//! Fault injection: make the n-th copy, kernel or allocation of the next run
-//! fail, through the real code path.
+//! Fault injection: make the n-th copy, kernel, allocation or wait for
+//! submitted GPU work of the next run fail, through the real code path.
 //!
 //! [`crate::exec::Executable::inject_fault`] arms one [`FaultPoint`] for the
 //! next run only. The backends ask [`Faults::check`] right where a real
@@ -18,6 +18,12 @@ pub enum FaultPoint {
     Kernel { nth: usize },
     /// The n-th buffer allocation of the run fails as if the device were out of memory.
     Alloc { nth: usize },
+    /// The n-th wait for work submitted to a GPU (Vulkan) fails, as the
+    /// wait of a lost device does: after the submit, with the work still in
+    /// flight. The device is then lost for good: nothing its work may touch
+    /// is reused or freed until it is dropped, and every later run that
+    /// uses it fails, saying so.
+    Wait { nth: usize },
 }
 
 /// The kind of event a backend reports to [`Faults::check`].
@@ -29,6 +35,8 @@ pub enum Event {
     Kernel,
     /// A buffer allocation.
     Alloc,
+    /// A wait for submitted GPU work.
+    Wait,
 }
 
 /// The armed fault of one run and the event counters.
@@ -38,6 +46,7 @@ pub struct Faults {
     copies: AtomicUsize,
     kernels: AtomicUsize,
     allocs: AtomicUsize,
+    waits: AtomicUsize,
 }
 
 impl Faults {
@@ -55,9 +64,11 @@ impl Faults {
             (Event::Copy, Some(FaultPoint::Copy { nth })) => (&self.copies, Some(nth)),
             (Event::Kernel, Some(FaultPoint::Kernel { nth })) => (&self.kernels, Some(nth)),
             (Event::Alloc, Some(FaultPoint::Alloc { nth })) => (&self.allocs, Some(nth)),
+            (Event::Wait, Some(FaultPoint::Wait { nth })) => (&self.waits, Some(nth)),
             (Event::Copy, _) => (&self.copies, None),
             (Event::Kernel, _) => (&self.kernels, None),
             (Event::Alloc, _) => (&self.allocs, None),
+            (Event::Wait, _) => (&self.waits, None),
         };
         let n = counter.fetch_add(1, Ordering::SeqCst);
         target == Some(n)

@@ -384,7 +384,7 @@ fn kernel(
     let n = ty.num_elements();
     let first = || ins.first().map(|b| &**b).ok_or_else(|| wrong(op));
     if let Kernel::Gather { regions } = k {
-        return gather(ctx, op, regions, ins, out);
+        return gather(ctx, op, regions, ins, out, faults);
     }
     match (out, ctx) {
         (Buf::Cpu(d), Ctx::Cpu(arena)) => match k {
@@ -428,7 +428,7 @@ fn kernel(
             ),
             Kernel::Div { by } => {
                 let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
-                v.div(dtype, *by, a, d, n)
+                v.div(dtype, *by, a, d, n, faults)
             }
             Kernel::Gather { .. } => Err(wrong(op)),
         },
@@ -445,6 +445,8 @@ pub fn gather(
     regions: &[Region],
     ins: &[Arc<Buf>],
     out: &mut Buf,
+    #[allow(unused_variables)] // with the Vulkan backend compiled out
+    faults: &Faults,
 ) -> Result<(), ExecError> {
     match (out, ctx) {
         (Buf::Cpu(d), Ctx::Cpu(_)) => {
@@ -456,7 +458,7 @@ pub fn gather(
         }
         #[cfg(feature = "vulkan")]
         (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
-            v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d)
+            v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d, faults)
         }
         #[allow(unreachable_patterns)] // with every GPU backend compiled out
         _ => Err(wrong(op)),
@@ -603,7 +605,7 @@ fn staged_vulkan_fold(
     for (i, piece) in pieces(ins, Buf::as_vulkan).into_iter().enumerate() {
         match piece {
             Piece::Local(run) if i == 0 => v.fold(dtype, kind, &run, out, n, faults)?,
-            Piece::Local(run) => v.fold_onto(dtype, kind, out, &run, n)?,
+            Piece::Local(run) => v.fold_onto(dtype, kind, out, &run, n, faults)?,
             Piece::Foreign(Buf::Cpu(h)) if i == 0 => v.upload(h.bytes(), out)?,
             Piece::Foreign(Buf::Cpu(h)) => {
                 let s = match &mut scratch {
@@ -611,7 +613,7 @@ fn staged_vulkan_fold(
                     None => scratch.insert(v.alloc(h.bytes().len(), faults)?),
                 };
                 v.upload(h.bytes(), s)?;
-                v.fold_onto(dtype, kind, out, &[&*s], n)?;
+                v.fold_onto(dtype, kind, out, &[&*s], n, faults)?;
             }
             Piece::Foreign(_) => return Err(wrong("fold")),
         }

@@ -38,7 +38,10 @@ pub mod nccl;
 mod rank;
 
 pub use common::{BackendBuf, Held};
-pub use host::{HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId};
+pub use host::{
+    FencePoint, HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId,
+    Ticket,
+};
 pub use local::{LocalAllReduce, LocalGroup};
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiCommunicator, MpiDriver};

@@ -4,22 +4,27 @@
 //! Buffers and fences are the host driver's ([`HostDriver`]'s executor CPU
 //! buffers and [`HostFence`]). MPI's own calls block, so the comm stream is
 //! the MPI communicator itself and each collective completes before it
-//! returns: it first waits (at most the op timeout) for the source's fence,
-//! then calls MPI, then signals the destination's fence. `all_reduce` is an
-//! `MPI_Allgather` of the bytes followed by the same rank-order fold as the
-//! host driver, so every element type and reduce op is supported and every
-//! rank gets bit-identical results. MPI is initialised on the first `join`
-//! (thread level `Serialized`) and finalised by [`MpiDriver::finalize`],
-//! which a program must call before it exits.
+//! returns: it takes a ticket on the destination's fence, waits (at most the
+//! op timeout) for the source's writes and its turn, calls MPI, then settles
+//! the ticket. `all_reduce` is an `MPI_Allgather` of the bytes followed by
+//! the same rank-order fold as the host driver, so every element type and
+//! reduce op is supported and every rank gets bit-identical results.
 //!
-//! Join timeout: `join` enters a non-blocking barrier and polls it; if the
-//! barrier does not complete within the join timeout the error lists every
+//! Threads: MPI is initialised on the first `join` at
+//! `MPI_THREAD_MULTIPLE`, and the level MPI provides is checked (also when
+//! the program initialised MPI itself); each communicator is its own
+//! `MPI_Comm` (see [`MpiCommunicator`]), so communicators on several
+//! threads run side by side. [`MpiDriver::finalize`], which a program must
+//! call before it exits, refuses while any communicator or join is left.
+//!
+//! Join timeout: `MPI_Comm_create_group` has none, so it runs on a helper
+//! thread and `join` gives up after the join timeout; the error lists every
 //! other rank, because MPI does not say which ranks have arrived.
 
 use super::common::{
-    backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lock, whole_elements,
+    backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lock, whole_elements, IdTable,
 };
-use super::host::{bytes_mut_of, bytes_of, HostBuffer, HostFence, HostStream};
+use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
 };
@@ -33,9 +38,11 @@ use mpi::topology::{Communicator as _, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Destination, Source};
 use mpi::Threading;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The MPI driver.
 #[derive(Clone, Copy, Debug, Default)]
@@ -50,13 +57,54 @@ pub struct MpiUniqueId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MpiCommStream(u64);
 
-// Held only so that dropping it finalises MPI.
+/// The MPI runtime as this driver started it: dropping the last handle
+/// finalises MPI ([`MpiDriver::finalize`]).
 struct Universe(#[allow(dead_code)] mpi::environment::Universe);
-// SAFETY: the universe is only created and dropped under UNIVERSE's lock,
-// and MPI is initialised at thread level Serialized.
+// SAFETY: the universe is only made under STATE's lock and only dropped
+// when the last `Arc` goes (under STATE's lock, in `finalize`); no method
+// of it is ever called, so sharing the handle between threads shares
+// nothing MPI sees.
 unsafe impl Send for Universe {}
+// SAFETY: as for `Send`: no method is called through a shared reference.
+unsafe impl Sync for Universe {}
 
-static UNIVERSE: Mutex<Option<Universe>> = Mutex::new(None);
+/// Where MPI stands in this process, as far as the driver knows.
+enum State {
+    /// The driver has not touched MPI.
+    Untouched,
+    /// The driver initialised MPI: every communicator (and every join in
+    /// progress) holds a clone of the handle, so `finalize` can tell
+    /// whether any is left. `provided` is the thread level MPI granted.
+    Owned {
+        universe: Arc<Universe>,
+        provided: Threading,
+    },
+    /// The program initialised MPI itself (and finalises it).
+    Foreign,
+    /// [`MpiDriver::finalize`] ran: MPI cannot start again in this process.
+    Finalized,
+}
+
+static STATE: Mutex<State> = Mutex::new(State::Untouched);
+
+/// Group names by id, to name groups in messages.
+static IDS: IdTable<CommunicationId, MpiUniqueId> = IdTable::new();
+
+/// The join tags in use by joins in progress, with the id joining under
+/// each: two concurrent joins with one tag would be matched with each other.
+static JOINING: Mutex<Option<HashMap<i32, MpiUniqueId>>> = Mutex::new(None);
+
+static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
+
+/// The thread level the driver needs: see [`MpiCommunicator`].
+fn level_name(t: Threading) -> &'static str {
+    match t {
+        Threading::Single => "MPI_THREAD_SINGLE",
+        Threading::Funneled => "MPI_THREAD_FUNNELED",
+        Threading::Serialized => "MPI_THREAD_SERIALIZED",
+        Threading::Multiple => "MPI_THREAD_MULTIPLE",
+    }
+}
 
 fn backend(call: &'static str, reason: impl std::fmt::Display) -> DriverError {
     backend_error(MpiDriver::NAME, call, reason)
@@ -79,88 +127,226 @@ fn from_host(r: DeviceResource<HostDriver>) -> DeviceResource<MpiDriver> {
     }
 }
 
-/// One process's membership of the MPI world.
+/// An MPI communicator that crosses to the thread that uses it.
+struct Comm(SimpleCommunicator);
+// SAFETY: MPI runs at MPI_THREAD_MULTIPLE (checked before any communicator
+// is made), so any thread may call MPI with any communicator; the handle is
+// an opaque MPI object, not tied to the thread that made it.
+unsafe impl Send for Comm {}
+
+/// One process's membership of a group: its own communicator over every
+/// process of `MPI_COMM_WORLD`.
+///
+/// Threads: MPI runs at `MPI_THREAD_MULTIPLE` (asked for when the driver
+/// initialises MPI, checked in every case), so MPI calls from several
+/// threads may overlap. Each communicator is its own `MPI_Comm`, made by
+/// `MPI_Comm_create_group` with a tag from the group's id, so two
+/// communicators of one process never match each other's messages or
+/// collectives. One communicator is `Send` but not `Sync`: its calls never
+/// overlap each other, as MPI requires of collectives on one communicator.
 pub struct MpiCommunicator {
-    world: SimpleCommunicator,
+    // Declared before `_universe`, so it is freed (MPI_Comm_free) while
+    // MPI is still initialised.
+    comm: SimpleCommunicator,
     rank: usize,
     ranks: usize,
     opts: JoinOptions,
     stream: MpiCommStream,
+    /// Keeps MPI initialised while the communicator lives (`None` when the
+    /// program initialised MPI itself).
+    _universe: Option<Arc<Universe>>,
 }
 
-// SAFETY: MPI runs at thread level Serialized, which allows calls from any
-// thread as long as they do not overlap; the type is not Sync, so one thread
-// at a time uses it.
+// SAFETY: see the type's doc: at MPI_THREAD_MULTIPLE any thread may call
+// MPI, and the type is not Sync, so its own calls never overlap.
 unsafe impl Send for MpiCommunicator {}
 
 impl MpiDriver {
-    /// Finalises MPI. Call once, after every communicator is dropped.
-    pub fn finalize() {
-        drop(lock(&UNIVERSE).take());
+    /// Finalises MPI, if this driver initialised it, once no communicator
+    /// and no join is left: while one is, it refuses and does nothing, so
+    /// MPI can never be finalised under a communicator. Call it before the
+    /// process exits, after dropping every communicator (and everything
+    /// holding one: executables compiled with a `DriverCommunicator`). MPI
+    /// cannot be initialised again afterwards; a later `join` says so. When
+    /// the program initialised MPI itself, this does nothing.
+    pub fn finalize() -> Result<(), DriverError> {
+        let mut st = lock(&STATE);
+        if let State::Owned { universe, .. } = &*st {
+            let others = Arc::strong_count(universe) - 1;
+            if others > 0 {
+                return Err(backend(
+                    "MPI_Finalize",
+                    format!(
+                        "{others} communicator(s) or join(s) still use MPI; drop every MpiCommunicator (and whatever holds one) before finalising"
+                    ),
+                ));
+            }
+            *st = State::Finalized;
+        }
+        Ok(())
     }
 
-    fn world() -> Result<SimpleCommunicator, DriverError> {
-        let mut u = lock(&UNIVERSE);
-        if u.is_none() {
-            if mpi::environment::is_initialized() {
-                return Ok(SimpleCommunicator::world());
-            }
-            let (universe, _) =
-                mpi::initialize_with_threading(Threading::Serialized).ok_or_else(|| {
-                    backend(
-                        "MPI_Init_thread",
-                        "MPI is already finalised; initialise it once per process",
-                    )
-                })?;
-            *u = Some(Universe(universe));
+    /// MPI, initialised at `MPI_THREAD_MULTIPLE` (or checked to be, when the
+    /// program initialised it), and the handle a communicator keeps.
+    fn runtime() -> Result<Option<Arc<Universe>>, DriverError> {
+        let mut st = lock(&STATE);
+        if let State::Untouched = &*st {
+            *st = match mpi::initialize_with_threading(Threading::Multiple) {
+                Some((universe, provided)) => State::Owned {
+                    universe: Arc::new(Universe(universe)),
+                    provided,
+                },
+                None => State::Foreign,
+            };
         }
-        Ok(SimpleCommunicator::world())
+        let need = |provided: Threading, who: &str| {
+            if provided == Threading::Multiple {
+                return Ok(());
+            }
+            Err(backend(
+                "MPI_Init_thread",
+                format!(
+                    "{who} MPI at {}, but the driver needs MPI_THREAD_MULTIPLE (communicators are used from several threads); {}",
+                    level_name(provided),
+                    if who == "the MPI library initialised" {
+                        "use an MPI built with thread support (Open MPI: --enable-mpi-thread-multiple)"
+                    } else {
+                        "initialise MPI with Threading::Multiple, or let the driver initialise it"
+                    }
+                ),
+            ))
+        };
+        match &*st {
+            State::Owned { universe, provided } => {
+                need(*provided, "the MPI library initialised")?;
+                Ok(Some(universe.clone()))
+            }
+            State::Foreign => {
+                if mpi::environment::is_finalized() {
+                    return Err(backend(
+                        "MPI_Init_thread",
+                        "MPI is already finalised; join before finalising",
+                    ));
+                }
+                need(mpi::environment::threading_support(), "the program initialised")?;
+                Ok(None)
+            }
+            State::Finalized => Err(backend(
+                "MPI_Init_thread",
+                "MpiDriver::finalize already ran, and MPI starts once per process; join every group before finalising",
+            )),
+            State::Untouched => Err(backend("MPI_Init_thread", "MPI did not start")),
+        }
     }
 
     /// [`CollectiveDriver::join`] with explicit timeouts.
+    ///
+    /// Every process of `MPI_COMM_WORLD` joins, each as its world rank.
+    /// The group's communicator comes from `MPI_Comm_create_group` over the
+    /// world with a tag taken from `id`, so joins of different groups may
+    /// run on several threads at once. MPI gives that call no timeout: it
+    /// runs on a helper thread and the join gives up after
+    /// `opts.join_timeout`, naming every other rank (MPI does not say who
+    /// arrived); the helper stays inside MPI until the others come, and
+    /// keeps MPI from being finalised meanwhile.
     pub fn join_with(
-        _id: MpiUniqueId,
+        id: MpiUniqueId,
         ranks: usize,
         rank: usize,
         opts: JoinOptions,
     ) -> Result<MpiCommunicator, DriverError> {
         check_rank(rank, ranks)?;
-        let world = Self::world()?;
+        let universe = Self::runtime()?;
+        let group = IDS
+            .key_of(id)
+            .map_or_else(|| format!("{id:?}"), |k| k.to_string());
+        let world = SimpleCommunicator::world();
         let (wr, ws) = (world.rank() as usize, world.size() as usize);
         if ws != ranks || wr != rank {
             return Err(DriverError::JoinRefused {
-                group: "MPI_COMM_WORLD".into(),
+                group,
                 reason: format!(
                     "this process is rank {wr} of {ws} in MPI_COMM_WORLD but asked to join as rank {rank} of {ranks}; launch with `mpirun -n {ranks}` and pass the MPI rank"
                 ),
             });
         }
-        let deadline = Instant::now() + opts.join_timeout;
-        let mut req = world.immediate_barrier();
-        loop {
-            match req.test() {
-                Ok(_) => break,
-                Err(r) => req = r,
+        // Tags 0..=32767 are valid everywhere (MPI_TAG_UB is at least that).
+        let tag = (id.0 % 32768) as i32;
+        {
+            let mut joining = lock(&JOINING);
+            let joining = joining.get_or_insert_with(HashMap::new);
+            match joining.get(&tag) {
+                Some(other) if *other == id => {
+                    return Err(DriverError::JoinRefused {
+                        group,
+                        reason: format!(
+                        "rank {rank} is already joining it on another thread; each rank joins once"
+                    ),
+                    })
+                }
+                Some(other) => {
+                    let theirs = IDS
+                        .key_of(*other)
+                        .map_or_else(|| format!("{other:?}"), |k| k.to_string());
+                    return Err(DriverError::JoinRefused {
+                        group,
+                        reason: format!(
+                            "group `{theirs}` is joining at the same time under the same MPI tag {tag}; rename one of the groups, or join them one after the other"
+                        ),
+                    });
+                }
+                None => {
+                    joining.insert(tag, id);
+                }
             }
-            if Instant::now() >= deadline {
-                // The request still refers to no buffer; MPI keeps it alive.
-                std::mem::forget(req);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let helper_universe = universe.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("mpi-join-{tag}"))
+            .spawn(move || {
+                let world = SimpleCommunicator::world();
+                let made = world.split_by_subgroup_with_tag(&world.group(), tag);
+                if let Some(j) = lock(&JOINING).as_mut() {
+                    j.remove(&tag);
+                }
+                // The handle travels with the communicator, so this thread
+                // holds neither once the join has them (`finalize` counts
+                // handles). A join that gave up has dropped the receiver:
+                // then both are dropped here, the communicator first.
+                let _ = tx.send((made.map(Comm), helper_universe));
+            });
+        if let Err(e) = spawned {
+            if let Some(j) = lock(&JOINING).as_mut() {
+                j.remove(&tag);
+            }
+            return Err(backend("spawn the join thread", e));
+        }
+        let comm = match rx.recv_timeout(opts.join_timeout) {
+            Ok((Some(Comm(c)), _helper_handle)) => c,
+            Ok((None, _helper_handle)) => {
+                return Err(backend(
+                    "MPI_Comm_create_group",
+                    "this process is not in the group it made",
+                ))
+            }
+            Err(_) => {
                 return Err(DriverError::JoinTimeout {
-                    group: "MPI_COMM_WORLD".into(),
+                    group,
                     rank,
                     ranks,
                     missing: (0..ranks).filter(|r| *r != rank).collect(),
                     waited_ms: opts.join_timeout.as_millis() as u64,
-                });
+                })
             }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        };
         Ok(MpiCommunicator {
-            world,
+            comm,
             rank,
             ranks,
             opts,
-            stream: MpiCommStream(rank as u64 + 1),
+            stream: MpiCommStream(NEXT_STREAM.fetch_add(1, Ordering::Relaxed)),
+            _universe: universe,
         })
     }
 
@@ -172,19 +358,40 @@ impl MpiDriver {
     }
 }
 
-/// Runs `f` with `dst`'s fence pending, then signals or fails it.
+/// Runs `f`, a write of `dst` that reads `src` first (if any), as one
+/// write on `dst`'s fence timeline: it takes a ticket, waits (at most the op
+/// timeout) for the writes of `src` issued before it and for its turn on
+/// `dst`, then settles the ticket with `f`'s outcome. MPI's calls finish
+/// before they return, so the ticket is settled when this returns, and a
+/// reader on another thread that was issued meanwhile waits for it.
 fn completing(
+    comm: &MpiCommunicator,
+    op: &'static str,
+    src: Option<&HostFence>,
     dst: &HostFence,
     f: impl FnOnce() -> Result<(), DriverError>,
 ) -> Result<(), DriverError> {
-    dst.reset();
-    match f() {
+    let (point, ticket) = match src {
+        Some(s) => {
+            let (p, t) = write_after(s, dst);
+            (Some((s, p)), t)
+        }
+        None => (None, dst.begin_write()),
+    };
+    let (timeout, rank) = (comm.opts.op_timeout, comm.rank);
+    let res = ticket.wait_turn(timeout, rank, op).and_then(|()| {
+        if let Some((s, p)) = point {
+            s.wait_point(p, timeout, rank, op)?;
+        }
+        f()
+    });
+    match res {
         Ok(()) => {
-            dst.signal();
+            ticket.complete();
             Ok(())
         }
         Err(e) => {
-            dst.fail(e.clone());
+            ticket.fail(e.clone());
             Err(e)
         }
     }
@@ -232,9 +439,11 @@ impl CollectiveDriver for MpiDriver {
     type CommStream = MpiCommStream;
 
     fn group_id(id: &CommunicationId) -> Result<MpiUniqueId, DriverError> {
-        let mut h = DefaultHasher::new();
-        id.hash(&mut h);
-        Ok(MpiUniqueId(h.finish()))
+        IDS.get_or_mint(id, || {
+            let mut h = DefaultHasher::new();
+            id.hash(&mut h);
+            Ok(MpiUniqueId(h.finish()))
+        })
     }
 
     fn join(id: MpiUniqueId, ranks: usize, rank: usize) -> Result<MpiCommunicator, DriverError> {
@@ -269,13 +478,11 @@ impl CollectiveDriver for MpiDriver {
             (count, src.bytes),
             (count, dst.bytes),
         )?;
-        src.fence
-            .wait(comm.opts.op_timeout, comm.rank, "all_reduce")?;
-        completing(&dst.fence, || {
+        completing(comm, "all_reduce", Some(&src.fence), &dst.fence, || {
             // Every rank first agrees on the size, so a mismatch is an error
             // on every rank instead of undefined behaviour inside MPI.
             let mut sizes = vec![0u64; comm.ranks];
-            comm.world.all_gather_into(&(need as u64), &mut sizes[..]);
+            comm.comm.all_gather_into(&(need as u64), &mut sizes[..]);
             if let Some((peer, theirs)) = sizes.iter().enumerate().find(|(_, s)| **s != need as u64)
             {
                 return Err(DriverError::Mismatch {
@@ -286,21 +493,24 @@ impl CollectiveDriver for MpiDriver {
                     theirs: format!("{theirs} bytes"),
                 });
             }
-            let mut out = lock(&dst.buffer);
             // Every rank's bytes, gathered into one aligned buffer of the
-            // destination's arena, then folded there in rank order.
-            let mut all = out
+            // destination's arena, then folded there in rank order. The
+            // source and the destination are locked one after the other:
+            // in place they are one buffer.
+            let arena = lock(&dst.buffer)
                 .get()
                 .map(|b| b.arena().clone())
-                .ok_or_else(|| backend("alloc", "the destination is not a host buffer"))?
+                .ok_or_else(|| backend("alloc", "the destination is not a host buffer"))?;
+            let mut all = arena
                 .alloc(need * comm.ranks, &Faults::default())
                 .map_err(|e| backend("alloc", e))?;
             {
                 let src_held = lock(&src.buffer);
-                comm.world
+                comm.comm
                     .all_gather_into(bytes_of(&src_held, need)?, all.bytes_mut());
             }
             let shards: Vec<&[u8]> = all.bytes().chunks(need.max(1)).take(comm.ranks).collect();
+            let mut out = lock(&dst.buffer);
             fold_ranks(
                 MpiDriver::NAME,
                 dtype,
@@ -331,7 +541,7 @@ impl CollectiveDriver for MpiDriver {
         )?;
         src.fence.wait(comm.opts.op_timeout, comm.rank, "send")?;
         let held = lock(&src.buffer);
-        comm.world
+        comm.comm
             .process_at_rank(peer as i32)
             .send(bytes_of(&held, need)?);
         Ok(())
@@ -355,8 +565,8 @@ impl CollectiveDriver for MpiDriver {
             count,
             dst.bytes,
         )?;
-        completing(&dst.fence, || {
-            let (data, _status) = comm.world.process_at_rank(peer as i32).receive_vec::<u8>();
+        completing(comm, "recv", None, &dst.fence, || {
+            let (data, _status) = comm.comm.process_at_rank(peer as i32).receive_vec::<u8>();
             if data.len() != need {
                 return Err(DriverError::Mismatch {
                     op: "send/recv",

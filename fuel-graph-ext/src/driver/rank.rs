@@ -137,7 +137,14 @@ impl<D: CollectiveDriver> Run<'_, D> {
         bytes: usize,
     ) -> Result<Buf, ExecError> {
         let mut out = self.call.ctx.alloc(bytes, self.call.faults)?;
-        backend::gather(self.call.ctx, self.call.mnemonic, regions, ins, &mut out)?;
+        backend::gather(
+            self.call.ctx,
+            self.call.mnemonic,
+            regions,
+            ins,
+            &mut out,
+            self.call.faults,
+        )?;
         Ok(out)
     }
 

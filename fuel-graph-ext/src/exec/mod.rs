@@ -70,8 +70,16 @@ pub struct Executable {
     /// [`Schedule::islands`] order.
     islands: Arc<Vec<island::Joined>>,
     armed: Mutex<Option<FaultPoint>>,
-    /// Held for the whole of a run; holds the inline runner's scratch.
-    running: Mutex<Scratch>,
+    /// Scratch of finished runs, for the next ones to reuse. A run takes one
+    /// (or makes one) and puts it back when it ends; no lock is held while
+    /// it runs, so runs on several threads proceed side by side.
+    scratch: Mutex<Vec<Scratch>>,
+    /// Taken for the whole of a run of a graph with `comm.*` steps: every
+    /// rank must issue its collectives in one order, which two runs side by
+    /// side would interleave. Nothing under it runs another caller's work
+    /// (host kernels never join the caller's rayon pool, see
+    /// `backend::cpu::par_chunks`), so a thread cannot meet it twice.
+    spmd_turn: Option<Mutex<()>>,
     /// Every device is a host arena: steps run on the caller's thread.
     inline: bool,
     /// `keep[i]`: slot `i` is a graph output.
@@ -83,7 +91,8 @@ pub struct Executable {
 
 /// Per-run state kept between runs so a run allocates no vectors of its
 /// own: the inline runner's tables, and (both runners) the caller's output
-/// bytes that host-arena outputs are written into.
+/// bytes that host-arena outputs are written into. There is one for each
+/// run that was ever in flight at once.
 #[derive(Default)]
 struct Scratch {
     table: Vec<Option<Arc<Buf>>>,
@@ -287,6 +296,10 @@ impl<'g> Compiler<'g> {
         let sole = (0..plan.steps.len())
             .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
             .collect();
+        let spmd = plan
+            .steps
+            .iter()
+            .any(|s| matches!(s.work, Work::Comm { .. }));
         Ok(Executable {
             plan: Arc::new(plan),
             ctxs,
@@ -294,7 +307,8 @@ impl<'g> Compiler<'g> {
             comms: Arc::new(self.comms),
             islands: Arc::new(islands),
             armed: Mutex::new(None),
-            running: Mutex::new(Scratch::default()),
+            scratch: Mutex::new(Vec::new()),
+            spmd_turn: spmd.then(|| Mutex::new(())),
             inline,
             keep,
             sole,
@@ -394,15 +408,39 @@ impl Executable {
     /// already there of the right type whose bytes nobody else shares are
     /// overwritten in place, so a loop that passes the same vector every
     /// time allocates no output memory after the first run.
+    ///
+    /// Several threads may run one executable at once, rayon tasks
+    /// included: runs share no lock while they compute (a graph with
+    /// `comm.*` steps runs one run at a time, in call order per thread).
     pub fn run_into(
         &self,
         inputs: &BTreeMap<String, Tensor>,
         outputs: &mut Vec<Tensor>,
     ) -> Result<(), ExecError> {
+        let _turn = self
+            .spmd_turn
+            .as_ref()
+            .map(|t| t.lock().unwrap_or_else(|e| e.into_inner()));
         let mut scratch = self
-            .running
+            .scratch
             .lock()
-            .map_err(|_| ExecError::Internal("a previous run panicked".into()))?;
+            .ok()
+            .and_then(|mut free| free.pop())
+            .unwrap_or_default();
+        let result = self.run_with(inputs, outputs, &mut scratch);
+        if let Ok(mut free) = self.scratch.lock() {
+            free.push(scratch);
+        }
+        result
+    }
+
+    /// One run with `scratch` as its own.
+    fn run_with(
+        &self,
+        inputs: &BTreeMap<String, Tensor>,
+        outputs: &mut Vec<Tensor>,
+        scratch: &mut Scratch,
+    ) -> Result<(), ExecError> {
         let armed = self.armed.lock().ok().and_then(|mut a| a.take());
         let faults = Arc::new(Faults::new(armed));
         let plan = &self.plan;
@@ -434,7 +472,7 @@ impl Executable {
         }
         // Outputs on host arenas write straight into the caller's previous
         // output tensors where they can, and become the new ones uncopied.
-        let s = &mut *scratch;
+        let s = scratch;
         s.reuse.clear();
         s.reuse.resize_with(n, || None);
         for (k, &o) in plan.outputs.iter().enumerate() {

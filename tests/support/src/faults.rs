@@ -25,6 +25,7 @@ pub fn expected_fault_message(point: FaultPoint, msg: &str, devices: &[Device]) 
                 .iter()
                 .map(|op| format!("injected fault in `{op}` on {d} {TAIL}"))
                 .find(|w| w == msg)?,
+            FaultPoint::Wait { .. } => format!("{d} was lost during `dispatch`: vkWaitForFences failed: ERROR_DEVICE_LOST (injected by `Executable::inject_fault`); reopen the device (compile again)"),
             FaultPoint::Alloc { .. } => {
                 let bytes: usize = msg
                     .strip_prefix(&format!("out of memory on {d}: cannot allocate "))?

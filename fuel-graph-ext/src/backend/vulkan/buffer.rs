@@ -7,6 +7,7 @@ use super::*;
 impl VkDev {
     /// A device-local storage buffer of `bytes`.
     pub fn alloc(self: &Arc<Self>, bytes: usize, faults: &Faults) -> Result<VkBuf, ExecError> {
+        self.check_alive("alloc")?;
         if faults.check(Event::Alloc) {
             return Err(ExecError::OutOfMemory {
                 device: self.device,
@@ -42,6 +43,8 @@ impl VkDev {
     /// faster on the 2-core VM, since the executor's per-device workers
     /// already copy side by side (`docs/performance.md`).
     pub fn upload(&self, src: &[u8], dst: &mut VkBuf) -> Result<(), ExecError> {
+        self.check_own("upload", &[dst])?;
+        self.check_alive("upload")?;
         if src.is_empty() {
             return Ok(());
         }
@@ -57,8 +60,10 @@ impl VkDev {
             // `src.len()` bytes, for as long as `dst` lives. No GPU work
             // touches it now: `&mut dst` excludes every other reference to
             // the buffer, and every command that used it before was waited
-            // on (`run` returns after its fence). Host writes before a later
-            // submit are visible to it (coherent memory, submit order).
+            // on (`run` returns after its fence; after a failed wait the
+            // device is lost and `check_alive` above refused). Host writes
+            // before a later submit are visible to it (coherent memory,
+            // submit order).
             let out = unsafe { std::slice::from_raw_parts_mut(m.0.as_ptr(), src.len()) };
             out.copy_from_slice(src);
             return Ok(());
@@ -66,7 +71,7 @@ impl VkDev {
         self.with_staging(src.len(), |k| {
             // SAFETY: the mapping is `k.len` >= src.len() bytes; coherent memory.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), k.ptr, src.len()) };
-            self.run("upload", |cmd, _| {
+            self.run("upload", &Faults::default(), |cmd, _| {
                 let r = [vk::BufferCopy::default().size(src.len() as u64)];
                 // SAFETY: both buffers are live and at least `src.len()` bytes.
                 unsafe { self.dev.cmd_copy_buffer(cmd, k.buffer, dst.buffer, &r) };
@@ -78,6 +83,7 @@ impl VkDev {
     /// `src` into host bytes: a memcpy out of its mapping when it has one
     /// (no command buffer, no fence), else through the staging buffer.
     pub fn download(&self, src: &VkBuf, dst: &mut [u8]) -> Result<(), ExecError> {
+        self.check_own("download", &[src])?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -97,18 +103,22 @@ impl VkDev {
                 .submit
                 .lock()
                 .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
+            // Checked under the lock: `run` marks the device lost under it.
+            self.check_alive("download")?;
             // SAFETY: `m` maps at least `src.len` >= `dst.len()` bytes for as
             // long as `src` lives. Nothing writes them meanwhile: host writes
             // need `&mut VkBuf` (excluded by `&src`), and GPU commands run only
             // under the lock held here and finish (fence waited) before
             // releasing it; their writes were made visible to host reads by
-            // the barrier that ends every command buffer (`run`).
+            // the barrier that ends every command buffer (`run`). A command
+            // whose wait failed may still run, but then the device is lost
+            // (set under this lock) and `check_alive` refused.
             let from = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), dst.len()) };
             dst.copy_from_slice(from);
             return Ok(());
         }
         self.with_staging(dst.len(), |k| {
-            self.run("download", |cmd, _| {
+            self.run("download", &Faults::default(), |cmd, _| {
                 let r = [vk::BufferCopy::default().size(dst.len() as u64)];
                 // SAFETY: both buffers are live and at least `dst.len()` bytes.
                 unsafe { self.dev.cmd_copy_buffer(cmd, src.buffer, k.buffer, &r) };
@@ -165,10 +175,15 @@ impl VkBuf {
                 "Vulkan submit lock poisoned".into(),
             )));
         };
+        if let Err(e) = self.dev.check_alive("read") {
+            return Some(Err(e));
+        }
         // SAFETY: as in `VkDev::download`: `m` maps at least `self.len` bytes
         // while `self` lives; host writes need `&mut VkBuf`, excluded by
         // `&self`; GPU commands run only under the lock held here and were
-        // waited on (and made visible to the host) before it was released.
+        // waited on (and made visible to the host) before it was released,
+        // unless a wait failed, which marked the device lost (checked just
+        // above, under the lock).
         let bytes = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), self.len) };
         Some(Ok(f(bytes)))
     }
@@ -177,23 +192,28 @@ impl VkBuf {
 impl Drop for VkBuf {
     fn drop(&mut self) {
         self.dev.counter.sub(self.len);
+        let b = Pooled {
+            buffer: self.buffer,
+            memory: self.memory,
+            map: self.map,
+            len: self.len,
+        };
+        // On a lost device, work whose wait failed may still use the
+        // buffer: park it until the device is dropped.
+        if self.dev.lost().is_some() {
+            let mut parked = self.dev.parked.lock().unwrap_or_else(|e| e.into_inner());
+            parked.push(b);
+            return;
+        }
         // Back to the device's pool while it has room (no submit that uses
         // the buffer is in flight: each is waited on).
         if let Ok(mut p) = self.dev.pool.lock() {
             if p.bytes + self.len <= POOL_MAX_BYTES {
                 p.bytes += self.len;
-                p.by_len.entry(self.len).or_default().push(Pooled {
-                    buffer: self.buffer,
-                    memory: self.memory,
-                    map: self.map,
-                });
+                p.by_len.entry(self.len).or_default().push(b);
                 return;
             }
         }
-        self.dev.destroy_storage(Pooled {
-            buffer: self.buffer,
-            memory: self.memory,
-            map: self.map,
-        });
+        self.dev.destroy_storage(b);
     }
 }

@@ -166,6 +166,8 @@ impl VkDev {
                 counter: AllocCounter::default(),
                 staging: Mutex::new(None),
                 pool: Mutex::new(BufPool::default()),
+                lost: std::sync::OnceLock::new(),
+                parked: Mutex::new(Vec::new()),
             }))
         }
     }
@@ -173,10 +175,18 @@ impl VkDev {
 
 impl Drop for VkDev {
     fn drop(&mut self) {
-        // SAFETY: every buffer holds an Arc to this device, so none is alive;
-        // every submit was waited on. Destroy children before the device.
+        // SAFETY: every buffer holds an Arc to this device, so none is alive.
+        // Every submit was waited on, except the one whose wait failed on a
+        // lost device: `vkDeviceWaitIdle` waits for it (on a device that is
+        // really lost it returns in finite time, and destroying objects is
+        // then allowed). Destroy children before the device.
         unsafe {
             let _ = self.dev.device_wait_idle();
+            if let Ok(mut parked) = self.parked.lock() {
+                for b in std::mem::take(&mut *parked) {
+                    self.destroy_storage(b);
+                }
+            }
             if let Some(k) = self.staging.lock().ok().and_then(|mut k| k.take()) {
                 self.destroy_staging(k);
             }

@@ -1,6 +1,10 @@
 //! Compute kernels: one WGSL element-wise pipeline per dtype (compiled to
 //! SPIR-V by naga in `build.rs`), its dispatch, the n-ary fold (chained
-//! past [`MAX_ARITY`] operands), div, and region copies.
+//! past [`MAX_ARITY`] operands), div, and region copies. Each checks that
+//! every buffer it binds is its own `VkDevice`'s, and no buffer is bound
+//! twice in one dispatch: a fold onto its destination reads the
+//! accumulator through the destination's own read-write binding (`onto`),
+//! never through a second, read-only binding of the same memory.
 
 use super::*;
 
@@ -25,14 +29,23 @@ pub(super) struct Params {
     pub(super) count: u32,
     pub(super) op: u32,
     pub(super) by: u32,
+    /// 1: the fold starts from the destination's own elements.
+    pub(super) onto: u32,
 }
 
 impl Params {
-    pub(super) fn bytes(&self) -> [u8; 20] {
-        let mut b = [0u8; 20];
-        for (i, w) in [self.n, self.row_stride, self.count, self.op, self.by]
-            .iter()
-            .enumerate()
+    pub(super) fn bytes(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        for (i, w) in [
+            self.n,
+            self.row_stride,
+            self.count,
+            self.op,
+            self.by,
+            self.onto,
+        ]
+        .iter()
+        .enumerate()
         {
             b[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
         }
@@ -48,16 +61,18 @@ impl VkDev {
         regions: &[Region],
         srcs: &[&VkBuf],
         dst: &VkBuf,
+        faults: &Faults,
     ) -> Result<(), ExecError> {
         for s in srcs {
-            if s.dev.dev.handle() != self.dev.handle() {
+            if !s.dev.same_device(self) {
                 return Err(ExecError::NoDirectCopy {
                     src: s.dev.device,
                     dst: self.device,
                 });
             }
         }
-        self.run(op, |cmd, _| {
+        self.check_own(op, &[dst])?;
+        self.run(op, faults, |cmd, _| {
             for (k, s) in srcs.iter().enumerate() {
                 let rs: Vec<vk::BufferCopy> = regions
                     .iter()
@@ -94,7 +109,12 @@ impl VkDev {
         }
     }
 
-    /// One dispatch of the element-wise shader.
+    /// One dispatch of the element-wise shader: `dst = op(ins...)`, or with
+    /// `onto`, `dst = op(dst, ins...)` (the destination read through its
+    /// own binding). Every buffer must be this device's, and `dst` none of
+    /// `ins`: a buffer bound both read-only and read-write would be aliased
+    /// memory the shader is not declared to expect.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn dispatch(
         &self,
         dtype: DType,
@@ -103,11 +123,26 @@ impl VkDev {
         ins: &[&VkBuf],
         dst: &VkBuf,
         n: usize,
+        onto: bool,
+        faults: &Faults,
     ) -> Result<(), ExecError> {
         let pipe = self.pipeline(dtype)?.pipeline;
         let first = ins
             .first()
             .ok_or_else(|| ExecError::Internal("dispatch without operands".into()))?;
+        if ins.len() > MAX_ARITY {
+            return Err(ExecError::Internal(format!(
+                "a dispatch of {} operands (at most {MAX_ARITY})",
+                ins.len()
+            )));
+        }
+        self.check_own("dispatch", ins)?;
+        self.check_own("dispatch", &[dst])?;
+        if ins.iter().any(|b| b.buffer == dst.buffer) {
+            return Err(ExecError::Internal(
+                "a dispatch bound its destination as an operand too; fold onto it instead".into(),
+            ));
+        }
         let n32 = u32::try_from(n).map_err(|_| ExecError::Device {
             device: self.device,
             op: "dispatch".into(),
@@ -122,8 +157,9 @@ impl VkDev {
             count: ins.len() as u32,
             op,
             by,
+            onto: u32::from(onto),
         };
-        self.run("dispatch", |cmd, pool| {
+        self.run("dispatch", faults, |cmd, pool| {
             let layouts = [self.set_layout];
             // SAFETY: the pool was reset and has room for one set.
             let set = unsafe {
@@ -187,11 +223,12 @@ impl VkDev {
         })
     }
 
-    /// `dst = fold(kind, [dst] ++ more)`, in place: `dst` is bound as the
-    /// first operand and as the result of each dispatch. Every invocation
-    /// reads its own element of each operand before writing that element of
-    /// the result, and no invocation touches another's element, so the
-    /// aliasing is safe; no accumulator copy is needed.
+    /// `dst = fold(kind, [dst] ++ more)`, in place: each dispatch reads the
+    /// accumulator from `dst`'s own read-write binding and up to
+    /// [`MAX_ARITY`] of `more` from the operand bindings, so `dst` is bound
+    /// once (never also as a read-only operand, which would alias). Each
+    /// invocation reads and then writes only its own element, so no
+    /// accumulator copy is needed.
     pub fn fold_onto(
         &self,
         dtype: DType,
@@ -199,13 +236,11 @@ impl VkDev {
         dst: &VkBuf,
         more: &[&VkBuf],
         n: usize,
+        faults: &Faults,
     ) -> Result<(), ExecError> {
         let op = fold_code(kind);
-        for chunk in more.chunks(MAX_ARITY - 1) {
-            let mut ins: Vec<&VkBuf> = Vec::with_capacity(chunk.len() + 1);
-            ins.push(dst);
-            ins.extend_from_slice(chunk);
-            self.dispatch(dtype, op, 0, &ins, dst, n)?;
+        for chunk in more.chunks(MAX_ARITY) {
+            self.dispatch(dtype, op, 0, chunk, dst, n, true, faults)?;
         }
         Ok(())
     }
@@ -222,7 +257,7 @@ impl VkDev {
     ) -> Result<(), ExecError> {
         let op = fold_code(kind);
         let (head, mut rest) = ins.split_at(ins.len().min(MAX_ARITY));
-        self.dispatch(dtype, op, 0, head, dst, n)?;
+        self.dispatch(dtype, op, 0, head, dst, n, false, faults)?;
         // Longer folds continue from the partial result in a scratch buffer.
         while !rest.is_empty() {
             let take = rest.len().min(MAX_ARITY - 1);
@@ -237,10 +272,11 @@ impl VkDev {
                 }],
                 &[dst],
                 &acc,
+                faults,
             )?;
             let mut chunk: Vec<&VkBuf> = vec![&acc];
             chunk.extend_from_slice(&rest[..take]);
-            self.dispatch(dtype, op, 0, &chunk, dst, n)?;
+            self.dispatch(dtype, op, 0, &chunk, dst, n, false, faults)?;
             rest = &rest[take..];
         }
         Ok(())
@@ -254,13 +290,14 @@ impl VkDev {
         src: &VkBuf,
         dst: &VkBuf,
         n: usize,
+        faults: &Faults,
     ) -> Result<(), ExecError> {
         let by = u32::try_from(by).map_err(|_| ExecError::Unsupported {
             dtype,
             device: self.device,
             reason: format!("div {{by={by}}} exceeds the 32-bit divisor of the Vulkan kernel"),
         })?;
-        self.dispatch(dtype, 4, by, &[src], dst, n)
+        self.dispatch(dtype, 4, by, &[src], dst, n, false, faults)
     }
 }
 

@@ -114,6 +114,7 @@ impl VkDev {
                             buffer,
                             memory,
                             map: Some(Mapping(p)),
+                            len: bytes,
                         })
                     }
                     // SAFETY: unused buffer and memory of this device (a
@@ -131,6 +132,7 @@ impl VkDev {
             buffer,
             memory,
             map: None,
+            len: bytes,
         })
     }
 
@@ -147,6 +149,9 @@ impl VkDev {
             .staging
             .lock()
             .map_err(|_| ExecError::Internal("Vulkan staging lock poisoned".into()))?;
+        // A lost device's last transfer may still use the staging buffer:
+        // neither grow (destroy) it nor use it.
+        self.check_alive("staging")?;
         if kept.as_ref().is_none_or(|k| k.len < bytes) {
             if let Some(old) = kept.take() {
                 self.destroy_staging(old);
@@ -187,7 +192,8 @@ impl VkDev {
     }
 
     pub(super) fn destroy_staging(&self, k: KeptStaging) {
-        // SAFETY: every transfer that used it was waited on.
+        // SAFETY: every transfer that used it was waited on (a lost device
+        // keeps it until it is dropped, after `vkDeviceWaitIdle`).
         unsafe {
             self.dev.unmap_memory(k.memory);
             self.dev.destroy_buffer(k.buffer, None);
@@ -199,7 +205,9 @@ impl VkDev {
     pub(super) fn destroy_storage(&self, b: Pooled) {
         // SAFETY: the handles belong to this device and nothing uses them:
         // the buffer that held them is gone or being dropped, and every
-        // submit that used it was waited on.
+        // submit that used it was waited on (buffers freed after a failed
+        // wait are parked instead, and destroyed when the device is dropped,
+        // after `vkDeviceWaitIdle`).
         unsafe {
             if b.map.is_some() {
                 self.dev.unmap_memory(b.memory);
@@ -230,19 +238,23 @@ pub(super) fn mapped_memory_type(memory: &vk::PhysicalDeviceMemoryProperties) ->
 pub(super) struct Mapping(pub(super) NonNull<u8>);
 
 // SAFETY: the pointer is only an address of device memory that stays mapped
-// while the owning buffer (or its pool entry) lives; `upload` writes through
-// it only with `&mut VkBuf`, `download` reads with `&VkBuf` under the
-// device's submit lock, so moving or sharing the address between threads
-// adds no unsynchronised access.
+// while the owning buffer (or its pool or parked entry) lives; `upload`
+// writes through it only with `&mut VkBuf`, `download` and `with_mapped`
+// read with `&VkBuf` under the device's submit lock, and all three refuse
+// once the device is lost (GPU work may then still use the memory), so
+// moving or sharing the address between threads adds no unsynchronised
+// access.
 unsafe impl Send for Mapping {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Mapping {}
 
-/// A storage buffer that is not handed out: its handles and mapping.
+/// A storage buffer that is not handed out: its handles, mapping and
+/// length.
 pub(super) struct Pooled {
     pub(super) buffer: vk::Buffer,
     pub(super) memory: vk::DeviceMemory,
     pub(super) map: Option<Mapping>,
+    pub(super) len: usize,
 }
 
 /// The most bytes a Vulkan device keeps in its pool of freed buffers.

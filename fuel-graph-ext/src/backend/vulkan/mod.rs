@@ -14,6 +14,16 @@
 //! compiled to SPIR-V by naga in `build.rs`. Every submit waits on its fence,
 //! so a step is complete when its call returns.
 //!
+//! A wait that fails (`vkWaitForFences`, or resetting the fence after it)
+//! leaves the submission possibly still running, so the device is then
+//! *lost* for good ([`VkDev::lost`]): its fence, command buffer and
+//! descriptor pool are never reset or reused, every buffer freed from then
+//! on is parked instead of pooled or destroyed, and every later call
+//! (alloc, transfers, kernels, mapped reads) fails with
+//! [`ExecError::DeviceLost`]; the parked buffers are destroyed when the
+//! device is dropped, after `vkDeviceWaitIdle`. Kernels and region copies
+//! check that every buffer they bind belongs to their own `VkDevice`.
+//!
 //! One file per concern: `instance` (loader, instance, adapters), `device`
 //! (creating and destroying a `VkDevice`), `memory` (memory types, the
 //! buffer pool, the staging buffer), `submit` (command buffers and fences),
@@ -127,6 +137,12 @@ pub struct VkDev {
     counter: AllocCounter,
     staging: Mutex<Option<KeptStaging>>,
     pool: Mutex<BufPool>,
+    /// Set once, when a wait for submitted work failed: the operation
+    /// whose wait failed, and how.
+    lost: std::sync::OnceLock<(String, String)>,
+    /// Buffers freed after the device was lost: work still in flight may
+    /// use them, so they are destroyed only when the device is dropped.
+    parked: Mutex<Vec<memory::Pooled>>,
 }
 
 fn vk_err(what: &str) -> impl Fn(vk::Result) -> String + '_ {
@@ -197,6 +213,57 @@ impl VkDev {
     /// The same `VkDevice`?
     pub fn same_device(&self, other: &VkDev) -> bool {
         self.dev.handle() == other.dev.handle()
+    }
+
+    /// Why the device is lost, if it is: a wait for its work failed, so
+    /// that work may still be running and the device runs nothing more.
+    pub fn lost(&self) -> Option<&str> {
+        self.lost.get().map(|(_, why)| why.as_str())
+    }
+
+    /// Bytes of buffers freed after the device was lost, kept until it is
+    /// dropped (not counted in `stats`).
+    pub fn parked_bytes(&self) -> usize {
+        self.parked
+            .lock()
+            .map_or(0, |p| p.iter().map(|b| b.len).sum())
+    }
+
+    /// `Err` (the device is lost) before `op` touches anything, when it is.
+    pub(super) fn check_alive(&self, op: &str) -> Result<(), ExecError> {
+        match self.lost.get() {
+            None => Ok(()),
+            Some((when, why)) => Err(ExecError::DeviceLost {
+                device: self.device,
+                op: when.clone(),
+                reason: format!(
+                    "{why}; the device runs nothing more, since that work may still be running, and refused `{op}`"
+                ),
+            }),
+        }
+    }
+
+    /// Marks the device lost after a failed wait in `op` (the first one
+    /// stays) and gives the error for it.
+    pub(super) fn mark_lost(&self, op: &str, why: String) -> ExecError {
+        let _ = self.lost.set((op.to_string(), why.clone()));
+        ExecError::DeviceLost {
+            device: self.device,
+            op: op.into(),
+            reason: why,
+        }
+    }
+
+    /// `Err` unless every buffer in `bufs` is one of this `VkDevice`'s: a
+    /// command may name only its own device's objects.
+    pub(super) fn check_own(&self, op: &str, bufs: &[&VkBuf]) -> Result<(), ExecError> {
+        match bufs.iter().find(|b| !b.dev.same_device(self)) {
+            None => Ok(()),
+            Some(b) => Err(ExecError::Internal(format!(
+                "`{op}` on {} got a buffer of {}, another VkDevice; a step's operands must be on its device (copy them there first)",
+                self.device, b.dev.device
+            ))),
+        }
     }
 }
 
@@ -298,6 +365,161 @@ mod tests {
     #[test]
     fn staging_fallback_computes_right_and_returns_to_the_pool() {
         transfers_and_folds(HostAccess::Staging);
+    }
+
+    fn i32s(bytes: &[u8]) -> Vec<u32> {
+        bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    #[test]
+    fn fold_onto_reads_its_destination_through_its_own_binding() {
+        let Some(inst) =
+            instance_or_skip("fold_onto_reads_its_destination_through_its_own_binding")
+        else {
+            return;
+        };
+        let dev = inst.open_device(Device::vulkan(0)).unwrap();
+        let faults = Faults::new(None);
+        let n = 1000;
+        // Past MAX_ARITY, so it takes two dispatches onto the destination.
+        let more: Vec<VkBuf> = (0..MAX_ARITY + 3)
+            .map(|k| {
+                let mut b = dev.alloc(n * 4, &faults).unwrap();
+                dev.upload(&i32_bytes((0..n).map(|i| operand(i, k, 7))), &mut b)
+                    .unwrap();
+                b
+            })
+            .collect();
+        let mut acc = dev.alloc(n * 4, &faults).unwrap();
+        dev.upload(&i32_bytes((0..n).map(|i| i as u32)), &mut acc)
+            .unwrap();
+        let refs: Vec<&VkBuf> = more.iter().collect();
+        dev.fold_onto(DType::I32, ElementwiseOp::Add, &acc, &refs, n, &faults)
+            .unwrap();
+        let mut got = vec![0u8; n * 4];
+        dev.download(&acc, &mut got).unwrap();
+        let want: Vec<u32> = (0..n)
+            .map(|i| (0..more.len()).fold(i as u32, |a, k| a.wrapping_add(operand(i, k, 7))))
+            .collect();
+        assert!(i32s(&got) == want, "fold onto the destination is wrong");
+        // A dispatch that binds its destination as an operand too is refused.
+        let e = dev
+            .dispatch(DType::I32, 0, 0, &[&acc, refs[0]], &acc, n, false, &faults)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bound its destination as an operand"), "{e}");
+    }
+
+    #[test]
+    fn kernels_refuse_buffers_of_another_vkdevice() {
+        let Some(inst) = instance_or_skip("kernels_refuse_buffers_of_another_vkdevice") else {
+            return;
+        };
+        let (d0, d1) = (
+            inst.open_device(Device::vulkan(0)).unwrap(),
+            inst.open_device(Device::vulkan(1)).unwrap(),
+        );
+        let faults = Faults::new(None);
+        let (a, b) = (
+            d0.alloc(64, &faults).unwrap(),
+            d0.alloc(64, &faults).unwrap(),
+        );
+        let other = d1.alloc(64, &faults).unwrap();
+        let named = |e: ExecError| {
+            let e = e.to_string();
+            assert!(
+                e.contains("vulkan:0") && e.contains("vulkan:1") && e.contains("another VkDevice"),
+                "{e}"
+            );
+        };
+        named(
+            d0.fold(
+                DType::F32,
+                ElementwiseOp::Add,
+                &[&a, &other],
+                &b,
+                16,
+                &faults,
+            )
+            .unwrap_err(),
+        );
+        named(
+            d0.fold(
+                DType::F32,
+                ElementwiseOp::Add,
+                &[&a, &b],
+                &other,
+                16,
+                &faults,
+            )
+            .unwrap_err(),
+        );
+        named(
+            d0.fold_onto(DType::F32, ElementwiseOp::Max, &a, &[&other], 16, &faults)
+                .unwrap_err(),
+        );
+        named(d0.div(DType::F32, 2, &other, &a, 16, &faults).unwrap_err());
+        let whole = [Region {
+            operand: 0,
+            src: 0,
+            dst: 0,
+            len: 64,
+        }];
+        named(
+            d0.copy_regions("copy", &whole, &[&a], &other, &faults)
+                .unwrap_err(),
+        );
+        drop((a, b, other));
+        assert_eq!(d0.stats().current, 0);
+        assert_eq!(d1.stats().current, 0);
+    }
+
+    #[test]
+    fn a_failed_wait_loses_the_device_and_parks_what_it_may_touch() {
+        let Some(inst) =
+            instance_or_skip("a_failed_wait_loses_the_device_and_parks_what_it_may_touch")
+        else {
+            return;
+        };
+        for access in [HostAccess::Mapped, HostAccess::Staging] {
+            let dev = inst.open_device_with(Device::vulkan(0), access).unwrap();
+            let ok = Faults::new(None);
+            let n = 1 << 16;
+            let mut a = dev.alloc(n * 4, &ok).unwrap();
+            dev.upload(&i32_bytes((0..n).map(|i| i as u32)), &mut a)
+                .unwrap();
+            let out = dev.alloc(n * 4, &ok).unwrap();
+            let pooled = dev.pooled_bytes();
+            // The wait after the fold's submit fails: its work may still run.
+            let faults = Faults::new(Some(crate::backend::fault::FaultPoint::Wait { nth: 0 }));
+            let e = dev
+                .fold(DType::I32, ElementwiseOp::Add, &[&a, &a], &out, n, &faults)
+                .unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "vulkan:0 was lost during `dispatch`: vkWaitForFences failed: ERROR_DEVICE_LOST (injected by `Executable::inject_fault`); reopen the device (compile again)"
+            );
+            assert!(dev.lost().is_some());
+            // Its buffers are parked, not pooled or destroyed, and no longer
+            // counted as live.
+            drop((a, out));
+            assert_eq!(dev.stats().current, 0);
+            assert_eq!(dev.pooled_bytes(), pooled);
+            assert_eq!(dev.parked_bytes(), 2 * n * 4);
+            // Everything after that says the device is lost.
+            let later = dev.alloc(64, &ok).map(|_| ()).unwrap_err().to_string();
+            assert!(
+                later.starts_with("vulkan:0 was lost during `dispatch`")
+                    && later.contains("refused `alloc`"),
+                "{later}"
+            );
+            assert_eq!(dev.parked_bytes(), 2 * n * 4);
+            // Dropping the device waits for it and frees what was parked.
+            drop(dev);
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Submission: record a command buffer, submit it, wait on its fence. Every
 //! GPU command of a device runs under its submit lock and is waited on
-//! before the lock is released.
+//! before the lock is released; if that wait fails, the device is marked
+//! lost under the lock, so nothing that checks it afterwards can touch what
+//! the command may still be using.
 
 use super::*;
 
@@ -12,19 +14,26 @@ pub(super) struct Submitter {
 }
 
 impl VkDev {
-    /// Records commands with `record`, submits them and waits.
+    /// Records commands with `record`, submits them and waits. A failed
+    /// wait (a real one, or [`Event::Wait`] injected after the submit) marks
+    /// the device lost: the fence, command buffer and descriptor pool are
+    /// left as they are (the submission may still be pending), and this and
+    /// every later call fails with `DeviceLost`.
     pub(super) fn run(
         &self,
         op: &str,
+        faults: &Faults,
         record: impl FnOnce(vk::CommandBuffer, vk::DescriptorPool) -> Result<(), ExecError>,
     ) -> Result<(), ExecError> {
         let s = self
             .submit
             .lock()
             .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
+        self.check_alive(op)?;
         // SAFETY: the lock gives exclusive use of the command buffer, fence and
-        // descriptor pool; every submit waits on the fence before returning, so
-        // nothing recorded is still in flight.
+        // descriptor pool; every earlier submit was waited on before its call
+        // returned, or its wait failed and the device is lost, which
+        // `check_alive` refused above; so nothing recorded is still in flight.
         unsafe {
             self.dev
                 .reset_command_buffer(s.cmd, vk::CommandBufferResetFlags::empty())
@@ -62,14 +71,34 @@ impl VkDev {
             recorded?;
             let cmds = [s.cmd];
             let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
-            self.dev
-                .queue_submit(self.queue, &submit, s.fence)
-                .map_err(|e| self.err(op, e))?;
-            let waited = self.dev.wait_for_fences(&[s.fence], true, u64::MAX);
-            self.dev
-                .reset_fences(&[s.fence])
-                .map_err(|e| self.err(op, e))?;
-            waited.map_err(|e| self.err(op, e))?;
+            if let Err(e) = self.dev.queue_submit(self.queue, &submit, s.fence) {
+                // A failed submit leaves nothing pending, unless the device
+                // is gone.
+                if e == vk::Result::ERROR_DEVICE_LOST {
+                    return Err(self.mark_lost(op, format!("vkQueueSubmit failed: {e:?}")));
+                }
+                return Err(self.err(op, e));
+            }
+            let waited = if faults.check(Event::Wait) {
+                Err((
+                    "vkWaitForFences",
+                    vk::Result::ERROR_DEVICE_LOST,
+                    " (injected by `Executable::inject_fault`)",
+                ))
+            } else {
+                self.dev
+                    .wait_for_fences(&[s.fence], true, u64::MAX)
+                    .map_err(|e| ("vkWaitForFences", e, ""))
+            };
+            // Only a fence whose submission is done may be reset.
+            let reset = waited.and_then(|()| {
+                self.dev
+                    .reset_fences(&[s.fence])
+                    .map_err(|e| ("vkResetFences", e, ""))
+            });
+            if let Err((call, e, note)) = reset {
+                return Err(self.mark_lost(op, format!("{call} failed: {e:?}{note}")));
+            }
         }
         let _ = &s.pool;
         Ok(())

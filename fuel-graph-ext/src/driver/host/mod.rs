@@ -3,11 +3,12 @@
 //!
 //! A group lives in a process-wide table keyed by its [`HostUniqueId`]. Each
 //! joined rank owns a [`HostCommunicator`] with one worker thread, its comm
-//! stream. A collective call checks its arguments, marks the destination's
-//! fence pending and queues a job; the job (on the comm stream) waits on the
-//! source's fence, exchanges bytes through per-(src, dst) FIFO mailboxes and
-//! signals the destination's fence. Sends are buffered, so a send never waits
-//! for its receive.
+//! stream. A collective call checks its arguments, takes a ticket on the
+//! destination's fence (a timeline, see [`HostFence`]), notes the point of
+//! the source's fence it must read after, and queues a job; the job (on the
+//! comm stream) waits for that point and for its ticket's turn, exchanges
+//! bytes through per-(src, dst) FIFO mailboxes and settles its ticket.
+//! Sends are buffered, so a send never waits for its receive.
 //!
 //! A rank leaves when its communicator is dropped (after its queued work
 //! finishes) or when one of its jobs fails; peers waiting on it then get
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 mod fence;
 mod mailbox;
 
-pub use fence::{HostFence, HostStream};
+pub use fence::{FencePoint, HostFence, HostStream, Ticket};
 use mailbox::{
     group_name, groups, Chan, Group, GroupState, Msg, MsgData, IDS, NEXT_ID, NEXT_STREAM,
 };
@@ -125,9 +126,12 @@ impl Driver for HostDriver {
     }
 
     fn alloc(dev: &Arc<Arena>, bytes: usize) -> Result<DeviceResource<Self>, DriverError> {
-        let buf = dev
+        let mut buf = dev
             .alloc(bytes, &Faults::default())
             .map_err(|e| backend_error(Self::NAME, "alloc", e))?;
+        // The arena recycles freed buffers with their old bytes; the trait
+        // promises zeros.
+        buf.bytes_mut().fill(0);
         Ok(DeviceResource {
             buffer: Arc::new(Mutex::new(Held::Own(buf))),
             fence: HostFence::ready(),
@@ -230,36 +234,43 @@ impl HostCommunicator {
         Ok(())
     }
 
-    /// Queues `job` on the comm stream; a failure fails `dst` (if any),
-    /// records the error, poisons this rank and tells the peers.
+    /// Queues `job` on the comm stream. With a destination `ticket`, the
+    /// job first waits for its turn (every earlier write to the buffer has
+    /// settled) and its outcome settles the ticket. A failure records the
+    /// error, poisons this rank and tells the peers.
     fn enqueue(
         &self,
-        dst: Option<HostFence>,
+        ticket: Option<Ticket>,
+        op: &'static str,
         job: impl FnOnce() -> Result<(), DriverError> + Send + 'static,
     ) -> Result<(), DriverError> {
         let group = self.group.clone();
         let errors = self.errors.clone();
         let poisoned = self.poisoned.clone();
-        let rank = self.rank;
-        let fence = dst.clone();
+        let (rank, timeout) = (self.rank, self.opts.op_timeout);
         let run = move || {
-            let res =
+            let turn = match &ticket {
+                Some(t) => t.wait_turn(timeout, rank, op),
+                None => Ok(()),
+            };
+            let res = turn.and_then(|()| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|_| {
                     Err(DriverError::Backend {
                         driver: HostDriver::NAME,
                         call: "comm stream job",
                         reason: "the job panicked".into(),
                     })
-                });
+                })
+            });
             match res {
                 Ok(()) => {
-                    if let Some(f) = fence {
-                        f.signal();
+                    if let Some(t) = ticket {
+                        t.complete();
                     }
                 }
                 Err(e) => {
-                    if let Some(f) = fence {
-                        f.fail(e.clone());
+                    if let Some(t) = ticket {
+                        t.fail(e.clone());
                     }
                     lock(&poisoned).get_or_insert_with(|| e.to_string());
                     group.leave(rank, format!("it failed: {e}"));
@@ -267,17 +278,15 @@ impl HostCommunicator {
                 }
             }
         };
+        // A job that never reaches the thread drops its ticket, which
+        // fails it: readers of the buffer get an error, not a hang.
         let sent = self.worker.as_ref().is_some_and(|w| w.send(Box::new(run)));
         if !sent {
-            let e = DriverError::Backend {
+            return Err(DriverError::Backend {
                 driver: HostDriver::NAME,
                 call: "enqueue",
                 reason: "the comm stream thread is gone".into(),
-            };
-            if let Some(f) = dst {
-                f.fail(e.clone());
-            }
-            return Err(e);
+            });
         }
         Ok(())
     }
@@ -310,11 +319,16 @@ fn copy_run(
     Ok(())
 }
 
-/// Marks `dst` pending unless it is `src`'s own fence (an in-place
-/// operation), which must stay as the writer left it until the job reads it.
-fn mark_pending(src: Option<&HostFence>, dst: &HostFence) {
-    if !src.is_some_and(|s| s.same(dst)) {
-        dst.reset();
+/// Issues a write of `dst` that reads `src`: a ticket on `dst`'s fence,
+/// and the point of `src`'s fence the write must read after. In place (one
+/// fence) that point is the write just before the ticket.
+pub(super) fn write_after(src: &HostFence, dst: &HostFence) -> (FencePoint, Ticket) {
+    if src.same(dst) {
+        let t = dst.begin_write();
+        (t.before(), t)
+    } else {
+        let p = src.point();
+        (p, dst.begin_write())
     }
 }
 
@@ -450,7 +464,7 @@ impl CollectiveDriver for HostDriver {
             (count, src.bytes),
             (count, dst.bytes),
         )?;
-        mark_pending(Some(&src.fence), &dst.fence);
+        let (src_point, ticket) = write_after(&src.fence, &dst.fence);
         let (group, rank, ranks, timeout) = (
             comm.group.clone(),
             comm.rank,
@@ -461,8 +475,8 @@ impl CollectiveDriver for HostDriver {
             (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
         let what = format!("{count} {dtype} elements with {op:?}");
         let es = dtype.size_bytes();
-        comm.enqueue(Some(dst.fence.clone()), move || {
-            src_fence.wait(timeout, rank, "all_reduce")?;
+        comm.enqueue(Some(ticket), "all_reduce", move || {
+            src_fence.wait_point(src_point, timeout, rank, "all_reduce")?;
             let mine = snapshot(&src_buf, need)?;
             for peer in (0..ranks).filter(|p| *p != rank) {
                 let m = Msg {
@@ -571,8 +585,9 @@ impl CollectiveDriver for HostDriver {
         )?;
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let (src_buf, src_fence) = (src.buffer.clone(), src.fence.clone());
-        comm.enqueue(None, move || {
-            src_fence.wait(timeout, rank, "send")?;
+        let src_point = src_fence.point();
+        comm.enqueue(None, "send", move || {
+            src_fence.wait_point(src_point, timeout, rank, "send")?;
             let data = MsgData::Bytes(bytes_of(&lock(&src_buf), need)?.to_vec());
             let m = Msg {
                 what: format!("{count} {dtype} elements"),
@@ -603,10 +618,10 @@ impl CollectiveDriver for HostDriver {
             count,
             dst.bytes,
         )?;
-        dst.fence.reset();
+        let ticket = dst.fence.begin_write();
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let dst_buf = dst.buffer.clone();
-        comm.enqueue(Some(dst.fence.clone()), move || {
+        comm.enqueue(Some(ticket), "recv", move || {
             let m = group.take(peer, rank, Chan::P2p, timeout, "recv")?;
             if m.elem != dtype || m.count != count {
                 return Err(DriverError::Mismatch {

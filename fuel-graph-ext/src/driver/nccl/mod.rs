@@ -11,9 +11,11 @@
 //! `LD_LIBRARY_PATH`.
 //!
 //! Each communicator owns its own CUDA stream (the comm stream). A collective
-//! makes that stream wait on the source's event, enqueues the NCCL call and
-//! records the destination's event, so compute streams never wait on it
-//! unless they wait on that event. all_gather, broadcast and reduce_scatter
+//! makes that stream wait on the source's event and on the destination's
+//! (its previous writer), enqueues the NCCL call and records the
+//! destination's new event, so compute streams never wait on it unless they
+//! wait on that event. [`NcclFence`] says why that makes a fence count its
+//! writers. all_gather, broadcast and reduce_scatter
 //! are NCCL's own; several calls that must be issued together (one thread
 //! driving several ranks, or several sends and receives) go between
 //! [`CollectiveDriver::group_start`] and `group_end` (`ncclGroupStart`/`End`,
@@ -24,8 +26,8 @@
 //!
 //! Multi-process: rank 0 mints the [`NcclUniqueId`] with
 //! [`CollectiveDriver::group_id`] and hands its bytes to the others: by MPI
-//! broadcast (feature `mpi`, see `driver::mpi::broadcast_bytes`), or through
-//! a file or an environment variable ([`unique_id_to_env`] /
+//! broadcast in the user's own program, through a file, or through an
+//! environment variable ([`unique_id_to_env`] /
 //! [`unique_id_from_env`], hex text).
 
 use super::common::{
@@ -39,14 +41,17 @@ use crate::backend::Buf;
 use crate::device::{Device, DeviceKind};
 use crate::dtype::DType;
 use crate::op::ReduceOp;
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::CudaStream;
 use cudarc::nccl::{result, sys};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod fence;
 mod unique_id;
+
+pub use fence::NcclFence;
 
 pub use unique_id::{
     unique_id_from_env, unique_id_from_file, unique_id_to_env, unique_id_to_file, NcclUniqueId,
@@ -150,22 +155,6 @@ fn nccl<T>(name: &'static str, r: Result<T, result::NcclError>) -> Result<(), Dr
     r.map(|_| ()).map_err(|e| backend(name, format!("{e:?}")))
 }
 
-/// A CUDA fence: the event recorded after the buffer's last writer, or none
-/// when the contents are already valid.
-#[derive(Clone, Default)]
-pub struct NcclFence(Arc<Mutex<Option<Arc<CudaEvent>>>>);
-
-impl NcclFence {
-    /// Sets the event that marks the buffer's last write.
-    pub fn set(&self, ev: CudaEvent) {
-        *lock(&self.0) = Some(Arc::new(ev));
-    }
-    /// The current event, if any.
-    pub fn event(&self) -> Option<Arc<CudaEvent>> {
-        lock(&self.0).clone()
-    }
-}
-
 /// A CUDA comm stream handle: names the communicator it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NcclCommStream(u64);
@@ -212,30 +201,26 @@ impl NcclCommunicator {
         Ok(())
     }
 
-    /// Binds the GPU's context to this thread and makes the comm stream
-    /// wait for `src`'s fence; gives the stream for NCCL.
-    fn begin(&self, src: Option<&NcclFence>) -> Result<sys::cudaStream_t, DriverError> {
+    /// Binds the GPU's context to this thread; gives the comm stream for
+    /// NCCL.
+    fn begin(&self) -> Result<sys::cudaStream_t, DriverError> {
         self.dev
             .context()
             .bind_to_thread()
             .map_err(|e| backend("bind_to_thread", e))?;
-        if let Some(ev) = src.and_then(NcclFence::event) {
-            self.stream
-                .wait(&ev)
-                .map_err(|e| backend("cuStreamWaitEvent", e))?;
-        }
         Ok(self.stream.cu_stream() as sys::cudaStream_t)
     }
 
-    /// Records `fence`'s event on the comm stream: the buffer is valid
-    /// once the work enqueued so far is done.
-    fn signal(&self, fence: &NcclFence) -> Result<(), DriverError> {
-        let ev = self
-            .stream
-            .record_event(None)
-            .map_err(|e| backend("cuEventRecord", e))?;
-        fence.set(ev);
-        Ok(())
+    /// Makes the comm stream wait for `src`'s fence: every write of the
+    /// source issued so far.
+    fn read_after(&self, src: &NcclFence) -> Result<(), DriverError> {
+        match src.event() {
+            Some(ev) => self
+                .stream
+                .wait(&ev)
+                .map_err(|e| backend("cuStreamWaitEvent", e)),
+            None => Ok(()),
+        }
     }
 
     fn wrap(
@@ -283,8 +268,9 @@ fn with_ptrs<R>(
 }
 
 /// Enqueues NCCL call `name` (made by `f` from the source and destination
-/// addresses and the stream) on `comm`'s stream, after `src`'s fence, and
-/// signals `dst`'s fence after it.
+/// addresses and the stream) on `comm`'s stream as the next write of `dst`'s
+/// fence ([`NcclFence::write`]): after `src`'s writes and `dst`'s previous
+/// write, with `dst`'s event recorded after it.
 fn collective(
     comm: &NcclCommunicator,
     name: &'static str,
@@ -293,10 +279,18 @@ fn collective(
     f: impl FnOnce(u64, u64, sys::cudaStream_t) -> Result<result::NcclStatus, result::NcclError>,
 ) -> Result<(), DriverError> {
     call(name, || {
-        let cs = comm.begin(Some(&src.fence))?;
-        let r = with_ptrs(src, dst, &comm.stream, |sp, dp| f(sp, dp, cs))?;
-        nccl(name, r)?;
-        comm.signal(&dst.fence)
+        let cs = comm.begin()?;
+        // In place, the source's last write is the destination's previous
+        // one, which `write` waits for (its lock is not taken twice).
+        let after = if src.fence.same(&dst.fence) {
+            None
+        } else {
+            src.fence.event()
+        };
+        dst.fence.write(&comm.stream, after, || {
+            let r = with_ptrs(src, dst, &comm.stream, |sp, dp| f(sp, dp, cs))?;
+            nccl(name, r)
+        })
     })
 }
 
@@ -567,7 +561,8 @@ impl CollectiveDriver for NcclDriver {
             src.bytes,
         )?;
         call("ncclSend", || {
-            let cs = comm.begin(Some(&src.fence))?;
+            let cs = comm.begin()?;
+            comm.read_after(&src.fence)?;
             let s = lock(&src.buffer);
             let b = s
                 .get()
@@ -603,8 +598,8 @@ impl CollectiveDriver for NcclDriver {
             dst.bytes,
         )?;
         call("ncclRecv", || {
-            let cs = comm.begin(None)?;
-            {
+            let cs = comm.begin()?;
+            dst.fence.write(&comm.stream, None, || {
                 let mut d = lock(&dst.buffer);
                 let b = d
                     .get_mut()
@@ -617,9 +612,8 @@ impl CollectiveDriver for NcclDriver {
                         }
                     })
                     .map_err(|e| backend("device pointer", e))?;
-                nccl("ncclRecv", r)?;
-            }
-            comm.signal(&dst.fence)
+                nccl("ncclRecv", r)
+            })
         })
     }
 
@@ -636,12 +630,26 @@ impl CollectiveDriver for NcclDriver {
         require_nccl()?;
         call("ncclGroupStart", || {
             nccl("ncclGroupStart", result::group_start())
-        })
+        })?;
+        fence::group_opened();
+        Ok(())
     }
 
     fn group_end() -> Result<(), DriverError> {
         require_nccl()?;
-        call("ncclGroupEnd", || nccl("ncclGroupEnd", result::group_end()))
+        let ended = call("ncclGroupEnd", || nccl("ncclGroupEnd", result::group_end()));
+        let writes = fence::group_closed();
+        ended?;
+        // The group's kernels are on their streams now: each write's fence
+        // gets an event recorded after its kernel.
+        for (fence, stream, early) in writes {
+            let mut last = lock(&fence.0);
+            // Unless a later write has replaced it meanwhile.
+            if last.as_ref().is_some_and(|ev| Arc::ptr_eq(ev, &early)) {
+                call("cuEventRecord", || NcclFence::record(&mut last, &stream))?;
+            }
+        }
+        Ok(())
     }
 
     fn all_gather(
@@ -747,51 +755,4 @@ impl CollectiveDriver for NcclDriver {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn elem_mapping_covers_nccl_types_and_refuses_the_rest() {
-        use sys::ncclDataType_t as T;
-        let table = [
-            (DType::F16, T::ncclFloat16),
-            (DType::BF16, T::ncclBfloat16),
-            (DType::F32, T::ncclFloat32),
-            (DType::F64, T::ncclFloat64),
-            (DType::I8, T::ncclInt8),
-            (DType::I32, T::ncclInt32),
-            (DType::I64, T::ncclInt64),
-            (DType::U8, T::ncclUint8),
-            (DType::U32, T::ncclUint32),
-            (DType::U64, T::ncclUint64),
-        ];
-        for (e, t) in table {
-            assert_eq!(nccl_data_type(e).unwrap(), t, "{e}");
-            assert_eq!(elem_bytes(t), e.size_bytes(), "{e}");
-        }
-        for e in [DType::Bool, DType::I16, DType::U16] {
-            let err = nccl_data_type(e).unwrap_err().to_string();
-            assert!(err.contains(e.as_str()) && err.contains("nccl"), "{err}");
-        }
-    }
-
-    #[test]
-    fn reduce_ops_map_and_mean_is_avg() {
-        use sys::ncclRedOp_t as R;
-        assert_eq!(nccl_red_op(ReduceOp::Sum), R::ncclSum);
-        assert_eq!(nccl_red_op(ReduceOp::Product), R::ncclProd);
-        assert_eq!(nccl_red_op(ReduceOp::Max), R::ncclMax);
-        assert_eq!(nccl_red_op(ReduceOp::Min), R::ncclMin);
-        assert_eq!(nccl_red_op(ReduceOp::Mean), R::ncclAvg);
-    }
-
-    #[test]
-    fn data_type_checks_whole_elements() {
-        let (t, n) = NcclDriver::data_type(DType::BF16, 64).unwrap();
-        assert_eq!((t, n), (sys::ncclDataType_t::ncclBfloat16, 32));
-        let e = NcclDriver::data_type(DType::F32, 6)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not a whole number"), "{e}");
-    }
-}
+mod tests;
