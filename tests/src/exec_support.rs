@@ -55,7 +55,9 @@ pub fn run_and_compare(src: &str, devices: &[Device]) -> (Executable, Vec<HostTe
     assert_eq!(got.len(), want.len());
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g.ty, w.ty, "result {k}");
-        assert_eq!(g.data, w.data, "result {k} differs from the interpreter");
+        if let Err(e) = g.check_same(w) {
+            panic!("result {k} differs from the interpreter: {e}");
+        }
     }
     assert_no_leaks(&exe);
     (exe, got)

@@ -147,11 +147,11 @@ pub fn all_values_bytes(g: &Graph, device: Device) -> usize {
         .sum()
 }
 
-/// Asserts `got` equals `want` (floats within the interpreter's tolerance).
+/// Asserts `got` equals `want` bit for bit (every NaN equal to every NaN).
 pub fn assert_close(got: &[HostTensor], want: &[HostTensor], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: number of results");
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        if let Err(e) = g.check_close(w) {
+        if let Err(e) = g.check_same(w) {
             panic!("{what}: result {k}: {e}");
         }
     }
