@@ -98,7 +98,7 @@ fuzz_target!(|c: Case| {
     let got = interpret(&g, &inputs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(want.len(), got.len());
     for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-        if let Err(e) = a.check_close(b) {
+        if let Err(e) = a.check_same(b) {
             panic!("result {k}: {e}\nbefore:\n{}\nafter:\n{}", text::print(&before), text::print(&g));
         }
     }
