@@ -485,7 +485,15 @@ macro_rules! half_scalar {
                     Wide::Float(x) => x,
                     Wide::Int(v) => v as f64,
                 };
-                <$t>::from_bits(round_f64_bits($fmt, x) as u16)
+                // An f32 value converts in one correct rounding by the
+                // `half` crate (F16C where the CPU has it); any other f64
+                // needs the full-width rounding.
+                let narrow = x as f32;
+                if f64::from(narrow) == x {
+                    <$t>::from_f32(narrow)
+                } else {
+                    <$t>::from_bits(round_f64_bits($fmt, x) as u16)
+                }
             }
         }
     )*};
@@ -626,7 +634,7 @@ pub enum ElemError {
     },
     /// A slice of the wrong length for the shape.
     #[error(
-        "a {ty} tensor has {want} element(s) but {got} were given; give one value per element"
+        "a tensor of type {ty} has {want} element(s) but {got} were given; give one value per element"
     )]
     Length {
         /// The type asked for.
@@ -637,7 +645,7 @@ pub enum ElemError {
         got: usize,
     },
     /// Bytes that are not a whole tensor.
-    #[error("a {ty} tensor needs {want} bytes but {got} were given")]
+    #[error("a tensor of type {ty} needs {want} bytes but {got} were given")]
     Bytes {
         /// The type asked for.
         ty: TensorType,
@@ -937,7 +945,10 @@ mod tests {
         assert_eq!(Bool::narrow(0u64.widen()), Bool(0));
         assert_eq!(half::f16::narrow(65520.0f32.widen()), half::f16::INFINITY);
         assert_eq!(half::f16::narrow(65519.0f32.widen()).to_f32(), 65504.0);
-        assert_eq!(half::bf16::narrow((1.0f32 + 2f32.powi(-8)).widen()).to_f32(), 1.0);
+        assert_eq!(
+            half::bf16::narrow((1.0f32 + 2f32.powi(-8)).widen()).to_f32(),
+            1.0
+        );
         assert_eq!(f32::narrow(half::f16::from_bits(1).widen()), 2f32.powi(-24));
         assert_eq!(f32::narrow(1e-46f64.widen()).to_bits(), 0);
         assert_eq!(f32::narrow(f64::MAX.widen()), f32::INFINITY);
@@ -983,7 +994,7 @@ mod tests {
         let e = encode(&[2, 2], &[half::f16::ONE]).unwrap_err().to_string();
         assert_eq!(
             e,
-            "a f16[2,2] tensor has 4 element(s) but 1 were given; give one value per element"
+            "a tensor of type f16[2,2] has 4 element(s) but 1 were given; give one value per element"
         );
     }
 }

@@ -10,8 +10,10 @@
 //! timed.
 
 mod arith;
+mod edges;
 mod host_tensor;
 
+pub use edges::{edge_inputs, edge_values};
 pub use host_tensor::HostTensor;
 
 use crate::dtype::{DType, TensorType};
@@ -230,6 +232,7 @@ fn eval(
         Op::Copy { .. } | Op::Move { .. } => Ok(vec![args[0].clone()]),
         Op::Elementwise { kind, .. } => one(arith::fold(*kind, ty.dtype, args)),
         Op::Div { by, .. } => one(arith::divide(args[0], *by)),
+        Op::Cast { to, .. } => one(arith::cast(args[0], *to)),
         Op::Slice {
             axis, start, len, ..
         } => one(slice_data(args[0], *axis, *start, *len)),

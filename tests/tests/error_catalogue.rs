@@ -52,6 +52,8 @@ const CASES: &[(&str, Case)] = &[
     ("E0113", parse_bad_escape),
     ("E0114", parse_unknown_reduction),
     ("E0115", parse_huge_result_index),
+    ("E0116", parse_name_for_an_integer),
+    ("E0117", parse_number_for_a_dtype),
     ("E0201", verify_cycle),
     ("E0202", verify_operand_types),
     ("E0203", verify_declared_type),
@@ -63,6 +65,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0209", verify_operand_on_other_device),
     ("E0210", verify_no_direct_copy),
     ("E0211", verify_driver_without_driver),
+    ("E0212", verify_cast_between_kinds),
     ("E0301", pipeline_unknown_pass),
     ("E0302", pipeline_unknown_option),
     ("E0303", pipeline_bad_algorithm),
@@ -88,6 +91,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0504", cuda_not_installed),
     ("E0601", dtype_u8_on_vulkan),
     ("E0602", dtype_bf16_on_vulkan),
+    ("E0603", vulkan_divisor_past_32_bits),
     ("E0701", exec_leftover_collective),
     ("E0702", exec_copy_across_vendors),
     ("E0703", exec_injected_copy),
@@ -100,6 +104,8 @@ const CASES: &[(&str, Case)] = &[
     ("E0710", exec_comm_without_communicator),
     ("E0711", exec_driver_mean),
     ("E0712", interp_world_mismatch),
+    ("E0713", typed_data_of_the_wrong_type),
+    ("E0714", typed_data_of_the_wrong_length),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -417,6 +423,12 @@ fn parse_wrong_result_count() -> Outcome {
 fn parse_missing_result_index() -> Outcome {
     parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2\n}\n")
 }
+fn parse_name_for_an_integer() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=f32} @cpu:0 : f32[4]\n  return %1\n}\n")
+}
+fn parse_number_for_a_dtype() -> Outcome {
+    parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = cast %0 {to=16} @cpu:0 : f16[4]\n  return %1\n}\n")
+}
 fn parse_unknown_dtype() -> Outcome {
     parse_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f8[4]\n  return %0\n}\n")
 }
@@ -471,6 +483,10 @@ fn verify_operand_on_other_device() -> Outcome {
 }
 fn verify_no_direct_copy() -> Outcome {
     verify_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = copy %0 -> vulkan:0 : f32[4]\n  return %1\n}\n", Level::Placement)
+}
+
+fn verify_cast_between_kinds() -> Outcome {
+    verify_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = cast %0 {to=i32} @cpu:0 : i32[4]\n  return %1\n}\n", Level::Structural)
 }
 
 fn verify_driver_without_driver() -> Outcome {
@@ -621,6 +637,11 @@ fn dtype_bf16_on_vulkan() -> Outcome {
     compile_err(&VK_ONLY.replace("f32", "bf16"), &[])
 }
 
+fn vulkan_divisor_past_32_bits() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : i32[4]\n  %1 = div %0 {by=4294967296} @vulkan:0 : i32[4]\n  return %1\n}\n", &[])
+}
+
 // ---- execution (E07) --------------------------------------------------------
 
 fn exec_leftover_collective() -> Outcome {
@@ -665,6 +686,20 @@ fn interp_input_length() -> Outcome {
     *t = HostTensor::new(t.ty.clone(), longer);
     match interpret(&g, &inputs) {
         Ok(_) => panic!("expected the interpreter to refuse"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn typed_data_of_the_wrong_type() -> Outcome {
+    let t = exec::Tensor::from_slice(&[2], &[1.5f32, 2.5]).unwrap();
+    match t.to_vec::<half::f16>() {
+        Ok(_) => panic!("expected a wrong element type"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+fn typed_data_of_the_wrong_length() -> Outcome {
+    match HostTensor::from_slice(&[2, 3], &[1i64, 2, 3, 4]) {
+        Ok(_) => panic!("expected a wrong length"),
         Err(e) => Ok(e.to_string()),
     }
 }

@@ -155,7 +155,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "a u64[3] tensor has 3 element(s) but 2 were given; give one value per element"
+            "a tensor of type u64[3] has 3 element(s) but 2 were given; give one value per element"
         );
     }
 }

@@ -312,7 +312,6 @@ pub(crate) fn divide(t: &HostTensor, by: u64) -> Vec<u8> {
 }
 
 /// `t` converted to `to`, as bytes: integers wrap, floats round once.
-#[allow(dead_code)] // the `cast` op's, added next
 pub(crate) fn cast(t: &HostTensor, to: DType) -> Vec<u8> {
     Vals::decode(t.ty.dtype, t.bytes()).encode(to)
 }

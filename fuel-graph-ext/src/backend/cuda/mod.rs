@@ -109,12 +109,9 @@ impl CudaDev {
             let stream = ctx.new_stream()?;
             let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx::module()))?;
             let mut funcs = HashMap::new();
-            for dt in ptx::DTYPES {
-                for kind in ["fold", "div"] {
-                    let name = format!("{kind}_{}", dt.as_str());
-                    let f = module.load_function(&name)?;
-                    funcs.insert(name, f);
-                }
+            for name in ptx::entries() {
+                let f = module.load_function(&name)?;
+                funcs.insert(name, f);
             }
             Ok(Arc::new(CudaDev {
                 device,
@@ -401,6 +398,27 @@ impl CudaDev {
             let mut b = self.stream.launch_builder(f);
             b.arg(a).arg(&mut *out).arg(&by).arg(&n64);
             // SAFETY: the arguments match the PTX signature of div_<dt>.
+            unsafe { b.launch(Self::config(n)) }.map(|_| ())
+        })
+    }
+
+    /// `dst = src` converted from `from` to `to` elements (the `cast` op).
+    pub fn cast(
+        &self,
+        from: DType,
+        to: DType,
+        src: &CudaBuf,
+        dst: &mut CudaBuf,
+        n: usize,
+    ) -> Result<(), ExecError> {
+        let f = self.function(&ptx::cast_entry(from, to))?;
+        let a = src.slice()?;
+        let out = dst.slice_mut()?;
+        let n64 = n as u64;
+        self.call("cast", || {
+            let mut b = self.stream.launch_builder(f);
+            b.arg(a).arg(&mut *out).arg(&n64);
+            // SAFETY: the arguments match the PTX signature of cast_<from>_<to>.
             unsafe { b.launch(Self::config(n)) }.map(|_| ())
         })
     }

@@ -283,6 +283,102 @@ fn div_entry(dt: DType, out: &mut String) {
     out.push_str("DONE:\n\tret;\n}\n\n");
 }
 
+/// The entry that casts `from` elements to `to` elements.
+pub fn cast_entry(from: DType, to: DType) -> String {
+    format!("cast_{}_{}", from.as_str(), to.as_str())
+}
+
+/// Every (from, to) pair a `cast` kernel is written for: each conversion
+/// the IR defines between two dtypes of [`DTYPES`].
+pub fn cast_pairs() -> Vec<(DType, DType)> {
+    let mut pairs = Vec::new();
+    for from in DTYPES {
+        for to in DTYPES {
+            if crate::op::cast_defined(from, to).is_ok() {
+                pairs.push((from, to));
+            }
+        }
+    }
+    pairs
+}
+
+/// `cast_<from>_<to>(a, dst, n)`. Integers widen to a 64-bit register
+/// (sign- or zero-extended as the source is signed or not) and the store
+/// keeps the low bytes, which is the wrapping conversion. Floats widen to
+/// f64, which is exact, and round once to the target: `cvt.rn` for f32 and
+/// f64; for f16 and bf16 the value is first cut to f32 rounding to odd (cut
+/// toward zero, then the last bit set if anything was cut), which keeps
+/// the one rounding to the half type correct (f32 has more than the half
+/// types' precision plus two bits), as a direct f64-to-half conversion is
+/// not available on sm_80.
+fn cast_entry_text(from: DType, to: DType, out: &mut String) {
+    let _ = writeln!(
+        out,
+        ".visible .entry {}(\n\t.param .u64 a,\n\t.param .u64 dst,\n\t.param .u64 n\n)\n{{",
+        cast_entry(from, to)
+    );
+    out.push_str(
+        "\t.reg .pred %p;\n\t.reg .b16 %h;\n\t.reg .b32 %t, %t2, %r0;\n\t.reg .b64 %i, %off, %addr, %base, %n, %l0;\n\t.reg .f32 %f0;\n\t.reg .f64 %d0, %d1;\n\tld.param.u64 %n, [n];\n",
+    );
+    prologue(out);
+    let _ = writeln!(
+        out,
+        "\tmul.lo.u64 %off, %i, {};\n\tld.param.u64 %base, [a];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;",
+        from.size_bytes()
+    );
+    let load = match from {
+        DType::I32 => "\tld.global.s32 %r0, [%addr];\n\tcvt.s64.s32 %l0, %r0;\n",
+        DType::U32 => "\tld.global.u32 %r0, [%addr];\n\tcvt.u64.u32 %l0, %r0;\n",
+        DType::U8 => "\tld.global.u8 %r0, [%addr];\n\tcvt.u64.u32 %l0, %r0;\n",
+        DType::I64 | DType::U64 => "\tld.global.u64 %l0, [%addr];\n",
+        DType::F32 => "\tld.global.f32 %f0, [%addr];\n\tcvt.f64.f32 %d0, %f0;\n",
+        DType::F16 => "\tld.global.b16 %h, [%addr];\n\tcvt.f32.f16 %f0, %h;\n\tcvt.f64.f32 %d0, %f0;\n",
+        DType::BF16 => "\tld.global.b16 %h, [%addr];\n\tcvt.u32.u16 %r0, %h;\n\tshl.b32 %r0, %r0, 16;\n\tmov.b32 %f0, %r0;\n\tcvt.f64.f32 %d0, %f0;\n",
+        DType::F64 => "\tld.global.f64 %d0, [%addr];\n",
+        // Not in DTYPES: no entry is written (see `cast_pairs`).
+        DType::Bool | DType::I8 | DType::I16 | DType::U16 => return,
+    };
+    out.push_str(load);
+    let _ = writeln!(
+        out,
+        "\tmul.lo.u64 %off, %i, {};\n\tld.param.u64 %base, [dst];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;",
+        to.size_bytes()
+    );
+    // f64 to f32 rounding to odd, for the half types.
+    let to_odd_f32 = "\tcvt.rz.f32.f64 %f0, %d0;\n\tcvt.f64.f32 %d1, %f0;\n\tsetp.neu.f64 %p, %d1, %d0;\n\tmov.b32 %r0, %f0;\n\t@%p or.b32 %r0, %r0, 1;\n\tmov.b32 %f0, %r0;\n";
+    match to {
+        DType::I64 | DType::U64 => out.push_str("\tst.global.u64 [%addr], %l0;\n"),
+        DType::I32 | DType::U32 => {
+            out.push_str("\tcvt.u32.u64 %r0, %l0;\n\tst.global.u32 [%addr], %r0;\n")
+        }
+        DType::U8 => out.push_str("\tcvt.u32.u64 %r0, %l0;\n\tst.global.u8 [%addr], %r0;\n"),
+        DType::F64 => out.push_str("\tst.global.f64 [%addr], %d0;\n"),
+        DType::F32 => out.push_str("\tcvt.rn.f32.f64 %f0, %d0;\n\tst.global.f32 [%addr], %f0;\n"),
+        DType::F16 => {
+            out.push_str(to_odd_f32);
+            out.push_str("\tcvt.rn.f16.f32 %h, %f0;\n\tst.global.b16 [%addr], %h;\n");
+        }
+        DType::BF16 => {
+            out.push_str(to_odd_f32);
+            out.push_str("\tcvt.rn.bf16.f32 %h, %f0;\n\tst.global.b16 [%addr], %h;\n");
+        }
+        DType::Bool | DType::I8 | DType::I16 | DType::U16 => {}
+    }
+    out.push_str("DONE:\n\tret;\n}\n\n");
+}
+
+/// Every entry the module has: `fold_<dt>` and `div_<dt>` per dtype, and
+/// `cast_<from>_<to>` per pair of [`cast_pairs`].
+pub fn entries() -> Vec<String> {
+    let mut names = Vec::new();
+    for dt in DTYPES {
+        names.push(format!("fold_{}", dt.as_str()));
+        names.push(format!("div_{}", dt.as_str()));
+    }
+    names.extend(cast_pairs().into_iter().map(|(f, t)| cast_entry(f, t)));
+    names
+}
+
 /// The whole PTX module, for `sm_80` and newer.
 pub fn module() -> String {
     let mut out = String::from(
@@ -291,6 +387,9 @@ pub fn module() -> String {
     for dt in DTYPES {
         fold_entry(dt, &mut out);
         div_entry(dt, &mut out);
+    }
+    for (from, to) in cast_pairs() {
+        cast_entry_text(from, to, &mut out);
     }
     out
 }
@@ -302,10 +401,12 @@ mod tests {
     #[test]
     fn module_has_every_entry() {
         let m = module();
-        for dt in DTYPES {
-            assert!(m.contains(&format!(".entry fold_{}(", dt.as_str())));
-            assert!(m.contains(&format!(".entry div_{}(", dt.as_str())));
+        let names = entries();
+        assert_eq!(names.len(), 2 * DTYPES.len() + cast_pairs().len());
+        for name in names {
+            assert!(m.contains(&format!(".entry {name}(")), "{name}");
         }
+        assert_eq!(m.matches(".entry ").count(), entries().len());
         // Balanced braces: a cheap structural check; ptxas does the real one.
         assert_eq!(m.matches('{').count(), m.matches('}').count());
     }
