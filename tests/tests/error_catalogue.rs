@@ -92,6 +92,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0601", dtype_u8_on_vulkan),
     ("E0602", dtype_bf16_on_vulkan),
     ("E0603", vulkan_divisor_past_32_bits),
+    ("E0604", cuda_float_divisor_too_large),
     ("E0701", exec_leftover_collective),
     ("E0702", exec_copy_across_vendors),
     ("E0703", exec_injected_copy),
@@ -640,6 +641,13 @@ fn dtype_bf16_on_vulkan() -> Outcome {
 fn vulkan_divisor_past_32_bits() -> Outcome {
     need_vulkan(&[Device::vulkan(0)])?;
     compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : i32[4]\n  %1 = div %0 {by=4294967296} @vulkan:0 : i32[4]\n  return %1\n}\n", &[])
+}
+
+fn cuda_float_divisor_too_large() -> Outcome {
+    if !fuel_tests::devices_or_skip("error_catalogue", &[Device::cuda(0)]) {
+        return Err(Skip("CUDA is unavailable".into()));
+    }
+    compile_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = div %0 {by=16777216} @cuda:0 : f32[4]\n  return %1\n}\n", &[])
 }
 
 // ---- execution (E07) --------------------------------------------------------

@@ -105,6 +105,8 @@ impl Ctx {
         match (self, k) {
             #[cfg(feature = "vulkan")]
             (Ctx::Vulkan(v), Kernel::Div { by }) => v.check_div(dtype, *by),
+            #[cfg(feature = "cuda")]
+            (Ctx::Cuda(c), Kernel::Div { by }) => c.check_div(dtype, *by),
             _ => {
                 let _ = dtype;
                 Ok(())

@@ -162,6 +162,28 @@ impl CudaDev {
         }
     }
 
+    /// Whether `div {by}` on `dtype` is exact here: the float kernels
+    /// divide in f64, which is exact for divisors below 2^24 (2^53 for
+    /// f64). `compile` asks, so the refusal comes before any run.
+    pub fn check_div(&self, dtype: DType, by: u64) -> Result<(), ExecError> {
+        let limit: u64 = match dtype {
+            DType::F64 => 1 << 53,
+            d if d.is_float() => (1 << 24) - 1,
+            _ => return Ok(()),
+        };
+        if by > limit {
+            return Err(ExecError::UnsupportedKernel {
+                op: format!("div {{by={by}}}"),
+                device: self.device,
+                reason: format!(
+                    "the CUDA kernel divides {dtype} exactly by divisors up to {limit}"
+                ),
+                fix: "place this div on a CPU device".into(),
+            });
+        }
+        Ok(())
+    }
+
     fn err(&self, op: &str, e: impl std::fmt::Display) -> ExecError {
         let reason = e.to_string();
         if reason.contains("OUT_OF_MEMORY") {
