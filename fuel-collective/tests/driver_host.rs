@@ -88,14 +88,11 @@ fn expected(elem: ElemType, op: ReduceOp, vals: &[f64]) -> f64 {
         let b: Vec<bool> = vals.iter().map(|v| *v != 0.0).collect();
         let any = b.iter().any(|x| *x);
         let all = b.iter().all(|x| *x);
-        // Mean folds like Sum (OR) and divides the 0/1 result by the
-        // number of ranks, truncating, as the interpreter does: true only
-        // for one rank (Mean's intermediate overflow, which issue 12 leaves
-        // to a later change).
+        // Mean counts the trues in a wide accumulator and divides by the
+        // number of ranks, truncating: true only when every rank's is.
         return f64::from(u8::from(match op {
             ReduceOp::Sum | ReduceOp::Max => any,
-            ReduceOp::Mean => any && vals.len() == 1,
-            ReduceOp::Product | ReduceOp::Min => all,
+            ReduceOp::Product | ReduceOp::Min | ReduceOp::Mean => all,
         }));
     }
     let r = match op {

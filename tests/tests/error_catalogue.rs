@@ -107,6 +107,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0712", interp_world_mismatch),
     ("E0713", typed_data_of_the_wrong_type),
     ("E0714", typed_data_of_the_wrong_length),
+    ("E0715", spmd_mean_on_nccl),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -708,6 +709,33 @@ fn typed_data_of_the_wrong_type() -> Outcome {
 fn typed_data_of_the_wrong_length() -> Outcome {
     match HostTensor::from_slice(&[2, 3], &[1i64, 2, 3, 4]) {
         Ok(_) => panic!("expected a wrong length"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn spmd_mean_on_nccl() -> Outcome {
+    use fuel_collective::{Communicator, DriverCommunicator};
+    let gpu = Device::cuda(0);
+    if !fuel_tests::devices_or_skip("error_catalogue", &[gpu]) {
+        return Err(Skip("CUDA is unavailable".into()));
+    }
+    let dev = NcclDriver::open(gpu).map_err(|e| Skip(format!("NCCL: {e}")))?;
+    let id = NcclDriver::group_id(&CommunicationId::new("catalogue-mean"))
+        .map_err(|e| Skip(format!("NCCL: {e}")))?;
+    let comm = NcclDriver::join_on(
+        &dev,
+        id,
+        1,
+        0,
+        JoinOptions::with_timeout(Duration::from_secs(30)),
+    )
+    .map_err(|e| Skip(format!("NCCL: {e}")))?;
+    let c = DriverCommunicator::<NcclDriver>::new(comm, dev, Duration::from_secs(30));
+    let g = LazyGraph::new("rank");
+    let x = g.input("x", gpu, f32s(&[4]));
+    let m = c.all_reduce(&x, ReduceOp::Mean).unwrap();
+    match c.compile(&[&m]) {
+        Ok(_) => panic!("expected compile to refuse an NCCL mean"),
         Err(e) => Ok(e.to_string()),
     }
 }

@@ -404,6 +404,43 @@ pub fn fold_bytes(
     })
 }
 
+/// The `Mean` of `shards` (each at least as long as `out`, `dtype`
+/// elements) as the IR defines it: every element widened to `acc` (the
+/// dtype's `mean_accumulator`), summed there in shard order, divided by the
+/// number of shards and converted back. False, doing nothing, when a slice
+/// is misaligned or short, or the accumulator cannot be allocated.
+pub fn mean_bytes(dtype: DType, acc: DType, shards: &[&[u8]], out: &mut [u8]) -> bool {
+    with_scalar!(dtype, S => with_scalar!(acc, A => mean_typed::<S, A>(shards, out)))
+}
+
+fn mean_typed<S: Scalar, A: Scalar>(shards: &[&[u8]], out: &mut [u8]) -> bool {
+    let len = out.len();
+    let Some(dst) = view_mut::<S>(out) else {
+        return false;
+    };
+    let mut sum: Vec<A> = Vec::new();
+    if sum.try_reserve_exact(dst.len()).is_err() {
+        return false;
+    }
+    for shard in shards {
+        let Some(src) = shard.get(..len).and_then(view::<S>) else {
+            return false;
+        };
+        if sum.is_empty() {
+            sum.extend(src.iter().map(|x| A::narrow(x.widen())));
+        } else {
+            for (o, x) in sum.iter_mut().zip(src) {
+                *o = A::apply(ElementwiseOp::Add, *o, A::narrow(x.widen()));
+            }
+        }
+    }
+    let count = shards.len() as u64;
+    for (o, x) in dst.iter_mut().zip(&sum) {
+        *o = S::narrow(A::div(*x, count).widen());
+    }
+    true
+}
+
 /// `out[i] = out[i] / by` over host bytes of `dtype` elements; false when
 /// they are not aligned or not a whole number of elements.
 pub fn div_bytes_in_place(dtype: DType, by: u64, out: &mut [u8]) -> bool {

@@ -178,7 +178,7 @@ pub fn expected_fault_message(
     devices.iter().find_map(|d| {
         let want = match point {
             FaultPoint::Copy { .. } => format!("injected fault in `copy` on {d} {tail}"),
-            FaultPoint::Kernel { .. } => ["add", "mul", "max", "min", "div", "slice", "concat"]
+            FaultPoint::Kernel { .. } => ["add", "mul", "max", "min", "div", "cast", "slice", "concat"]
                 .iter()
                 .map(|op| format!("injected fault in `{op}` on {d} {tail}"))
                 .find(|w| w == msg)?,
