@@ -1,5 +1,6 @@
-//! Compiles the WGSL compute shaders to SPIR-V with naga, one module per
-//! element type, into `$OUT_DIR/<name>.spv`. The Vulkan backend embeds them
+//! Compiles the WGSL compute shaders to SPIR-V with naga, into
+//! `$OUT_DIR/<name>.spv`: the element-wise template once per element type,
+//! and the `cast` kernel once. The Vulkan backend embeds them
 //! with `include_bytes!`, so no shader compiler is needed at run time.
 //! Without the `vulkan` feature there is no Vulkan backend, naga is not a
 //! build-dependency, and this script does nothing.
@@ -7,23 +8,31 @@
 #[cfg(feature = "vulkan")]
 use std::path::PathBuf;
 
-/// (module name, `enable` line, stored type, compute type, div expression)
+/// (module name, `enable` line, stored type, compute type, float helpers)
 #[cfg(feature = "vulkan")]
-const VARIANTS: &[(&str, &str, &str, &str, &str)] = &[
-    ("elementwise_f32", "", "f32", "f32", "C(a0[i]) / C(p.by)"),
-    ("elementwise_i32", "", "i32", "i32", "C(a0[i]) / C(p.by)"),
-    (
-        "elementwise_f16",
-        "enable f16;",
-        "f16",
-        "f32",
-        "C(a0[i]) / C(p.by)",
-    ),
-    ("elementwise_f64", "", "f64", "f64", "C(a0[i]) / C(p.by)"),
-    ("elementwise_i64", "", "i64", "i64", "C(a0[i]) / C(p.by)"),
-    ("elementwise_u32", "", "u32", "u32", "C(a0[i]) / C(p.by)"),
-    ("elementwise_u64", "", "u64", "u64", "C(a0[i]) / C(p.by)"),
+const VARIANTS: &[(&str, &str, &str, &str, Floats)] = &[
+    ("elementwise_f32", "", "f32", "f32", Floats::F32),
+    ("elementwise_i32", "", "i32", "i32", Floats::None),
+    ("elementwise_f16", "enable f16;", "f16", "f32", Floats::F32),
+    ("elementwise_f64", "", "f64", "f64", Floats::F64),
+    ("elementwise_i64", "", "i64", "i64", Floats::None),
+    ("elementwise_u32", "", "u32", "u32", Floats::None),
+    ("elementwise_u64", "", "u64", "u64", Floats::None),
 ];
+
+/// Which max/min a variant compares with: the floats' (from
+/// `shaders/minmax_<ty>.wgsl`) or the integers' built-ins.
+#[cfg(feature = "vulkan")]
+#[derive(Clone, Copy)]
+enum Floats {
+    F32,
+    F64,
+    None,
+}
+
+/// The kernels that are one module each, with no template.
+#[cfg(feature = "vulkan")]
+const SINGLE: &[&str] = &["cast", "div"];
 
 #[cfg(not(feature = "vulkan"))]
 fn main() {}
@@ -36,13 +45,35 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let template = std::fs::read_to_string(template_path)
         .unwrap_or_else(|e| panic!("cannot read {template_path}: {e}"));
-    for (name, enable, ty, cty, div) in VARIANTS {
-        let src = template
-            .replace("ENABLE", enable)
-            .replace("CTYPE", cty)
-            .replace("TYPE", ty)
-            .replace("DIVIDE", div);
-        let words = compile(name, &src);
+    let read = |path: &str| {
+        println!("cargo:rerun-if-changed={path}");
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+    };
+    let minmax_f32 = read("shaders/minmax_f32.wgsl");
+    let minmax_f64 = read("shaders/minmax_f64.wgsl");
+    let mut sources: Vec<(String, String)> = VARIANTS
+        .iter()
+        .map(|(name, enable, ty, cty, floats)| {
+            let (helpers, max, min) = match floats {
+                Floats::F32 => (minmax_f32.as_str(), "fmax", "fmin"),
+                Floats::F64 => (minmax_f64.as_str(), "fmax", "fmin"),
+                Floats::None => ("", "max", "min"),
+            };
+            let src = template
+                .replace("ENABLE", enable)
+                .replace("CTYPE", cty)
+                .replace("TYPE", ty)
+                .replace("FLOATS", helpers)
+                .replace("MAX(", &format!("{max}("))
+                .replace("MIN(", &format!("{min}("));
+            (name.to_string(), src)
+        })
+        .collect();
+    for name in SINGLE {
+        sources.push((name.to_string(), read(&format!("shaders/{name}.wgsl"))));
+    }
+    for (name, src) in &sources {
+        let words = compile(name, src);
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let path = out.join(format!("{name}.spv"));
         std::fs::write(&path, bytes)

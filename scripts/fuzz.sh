@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets for a fixed time each.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 60 s, targets parse and lower)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     (default: 60 s, targets parse, lower and run)
 # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP=1 lets the stable compiler
 # accept them. New corpus entries go to a scratch folder; the committed seed
 # corpus under tests/fuzz/corpus/ is only read.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../tests/fuzz"
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parse lower)
+[ ${#targets[@]} -gt 0 ] || targets=(parse lower run)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1
 for t in "${targets[@]}"; do
@@ -17,10 +17,11 @@ for t in "${targets[@]}"; do
   echo "=== fuzzing $t for ${secs}s"
   log="$scratch.log"
   status=0
-  # parse takes text, so longer inputs help; lower's inputs are small
-  # structs, and each runs the whole pipeline, so it gets more time per input.
+  # parse takes text, so longer inputs help; lower's and run's inputs are
+  # small structs, and each runs the whole pipeline (run also the executor),
+  # so they get more time per input.
   case "$t" in
-    lower) flags=(-max_len=512 -timeout=20) ;;
+    lower | run) flags=(-max_len=512 -timeout=20) ;;
     *) flags=(-max_len=4096 -timeout=10) ;;
   esac
   cargo fuzz run "$t" "$scratch" "corpus/$t" -- -max_total_time="$secs" "${flags[@]}" \

@@ -113,9 +113,9 @@ fn run() -> Result<usize, String> {
     let b = c.broadcast(&x, n - 1).map_err(|e| e.to_string())?;
     c.barrier().map_err(|e| e.to_string())?;
     let total = (0..n).sum::<usize>() as f64;
-    let sv = c.evaluate(&sum).map_err(|e| e.to_string())?.data;
-    let av = c.evaluate(&ag).map_err(|e| e.to_string())?.data;
-    let bv = c.evaluate(&b).map_err(|e| e.to_string())?.data;
+    let sv = c.evaluate(&sum).map_err(|e| e.to_string())?.to_f64();
+    let av = c.evaluate(&ag).map_err(|e| e.to_string())?.to_f64();
+    let bv = c.evaluate(&b).map_err(|e| e.to_string())?.to_f64();
     if sv != vec![total; 4] || bv != vec![(n - 1) as f64; 4] {
         return Err(format!("rank {rank}: spmd sum {sv:?} broadcast {bv:?}"));
     }

@@ -24,7 +24,8 @@
 //! let y = c.all_reduce(&x, ReduceOp::Sum)?;
 //! let exe = c.compile(&[&y])?; // once
 //! for step in 0..steps {
-//!     let inputs = [("x".to_string(), HostTensor::new(ty.clone(), vec![step as f64; 1024]))];
+//!     let x = HostTensor::from_slice(&[1024], &vec![step as f32; 1024])?;
+//!     let inputs = [("x".to_string(), x)];
 //!     let out = exe.run_host(&inputs.into_iter().collect())?; // many times
 //!     # let _ = out;
 //! }

@@ -88,14 +88,11 @@ fn expected(elem: ElemType, op: ReduceOp, vals: &[f64]) -> f64 {
         let b: Vec<bool> = vals.iter().map(|v| *v != 0.0).collect();
         let any = b.iter().any(|x| *x);
         let all = b.iter().all(|x| *x);
-        // Mean folds like Sum (OR) and divides the 0/1 result by the
-        // number of ranks, truncating, as the interpreter does: true only
-        // for one rank (Mean's intermediate overflow, which issue 12 leaves
-        // to a later change).
+        // Mean counts the trues in a wide accumulator and divides by the
+        // number of ranks, truncating: true only when every rank's is.
         return f64::from(u8::from(match op {
             ReduceOp::Sum | ReduceOp::Max => any,
-            ReduceOp::Mean => any && vals.len() == 1,
-            ReduceOp::Product | ReduceOp::Min => all,
+            ReduceOp::Product | ReduceOp::Min | ReduceOp::Mean => all,
         }));
     }
     let r = match op {
@@ -566,9 +563,9 @@ fn spmd_communicator_all_collectives_on_4_threads() {
         let rs = c.reduce_scatter(&x, ReduceOp::Max, 1).unwrap();
         c.barrier().unwrap();
         (
-            c.evaluate(&doubled).unwrap().data,
-            c.evaluate(&mean).unwrap().data,
-            c.evaluate(&b).unwrap().data,
+            c.evaluate(&doubled).unwrap().to_f64(),
+            c.evaluate(&mean).unwrap().to_f64(),
+            c.evaluate(&b).unwrap().to_f64(),
             c.evaluate(&ag).unwrap(),
             c.evaluate(&rs).unwrap(),
         )
@@ -587,11 +584,11 @@ fn spmd_communicator_all_collectives_on_4_threads() {
                 (0..n).flat_map(move |r| (0..4).map(move |j| (r * 10 + o * 4 + j) as f64))
             })
             .collect();
-        assert_eq!(ag.data, want);
+        assert_eq!(ag.to_f64(), want);
         assert_eq!(rs.ty, TensorType::new(DType::F32, &[2, 1]));
         let max_rank = (n - 1) * 10;
         assert_eq!(
-            rs.data,
+            rs.to_f64(),
             vec![(max_rank + rank) as f64, (max_rank + 4 + rank) as f64]
         );
     }

@@ -195,7 +195,7 @@ fn nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu() {
         let want = interpret_world(&graphs, &inputs).unwrap();
         for (rank, r) in results.iter().enumerate() {
             for (k, (g, w)) in r.1[round].1.iter().zip(&want[rank]).enumerate() {
-                if let Err(e) = g.check_close(w) {
+                if let Err(e) = g.check_same(w) {
                     panic!("round {round}, rank {rank}, output {k}: {e}");
                 }
             }

@@ -1,10 +1,12 @@
-// One kernel for the n-ary element-wise ops and div by a scalar, for one
-// element type. build.rs fills in ENABLE, T (the stored type) and C (the type
-// arithmetic runs in; f16 computes in f32 and rounds once per step).
+// One kernel for the n-ary element-wise ops, for one element type. build.rs
+// fills in ENABLE, T (the stored type), C (the type arithmetic runs in; f16
+// computes in f32 and rounds once per step), and MAX/MIN (the comparisons:
+// the floats' `fmax`/`fmin` below, which define NaN and signed zeros, or
+// the integers' built-ins). Division has its own kernel, `div.wgsl`.
 //
 // Bindings 0..7 are the operands (unused ones repeat operand 0), binding 8 is
 // the result. `count` says how many operands are real; `op` is 0 add, 1 mul,
-// 2 max, 3 min, 4 div by `by`. With `onto` = 1 the fold starts from the
+// 2 max, 3 min. With `onto` = 1 the fold starts from the
 // result's own element (dst = op(dst, a0, ...)), read through binding 8: the
 // result is never also bound as a read-only operand, which would alias. The
 // dispatch is 2-D because lavapipe allows at most 65535 groups per axis:
@@ -26,14 +28,16 @@ struct Params { n: u32, row_stride: u32, count: u32, op: u32, by: u32, onto: u32
 @group(0) @binding(8) var<storage, read_write> dst: array<T>;
 var<immediate> p: Params;
 
+FLOATS
+
 fn combine(x: C, y: T) -> C {
     let v = C(y);
     var r: C;
     switch p.op {
         case 0u: { r = x + v; }
         case 1u: { r = x * v; }
-        case 2u: { r = max(x, v); }
-        default: { r = min(x, v); }
+        case 2u: { r = MAX(x, v); }
+        default: { r = MIN(x, v); }
     }
     // Round to the stored type after every step, as the interpreter does.
     return C(T(r));
@@ -43,10 +47,6 @@ fn combine(x: C, y: T) -> C {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * p.row_stride;
     if (i >= p.n) {
-        return;
-    }
-    if (p.op == 4u) {
-        dst[i] = T(DIVIDE);
         return;
     }
     var acc: C;

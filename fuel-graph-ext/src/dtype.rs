@@ -102,43 +102,21 @@ impl DType {
         )
     }
 
-    /// Rounds an exact value to what this dtype can hold: floats round to
-    /// nearest, integers truncate toward zero and wrap like the hardware
-    /// does, bool is 1 for any non-zero value.
-    ///
-    /// Exact for every integer dtype up to 32 bits. `f64` holds integers
-    /// only up to 2^53 exactly, so i64 and u64 values beyond that are
-    /// already inexact; they saturate (i64 beyond 2^63, u64 beyond 2^64)
-    /// rather than wrap, so that rounding twice changes nothing.
-    pub fn round(self, x: f64) -> f64 {
+    /// The type a `Mean` of this dtype sums in before it divides, so that
+    /// the sum cannot overflow where the mean fits: f32 for f16; f64 for
+    /// bf16 (which has f32's range, so an f32 sum of bf16 values can
+    /// overflow); i64 for the signed integers up to 32 bits, u64 for the
+    /// unsigned ones and bool (whose mean is then true only when every
+    /// operand is). f32, f64, i64 and u64 sum in themselves: there is no
+    /// wider type every device has, so their sums overflow as Sum does
+    /// (docs/lowering.md).
+    pub fn mean_accumulator(self) -> DType {
         match self {
-            DType::F64 => x,
-            DType::F32 => x as f32 as f64,
-            DType::F16 => half::f16::from_f64(x).to_f64(),
-            DType::BF16 => half::bf16::from_f64(x).to_f64(),
-            DType::Bool => f64::from(u8::from(x != 0.0)),
-            // Saturating, so rounding twice changes nothing: near 2^63 and
-            // 2^64 an f64 cannot tell a value from its wrapped neighbours.
-            DType::I64 => (x as i64) as f64,
-            DType::U64 if x >= 0.0 => (x as u64) as f64,
-            _ => self.wrap(to_i128(x)),
-        }
-    }
-
-    /// The integer `v` wrapped to this integer dtype (two's complement, as
-    /// the hardware does), as a value. Floats take `v` as it is.
-    pub fn wrap(self, v: i128) -> f64 {
-        match self {
-            DType::F32 | DType::F16 | DType::BF16 | DType::F64 => self.round(v as f64),
-            DType::I32 => v as i32 as f64,
-            DType::I64 => v as i64 as f64,
-            DType::U8 => v as u8 as f64,
-            DType::Bool => f64::from(u8::from(v != 0)),
-            DType::I8 => v as i8 as f64,
-            DType::I16 => v as i16 as f64,
-            DType::U16 => v as u16 as f64,
-            DType::U32 => v as u32 as f64,
-            DType::U64 => v as u64 as f64,
+            DType::F16 => DType::F32,
+            DType::BF16 => DType::F64,
+            DType::I8 | DType::I16 | DType::I32 => DType::I64,
+            DType::U8 | DType::U16 | DType::U32 | DType::Bool => DType::U64,
+            DType::F32 | DType::F64 | DType::I64 | DType::U64 => self,
         }
     }
 }
@@ -171,12 +149,6 @@ impl FromStr for DType {
             )),
         }
     }
-}
-
-/// `x` truncated toward zero as an integer (saturating beyond `i128`; NaN
-/// is 0).
-fn to_i128(x: f64) -> i128 {
-    x as i128
 }
 
 /// A shape: one extent per axis. Rank 0 is a scalar.
@@ -255,18 +227,16 @@ mod tests {
     }
 
     #[test]
-    fn rounding_wraps_and_rounds() {
-        assert_eq!(DType::U8.round(257.0), 1.0);
-        assert_eq!(DType::I32.round(-7.9), -7.0);
-        assert_eq!(DType::F16.round(2049.0), 2048.0);
-        assert_eq!(DType::F32.round(0.1), 0.1f32 as f64);
-        assert_eq!(DType::I8.round(130.0), -126.0);
-        assert_eq!(DType::U16.round(-1.0), 65535.0);
-        assert_eq!(DType::U32.round(4294967297.0), 1.0);
-        assert_eq!(DType::U64.round(-1.0), u64::MAX as f64);
-        assert_eq!(DType::I16.round(-32769.0), 32767.0);
-        assert_eq!(DType::Bool.round(-3.0), 1.0);
-        assert_eq!(DType::Bool.round(0.0), 0.0);
-        assert_eq!(DType::U64.wrap(1 << 64), 0.0);
+    fn means_widen_what_can_overflow() {
+        for d in DType::ALL {
+            let acc = d.mean_accumulator();
+            assert_eq!(acc.is_float(), d.is_float(), "{d}");
+            assert!(acc.size_bytes() >= d.size_bytes(), "{d}");
+            assert_eq!(
+                acc.mean_accumulator(),
+                acc,
+                "{d}: an accumulator is its own"
+            );
+        }
     }
 }

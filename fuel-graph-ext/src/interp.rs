@@ -1,128 +1,26 @@
 //! The reference interpreter: what a graph means, computed on the host.
 //!
 //! It ignores placement (a copy or move is the identity) and evaluates every
-//! op, collectives included, straight from its definition. Values are held as
-//! `f64` and rounded to the dtype after every step. Integer ops compute in
-//! `i128` and wrap to the dtype like the hardware, so every integer dtype up
-//! to 32 bits is exact; i64 and u64 are exact while values stay within
-//! 2^53, beyond which `f64` cannot hold them. Floats are exact for the small
-//! integers that [`deterministic_inputs`] feeds. It is an oracle for tests and tools, not a
-//! device: nothing here is ever scheduled or timed.
+//! op, collectives included, straight from its definition. Values are
+//! [`HostTensor`]s that hold each dtype as itself, and the arithmetic
+//! (`arith.rs`) is exact: integers wrap at their width and divide toward
+//! zero, floats round once per step to their dtype as the devices do,
+//! `Mean` sums in a wider type (`DType::mean_accumulator`). It is an oracle
+//! for tests and tools, not a device: nothing here is ever scheduled or
+//! timed.
+
+mod arith;
+mod edges;
+mod host_tensor;
+
+pub use edges::{edge_inputs, edge_values};
+pub use host_tensor::HostTensor;
 
 use crate::dtype::{DType, TensorType};
 use crate::graph::NodeId;
 use crate::graph::{Graph, ValueId};
-use crate::op::{CommOp, ElementwiseOp, Op, ReduceOp};
+use crate::op::{CommOp, Op, ReduceOp};
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
-
-/// A host tensor for the interpreter and for checking device results.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostTensor {
-    /// Its type.
-    pub ty: TensorType,
-    /// Row-major elements, already rounded to `ty.dtype`.
-    pub data: Vec<f64>,
-}
-
-impl HostTensor {
-    /// A tensor from exact values (rounded to the dtype here).
-    pub fn new(ty: TensorType, data: Vec<f64>) -> HostTensor {
-        let dtype = ty.dtype;
-        HostTensor {
-            ty,
-            data: data.into_iter().map(|x| dtype.round(x)).collect(),
-        }
-    }
-
-    /// A stable digest: a 64-bit FNV-1a hash of the elements plus the first
-    /// four of them. Equal values give equal digests.
-    pub fn digest(&self) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for x in &self.data {
-            let x = if *x == 0.0 {
-                0.0
-            } else if x.is_nan() {
-                f64::NAN
-            } else {
-                *x
-            };
-            for b in x.to_bits().to_le_bytes() {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-        let mut s = format!("{h:016x} [");
-        for (i, x) in self.data.iter().take(4).enumerate() {
-            if i > 0 {
-                s.push_str(", ");
-            }
-            let _ = write!(s, "{x}");
-        }
-        if self.data.len() > 4 {
-            s.push_str(", ...");
-        }
-        s.push(']');
-        s
-    }
-
-    /// The tolerance used to compare floats of this type: relative, against
-    /// the larger of 1 and the expected magnitude. Integers compare exactly.
-    pub fn tolerance(dtype: DType) -> f64 {
-        match dtype {
-            DType::F64 => 1e-12,
-            DType::F32 => 1e-5,
-            DType::F16 => 1e-2,
-            DType::BF16 => 2e-2,
-            DType::I32
-            | DType::I64
-            | DType::U8
-            | DType::Bool
-            | DType::I8
-            | DType::I16
-            | DType::U16
-            | DType::U32
-            | DType::U64 => 0.0,
-        }
-    }
-
-    /// Checks `self` against `expected`: same type, integers exactly equal,
-    /// floats within [`HostTensor::tolerance`]. The error names the first
-    /// differing element.
-    pub fn check_close(&self, expected: &HostTensor) -> Result<(), String> {
-        if self.ty != expected.ty || self.data.len() != expected.data.len() {
-            return Err(format!(
-                "type {} differs from the expected {}",
-                self.ty, expected.ty
-            ));
-        }
-        let tol = HostTensor::tolerance(self.ty.dtype);
-        for (i, (a, b)) in self.data.iter().zip(&expected.data).enumerate() {
-            let same =
-                a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol * b.abs().max(1.0);
-            if !same {
-                return Err(format!(
-                    "element {i} is {a} but {b} was expected (tolerance {tol})"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The largest absolute difference to `other`, or `None` if types differ.
-    pub fn max_abs_diff(&self, other: &HostTensor) -> Option<f64> {
-        if self.ty != other.ty || self.data.len() != other.data.len() {
-            return None;
-        }
-        Some(
-            self.data
-                .iter()
-                .zip(&other.data)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f64::max),
-        )
-    }
-}
 
 /// The input value for element `i` of the input called `name`: a small
 /// integer from -4 to 4 (0 to 8 for the unsigned types; bool rounds it to 0
@@ -235,49 +133,19 @@ pub fn interpret(
         .collect()
 }
 
-/// `kind(x, y)` in `dtype`: floats in f64 rounded once, integers in i128
-/// wrapped to the dtype (bool: add and max are OR, mul and min are AND).
-fn combine(kind: ElementwiseOp, dtype: DType, x: f64, y: f64) -> f64 {
-    if dtype.is_float() {
-        return dtype.round(kind.apply(x, y));
-    }
-    let (a, b) = (x as i128, y as i128);
-    dtype.wrap(match kind {
-        ElementwiseOp::Add => a.wrapping_add(b),
-        ElementwiseOp::Mul => a.wrapping_mul(b),
-        ElementwiseOp::Max => a.max(b),
-        ElementwiseOp::Min => a.min(b),
-    })
+/// The reduction `op` of `args`, which all have type `ty`.
+fn reduce_all(
+    op: ReduceOp,
+    ty: &TensorType,
+    args: &[&HostTensor],
+) -> Result<HostTensor, InterpError> {
+    tensor(ty, arith::reduce(op, ty.dtype, args))
 }
 
-fn fold(kind: ElementwiseOp, dtype: DType, args: &[&HostTensor]) -> Vec<f64> {
-    let mut acc = args[0].data.clone();
-    for a in &args[1..] {
-        for (x, y) in acc.iter_mut().zip(&a.data) {
-            *x = combine(kind, dtype, *x, *y);
-        }
-    }
-    acc
-}
-
-/// Division by a positive integer: floats in f64 rounded once, integers
-/// truncated toward zero.
-fn divide(dtype: DType, data: &mut [f64], by: u64) {
-    for x in data {
-        *x = if dtype.is_float() {
-            dtype.round(*x / by as f64)
-        } else {
-            dtype.wrap(*x as i128 / i128::from(by))
-        };
-    }
-}
-
-fn reduce_all(op: ReduceOp, ty: &TensorType, args: &[&HostTensor]) -> Vec<f64> {
-    let mut acc = fold(op.combiner(), ty.dtype, args);
-    if op == ReduceOp::Mean {
-        divide(ty.dtype, &mut acc, args.len() as u64);
-    }
-    acc
+/// A tensor of `ty` from bytes the interpreter computed for it (their
+/// length is checked, though every op here computes a whole tensor).
+fn tensor(ty: &TensorType, bytes: Vec<u8>) -> Result<HostTensor, InterpError> {
+    HostTensor::from_bytes(ty.clone(), bytes).map_err(|e| InterpError::Invalid(e.to_string()))
 }
 
 /// Splits `shape` around `axis` into (outer, extent, inner) element counts.
@@ -287,23 +155,29 @@ fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     (outer, shape[axis], inner)
 }
 
-fn slice_data(t: &HostTensor, axis: usize, start: usize, len: usize) -> Vec<f64> {
+/// `len` entries of `axis` from `start`, as bytes.
+fn slice_data(t: &HostTensor, axis: usize, start: usize, len: usize) -> Vec<u8> {
+    let size = t.ty.dtype.size_bytes();
     let (outer, extent, inner) = around(&t.ty.shape, axis);
-    let mut out = Vec::with_capacity(outer * len * inner);
+    let row = inner * size;
+    let mut out = Vec::with_capacity(outer * len * row);
     for o in 0..outer {
-        let base = o * extent * inner + start * inner;
-        out.extend_from_slice(&t.data[base..base + len * inner]);
+        let base = (o * extent + start) * row;
+        out.extend_from_slice(&t.bytes()[base..base + len * row]);
     }
     out
 }
 
-fn concat_data(parts: &[&HostTensor], axis: usize) -> Vec<f64> {
+/// `parts` joined along `axis`, as bytes.
+fn concat_data(parts: &[&HostTensor], axis: usize) -> Vec<u8> {
+    let size = parts[0].ty.dtype.size_bytes();
     let (outer, _, inner) = around(&parts[0].ty.shape, axis);
+    let row = inner * size;
     let mut out = Vec::new();
     for o in 0..outer {
         for p in parts {
             let e = p.ty.shape[axis];
-            out.extend_from_slice(&p.data[o * e * inner..(o + 1) * e * inner]);
+            out.extend_from_slice(&p.bytes()[o * e * row..(o + 1) * e * row]);
         }
     }
     out
@@ -326,12 +200,7 @@ fn eval(
             Err(e) => Err(InterpError::Invalid(e.to_string())),
         }
     };
-    let one = |data: Vec<f64>| {
-        Ok(vec![HostTensor {
-            ty: ty.clone(),
-            data,
-        }])
-    };
+    let one = |bytes: Vec<u8>| Ok(vec![tensor(ty, bytes)?]);
     // Indexing below (`args[0]`, `shape[axis]`, data ranges) cannot panic:
     // `typed` ran `infer_type`, which checks operand counts, axes and slice
     // bounds, and inputs were checked to hold one value per element.
@@ -350,38 +219,31 @@ fn eval(
                     got: t.ty.clone(),
                 });
             }
-            if t.data.len() != ty.num_elements() {
+            if t.len() != ty.num_elements() || t.bytes().len() != ty.size_bytes() {
                 return Err(InterpError::InputLength {
                     name: name.clone(),
                     ty: ty.clone(),
                     want: ty.num_elements(),
-                    got: t.data.len(),
+                    got: t.len(),
                 });
             }
             Ok(vec![t.clone()])
         }
-        Op::Copy { .. } | Op::Move { .. } => one(args[0].data.clone()),
-        Op::Elementwise { kind, .. } => one(fold(*kind, ty.dtype, args)),
-        Op::Div { by, .. } => {
-            let mut d = args[0].data.clone();
-            divide(ty.dtype, &mut d, *by);
-            one(d)
-        }
+        Op::Copy { .. } | Op::Move { .. } => Ok(vec![args[0].clone()]),
+        Op::Elementwise { kind, .. } => one(arith::fold(*kind, ty.dtype, args)),
+        Op::Div { by, .. } => one(arith::divide(args[0], *by)),
+        Op::Cast { to, .. } => one(arith::cast(args[0], *to)),
         Op::Slice {
             axis, start, len, ..
         } => one(slice_data(args[0], *axis, *start, *len)),
         Op::Concat { axis, .. } => one(concat_data(args, *axis)),
         Op::AllReduce { op } => {
-            let r = reduce_all(*op, ty, args);
-            Ok(args
-                .iter()
-                .map(|_| HostTensor {
-                    ty: ty.clone(),
-                    data: r.clone(),
-                })
-                .collect())
+            let r = reduce_all(*op, ty, args)?;
+            Ok(args.iter().map(|_| r.clone()).collect())
         }
-        Op::Reduce { op, .. } | Op::DriverAllReduce { op, .. } => one(reduce_all(*op, ty, args)),
+        Op::Reduce { op, .. } | Op::DriverAllReduce { op, .. } => {
+            Ok(vec![reduce_all(*op, ty, args)?])
+        }
         Op::Broadcast { to } => Ok(to.iter().map(|_| args[0].clone()).collect()),
         Op::Comm { kind, ranks, .. } => {
             if *ranks != 1 {
@@ -390,54 +252,46 @@ fn eval(
                     ranks: *ranks,
                 });
             }
-            Ok(vec![comm_result(kind, ty, args, 0)])
+            Ok(vec![comm_result(kind, ty, args, 0)?])
         }
         Op::AllGather { axis } => {
-            let d = concat_data(args, *axis);
-            Ok(args
-                .iter()
-                .map(|_| HostTensor {
-                    ty: ty.clone(),
-                    data: d.clone(),
-                })
-                .collect())
+            let d = tensor(ty, concat_data(args, *axis))?;
+            Ok(args.iter().map(|_| d.clone()).collect())
         }
         Op::ReduceScatter { op, axis } => {
-            let full = HostTensor {
-                ty: args[0].ty.clone(),
-                data: reduce_all(*op, &args[0].ty, args),
-            };
+            let full = reduce_all(*op, &args[0].ty, args)?;
             let len = ty.shape[*axis];
-            Ok((0..args.len())
-                .map(|i| HostTensor {
-                    ty: ty.clone(),
-                    data: slice_data(&full, *axis, i * len, len),
-                })
-                .collect())
+            (0..args.len())
+                .map(|i| tensor(ty, slice_data(&full, *axis, i * len, len)))
+                .collect()
         }
     }
 }
 
 /// Rank `rank`'s result of an SPMD collective, given every rank's operand
 /// (`args[r]` is rank r's; callers check there are `ranks` of them).
-fn comm_result(kind: &CommOp, ty: &TensorType, args: &[&HostTensor], rank: usize) -> HostTensor {
-    let data = match kind {
-        CommOp::AllReduce(op) => reduce_all(*op, ty, args),
-        CommOp::Broadcast { root } => args.get(*root).map_or_else(Vec::new, |t| t.data.clone()),
-        CommOp::AllGather { axis } => concat_data(args, *axis),
-        CommOp::ReduceScatter { op, axis } => {
-            let full = HostTensor {
-                ty: args[0].ty.clone(),
-                data: reduce_all(*op, &args[0].ty, args),
-            };
-            let len = ty.shape[*axis];
-            slice_data(&full, *axis, rank * len, len)
-        }
-        CommOp::Barrier => args.get(rank).map_or_else(Vec::new, |t| t.data.clone()),
+fn comm_result(
+    kind: &CommOp,
+    ty: &TensorType,
+    args: &[&HostTensor],
+    rank: usize,
+) -> Result<HostTensor, InterpError> {
+    let own = |i: usize| {
+        args.get(i).map_or_else(
+            || Err(InterpError::Invalid(format!("no operand from rank {i}"))),
+            |t| Ok((*t).clone()),
+        )
     };
-    HostTensor {
-        ty: ty.clone(),
-        data,
+    match kind {
+        CommOp::AllReduce(op) => reduce_all(*op, ty, args),
+        CommOp::Broadcast { root } => own(*root),
+        CommOp::AllGather { axis } => tensor(ty, concat_data(args, *axis)),
+        CommOp::ReduceScatter { op, axis } => {
+            let full = reduce_all(*op, &args[0].ty, args)?;
+            let len = ty.shape[*axis];
+            tensor(ty, slice_data(&full, *axis, rank * len, len))
+        }
+        CommOp::Barrier => own(rank),
     }
 }
 
@@ -585,7 +439,7 @@ pub fn interpret_world(
                     node: id,
                     result: 0,
                 },
-                comm_result(kind, &node.ty, &refs, r),
+                comm_result(kind, &node.ty, &refs, r)?,
             );
             pos[r] += 1;
         }
@@ -623,12 +477,12 @@ mod tests {
         );
         inputs.insert("b".into(), HostTensor::new(ty, vec![10.0, 20.0, 30.0, 0.0]));
         let out = interpret(&g, &inputs).unwrap();
-        assert_eq!(out[0].data, vec![33.0, -3.0]);
+        assert_eq!(out[0].to_f64(), vec![33.0, -3.0]);
         assert_eq!(
-            out[1].data,
+            out[1].to_f64(),
             vec![1.0, 2.0, 3.0, -3.0, 10.0, 20.0, 30.0, 0.0]
         );
-        assert_eq!(out[2].data, vec![5.0, 11.0, 16.0, -1.0]);
+        assert_eq!(out[2].to_f64(), vec![5.0, 11.0, 16.0, -1.0]);
         inputs.remove("b");
         assert_eq!(
             interpret(&g, &inputs).unwrap_err(),
@@ -657,12 +511,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            out[0][0].data,
+            out[0][0].to_f64(),
             vec![11.0, 2.0, 33.0, 4.0, 11.0, 2.0, 33.0, 4.0]
         );
-        assert_eq!(out[0][1].data, vec![10.0, 2.0]);
-        assert_eq!(out[1][1].data, vec![30.0, 4.0]);
-        assert_eq!(out[0][2].data, vec![10.0, 0.0, 30.0, 0.0]);
+        assert_eq!(out[0][1].to_f64(), vec![10.0, 2.0]);
+        assert_eq!(out[1][1].to_f64(), vec![30.0, 4.0]);
+        assert_eq!(out[0][2].to_f64(), vec![10.0, 0.0, 30.0, 0.0]);
         // One rank alone cannot be interpreted, and mismatched worlds fail.
         let e = interpret(&graphs[0], &ins([0.0; 4])).unwrap_err();
         assert!(e.to_string().contains("interpret_world"), "{e}");

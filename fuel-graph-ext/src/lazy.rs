@@ -8,7 +8,7 @@
 //! a pass pipeline and an executor.
 
 use crate::device::Device;
-use crate::dtype::TensorType;
+use crate::dtype::{DType, TensorType};
 use crate::graph::{Graph, ValueId};
 use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace, TypeError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -253,6 +253,12 @@ impl LazyTensor {
     pub fn div(&self, by: u64) -> Result<LazyTensor, BuildError> {
         let device = self.local("div", &[self])?;
         self.single(Op::Div { by, device }, &[self])
+    }
+    /// Each element converted to `to` (floats round to nearest even,
+    /// integers wrap; see `op::cast_defined`).
+    pub fn cast(&self, to: DType) -> Result<LazyTensor, BuildError> {
+        let device = self.local("cast", &[self])?;
+        self.single(Op::Cast { to, device }, &[self])
     }
     /// `len` entries of `axis` from `start`.
     pub fn slice(&self, axis: usize, start: usize, len: usize) -> Result<LazyTensor, BuildError> {

@@ -29,8 +29,12 @@ pub mod verify;
 
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, TensorType};
+pub use elem::{ElemError, Element};
 pub use exec::{compile, discover, ExecError, Executable, Tensor};
 pub use graph::{Graph, Node, NodeId, ValueId};
+/// The `half` crate, whose `f16` and `bf16` are the element types of the
+/// f16 and bf16 dtypes.
+pub use half;
 pub use lazy::{BuildError, LazyGraph, LazyTensor};
 pub use op::{ElementwiseOp, Op, ReduceOp};
 pub use pass::{Changed, DebugOptions, Pass, PassContext, PassError, PassManager, PassRegistry};

@@ -45,7 +45,7 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
         let d = device(dev);
         let rop = ReduceOp::ALL[attr as usize % 5];
         let axis = attr as usize % ta.rank().max(1);
-        let op = match kind % 10 {
+        let op = match kind % 11 {
             0 => Op::Elementwise {
                 kind: ElementwiseOp::ALL[attr as usize % 4],
                 device: d,
@@ -73,10 +73,18 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
                     .collect::<DeviceList>(),
             },
             8 => Op::AllGather { axis },
+            9 => Op::Cast {
+                to: DType::ALL[attr as usize % DType::ALL.len()],
+                device: d,
+            },
             _ => Op::ReduceScatter { op: rop, axis },
         };
         let operands: Vec<ValueId> = match &op {
-            Op::Copy { .. } | Op::Div { .. } | Op::Slice { .. } | Op::Broadcast { .. } => vec![va],
+            Op::Copy { .. }
+            | Op::Div { .. }
+            | Op::Cast { .. }
+            | Op::Slice { .. }
+            | Op::Broadcast { .. } => vec![va],
             _ => vec![va, vb],
         };
         let tys: Vec<TensorType> = operands

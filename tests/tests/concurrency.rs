@@ -180,7 +180,7 @@ fn one_executable_shared_by_eight_threads() {
                     .map_err(|e| format!("run {run}: {e}"))?;
                 got.iter()
                     .zip(want.iter())
-                    .try_for_each(|(g, w)| g.check_close(w))
+                    .try_for_each(|(g, w)| g.check_same(w))
                     .map_err(|e| format!("run {run}: {e}"))
             });
             let _ = tx.send((i, res));

@@ -56,6 +56,8 @@ const CASES: &[(&str, Case)] = &[
     ("E0504", cuda_not_installed),
     ("E0601", dtype_u8_on_vulkan),
     ("E0602", dtype_bf16_on_vulkan),
+    ("E0603", vulkan_divisor_past_32_bits),
+    ("E0604", cuda_float_divisor_too_large),
     ("E0701", exec_leftover_collective),
     ("E0702", exec_copy_across_vendors),
     ("E0703", exec_injected_copy),
@@ -70,6 +72,9 @@ const CASES: &[(&str, Case)] = &[
     ("E0712", interp_world_mismatch),
     ("E0713", exec_vulkan_wait_failed),
     ("E0714", exec_vulkan_lost_earlier),
+    ("E0715", typed_data_of_the_wrong_type),
+    ("E0716", typed_data_of_the_wrong_length),
+    ("E0717", spmd_mean_on_nccl),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -486,6 +491,18 @@ fn dtype_bf16_on_vulkan() -> Outcome {
     compile_err(&VK_ONLY.replace("f32", "bf16"), &[])
 }
 
+fn vulkan_divisor_past_32_bits() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : i32[4]\n  %1 = div %0 {by=4294967296} @vulkan:0 : i32[4]\n  return %1\n}\n", &[])
+}
+
+fn cuda_float_divisor_too_large() -> Outcome {
+    if !fuel_test_support::devices_or_skip("error_catalogue", &[Device::cuda(0)]) {
+        return Err(Skip("CUDA is unavailable".into()));
+    }
+    compile_err("graph @g {\n  %0 = input \"a\" @cuda:0 : f32[4]\n  %1 = div %0 {by=16777216} @cuda:0 : f32[4]\n  return %1\n}\n", &[])
+}
+
 // ---- execution (E07) --------------------------------------------------------
 
 fn exec_leftover_collective() -> Outcome {
@@ -517,15 +534,60 @@ fn exec_input_type() -> Outcome {
 }
 fn exec_input_size() -> Outcome {
     run_err(None, |i| {
-        i.get_mut("b").unwrap().data.truncate(12);
+        let t = i.get_mut("b").unwrap();
+        *t = HostTensor::new(t.ty.clone(), t.to_f64()[..12].to_vec());
     })
 }
 fn interp_input_length() -> Outcome {
     let g = text::parse(CPU_AR).unwrap();
     let mut inputs = deterministic_inputs(&g);
-    inputs.get_mut("a").unwrap().data.push(1.0);
+    let t = inputs.get_mut("a").unwrap();
+    let mut longer = t.to_f64();
+    longer.push(1.0);
+    *t = HostTensor::new(t.ty.clone(), longer);
     match interpret(&g, &inputs) {
         Ok(_) => panic!("expected the interpreter to refuse"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn typed_data_of_the_wrong_type() -> Outcome {
+    let t = exec::Tensor::from_slice(&[2], &[1.5f32, 2.5]).unwrap();
+    match t.to_vec::<half::f16>() {
+        Ok(_) => panic!("expected a wrong element type"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+fn typed_data_of_the_wrong_length() -> Outcome {
+    match HostTensor::from_slice(&[2, 3], &[1i64, 2, 3, 4]) {
+        Ok(_) => panic!("expected a wrong length"),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+fn spmd_mean_on_nccl() -> Outcome {
+    use fuel_collective::{Communicator, DriverCommunicator};
+    let gpu = Device::cuda(0);
+    if !fuel_test_support::devices_or_skip("error_catalogue", &[gpu]) {
+        return Err(Skip("CUDA is unavailable".into()));
+    }
+    let dev = NcclDriver::open(gpu).map_err(|e| Skip(format!("NCCL: {e}")))?;
+    let id = NcclDriver::group_id(&CommunicationId::new("catalogue-mean"))
+        .map_err(|e| Skip(format!("NCCL: {e}")))?;
+    let comm = NcclDriver::join_on(
+        &dev,
+        id,
+        1,
+        0,
+        JoinOptions::with_timeout(Duration::from_secs(30)),
+    )
+    .map_err(|e| Skip(format!("NCCL: {e}")))?;
+    let c = DriverCommunicator::<NcclDriver>::new(comm, dev, Duration::from_secs(30));
+    let g = LazyGraph::new("rank");
+    let x = g.input("x", gpu, f32s(&[4]));
+    let m = c.all_reduce(&x, ReduceOp::Mean).unwrap();
+    match c.compile(&[&m]) {
+        Ok(_) => panic!("expected compile to refuse an NCCL mean"),
         Err(e) => Ok(e.to_string()),
     }
 }

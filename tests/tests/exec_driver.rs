@@ -205,7 +205,7 @@ fn spmd_comm_nodes_in_graphs_that_mix_cpu_and_vulkan_on_4_rank_threads() {
             let got = &r.1[round].1;
             assert_eq!(got.len(), 3);
             for (k, (g, w)) in got.iter().zip(&want[rank]).enumerate() {
-                if let Err(e) = g.check_close(w) {
+                if let Err(e) = g.check_same(w) {
                     panic!("round {round}, rank {rank}, output {k}: {e}");
                 }
             }

@@ -272,6 +272,7 @@ fn fault_halfway_on_vulkan_then_a_clean_run() {
 /// and every device's byte counter must return to zero after each run.
 #[test]
 fn pooled_buffers_carry_new_inputs_across_runs() {
+    use fuel_graph_ext::interp::HostTensor;
     if !devices_or_skip("pooled_buffers_carry_new_inputs_across_runs", &[V0, V1, C0]) {
         return;
     }
@@ -296,9 +297,10 @@ fn pooled_buffers_carry_new_inputs_across_runs() {
     for round in 0..4 {
         let mut host = deterministic_inputs(&g);
         for (k, t) in host.values_mut().enumerate() {
-            for (i, x) in t.data.iter_mut().enumerate() {
-                *x = ((i * 7 + k * 1000 + round * 100_000) % 1_000_003) as f64 - 500_000.0;
-            }
+            let data = (0..t.len())
+                .map(|i| ((i * 7 + k * 1000 + round * 100_000) % 1_000_003) as f64 - 500_000.0)
+                .collect();
+            *t = HostTensor::new(t.ty.clone(), data);
         }
         let inputs: std::collections::BTreeMap<String, exec::Tensor> = host
             .iter()
@@ -308,7 +310,7 @@ fn pooled_buffers_carry_new_inputs_across_runs() {
         exe.run_into(&inputs, &mut outs).unwrap();
         assert_eq!(outs.len(), want.len());
         for (k, (got, w)) in outs.iter().zip(&want).enumerate() {
-            assert_eq!(got.to_host().data, w.data, "round {round}: result {k}");
+            assert_eq!(&got.to_host(), w, "round {round}: result {k}");
         }
         assert_no_leaks(&exe);
     }

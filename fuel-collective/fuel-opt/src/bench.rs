@@ -250,14 +250,7 @@ pub fn measure(
     let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
     let mut wrong = 0;
     for (got, w) in last.iter().zip(&want) {
-        let got = got.to_host();
-        let tol = fuel_graph_ext::interp::HostTensor::tolerance(dtype);
-        wrong += got
-            .data
-            .iter()
-            .zip(&w.data)
-            .filter(|(a, b)| !(a == b || (*a - *b).abs() <= tol * b.abs().max(1.0)))
-            .count();
+        wrong += got.to_host().differences(w);
     }
     wrong += want.len().saturating_sub(last.len()) * count;
     let bytes = count * dtype.size_bytes();

@@ -151,7 +151,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         .enumerate()
     {
         let got = t.to_host();
-        let verdict = match got.check_close(w) {
+        let verdict = match got.check_same(w) {
             Ok(()) => "ok".to_string(),
             Err(e) => {
                 bad += 1;

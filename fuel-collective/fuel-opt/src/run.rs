@@ -2,10 +2,10 @@
 //!
 //! `--run` compiles the lowered graph with the executor, feeds it the
 //! interpreter's deterministic inputs, and compares every result with the
-//! interpreter's result for the original graph with `HostTensor::check_close`:
-//! integers exactly, floats within a per-dtype relative tolerance (kernels
-//! may divide or reorder differently from the f64 reference). `devices`
-//! prints what discovery found.
+//! interpreter's result for the original graph with `HostTensor::check_same`:
+//! every element bit for bit (any NaN matches any NaN), since every backend
+//! computes what the interpreter does. `devices` prints what discovery
+//! found.
 
 use crate::Failure;
 use fuel_graph_ext::device::parse_device_list;
@@ -55,7 +55,7 @@ pub fn run_and_check(
     }
     let mut bad = 0;
     for (k, ((g, w), dev)) in got.iter().zip(&want).zip(exe.output_devices()).enumerate() {
-        let ok = g.check_close(w).is_ok();
+        let ok = g.check_same(w).is_ok();
         if !ok {
             bad += 1;
         }
@@ -71,7 +71,7 @@ pub fn run_and_check(
     }
     if bad > 0 {
         return Err(Failure::mismatch(format!(
-            "{bad} result(s) differ from the interpreter (integers must be equal, floats within the dtype tolerance of HostTensor::check_close)"
+            "{bad} result(s) differ from the interpreter (every element must be the same bit for bit; any NaN matches any NaN)"
         )));
     }
     Ok(())

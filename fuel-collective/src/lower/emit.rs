@@ -86,21 +86,32 @@ impl Emitter<'_> {
         }
     }
 
-    /// Applies Mean's division (by the rank count) where the sum ended up.
+    /// Applies Mean's division (by the rank count) where the sum ended up,
+    /// and for a Mean summed in a wider accumulator the cast back to its
+    /// dtype there.
     pub fn finish(&mut self, op: ReduceOp, v: ValueId, ranks: usize) -> Result<ValueId, Broken> {
         if op != ReduceOp::Mean || ranks <= 1 {
             return Ok(v);
         }
         let device = self.dev(v)?;
         let ty = self.ty(v)?.clone();
-        Ok(self.g.add_value(
+        let shape = ty.shape.clone();
+        let mean = self.g.add_value(
             Op::Div {
                 by: ranks as u64,
                 device,
             },
             &[v],
             ty,
-        ))
+        );
+        Ok(match self.site.narrow {
+            Some(dtype) => self.g.add_value(
+                Op::Cast { to: dtype, device },
+                &[mean],
+                TensorType { dtype, shape },
+            ),
+            None => mean,
+        })
     }
 
     /// `len` entries of `v` along `axis` from `start`, where `v` lives.

@@ -17,7 +17,7 @@ use crate::cost::{estimate, Estimate, Step, StepKind};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::passes::Transfers;
-use fuel_graph_ext::{Device, DeviceKind, Graph, Op, TensorType, Topology};
+use fuel_graph_ext::{DType, Device, DeviceKind, Graph, Op, TensorType, Topology};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -123,6 +123,7 @@ impl Scratch {
 pub(super) struct EstimateKey {
     op: Op,
     ty: TensorType,
+    narrow: Option<DType>,
     devs: Vec<Device>,
     vals: Vec<ValueId>,
     nodes: Vec<(Op, Vec<ValueId>, TensorType)>,
@@ -135,6 +136,7 @@ impl EstimateKey {
         EstimateKey {
             op: site.op.clone(),
             ty: site.ty.clone(),
+            narrow: site.narrow,
             devs: site.devs.clone(),
             vals: scratch.vals.clone(),
             nodes: sg

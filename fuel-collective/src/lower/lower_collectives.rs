@@ -7,7 +7,10 @@
 //! **Produces** `copy` chains, n-ary element-wise ops (one op with all the
 //! inputs that meet at a device, never a chain of binary ops, except in the
 //! ring where each step adds exactly two), `div {by=N}` for `Mean`, and
-//! `slice`/`concat` where data is cut or joined. Every use of a collective's
+//! `slice`/`concat` where data is cut or joined, and `cast` for a `Mean`
+//! whose dtype sums in a wider accumulator (f16, bf16, integers below 64
+//! bits, bool; `widen.rs`): each shard is cast up on its device, and the
+//! mean cast back where it is divided. Every use of a collective's
 //! result is pointed at the new value on the same device and the collective
 //! node is removed, so the returned values keep their order. Every hop with
 //! no direct path (cross-vendor, Vulkan to Vulkan, CUDA without peer access)
@@ -210,6 +213,10 @@ impl Pass for LowerCollectives {
             .collect();
         for id in &targets {
             let site = CollectiveSite::read(g, *id).map_err(fail)?;
+            let (site, widened) = super::widen::widen_mean(g, site).map_err(fail)?;
+            if let Some(note) = widened {
+                g.add_note(note);
+            }
             let decision = choose::choose(g, &site, &self.opts, &self.topo, &mut cache)?;
             let note = decision.to_string();
             tracing::info!(target: "lower-collectives", lowering = %decision.lowering, "{note}");

@@ -7,7 +7,8 @@
 //! to the pure [`crate::cost`] model), `emit.rs` holds the graph surgery
 //! every algorithm uses, [`shape`] the pure planning helpers, and each
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
-//! `tree.rs`, `driver.rs`), registered in `algorithm.rs`. This file only
+//! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `widen.rs` casts
+//! the shards of a narrow `Mean` to its accumulator first. This file only
 //! declares them and says what the folder exports.
 
 mod algorithm;
@@ -22,6 +23,7 @@ pub mod shape;
 mod site;
 mod star;
 mod tree;
+mod widen;
 
 pub use algorithm::Lowering;
 pub use choose::{Candidate, Candidates, Decision, Reason};

@@ -7,7 +7,7 @@
 
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
-use fuel_graph_ext::{Device, Graph, Op, ReduceOp, TensorType};
+use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, TensorType};
 
 /// One collective, read off the graph.
 #[derive(Clone, Debug)]
@@ -24,6 +24,10 @@ pub(super) struct CollectiveSite {
     pub ty: TensorType,
     /// How many results the node has.
     pub num_results: usize,
+    /// The dtype a `Mean` is cast back to once divided, when its shards
+    /// were cast to a wider accumulator (`widen.rs`); `ty` is then the
+    /// accumulator's type.
+    pub narrow: Option<DType>,
 }
 
 impl CollectiveSite {
@@ -54,6 +58,7 @@ impl CollectiveSite {
             devs,
             ty,
             num_results: n.num_results(),
+            narrow: None,
         })
     }
 

@@ -452,8 +452,8 @@ pub fn fold_bytes(
     }
     let len = out.len();
     with_scalar!(dtype, T => {
-        let ins: Option<Vec<&[T]>> = ins.iter().map(|x| cast::<T>(&x[..len])).collect();
-        match (ins, cast_mut::<T>(out)) {
+        let ins: Option<Vec<&[T]>> = ins.iter().map(|x| view::<T>(&x[..len])).collect();
+        match (ins, view_mut::<T>(out)) {
             (Some(ins), Some(out)) => {
                 fold_slices::<T>(kind, &ins, out, onto);
                 true
@@ -463,10 +463,47 @@ pub fn fold_bytes(
     })
 }
 
+/// The `Mean` of `shards` (each at least as long as `out`, `dtype`
+/// elements) as the IR defines it: every element widened to `acc` (the
+/// dtype's `mean_accumulator`), summed there in shard order, divided by the
+/// number of shards and converted back. False, doing nothing, when a slice
+/// is misaligned or short, or the accumulator cannot be allocated.
+pub fn mean_bytes(dtype: DType, acc: DType, shards: &[&[u8]], out: &mut [u8]) -> bool {
+    with_scalar!(dtype, S => with_scalar!(acc, A => mean_typed::<S, A>(shards, out)))
+}
+
+fn mean_typed<S: Scalar, A: Scalar>(shards: &[&[u8]], out: &mut [u8]) -> bool {
+    let len = out.len();
+    let Some(dst) = view_mut::<S>(out) else {
+        return false;
+    };
+    let mut sum: Vec<A> = Vec::new();
+    if sum.try_reserve_exact(dst.len()).is_err() {
+        return false;
+    }
+    for shard in shards {
+        let Some(src) = shard.get(..len).and_then(view::<S>) else {
+            return false;
+        };
+        if sum.is_empty() {
+            sum.extend(src.iter().map(|x| A::narrow(x.widen())));
+        } else {
+            for (o, x) in sum.iter_mut().zip(src) {
+                *o = A::apply(ElementwiseOp::Add, *o, A::narrow(x.widen()));
+            }
+        }
+    }
+    let count = shards.len() as u64;
+    for (o, x) in dst.iter_mut().zip(&sum) {
+        *o = S::narrow(A::div(*x, count).widen());
+    }
+    true
+}
+
 /// `out[i] = out[i] / by` over host bytes of `dtype` elements; false when
 /// they are not aligned or not a whole number of elements.
 pub fn div_bytes_in_place(dtype: DType, by: u64, out: &mut [u8]) -> bool {
-    with_scalar!(dtype, T => match cast_mut::<T>(out) {
+    with_scalar!(dtype, T => match view_mut::<T>(out) {
         Some(out) => {
             par_chunks(out, |_, chunk| {
                 for o in chunk.iter_mut() {
@@ -480,14 +517,14 @@ pub fn div_bytes_in_place(dtype: DType, by: u64, out: &mut [u8]) -> bool {
 }
 
 /// `bytes` as elements, writable, when aligned and a whole number of them.
-fn cast_mut<T: Scalar>(bytes: &mut [u8]) -> Option<&mut [T]> {
-    // SAFETY: as in `cast`.
+fn view_mut<T: Scalar>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: as in `view`.
     let (head, mid, tail) = unsafe { bytes.align_to_mut::<T>() };
     (head.is_empty() && tail.is_empty()).then_some(mid)
 }
 
 /// `bytes` as elements, when aligned and a whole number of them.
-fn cast<T: Scalar>(bytes: &[u8]) -> Option<&[T]> {
+fn view<T: Scalar>(bytes: &[u8]) -> Option<&[T]> {
     // SAFETY: every bit pattern is a valid `T` (`Scalar`'s contract); `align_to`
     // only hands out the aligned middle, and we require it to be everything.
     let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
@@ -497,6 +534,36 @@ fn cast<T: Scalar>(bytes: &[u8]) -> Option<&[T]> {
 /// `out = input / by`.
 pub fn div(dtype: DType, by: u64, input: &CpuBuf, out: &mut CpuBuf) {
     with_scalar!(dtype, T => div_typed::<T>(by, input, out))
+}
+
+fn cast_typed<S: Scalar, D: Scalar>(src: &[S], out: &mut [D]) {
+    par_chunks(out, |off, chunk| {
+        let len = chunk.len();
+        for (o, x) in chunk.iter_mut().zip(&src[off..off + len]) {
+            *o = D::narrow(x.widen());
+        }
+    });
+}
+
+/// `out = input` converted from `from` to `to` elements (the `cast` op):
+/// integers wrap, floats round to nearest even, as `Scalar::narrow` says.
+pub fn cast(from: DType, to: DType, input: &CpuBuf, out: &mut CpuBuf) {
+    with_scalar!(from, S => with_scalar!(to, D => cast_typed::<S, D>(input.typed::<S>(), out.typed_mut::<D>())))
+}
+
+/// [`cast`] over host bytes that may belong to no arena (the host drivers'
+/// Mean widens shards with it); false, doing nothing, when either slice is
+/// not aligned for its elements or they hold different counts.
+pub fn cast_bytes(from: DType, to: DType, input: &[u8], out: &mut [u8]) -> bool {
+    with_scalar!(from, S => with_scalar!(to, D => {
+        match (view::<S>(input), view_mut::<D>(out)) {
+            (Some(src), Some(dst)) if src.len() == dst.len() => {
+                cast_typed::<S, D>(src, dst);
+                true
+            }
+            _ => false,
+        }
+    }))
 }
 
 /// Copies byte regions of `ins` into `out` (slice and concat).

@@ -110,6 +110,22 @@ impl Ctx {
         })
     }
 
+    /// Whether kernel `k` with a result of `dtype` can run here, beyond
+    /// the dtype itself (checked by [`Ctx::supports`]): Vulkan's `div`
+    /// takes a 32-bit divisor.
+    pub fn supports_kernel(&self, k: &Kernel, dtype: DType) -> Result<(), ExecError> {
+        match (self, k) {
+            #[cfg(feature = "vulkan")]
+            (Ctx::Vulkan(v), Kernel::Div { by }) => v.check_div(dtype, *by),
+            #[cfg(feature = "cuda")]
+            (Ctx::Cuda(c), Kernel::Div { by }) => c.check_div(dtype, *by),
+            _ => {
+                let _ = dtype;
+                Ok(())
+            }
+        }
+    }
+
     /// A buffer of `bytes` on this device.
     pub fn alloc(&self, bytes: usize, faults: &Faults) -> Result<Buf, ExecError> {
         self.alloc_reusing(bytes, faults, None)
@@ -314,6 +330,8 @@ pub enum Kernel {
     Fold { kind: ElementwiseOp },
     /// Divides operand 0 by a positive integer.
     Div { by: u64 },
+    /// Converts operand 0's `from` elements to the result's dtype.
+    Cast { from: DType },
     /// Gathers byte regions of the operands (slice and concat).
     Gather { regions: Vec<Region> },
 }
@@ -400,6 +418,11 @@ fn kernel(
                 cpu::div(dtype, *by, a, d);
                 Ok(())
             }
+            Kernel::Cast { from } => {
+                let a = first()?.as_cpu().ok_or_else(|| wrong(op))?;
+                cpu::cast(*from, dtype, a, d);
+                Ok(())
+            }
             Kernel::Gather { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "cuda")]
@@ -410,6 +433,10 @@ fn kernel(
             Kernel::Div { by } => {
                 let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
                 c.div(dtype, *by, a, d, n)
+            }
+            Kernel::Cast { from } => {
+                let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
+                c.cast(*from, dtype, a, d, n)
             }
             Kernel::Gather { .. } => Err(wrong(op)),
         },
@@ -429,6 +456,10 @@ fn kernel(
             Kernel::Div { by } => {
                 let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
                 v.div(dtype, *by, a, d, n, faults)
+            }
+            Kernel::Cast { from } => {
+                let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
+                v.cast(*from, dtype, a, d, n, faults)
             }
             Kernel::Gather { .. } => Err(wrong(op)),
         },

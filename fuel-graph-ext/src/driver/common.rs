@@ -296,8 +296,9 @@ fn wrong_backend(driver: &'static str, kind: crate::device::DeviceKind, buf: &Bu
 
 /// Reduces `shards` (in rank order, each at least `out.len()` bytes of
 /// `dtype` elements) into `out` with the CPU backend's own fold; `Mean`
-/// divides the sum by the number of shards. Every rank that folds the same
-/// shards gets the same bits.
+/// sums in the dtype's accumulator (`DType::mean_accumulator`, so a u8 or
+/// f16 mean does not overflow) and divides by the number of shards. Every
+/// rank that folds the same shards gets the same bits.
 pub(crate) fn fold_ranks(
     driver: &'static str,
     dtype: DType,
@@ -308,8 +309,13 @@ pub(crate) fn fold_ranks(
     if out.is_empty() {
         return Ok(());
     }
-    let ok = cpu::fold_bytes(dtype, op.combiner(), shards, out, false)
-        && (op != ReduceOp::Mean || cpu::div_bytes_in_place(dtype, shards.len() as u64, out));
+    let acc = dtype.mean_accumulator();
+    let ok = if op == ReduceOp::Mean && acc != dtype {
+        cpu::mean_bytes(dtype, acc, shards, out)
+    } else {
+        cpu::fold_bytes(dtype, op.combiner(), shards, out, false)
+            && (op != ReduceOp::Mean || cpu::div_bytes_in_place(dtype, shards.len() as u64, out))
+    };
     if ok {
         Ok(())
     } else {

@@ -67,6 +67,18 @@ pub enum ExecError {
         /// Why.
         reason: String,
     },
+    /// The backend has the dtype but not this form of the op.
+    #[error("`{op}` is not supported on {device} ({reason}); {fix}")]
+    UnsupportedKernel {
+        /// The op as written (`div {by=4294967296}`).
+        op: String,
+        /// The device.
+        device: Device,
+        /// Why.
+        reason: String,
+        /// What to do instead.
+        fix: String,
+    },
     /// A copy that needs staging through the host was handed to the executor.
     #[error("no direct copy from {src} to {dst}: run the `split-cross-vendor-copies` pass to stage it through the host")]
     NoDirectCopy {

@@ -276,6 +276,9 @@ impl<'g> Compiler<'g> {
                 .get(&s.device)
                 .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
             ctx.supports(s.ty.dtype)?;
+            if let Some(k) = s.work.kernel() {
+                ctx.supports_kernel(k, s.ty.dtype)?;
+            }
         }
         let islands = island::join(&plan, &ctxs)?;
         // Host arenas share the host's cores: handing their steps to worker

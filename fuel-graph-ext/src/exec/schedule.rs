@@ -238,6 +238,9 @@ impl Schedule {
                     }
                 }
                 Op::Div { by, .. } => Work::Device(DeviceWork::Kernel(Kernel::Div { by: *by })),
+                Op::Cast { .. } => Work::Device(DeviceWork::Kernel(Kernel::Cast {
+                    from: operand_ty(0)?.dtype,
+                })),
                 Op::Slice {
                     axis, start, len, ..
                 } => Work::Device(DeviceWork::Kernel(Kernel::Gather {

@@ -18,6 +18,7 @@ use super::ExecError;
 use crate::backend::fault::Faults;
 use crate::backend::{Buf, Ctx};
 use crate::driver::{CommCall, GraphComm};
+use crate::op::{CommOp, ReduceOp};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -45,6 +46,22 @@ pub(super) fn check(plan: &Schedule, comms: &CommTable) -> Result<(), ExecError>
                 "the node meets {ranks} rank(s) but communicator {comm} has {}; record it with the communicator it runs with",
                 c.ranks()
             )));
+        }
+        let mean = matches!(
+            s.work,
+            Work::Comm {
+                op: CommOp::AllReduce(ReduceOp::Mean)
+                    | CommOp::ReduceScatter {
+                        op: ReduceOp::Mean,
+                        ..
+                    },
+                ..
+            }
+        );
+        if mean && c.driver() == "nccl" {
+            return Err(refuse(
+                "NCCL's average is not the interpreter's mean (it scales each shard by 1/N before summing, and sums narrow types without widening); record a sum and `div {by=N}` after it (with `cast`s around them for a narrow dtype), the form lower-collectives emits".into(),
+            ));
         }
         if s.device.kind != c.kind() {
             return Err(refuse(format!(

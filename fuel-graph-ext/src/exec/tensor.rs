@@ -3,10 +3,15 @@
 //! A [`Tensor`] is raw little-endian element bytes plus a [`TensorType`]:
 //! what the hot path hands to devices without any per-element work. The bytes
 //! sit behind an `Arc`, so passing a tensor to a device worker copies no data.
-//! [`Tensor::from_host`] and [`Tensor::to_host`] convert to and from the
-//! reference interpreter's [`HostTensor`] for checking results.
+//! Typed data goes in with [`Tensor::from_slice`] (`&[f32]`,
+//! `&[half::bf16]`, `&[bool]`, ...) and comes out with [`Tensor::to_vec`];
+//! a wrong element type is an [`ElemError`] naming both types, never a
+//! reinterpretation of the bytes. [`Tensor::from_host`] and
+//! [`Tensor::to_host`] convert to and from the reference interpreter's
+//! [`HostTensor`] (the same bytes) for checking results.
 
-use crate::dtype::{DType, TensorType};
+use crate::dtype::TensorType;
+use crate::elem::{self, ElemError, Element};
 use crate::interp::HostTensor;
 use std::sync::Arc;
 
@@ -31,30 +36,34 @@ impl Tensor {
         Ok(Tensor { ty, bytes })
     }
 
-    /// Encodes an interpreter tensor (values are rounded to the dtype).
+    /// A tensor of `shape` holding `data` (row-major); the element type
+    /// gives the dtype (`&[f32]` is f32, `&[half::f16]` f16, `&[bool]`
+    /// bool). The length must match the shape.
+    pub fn from_slice<T: Element>(shape: &[usize], data: &[T]) -> Result<Tensor, ElemError> {
+        let (ty, bytes) = elem::encode(shape, data)?;
+        Ok(Tensor {
+            ty,
+            bytes: bytes.into(),
+        })
+    }
+
+    /// The elements as `T`, which must be the dtype's element type; a
+    /// wrong `T` is an error naming both types.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, ElemError> {
+        elem::decode(&self.ty, &self.bytes)
+    }
+
+    /// An interpreter tensor's bytes, as they are.
     pub fn from_host(t: &HostTensor) -> Tensor {
-        let mut bytes = Vec::with_capacity(t.ty.size_bytes());
-        for &x in &t.data {
-            encode(t.ty.dtype, x, &mut bytes);
-        }
         Tensor {
             ty: t.ty.clone(),
-            bytes: bytes.into(),
+            bytes: t.bytes().into(),
         }
     }
 
-    /// Decodes into an interpreter tensor for comparison.
+    /// The same bytes as an interpreter tensor, for comparison.
     pub fn to_host(&self) -> HostTensor {
-        let size = self.ty.dtype.size_bytes();
-        let data = self
-            .bytes
-            .chunks_exact(size)
-            .map(|c| decode(self.ty.dtype, c))
-            .collect();
-        HostTensor {
-            ty: self.ty.clone(),
-            data,
-        }
+        HostTensor::from_parts(self.ty.clone(), self.bytes.to_vec())
     }
 
     /// The type.
@@ -96,68 +105,57 @@ impl Tensor {
     }
 }
 
-/// Appends `x` (already a value of `dtype`, see [`DType::round`]) as
-/// little-endian bytes.
-fn encode(dtype: DType, x: f64, out: &mut Vec<u8>) {
-    // Integers go through i128, which holds every value of every integer dtype.
-    let int = x as i128;
-    match dtype {
-        DType::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
-        DType::F64 => out.extend_from_slice(&x.to_le_bytes()),
-        DType::F16 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
-        DType::BF16 => out.extend_from_slice(&half::bf16::from_f64(x).to_le_bytes()),
-        DType::I32 => out.extend_from_slice(&(int as i32).to_le_bytes()),
-        // Saturating, as DType::round is for these two.
-        DType::I64 => out.extend_from_slice(&(x as i64).to_le_bytes()),
-        DType::U8 => out.push(int as u8),
-        DType::Bool => out.push(u8::from(x != 0.0)),
-        DType::I8 => out.extend_from_slice(&(int as i8).to_le_bytes()),
-        DType::I16 => out.extend_from_slice(&(int as i16).to_le_bytes()),
-        DType::U16 => out.extend_from_slice(&(int as u16).to_le_bytes()),
-        DType::U32 => out.extend_from_slice(&(int as u32).to_le_bytes()),
-        DType::U64 if x >= 0.0 => out.extend_from_slice(&(x as u64).to_le_bytes()),
-        DType::U64 => out.extend_from_slice(&(int as u64).to_le_bytes()),
-    }
-}
-
-fn decode(dtype: DType, c: &[u8]) -> f64 {
-    let b2 = || [c[0], c[1]];
-    let b4 = || [c[0], c[1], c[2], c[3]];
-    let b8 = || [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
-    match dtype {
-        DType::F32 => f32::from_le_bytes(b4()) as f64,
-        DType::F64 => f64::from_le_bytes(b8()),
-        DType::F16 => half::f16::from_le_bytes(b2()).to_f64(),
-        DType::BF16 => half::bf16::from_le_bytes(b2()).to_f64(),
-        DType::I32 => i32::from_le_bytes(b4()) as f64,
-        DType::I64 => i64::from_le_bytes(b8()) as f64,
-        DType::U8 => c[0] as f64,
-        DType::Bool => f64::from(u8::from(c[0] != 0)),
-        DType::I8 => c[0] as i8 as f64,
-        DType::I16 => i16::from_le_bytes(b2()) as f64,
-        DType::U16 => u16::from_le_bytes(b2()) as f64,
-        DType::U32 => u32::from_le_bytes(b4()) as f64,
-        DType::U64 => u64::from_le_bytes(b8()) as f64,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn round_trips_every_dtype() {
-        for dtype in DType::ALL {
-            let ty = TensorType::new(dtype, &[5]);
-            let h = HostTensor::new(ty.clone(), vec![1.0, -2.0, 3.0, 0.0, 7.0]);
-            // Unsigned types wrap -2 and bool holds 0/1: rounding is the oracle.
-            let t = Tensor::from_host(&h);
-            assert_eq!(t.bytes().len(), ty.size_bytes());
-            let back = t.to_host();
-            assert_eq!(back.ty, h.ty);
-            assert_eq!(back.data, h.data, "{dtype}");
+        fn check<T: Element>(data: &[T]) {
+            let t = Tensor::from_slice(&[data.len()], data).unwrap();
+            assert_eq!(t.ty().dtype, T::DTYPE);
+            assert_eq!(t.bytes().len(), t.ty().size_bytes());
+            // Compared as bytes: a NaN element is not equal to itself.
+            let again = |v: Vec<T>| Tensor::from_slice(&[v.len()], &v).unwrap();
+            assert_eq!(again(t.to_vec::<T>().unwrap()), t);
+            // Through the interpreter's tensor and back, unchanged.
+            let h = t.to_host();
+            assert_eq!(again(h.to_vec::<T>().unwrap()), t);
+            assert_eq!(Tensor::from_host(&h), t);
+            // Read as any other type: an error naming both.
+            let wrong = if T::DTYPE == crate::dtype::DType::F32 {
+                t.to_vec::<i32>().unwrap_err()
+            } else {
+                t.to_vec::<f32>().unwrap_err()
+            };
+            let e = wrong.to_string();
+            assert!(e.contains(T::RUST_NAME) && e.contains("used as"), "{e}");
         }
-        let e = Tensor::from_bytes(TensorType::new(DType::F32, &[2]), vec![0u8; 7]).unwrap_err();
+        check(&[1.0f32, -0.0, f32::NAN, f32::MIN_POSITIVE / 8.0]);
+        check(&[f64::MAX, -1.5]);
+        check(&[half::f16::MAX, half::f16::from_bits(1), half::f16::NEG_ZERO]);
+        check(&[half::bf16::MAX, half::bf16::MIN_POSITIVE_SUBNORMAL]);
+        check(&[i8::MIN, -1, i8::MAX]);
+        check(&[i16::MIN, i16::MAX]);
+        check(&[i32::MIN, i32::MAX]);
+        check(&[i64::MIN, i64::MAX, (1 << 53) + 1]);
+        check(&[0u8, 255]);
+        check(&[u16::MAX, 1]);
+        check(&[u32::MAX, 0]);
+        check(&[u64::MAX, (1 << 60) + 3]);
+        check(&[true, false, true]);
+        let e = Tensor::from_bytes(
+            TensorType::new(crate::dtype::DType::F32, &[2]),
+            vec![0u8; 7],
+        )
+        .unwrap_err();
         assert!(e.contains("needs 8 bytes"), "{e}");
+        let e = Tensor::from_slice(&[3], &[1u64, 2])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "a tensor of type u64[3] has 3 element(s) but 2 were given; give one value per element"
+        );
     }
 }

@@ -17,7 +17,34 @@
 
 use super::{CommOp, DeviceList, ElementwiseOp, Op, ReduceOp};
 use crate::device::Device;
+use crate::dtype::DType;
 use smallvec::SmallVec;
+use std::fmt;
+
+/// One attribute's value: an integer (`{axis=1}`) or a dtype (`{to=bf16}`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttrValue {
+    /// A count, index or divisor.
+    Int(u64),
+    /// An element type.
+    DType(DType),
+}
+
+impl fmt::Display for AttrValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttrValue::Int(v) => write!(f, "{v}"),
+            AttrValue::DType(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+impl fmt::Debug for AttrValue {
+    /// As written in the text IR (`3`, `bf16`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
 
 /// How a node line places its op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +90,8 @@ pub trait Fields {
     fn reduce_op(&mut self) -> Result<ReduceOp, FieldError>;
     /// The integer attribute `key`.
     fn attr(&mut self, key: &'static str) -> Result<u64, FieldError>;
+    /// The dtype attribute `key`.
+    fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError>;
     /// The `@device` placement.
     fn at(&mut self) -> Result<Device, FieldError>;
     /// The `-> device` placement.
@@ -82,6 +111,21 @@ pub enum FieldError {
     BadVariant(String),
     /// No attribute `key`.
     MissingAttr(&'static str),
+    /// Attribute `key` is a name where an integer belongs.
+    NotInteger {
+        /// The attribute.
+        key: &'static str,
+        /// What it is.
+        found: String,
+    },
+    /// Attribute `key` is a number, or a name that is no dtype, where a
+    /// dtype belongs; the message says which dtypes there are.
+    NotDType {
+        /// The attribute.
+        key: &'static str,
+        /// What it is.
+        found: String,
+    },
     /// Attribute `key` is `value`, which does not fit in `bits` bits.
     TooLarge {
         /// The attribute.
@@ -121,7 +165,7 @@ pub struct OpDef {
     pub named: bool,
     /// How many operands it takes.
     pub arity: Arity,
-    /// Its integer attributes, sorted by key: the order `{...}` prints.
+    /// Its attributes, sorted by key: the order `{...}` prints.
     pub attrs: &'static [&'static str],
     /// How its line places it.
     pub placement: Placement,
@@ -251,6 +295,15 @@ pub static DIV: OpDef = OpDef::new("div", Arity::One, &["by"], Placement::At, |f
     let by = f.attr("by")?;
     Ok(Op::Div {
         by,
+        device: f.at()?,
+    })
+});
+
+/// `cast %v {to=D} @dev`.
+pub static CAST: OpDef = OpDef::new("cast", Arity::One, &["to"], Placement::At, |f| {
+    let to = f.dtype_attr("to")?;
+    Ok(Op::Cast {
+        to,
         device: f.at()?,
     })
 });
@@ -400,6 +453,7 @@ pub static OPS: &[&OpDef] = &[
     &MAX,
     &MIN,
     &DIV,
+    &CAST,
     &SLICE,
     &CONCAT,
     &ALL_REDUCE,
@@ -438,7 +492,7 @@ pub fn lookup(mnemonic: &str) -> Option<(&'static OpDef, Option<&str>)> {
 }
 
 /// The attribute values of an op, in its row's key order.
-pub type AttrValues = SmallVec<[u64; 3]>;
+pub type AttrValues = SmallVec<[AttrValue; 3]>;
 
 /// An op taken apart as its row describes it.
 pub struct Parts {
@@ -464,6 +518,7 @@ impl Op {
                 ElementwiseOp::Min => &MIN,
             },
             Op::Div { .. } => &DIV,
+            Op::Cast { .. } => &CAST,
             Op::Slice { .. } => &SLICE,
             Op::Concat { .. } => &CONCAT,
             Op::AllReduce { .. } => &ALL_REDUCE,
@@ -485,9 +540,10 @@ impl Op {
     /// This op's row, variant and attribute values. (The ops without
     /// either fall to the last arm; the test below checks every row.)
     pub fn parts(&self) -> Parts {
-        let n = |x: usize| x as u64;
-        let (variant, attrs): (Option<ReduceOp>, &[u64]) = match self {
-            Op::Div { by, .. } => (None, &[*by]),
+        let n = |x: usize| AttrValue::Int(x as u64);
+        let (variant, attrs): (Option<ReduceOp>, &[AttrValue]) = match self {
+            Op::Div { by, .. } => (None, &[AttrValue::Int(*by)]),
+            Op::Cast { to, .. } => (None, &[AttrValue::DType(*to)]),
             Op::Slice {
                 axis, start, len, ..
             } => (None, &[n(*axis), n(*len), n(*start)]),
@@ -499,7 +555,7 @@ impl Op {
             Op::Comm {
                 kind, comm, ranks, ..
             } => {
-                let (c, r) = (u64::from(*comm), n(*ranks));
+                let (c, r) = (AttrValue::Int(u64::from(*comm)), n(*ranks));
                 match kind {
                     CommOp::AllReduce(op) => (Some(*op), &[c, r]),
                     CommOp::Broadcast { root } => (None, &[c, r, n(*root)]),
@@ -531,6 +587,8 @@ mod tests {
     struct Probe {
         asked: Vec<String>,
         next: u64,
+        /// Each attribute handed out, with its value.
+        given: Vec<(String, AttrValue)>,
     }
 
     impl Fields for Probe {
@@ -541,7 +599,15 @@ mod tests {
         fn attr(&mut self, key: &'static str) -> Result<u64, FieldError> {
             self.asked.push(key.into());
             self.next += 1;
+            self.given.push((key.into(), AttrValue::Int(self.next)));
             Ok(self.next)
+        }
+        fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError> {
+            self.asked.push(key.into());
+            self.next += 1;
+            let d = DType::ALL[self.next as usize % DType::ALL.len()];
+            self.given.push((key.into(), AttrValue::DType(d)));
+            Ok(d)
         }
         fn at(&mut self) -> Result<Device, FieldError> {
             self.asked.push("@".into());
@@ -569,6 +635,7 @@ mod tests {
             let mut probe = Probe {
                 asked: Vec::new(),
                 next: 0,
+                given: Vec::new(),
             };
             let op = (def.build)(&mut probe).unwrap();
             let parts = op.parts();
@@ -589,17 +656,23 @@ mod tests {
             if let Some(p) = placement {
                 assert_eq!(asked.pop().as_deref(), Some(p), "{name}: placement last");
             }
-            // What is left is each attribute once; the i-th read got i + 1.
-            let mut read: Vec<(&str, u64)> = asked
-                .iter()
-                .enumerate()
-                .map(|(i, k)| (k.as_str(), i as u64 + 1))
-                .collect();
-            read.sort_unstable();
+            // What is left is each attribute once, with what it was given.
+            assert_eq!(
+                asked,
+                probe
+                    .given
+                    .iter()
+                    .map(|(k, _)| k.clone())
+                    .collect::<Vec<_>>(),
+                "{name}"
+            );
+            let mut read: Vec<(&str, AttrValue)> =
+                probe.given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            read.sort_unstable_by_key(|(k, _)| *k);
             let mut sorted: Vec<&str> = def.attrs.to_vec();
             sorted.sort_unstable();
             assert_eq!(sorted, def.attrs, "{name}: attrs must be sorted");
-            let printed: Vec<(&str, u64)> = def
+            let printed: Vec<(&str, AttrValue)> = def
                 .attrs
                 .iter()
                 .copied()

@@ -1,8 +1,8 @@
 //! Operations, their syntax and their typing rules.
 //!
 //! [`Op`] lists every node kind the IR knows: inputs, transfers (`copy`,
-//! `move`), n-ary element-wise ops, `div` by a scalar, `slice`/`concat`, and
-//! the collectives. [`defs`] declares each op's text-IR syntax once (the
+//! `move`), n-ary element-wise ops, `div` by a scalar, `cast` to another
+//! dtype, `slice`/`concat`, and the collectives. [`defs`] declares each op's text-IR syntax once (the
 //! printer and the parser are driven by it), and [`infer_type`]
 //! (`typing.rs`) is the single place that says which operands an op accepts
 //! and what type it produces; the builders, the verifier and the
@@ -11,10 +11,11 @@
 pub mod defs;
 mod typing;
 
-pub use typing::{comm_type, infer_type, TypeError};
+pub use typing::{cast_defined, comm_type, infer_type, TypeError};
 
 use crate::device::Device;
-use defs::Results;
+use crate::dtype::DType;
+use defs::{AttrValue, Results};
 use smallvec::SmallVec;
 use std::fmt;
 use std::str::FromStr;
@@ -152,6 +153,9 @@ pub enum Op {
     Elementwise { kind: ElementwiseOp, device: Device },
     /// Divides by a positive integer (integers truncate toward zero).
     Div { by: u64, device: Device },
+    /// Converts each element to dtype `to`: floats round to nearest even,
+    /// integers wrap (see [`cast_defined`] for the pairs it converts).
+    Cast { to: DType, device: Device },
     /// `len` entries of `axis` starting at `start`.
     Slice {
         axis: usize,
@@ -293,6 +297,7 @@ impl Op {
             Op::Input { device, .. }
             | Op::Elementwise { device, .. }
             | Op::Div { device, .. }
+            | Op::Cast { device, .. }
             | Op::Slice { device, .. }
             | Op::Concat { device, .. }
             | Op::DriverAllReduce { device, .. }
@@ -302,8 +307,8 @@ impl Op {
         }
     }
 
-    /// The integer attributes, sorted by key, as printed in `{...}`.
-    pub fn attrs(&self) -> Vec<(&'static str, u64)> {
+    /// The attributes, sorted by key, as printed in `{...}`.
+    pub fn attrs(&self) -> Vec<(&'static str, AttrValue)> {
         let parts = self.parts();
         parts.def.attrs.iter().copied().zip(parts.attrs).collect()
     }

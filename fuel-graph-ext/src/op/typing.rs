@@ -10,7 +10,7 @@
 
 use super::defs::Arity;
 use super::{CommOp, Op};
-use crate::dtype::TensorType;
+use crate::dtype::{DType, TensorType};
 
 /// Why operands do not fit an op. Each message names the problem and, where
 /// there is one, the fix.
@@ -132,6 +132,34 @@ pub enum TypeError {
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
     NoTargets,
+    /// A `cast` between dtypes it does not convert.
+    #[error("`cast` from {from} to {to} is not defined: it converts between float dtypes or between integer dtypes (bool included); {hint}")]
+    CastUndefined {
+        /// The operand's dtype.
+        from: DType,
+        /// The dtype asked for.
+        to: DType,
+        /// What to do instead.
+        hint: &'static str,
+    },
+}
+
+/// Whether `cast` converts `from` to `to`: between two different float
+/// dtypes (rounding to nearest, ties to even), or between two different
+/// integer dtypes, bool included (wrapping: the value modulo 2^bits of the
+/// target, two's complement; bool is 0 or 1, and "not zero" the other
+/// way). A float never becomes an integer or the other way.
+pub fn cast_defined(from: DType, to: DType) -> Result<(), TypeError> {
+    let hint = if from == to {
+        "the operand already has that dtype, so remove the cast"
+    } else {
+        "convert within one kind"
+    };
+    if from != to && from.is_float() == to.is_float() {
+        Ok(())
+    } else {
+        Err(TypeError::CastUndefined { from, to, hint })
+    }
 }
 
 /// Checks operand types against `op` and returns the result type (shared by
@@ -158,6 +186,13 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
         Op::Input { .. } => Err(TypeError::InputType),
         Op::Div { by: 0, .. } => Err(TypeError::DivByZero),
         Op::Copy { .. } | Op::Move { .. } | Op::Div { .. } => Ok(operands[0].clone()),
+        Op::Cast { to, .. } => {
+            cast_defined(operands[0].dtype, *to)?;
+            Ok(TensorType {
+                dtype: *to,
+                shape: operands[0].shape.clone(),
+            })
+        }
         Op::Elementwise { .. } | Op::AllReduce { .. } => all_equal(),
         Op::Slice {
             axis, start, len, ..

@@ -11,7 +11,7 @@
 
 use super::cursor::{Cur, ParseError, Ref};
 use crate::device::Device;
-use crate::dtype::TensorType;
+use crate::dtype::{DType, TensorType};
 use crate::op::defs::{lookup, FieldError, Fields, OpDef, Placement, GROUPS, OPS};
 use crate::op::{DeviceList, Op, ReduceOp};
 
@@ -44,14 +44,32 @@ impl Place {
     }
 }
 
+/// An attribute's value as written: a number or a name.
+#[derive(Clone, Copy)]
+enum Written<'a> {
+    Int(u64),
+    Name(&'a str),
+}
+
 /// The pieces of one line, handed out to the row's `build`.
 struct Line<'a> {
     name: Option<String>,
     variant: Option<&'a str>,
     /// (key, value, byte offset of the key), in line order; `build` takes
     /// the ones it knows, and what is left is unknown to the op.
-    attrs: Vec<(&'a str, u64, usize)>,
+    attrs: Vec<(&'a str, Written<'a>, usize)>,
     place: Place,
+}
+
+impl<'a> Line<'a> {
+    fn take(&mut self, key: &'static str) -> Result<Written<'a>, FieldError> {
+        let k = self
+            .attrs
+            .iter()
+            .position(|(a, _, _)| *a == key)
+            .ok_or(FieldError::MissingAttr(key))?;
+        Ok(self.attrs.remove(k).1)
+    }
 }
 
 impl Fields for Line<'_> {
@@ -62,12 +80,28 @@ impl Fields for Line<'_> {
             .map_err(FieldError::BadVariant)
     }
     fn attr(&mut self, key: &'static str) -> Result<u64, FieldError> {
-        let k = self
-            .attrs
-            .iter()
-            .position(|(a, _, _)| *a == key)
-            .ok_or(FieldError::MissingAttr(key))?;
-        Ok(self.attrs.remove(k).1)
+        match self.take(key)? {
+            Written::Int(v) => Ok(v),
+            Written::Name(n) => Err(FieldError::NotInteger {
+                key,
+                found: n.to_string(),
+            }),
+        }
+    }
+    fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError> {
+        match self.take(key)? {
+            Written::Name(n) => n.parse().map_err(|message: String| FieldError::NotDType {
+                key,
+                found: message,
+            }),
+            Written::Int(v) => Err(FieldError::NotDType {
+                key,
+                found: format!(
+                    "`{{{key}=...}}` takes a dtype, found `{v}`: expected one of {}",
+                    DType::ALL.map(DType::as_str).join(", ")
+                ),
+            }),
+        }
     }
     fn at(&mut self) -> Result<Device, FieldError> {
         match self.place {
@@ -187,14 +221,21 @@ pub(super) fn parse_node_line(
             }
         }
     }
-    let mut attrs: Vec<(&str, u64, usize)> = Vec::new();
+    let mut attrs: Vec<(&str, Written, usize)> = Vec::new();
     if c.eat("{") {
         loop {
             c.skip_ws();
             let apos = c.pos;
             let key = c.ident("an attribute name")?;
             c.expect("=", "`=` after the attribute name")?;
-            let v = c.number("an integer attribute value")?;
+            c.skip_ws();
+            // A number, or a name (a dtype); an op reads its attributes as
+            // the kind it takes.
+            let v = if c.rest().starts_with(|ch: char| ch.is_ascii_alphabetic()) {
+                Written::Name(c.ident("an attribute value")?)
+            } else {
+                Written::Int(c.number("an integer attribute value")?)
+            };
             if attrs.iter().any(|(k, _, _)| *k == key) {
                 return Err(c.err_at(apos, format!("attribute `{key}` is given twice")));
             }
@@ -264,6 +305,11 @@ pub(super) fn parse_node_line(
             op_pos,
             format!("{{{key}={value}}} does not fit in {bits} bits"),
         ),
+        FieldError::NotInteger { key, found } => c.err_at(
+            op_pos,
+            format!("attribute `{key}` of `{mnemonic}` takes an integer, found `{found}`"),
+        ),
+        FieldError::NotDType { found, .. } => c.err_at(op_pos, found),
         FieldError::MissingPlacement(Placement::At) => c.err_at(
             place_pos,
             format!("expected `@device` placement on `{mnemonic}`"),

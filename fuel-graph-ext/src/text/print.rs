@@ -6,7 +6,7 @@
 
 use crate::device::Device;
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::defs::Placement;
+use crate::op::defs::{AttrValue, Placement};
 use crate::op::Op;
 use std::fmt::Write;
 
@@ -200,7 +200,10 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
             }
             s.push_str(k);
             s.push('=');
-            push_num(s, *v);
+            match v {
+                AttrValue::Int(n) => push_num(s, *n),
+                AttrValue::DType(d) => s.push_str(d.as_str()),
+            }
         }
         s.push('}');
     }

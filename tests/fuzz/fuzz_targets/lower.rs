@@ -1,6 +1,6 @@
 //! Arbitrary structured graphs through the whole default pipeline: random
 //! groups, dtypes, shapes, collective kinds and every `lower-collectives`
-//! algorithm. It must never panic, the output must verify, and the reference
+//! algorithm, the shards sometimes `cast` to another dtype first. It must never panic, the output must verify, and the reference
 //! interpreter must give the same values before and after.
 #![no_main]
 
@@ -24,6 +24,7 @@ struct Case {
     algorithm: u8,
     arity: u8,
     peers: bool,
+    cast_to: Option<u8>,
 }
 
 const ALGORITHMS: [&str; 6] = ["auto", "star", "hierarchical", "ring", "tree", "driver"];
@@ -54,13 +55,25 @@ fuzz_target!(|c: Case| {
             shape[axis] *= n;
         }
     }
-    let ty = TensorType::new(dtype, &shape);
+    let input_ty = TensorType::new(dtype, &shape);
+    // Optionally every shard is cast (on its device) before the collective.
+    let cast_to = c
+        .cast_to
+        .map(|k| DType::ALL[k as usize % DType::ALL.len()])
+        .filter(|to| op::cast_defined(dtype, *to).is_ok());
+    let ty = TensorType::new(cast_to.unwrap_or(dtype), &shape);
     let root = c.root as usize % n;
     let mut g = Graph::new("fuzz");
     let shards: Vec<ValueId> = devices
         .iter()
         .enumerate()
-        .map(|(i, d)| g.add_value(Op::Input { name: format!("s{i}"), device: *d }, &[], ty.clone()))
+        .map(|(i, d)| {
+            let x = g.add_value(Op::Input { name: format!("s{i}"), device: *d }, &[], input_ty.clone());
+            match cast_to {
+                Some(to) => g.add_value(Op::Cast { to, device: *d }, &[x], ty.clone()),
+                None => x,
+            }
+        })
         .collect();
     let (op, operands): (Op, Vec<ValueId>) = match kind {
         0 => (Op::AllReduce { op: rop }, shards),
@@ -69,6 +82,13 @@ fuzz_target!(|c: Case| {
         3 => (Op::AllGather { axis }, shards),
         _ => (Op::ReduceScatter { op: rop, axis }, shards),
     };
+    // Half-precision products of the deterministic inputs (up to 4^8) round,
+    // and the lowering may multiply in another order than the interpreter,
+    // which compares bit for bit: leave those out, as lowering_props does.
+    let half = matches!(ty.dtype, DType::F16 | DType::BF16);
+    if half && rop == ReduceOp::Product && n > 2 && kind != 2 && kind != 3 {
+        return;
+    }
     let tys: Vec<&TensorType> = operands.iter().map(|_| &ty).collect();
     let Ok(out_ty) = op::infer_type(&op, &tys) else { return };
     let id = g.add_node(op, &operands, out_ty);
@@ -96,7 +116,7 @@ fuzz_target!(|c: Case| {
     let got = interpret(&g, &inputs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(want.len(), got.len());
     for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-        if let Err(e) = a.check_close(b) {
+        if let Err(e) = a.check_same(b) {
             panic!("result {k}: {e}\nbefore:\n{}\nafter:\n{}", text::print(&before), text::print(&g));
         }
     }

@@ -107,7 +107,22 @@ for gname, devs in KIND_GROUPS.items():
              f"prod_{g}_{alg}", devs, "u8[5]",
              f"  %{n}:{n} = all_reduce.prod {shards(n)} : u8[5]", outs(n, n))
 
-# 3. options and corner cases.
+# 3. Mean of a narrow dtype sums in its accumulator: casts before and after.
+WIDE = {
+    "f16": (["cpu:0", "cuda:0", "vulkan:0"], "f16[8]", "f32"),
+    "u8": (["cpu:0", "cpu:1", "cuda:0"], "u8[6]", "u64"),
+}
+for dt, (devs, ty, acc) in WIDE.items():
+    n = len(devs)
+    g = "-".join(d.replace(":", "") for d in devs)
+    for alg in ALGS:
+        case(f"mean-wide/all-reduce-mean-{dt}-{g}-{alg}.fir", pipeline(alg),
+             [f"all_reduce.mean of {dt} sums in {acc}: each shard is cast to {acc} on its",
+              f"device, the {acc} mean is lowered as any other, and each result is cast back."],
+             f"mean_{dt}_{alg}", devs, ty,
+             f"  %{n}:{n} = all_reduce.mean {shards(n)} : {ty}", outs(n, n))
+
+# 4. options and corner cases.
 case("options/star-reduce-at-cuda0.fir", "lower-collectives{algorithm=star, reduce_at=cuda:0}",
      ["reduce_at forces the star's point: vulkan:0 stages through cpu:0 both ways."],
      "star_reduce_at", ["cpu:0", "cuda:0", "vulkan:0"], "f32[8]",
@@ -125,11 +140,12 @@ case("options/repeated-device.fir", "lower-collectives",
      "repeated_device", ["cpu:0", "cpu:0", "cuda:0"], "i32[4]",
      "  %3:3 = all_reduce.sum %0, %1, %2 : i32[4]", outs(3, 3))
 case("options/large-auto.fir", "lower-collectives",
-     ["A 4 MiB tensor over 4 CPUs: bandwidth dominates, so auto weighs the ring."],
+     ["A 4 MiB tensor over 4 CPUs: host arenas share one memory system (one",
+      "resource in the cost model), so ring's parallel links buy nothing; auto picks star."],
      "large_auto", ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], "f32[1048576]",
      "  %4:4 = all_reduce.sum %0, %1, %2, %3 : f32[1048576]", outs(4, 4))
 
-# 4. several collectives in one graph share the pass's copy cache.
+# 5. several collectives in one graph share the pass's copy cache.
 with open(os.path.join(HERE, "options/shared-staging.fir"), "w") as f:
     f.write("""// RUN: --passes lower-collectives{algorithm=star, reduce_at=cpu:0}
 // Two all-reduces over the same shards, then an all_gather of the first's

@@ -21,7 +21,7 @@ pub fn expected_fault_message(point: FaultPoint, msg: &str, devices: &[Device]) 
     devices.iter().find_map(|d| {
         let want = match point {
             FaultPoint::Copy { .. } => format!("injected fault in `copy` on {d} {TAIL}"),
-            FaultPoint::Kernel { .. } => ["add", "mul", "max", "min", "div", "slice", "concat"]
+            FaultPoint::Kernel { .. } => ["add", "mul", "max", "min", "div", "cast", "slice", "concat"]
                 .iter()
                 .map(|op| format!("injected fault in `{op}` on {d} {TAIL}"))
                 .find(|w| w == msg)?,

@@ -197,7 +197,7 @@ pub fn same_meaning(before: &Graph, after: &Graph) -> Result<(), String> {
         ));
     }
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        g.check_close(w).map_err(|e| format!("result {k}: {e}"))?;
+        g.check_same(w).map_err(|e| format!("result {k}: {e}"))?;
     }
     Ok(())
 }

@@ -20,17 +20,19 @@ pub fn run_and_compare(src: &str, devices: &[Device]) -> (Executable, Vec<HostTe
     assert_eq!(got.len(), want.len());
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g.ty, w.ty, "result {k}");
-        assert_eq!(g.data, w.data, "result {k} differs from the interpreter");
+        if let Err(e) = g.check_same(w) {
+            panic!("result {k} differs from the interpreter: {e}");
+        }
     }
     assert_no_leaks(&exe);
     (exe, got)
 }
 
-/// Asserts `got` equals `want` (floats within the interpreter's tolerance).
+/// Asserts `got` equals `want` bit for bit (every NaN equal to every NaN).
 pub fn assert_close(got: &[HostTensor], want: &[HostTensor], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: number of results");
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        if let Err(e) = g.check_close(w) {
+        if let Err(e) = g.check_same(w) {
             panic!("{what}: result {k}: {e}");
         }
     }

@@ -109,12 +109,9 @@ impl CudaDev {
             let stream = ctx.new_stream()?;
             let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx::module()))?;
             let mut funcs = HashMap::new();
-            for dt in ptx::DTYPES {
-                for kind in ["fold", "div"] {
-                    let name = format!("{kind}_{}", dt.as_str());
-                    let f = module.load_function(&name)?;
-                    funcs.insert(name, f);
-                }
+            for name in ptx::entries() {
+                let f = module.load_function(&name)?;
+                funcs.insert(name, f);
             }
             Ok(Arc::new(CudaDev {
                 device,
@@ -163,6 +160,28 @@ impl CudaDev {
         } else {
             Err(format!("no PTX kernel is written for {dtype}"))
         }
+    }
+
+    /// Whether `div {by}` on `dtype` is exact here: the float kernels
+    /// divide in f64, which is exact for divisors below 2^24 (2^53 for
+    /// f64). `compile` asks, so the refusal comes before any run.
+    pub fn check_div(&self, dtype: DType, by: u64) -> Result<(), ExecError> {
+        let limit: u64 = match dtype {
+            DType::F64 => 1 << 53,
+            d if d.is_float() => (1 << 24) - 1,
+            _ => return Ok(()),
+        };
+        if by > limit {
+            return Err(ExecError::UnsupportedKernel {
+                op: format!("div {{by={by}}}"),
+                device: self.device,
+                reason: format!(
+                    "the CUDA kernel divides {dtype} exactly by divisors up to {limit}"
+                ),
+                fix: "place this div on a CPU device".into(),
+            });
+        }
+        Ok(())
     }
 
     fn err(&self, op: &str, e: impl std::fmt::Display) -> ExecError {
@@ -401,6 +420,27 @@ impl CudaDev {
             let mut b = self.stream.launch_builder(f);
             b.arg(a).arg(&mut *out).arg(&by).arg(&n64);
             // SAFETY: the arguments match the PTX signature of div_<dt>.
+            unsafe { b.launch(Self::config(n)) }.map(|_| ())
+        })
+    }
+
+    /// `dst = src` converted from `from` to `to` elements (the `cast` op).
+    pub fn cast(
+        &self,
+        from: DType,
+        to: DType,
+        src: &CudaBuf,
+        dst: &mut CudaBuf,
+        n: usize,
+    ) -> Result<(), ExecError> {
+        let f = self.function(&ptx::cast_entry(from, to))?;
+        let a = src.slice()?;
+        let out = dst.slice_mut()?;
+        let n64 = n as u64;
+        self.call("cast", || {
+            let mut b = self.stream.launch_builder(f);
+            b.arg(a).arg(&mut *out).arg(&n64);
+            // SAFETY: the arguments match the PTX signature of cast_<from>_<to>.
             unsafe { b.launch(Self::config(n)) }.map(|_| ())
         })
     }

@@ -3,7 +3,8 @@
 //! failure half way destroys what was made ([`Partial`]).
 
 use super::kernels::{
-    make_pipeline, Params, SPV_F16, SPV_F32, SPV_F64, SPV_I32, SPV_I64, SPV_U32, SPV_U64,
+    make_pipeline, Params, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64, SPV_I32, SPV_I64, SPV_U32,
+    SPV_U64,
 };
 use super::memory::{mapped_memory_type, BufPool};
 use super::submit::Submitter;
@@ -143,6 +144,12 @@ impl VkDev {
                     pipes.push((dtype, p));
                 }
             }
+            let cast = make_pipeline(&dev, layout, SPV_CAST)?;
+            partial.pipes.push(cast.pipeline);
+            partial.modules.push(cast.module);
+            let divide = make_pipeline(&dev, layout, SPV_DIV)?;
+            partial.pipes.push(divide.pipeline);
+            partial.modules.push(divide.module);
             partial.dev = None;
             Ok(Arc::new(VkDev {
                 device,
@@ -163,6 +170,8 @@ impl VkDev {
                 set_layout,
                 layout,
                 pipes,
+                cast,
+                divide,
                 counter: AllocCounter::default(),
                 staging: Mutex::new(None),
                 pool: Mutex::new(BufPool::default()),
@@ -200,7 +209,12 @@ impl Drop for VkDev {
                 self.dev.destroy_command_pool(s.pool, None);
                 self.dev.destroy_descriptor_pool(s.descriptors, None);
             }
-            for (_, p) in &self.pipes {
+            for p in self
+                .pipes
+                .iter()
+                .map(|(_, p)| p)
+                .chain([&self.cast, &self.divide])
+            {
                 self.dev.destroy_pipeline(p.pipeline, None);
                 self.dev.destroy_shader_module(p.module, None);
             }

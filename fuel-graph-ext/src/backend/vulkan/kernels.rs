@@ -1,6 +1,8 @@
 //! Compute kernels: one WGSL element-wise pipeline per dtype (compiled to
 //! SPIR-V by naga in `build.rs`), its dispatch, the n-ary fold (chained
-//! past [`MAX_ARITY`] operands), div, and region copies. Each checks that
+//! past [`MAX_ARITY`] operands), region copies, and the `div` and `cast`
+//! kernels, one pipeline each for every dtype, written with 32-bit integer
+//! arithmetic only so that they are exact on any device. Each checks that
 //! every buffer it binds is its own `VkDevice`'s, and no buffer is bound
 //! twice in one dispatch: a fold onto its destination reads the
 //! accumulator through the destination's own read-write binding (`onto`),
@@ -15,6 +17,8 @@ pub(super) const SPV_F64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elem
 pub(super) const SPV_I64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i64.spv"));
 pub(super) const SPV_U32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u32.spv"));
 pub(super) const SPV_U64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u64.spv"));
+pub(super) const SPV_CAST: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cast.spv"));
+pub(super) const SPV_DIV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/div.spv"));
 
 pub(super) struct Pipeline {
     pub(super) pipeline: vk::Pipeline,
@@ -127,6 +131,24 @@ impl VkDev {
         faults: &Faults,
     ) -> Result<(), ExecError> {
         let pipe = self.pipeline(dtype)?.pipeline;
+        self.dispatch_on(pipe, ins.len() as u32, op, by, ins, dst, n, onto, faults)
+    }
+
+    /// One dispatch of `pipe` over `n` invocations, with `count`, `op`, `by`
+    /// and `onto` as its last four parameters.
+    #[allow(clippy::too_many_arguments)] // one per shader parameter
+    fn dispatch_on(
+        &self,
+        pipe: vk::Pipeline,
+        count: u32,
+        op: u32,
+        by: u32,
+        ins: &[&VkBuf],
+        dst: &VkBuf,
+        n: usize,
+        onto: bool,
+        faults: &Faults,
+    ) -> Result<(), ExecError> {
         let first = ins
             .first()
             .ok_or_else(|| ExecError::Internal("dispatch without operands".into()))?;
@@ -154,7 +176,7 @@ impl VkDev {
         let params = Params {
             n: n32,
             row_stride: gx * WORKGROUP,
-            count: ins.len() as u32,
+            count,
             op,
             by,
             onto: u32::from(onto),
@@ -282,7 +304,8 @@ impl VkDev {
         Ok(())
     }
 
-    /// `dst = src / by`.
+    /// `dst = src / by` (`div.wgsl`): integers toward zero, floats the
+    /// exact quotient rounded once.
     pub fn div(
         &self,
         dtype: DType,
@@ -292,13 +315,103 @@ impl VkDev {
         n: usize,
         faults: &Faults,
     ) -> Result<(), ExecError> {
-        let by = u32::try_from(by).map_err(|_| ExecError::Unsupported {
-            dtype,
+        self.check_div(dtype, by)?;
+        let code = cast_code(dtype).ok_or_else(|| self.unsupported(dtype))?;
+        let elems = u32::try_from(n).map_err(|_| ExecError::Device {
             device: self.device,
-            reason: format!("div {{by={by}}} exceeds the 32-bit divisor of the Vulkan kernel"),
+            op: "div".into(),
+            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
         })?;
-        self.dispatch(dtype, 4, by, &[src], dst, n, false, faults)
+        let units = if dtype == DType::F16 {
+            n.div_ceil(2)
+        } else {
+            n
+        };
+        // `by` fits in 32 bits (checked above).
+        let by = by as u32;
+        self.dispatch_on(
+            self.divide.pipeline,
+            code,
+            elems,
+            by,
+            &[src],
+            dst,
+            units,
+            false,
+            faults,
+        )
     }
+
+    /// Whether `div {by}` on `dtype` can run here: the kernel takes a
+    /// 32-bit divisor. `compile` asks, so the refusal comes before any run.
+    pub fn check_div(&self, dtype: DType, by: u64) -> Result<(), ExecError> {
+        if by > u64::from(u32::MAX) {
+            let fix = if dtype.is_float() {
+                "place this div on a CPU or CUDA device"
+            } else {
+                "divide in two steps whose divisors multiply to it (integer division toward zero composes), or place this div on a CPU or CUDA device"
+            };
+            return Err(ExecError::UnsupportedKernel {
+                op: format!("div {{by={by}}}"),
+                device: self.device,
+                reason: format!("the Vulkan kernel takes divisors up to {}", u32::MAX),
+                fix: fix.into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl VkDev {
+    /// `dst = src` converted from `from` to `to` elements (`cast.wgsl`,
+    /// integer arithmetic only). Both dtypes are ones the device holds
+    /// (`supports`), which are exactly those the kernel converts.
+    pub fn cast(
+        &self,
+        from: DType,
+        to: DType,
+        src: &VkBuf,
+        dst: &VkBuf,
+        n: usize,
+        faults: &Faults,
+    ) -> Result<(), ExecError> {
+        let (Some(f), Some(t)) = (cast_code(from), cast_code(to)) else {
+            let dtype = if cast_code(from).is_none() { from } else { to };
+            return Err(self.unsupported(dtype));
+        };
+        let elems = u32::try_from(n).map_err(|_| ExecError::Device {
+            device: self.device,
+            op: "cast".into(),
+            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
+        })?;
+        // f16 results are written two to a word.
+        let units = if to == DType::F16 { n.div_ceil(2) } else { n };
+        self.dispatch_on(
+            self.cast.pipeline,
+            f,
+            t,
+            elems,
+            &[src],
+            dst,
+            units,
+            false,
+            faults,
+        )
+    }
+}
+
+/// The `cast.wgsl` code of a dtype the Vulkan backend holds.
+fn cast_code(dtype: DType) -> Option<u32> {
+    Some(match dtype {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::F64 => 2,
+        DType::I32 => 3,
+        DType::U32 => 4,
+        DType::I64 => 5,
+        DType::U64 => 6,
+        _ => return None,
+    })
 }
 
 /// The kernel's `op` code of an element-wise fold (`elementwise.wgsl`).

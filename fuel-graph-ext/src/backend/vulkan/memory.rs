@@ -35,7 +35,9 @@ impl VkDev {
         usage: vk::BufferUsageFlags,
         pick: impl FnOnce(u32) -> Option<u32>,
     ) -> Result<(vk::Buffer, vk::DeviceMemory), ExecError> {
-        let size = bytes.max(4) as u64;
+        // Whole 32-bit words: the cast kernel reads and writes 16-bit
+        // elements two to a word.
+        let size = bytes.max(4).next_multiple_of(4) as u64;
         // SAFETY: live device, valid create info.
         let buffer = unsafe {
             self.dev.create_buffer(

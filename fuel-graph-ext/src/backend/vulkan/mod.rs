@@ -134,6 +134,10 @@ pub struct VkDev {
     layout: vk::PipelineLayout,
     /// One element-wise pipeline per dtype the device can run.
     pipes: Vec<(DType, Pipeline)>,
+    /// The `cast` kernel (integer arithmetic, any device).
+    cast: Pipeline,
+    /// The `div` kernel (integer arithmetic, any device).
+    divide: Pipeline,
     counter: AllocCounter,
     staging: Mutex<Option<KeptStaging>>,
     pool: Mutex<BufPool>,
