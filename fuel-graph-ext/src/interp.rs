@@ -198,11 +198,12 @@ pub fn interpret(
     g: &Graph,
     inputs: &BTreeMap<String, HostTensor>,
 ) -> Result<Vec<HostTensor>, InterpError> {
-    if !g.is_acyclic() {
+    let (order, acyclic) = g.topo_order_acyclic();
+    if !acyclic {
         return Err(InterpError::Invalid("the graph has a cycle".into()));
     }
     let mut env: HashMap<ValueId, HostTensor> = HashMap::new();
-    for id in g.topo_order() {
+    for id in order {
         let Some(n) = g.node(id) else { continue };
         let args = n
             .operands
