@@ -5,6 +5,7 @@
 //! inside a job is caught by the job itself (see the runner), so a worker
 //! never dies while its executable lives.
 
+use crate::exec::error::ExecError;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -44,5 +45,100 @@ impl Drop for Worker {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+/// Why a thread could not start, as an [`ExecError::Thread`] that names
+/// the limit the process most likely hit: `EAGAIN` is the limit on threads
+/// (`ulimit -u`, `/proc/sys/kernel/threads-max`, a cgroup's `pids.max`),
+/// `ENOMEM` the memory for its stack (`ulimit -v`), each with its current
+/// value where `/proc` says.
+pub fn spawn_error(what: impl Into<String>, e: &std::io::Error) -> ExecError {
+    let proc_limit = |prefix: &str| -> Option<String> {
+        let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+        let line = text.lines().find(|l| l.starts_with(prefix))?;
+        Some(
+            line.get(prefix.len()..)?
+                .split_whitespace()
+                .next()?
+                .to_string(),
+        )
+    };
+    let limit = match e.kind() {
+        std::io::ErrorKind::OutOfMemory => format!(
+            "there is no memory for its stack: this process's address-space limit (ulimit -v) is {}; raise it, or run fewer devices or threads",
+            proc_limit("Max address space").unwrap_or_else(|| "unknown".into())
+        ),
+        _ => {
+            let max = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into());
+            format!(
+                "the process hit a limit on threads: ulimit -u (now {}), /proc/sys/kernel/threads-max (now {max}) or its cgroup's pids.max; raise it, or run fewer devices or threads",
+                proc_limit("Max processes").unwrap_or_else(|| "unknown".into())
+            )
+        }
+    };
+    ExecError::Thread {
+        what: what.into(),
+        reason: e.to_string(),
+        limit,
+    }
+}
+
+/// Makes sure rayon's global pool, which the host kernels split large
+/// tensors over, exists: started here if it is not yet, so that a process
+/// out of threads gets [`spawn_error`]'s message at compile time instead
+/// of a kernel panicking later.
+pub fn host_pool_ready() -> Result<(), ExecError> {
+    match rayon::ThreadPoolBuilder::new().build_global() {
+        Ok(()) => Ok(()),
+        // rayon's words for a pool that already runs (pinned by a test).
+        Err(e) if e.to_string().contains("already been initialized") => Ok(()),
+        Err(e) => {
+            // rayon keeps the io::Error only in its text: a thread that
+            // cannot get a stack says `Cannot allocate memory` (ENOMEM),
+            // anything else is taken as the thread limit (EAGAIN).
+            let text = e.to_string();
+            let kind = if text.contains("Cannot allocate memory") {
+                std::io::ErrorKind::OutOfMemory
+            } else {
+                std::io::ErrorKind::WouldBlock
+            };
+            Err(spawn_error(
+                "rayon's thread pool for the host kernels",
+                &std::io::Error::new(kind, text),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_starts_once_and_thread_errors_name_the_limit() {
+        host_pool_ready().unwrap();
+        host_pool_ready().unwrap();
+        let again = rayon::ThreadPoolBuilder::new().build_global().unwrap_err();
+        assert!(
+            again.to_string().contains("already been initialized"),
+            "{again}"
+        );
+        let e = spawn_error(
+            "the worker thread for vulkan:0",
+            &std::io::Error::from_raw_os_error(11),
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot start the worker thread for vulkan:0: Resource temporarily unavailable"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("ulimit -u (now "), "{text}");
+        let e = spawn_error("x", &std::io::Error::from_raw_os_error(12));
+        assert!(e.to_string().contains("ulimit -v"), "{e}");
     }
 }

@@ -23,6 +23,7 @@
 
 pub mod discover;
 pub mod error;
+mod fit;
 mod island;
 mod run_inline;
 mod run_threaded;
@@ -254,6 +255,17 @@ impl<'g> Compiler<'g> {
                 });
             }
         }
+        // Host arenas' sizes are known before anything is opened: a value
+        // too large for the host is refused before the schedule is built
+        // (its byte regions grow with the value's rows).
+        if let Some(host) = backend::limits::host() {
+            let caps = listed
+                .iter()
+                .filter(|d| d.is_cpu())
+                .map(|d| (*d, host.clone()))
+                .collect();
+            fit::check_buffers(g, &caps)?;
+        }
         let plan = Schedule::new_with(g, &self.options)?;
         spmd::check(&plan, &self.comms)?;
         island::check(&plan)?;
@@ -264,25 +276,38 @@ impl<'g> Compiler<'g> {
                 .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
             ctx.supports(s.ty.dtype)?;
         }
+        let caps: HashMap<Device, backend::limits::Capacity> = ctxs
+            .iter()
+            .filter_map(|(d, c)| Some((*d, c.capacity()?)))
+            .collect();
+        fit::check_buffers(g, &caps)?;
+        fit::check_peaks(&plan, &caps)?;
         let islands = island::join(&plan, &ctxs)?;
         // Host arenas share the host's cores: handing their steps to worker
         // threads buys no overlap, only a thread handoff per step, and the
         // kernels of large steps use every core anyway. Such an executable
         // runs its steps in schedule order on the caller's thread.
         let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
+        if ctxs.values().any(|c| matches!(c, Ctx::Cpu(_))) {
+            crate::backend::worker::host_pool_ready()?;
+        }
         let mut workers = HashMap::new();
         for d in ctxs.keys().filter(|_| !inline) {
             let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
-                ExecError::Internal(format!("cannot start the worker thread for {d}: {e}"))
+                crate::backend::worker::spawn_error(format!("the worker thread for {d}"), &e)
             })?;
             workers.insert(*d, w);
         }
-        let keep = (0..plan.steps.len())
-            .map(|i| plan.outputs.contains(&i))
-            .collect();
-        let sole = (0..plan.steps.len())
-            .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
-            .collect();
+        // How often each slot is returned (a graph may return one value
+        // many times; counting once keeps this linear).
+        let mut returned = vec![0usize; plan.steps.len()];
+        for &o in &plan.outputs {
+            if let Some(r) = returned.get_mut(o) {
+                *r += 1;
+            }
+        }
+        let keep = returned.iter().map(|&r| r > 0).collect();
+        let sole = returned.iter().map(|&r| r == 1).collect();
         Ok(Executable {
             plan: Arc::new(plan),
             ctxs,

@@ -37,6 +37,7 @@ use submit::Submitter;
 
 use crate::backend::alloc::{AllocCounter, MemStats};
 use crate::backend::fault::{Event, Faults};
+use crate::backend::limits::Capacity;
 use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -119,6 +120,8 @@ pub struct VkDev {
     /// The memory type storage buffers are allocated in and mapped, if any
     /// (see [`HostAccess::Mapped`]).
     mapped_type: Option<u32>,
+    /// What fits, as the device reports it.
+    capacity: Capacity,
     submit: Mutex<Submitter>,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -137,6 +140,13 @@ impl VkDev {
     /// Allocator numbers.
     pub fn stats(&self) -> MemStats {
         self.counter.stats()
+    }
+
+    /// What fits: the largest allocation (`maxMemoryAllocationSize`, and
+    /// the heap), the largest buffer a kernel binds (`maxStorageBufferRange`)
+    /// and the heap storage buffers live in.
+    pub fn capacity(&self) -> Capacity {
+        self.capacity.clone()
     }
 
     /// Whether new storage buffers are host-mapped ([`HostAccess::Mapped`]
