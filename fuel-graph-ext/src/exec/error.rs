@@ -181,6 +181,9 @@ pub enum ExecError {
         /// The limit it most likely hit, with its value, and the fix.
         limit: String,
     },
+    /// An environment variable the executor reads has a bad value.
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     /// A bug in the executor.
     #[error("internal executor error: {0}; please report it")]
     Internal(String),

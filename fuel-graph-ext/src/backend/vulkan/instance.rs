@@ -171,7 +171,7 @@ impl Instance {
 
     /// Opens `vulkan:N` with [`HostAccess::from_env`].
     pub fn open_device(self: &Arc<Self>, device: Device) -> Result<Arc<VkDev>, ExecError> {
-        self.open_device_with(device, HostAccess::from_env())
+        self.open_device_with(device, HostAccess::from_env()?)
     }
 
     /// Opens `vulkan:N`: adapter `N / per_adapter`, its own `VkDevice`.
@@ -180,7 +180,7 @@ impl Instance {
         device: Device,
         access: HostAccess,
     ) -> Result<Arc<VkDev>, ExecError> {
-        let per = devices_per_adapter();
+        let per = devices_per_adapter()?;
         let unavailable = |reason: String, hint: String| ExecError::DeviceUnavailable {
             device: device.to_string(),
             reason,
