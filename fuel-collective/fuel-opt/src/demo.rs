@@ -132,6 +132,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         Ok(list) => written.extend(list),
         Err(hint) => outln!("  {hint}")?,
     }
+    written.sort();
 
     outln!("== run")?;
     let t0 = Instant::now();

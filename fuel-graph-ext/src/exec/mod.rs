@@ -190,7 +190,9 @@ impl<'g> Compiler<'g> {
         }
     }
 
-    /// The devices to open (empty: the ones the graph uses).
+    /// The devices to open (empty: the ones the graph uses). The
+    /// topology's staging CPU is opened too when the graph uses it, listed
+    /// or not: the lowering routes copies through it.
     pub fn devices(mut self, devices: &[Device]) -> Self {
         self.devices = devices.to_vec();
         self
@@ -238,11 +240,19 @@ impl<'g> Compiler<'g> {
             .node_ids()
             .filter_map(|id| g.node(id)?.op.device())
             .collect();
-        let listed: BTreeSet<Device> = if self.devices.is_empty() {
+        let mut listed: BTreeSet<Device> = if self.devices.is_empty() {
             used.clone()
         } else {
             self.devices.iter().copied().collect()
         };
+        // The topology's staging CPU is the lowering's own choice, not the
+        // caller's: copies with no direct path are routed through it, so a
+        // group of only Vulkan (or only CUDA) devices uses it without
+        // listing it. It is opened when the graph uses it (a host arena
+        // costs nothing to open).
+        if used.contains(&topology.staging) {
+            listed.insert(topology.staging);
+        }
         for d in &used {
             if !listed.contains(d) {
                 return Err(ExecError::DeviceNotListed {
