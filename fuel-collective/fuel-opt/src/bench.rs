@@ -228,8 +228,15 @@ pub fn measure(
     let ty = TensorType::new(dtype, &[count]);
     let g = scenario::build(devices, &ty, op, Shape::AllReduce)?;
     let (lowered, decisions, _) = scenario::lower(&g, &scenario::pipeline(algorithm), topo, None)?;
-    let exe = exec::compile_with(&lowered, devices, topo)
-        .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
+    let exe = exec::compile_with(&lowered, devices, topo).map_err(|e| {
+        let hint = fitting_size(&e, size).map_or(String::new(), |s| {
+            format!(
+                "; the executor has room for at most {} per rank here, and the bench's own reference values need more: try smaller --sizes",
+                format_size(s)
+            )
+        });
+        Failure::input(format!("compile failed: {e}{hint}"))
+    })?;
     let host_inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;
     let inputs: BTreeMap<String, Tensor> = host_inputs
         .iter()
@@ -289,6 +296,19 @@ pub fn measure(
         wrong,
         bound,
     })
+}
+
+/// For a compile refused for its size, the largest power of two bytes per
+/// rank that would fit, scaling `size` by what the devices have over what
+/// the graph needs.
+fn fitting_size(e: &exec::ExecError, size: usize) -> Option<usize> {
+    let (have, need) = match e {
+        exec::ExecError::NotEnoughMemory { need, limit, .. } => (*limit, *need),
+        exec::ExecError::TooLarge { bytes, limit, .. } => (*limit, *bytes),
+        _ => return None,
+    };
+    let fits = (size as f64 * have as f64 / need.max(1) as f64) as usize;
+    (fits >= 1).then(|| 1usize << fits.ilog2())
 }
 
 fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -> String {

@@ -49,40 +49,47 @@ impl Drop for Worker {
 }
 
 /// Why a thread could not start, as an [`ExecError::Thread`] that names
-/// the limit the process most likely hit: `EAGAIN` is the limit on threads
-/// (`ulimit -u`, `/proc/sys/kernel/threads-max`, a cgroup's `pids.max`),
-/// `ENOMEM` the memory for its stack (`ulimit -v`), each with its current
-/// value where `/proc` says.
+/// the limits the process may have hit, each with its current value where
+/// `/proc` says. glibc reports both a thread limit (`ulimit -u`,
+/// `/proc/sys/kernel/threads-max`, a cgroup's `pids.max`) and no memory
+/// for the new thread's stack (`ulimit -v`) as `EAGAIN`, so both are named,
+/// the likelier first (memory for `ENOMEM`).
 pub fn spawn_error(what: impl Into<String>, e: &std::io::Error) -> ExecError {
-    let proc_limit = |prefix: &str| -> Option<String> {
-        let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-        let line = text.lines().find(|l| l.starts_with(prefix))?;
-        Some(
-            line.get(prefix.len()..)?
-                .split_whitespace()
-                .next()?
-                .to_string(),
-        )
+    let proc_limit = |prefix: &str| -> String {
+        std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with(prefix))?;
+                Some(line.get(prefix.len()..)?.split_whitespace().next()?.to_string())
+            })
+            .unwrap_or_else(|| "unknown".into())
     };
-    let limit = match e.kind() {
-        std::io::ErrorKind::OutOfMemory => format!(
-            "there is no memory for its stack: this process's address-space limit (ulimit -v) is {}; raise it, or run fewer devices or threads",
-            proc_limit("Max address space").unwrap_or_else(|| "unknown".into())
-        ),
-        _ => {
-            let max = std::fs::read_to_string("/proc/sys/kernel/threads-max")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into());
-            format!(
-                "the process hit a limit on threads: ulimit -u (now {}), /proc/sys/kernel/threads-max (now {max}) or its cgroup's pids.max; raise it, or run fewer devices or threads",
-                proc_limit("Max processes").unwrap_or_else(|| "unknown".into())
-            )
-        }
+    let threads_max = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let stack = match std::env::var("RUST_MIN_STACK") {
+        Ok(v) => format!("RUST_MIN_STACK={} bytes", crate::text::excerpt::token(&v)),
+        Err(_) => "2 MiB".into(),
+    };
+    let threads = format!(
+        "the limit on threads (ulimit -u: {}; /proc/sys/kernel/threads-max: {threads_max}; or a cgroup's pids.max)",
+        proc_limit("Max processes")
+    );
+    let memory = format!(
+        "the memory for its stack ({stack}; ulimit -v: {})",
+        proc_limit("Max address space")
+    );
+    let (first, second) = if e.kind() == std::io::ErrorKind::OutOfMemory {
+        (memory, threads)
+    } else {
+        (threads, memory)
     };
     ExecError::Thread {
         what: what.into(),
         reason: e.to_string(),
-        limit,
+        limit: format!(
+            "the process hit {first} or {second}; raise the limit that was hit, or use fewer devices"
+        ),
     }
 }
 
@@ -137,8 +144,9 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("ulimit -u (now "), "{text}");
-        let e = spawn_error("x", &std::io::Error::from_raw_os_error(12));
-        assert!(e.to_string().contains("ulimit -v"), "{e}");
+        assert!(text.contains("the process hit the limit on threads (ulimit -u: "), "{text}");
+        assert!(text.contains(" or the memory for its stack ("), "{text}");
+        let e = spawn_error("x", &std::io::Error::from_raw_os_error(12)).to_string();
+        assert!(e.contains("the process hit the memory for its stack ("), "{e}");
     }
 }
