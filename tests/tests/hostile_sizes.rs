@@ -40,9 +40,7 @@ fn overflowing_shapes_are_verify_errors() {
         "u8[4294967296,4294967296]",
         "f64[18446744073709551615,0]",
     ] {
-        let src = format!(
-            "graph @g {{\n  %0 = input \"a\" @cpu:0 : {ty}\n  return %0\n}}\n"
-        );
+        let src = format!("graph @g {{\n  %0 = input \"a\" @cpu:0 : {ty}\n  return %0\n}}\n");
         let e = verify_text(&src);
         assert!(
             e.contains(&format!(
@@ -54,7 +52,10 @@ fn overflowing_shapes_are_verify_errors() {
     // all_gather multiplies an extent by the shard count.
     let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : u8[4611686018427387904]\n  %1 = input \"b\" @cpu:1 : u8[4611686018427387904]\n  %2:2 = all_gather %0, %1 {axis=0} : u8[0]\n  return %2#0\n}\n";
     let e = verify_text(src);
-    assert!(e.contains("`all_gather` along axis 0 gives a result of more than"), "{e}");
+    assert!(
+        e.contains("`all_gather` along axis 0 gives a result of more than"),
+        "{e}"
+    );
     // The same through DeviceGroup: the builder refuses with the typing
     // rule's words.
     let lazy = LazyGraph::new("g");
@@ -114,7 +115,9 @@ fn empty_tensors_with_many_rows_cost_nothing() {
 #[test]
 fn compile_refuses_values_the_host_cannot_hold() {
     let Some(host) = limits::host() else {
-        println!("SKIP: compile_refuses_values_the_host_cannot_hold: no /proc figures for the host");
+        println!(
+            "SKIP: compile_refuses_values_the_host_cannot_hold: no /proc figures for the host"
+        );
         return;
     };
     // One value larger than the host.

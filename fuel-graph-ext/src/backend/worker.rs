@@ -60,7 +60,12 @@ pub fn spawn_error(what: impl Into<String>, e: &std::io::Error) -> ExecError {
             .ok()
             .and_then(|text| {
                 let line = text.lines().find(|l| l.starts_with(prefix))?;
-                Some(line.get(prefix.len()..)?.split_whitespace().next()?.to_string())
+                Some(
+                    line.get(prefix.len()..)?
+                        .split_whitespace()
+                        .next()?
+                        .to_string(),
+                )
             })
             .unwrap_or_else(|| "unknown".into())
     };
@@ -144,9 +149,15 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("the process hit the limit on threads (ulimit -u: "), "{text}");
+        assert!(
+            text.contains("the process hit the limit on threads (ulimit -u: "),
+            "{text}"
+        );
         assert!(text.contains(" or the memory for its stack ("), "{text}");
         let e = spawn_error("x", &std::io::Error::from_raw_os_error(12)).to_string();
-        assert!(e.contains("the process hit the memory for its stack ("), "{e}");
+        assert!(
+            e.contains("the process hit the memory for its stack ("),
+            "{e}"
+        );
     }
 }
