@@ -119,7 +119,31 @@ impl Failure {
 
 fn main() -> ExitCode {
     output::default_sigpipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Usage errors quote the command line: shown as every message that
+        // quotes input is (escaped, long lines cut), with clap's status 2.
+        Err(e) if e.use_stderr() => {
+            let text = e.render().to_string();
+            for line in text.lines() {
+                output::err(format_args!(
+                    "{}\n",
+                    fuel_graph_ext::text::excerpt::excerpt(
+                        line,
+                        fuel_graph_ext::text::excerpt::LINE_CHARS
+                    )
+                ));
+            }
+            return ExitCode::from(2);
+        }
+        // --help and --version.
+        Err(e) => {
+            return match e.print() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::from(2),
+            };
+        }
+    };
     let res = logging()
         .and_then(|()| check_env())
         .and_then(|()| match cli.command {
