@@ -28,7 +28,7 @@ use std::ops::RangeInclusive;
 pub struct EnvError {
     /// The variable.
     pub name: String,
-    /// Its value (lossy for one that is not UTF-8).
+    /// Its value (with `\xFF` for the bytes of one that is not UTF-8).
     pub value: String,
     /// What it accepts, and its default.
     pub accepts: String,
@@ -44,10 +44,18 @@ pub fn text(name: &str, accepts: &str) -> Result<Option<String>, EnvError> {
     match std::env::var_os(name) {
         None => Ok(None),
         Some(v) if v.is_empty() => Ok(None),
-        Some(v) => v.into_string().map(Some).map_err(|v: OsString| EnvError {
-            name: name.to_string(),
-            value: v.to_string_lossy().into_owned(),
-            accepts: format!("{accepts} (in UTF-8)"),
+        Some(v) => v.into_string().map(Some).map_err(|v: OsString| {
+            // Debug quotes the value and writes its bad bytes as `\xFF`.
+            let shown = format!("{v:?}");
+            EnvError {
+                name: name.to_string(),
+                value: shown
+                    .strip_prefix('"')
+                    .and_then(|x| x.strip_suffix('"'))
+                    .unwrap_or(&shown)
+                    .to_string(),
+                accepts: format!("{accepts} (in UTF-8)"),
+            }
         }),
     }
 }
