@@ -219,7 +219,14 @@ impl Buf {
 
     /// Reads the whole buffer back to the host.
     pub fn download(&self, bytes: usize) -> Result<Vec<u8>, ExecError> {
-        let mut out = vec![0u8; bytes];
+        let mut out = Vec::new();
+        out.try_reserve_exact(bytes)
+            .map_err(|e| ExecError::OutOfMemory {
+                device: self.device(),
+                bytes,
+                reason: format!("the host cannot hold the bytes read back: {e}"),
+            })?;
+        out.resize(bytes, 0);
         self.download_into(&mut out)?;
         Ok(out)
     }
