@@ -265,17 +265,18 @@ impl<'g> Compiler<'g> {
                 });
             }
         }
-        // Host arenas' sizes are known before anything is opened: a value
-        // too large for the host is refused before the schedule is built
-        // (its byte regions grow with the value's rows).
-        if let Some(host) = backend::limits::host() {
-            let caps = listed
-                .iter()
-                .filter(|d| d.is_cpu())
-                .map(|d| (*d, host.clone()))
-                .collect();
-            fit::check_buffers(g, &caps)?;
+        // Host arenas' sizes are known before anything is opened (read
+        // once, for every host arena): a value too large for the host is
+        // refused before the schedule is built (its byte regions grow with
+        // the value's rows).
+        let host = backend::limits::host();
+        let mut caps: HashMap<Device, backend::limits::Capacity> = HashMap::new();
+        if let Some(host) = &host {
+            for d in listed.iter().filter(|d| d.is_cpu()) {
+                caps.insert(*d, host.clone());
+            }
         }
+        fit::check_buffers(g, &caps)?;
         let plan = Schedule::new_with(g, &self.options)?;
         spmd::check(&plan, &self.comms)?;
         island::check(&plan)?;
@@ -286,10 +287,11 @@ impl<'g> Compiler<'g> {
                 .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
             ctx.supports(s.ty.dtype)?;
         }
-        let caps: HashMap<Device, backend::limits::Capacity> = ctxs
-            .iter()
-            .filter_map(|(d, c)| Some((*d, c.capacity()?)))
-            .collect();
+        for (d, c) in ctxs.iter().filter(|(_, c)| !matches!(c, Ctx::Cpu(_))) {
+            if let Some(cap) = c.capacity() {
+                caps.insert(*d, cap);
+            }
+        }
         fit::check_buffers(g, &caps)?;
         fit::check_peaks(&plan, &caps)?;
         let islands = island::join(&plan, &ctxs)?;
