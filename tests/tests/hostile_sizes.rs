@@ -204,3 +204,48 @@ fn compile_refuses_a_kernel_buffer_past_the_vulkan_storage_range() {
         "{text}"
     );
 }
+
+#[test]
+fn lowering_huge_tensors_neither_allocates_nor_overflows() {
+    // Found by the `lower` fuzzer: the cost model summed the bytes of two
+    // 2^62-byte transfers in a usize. Types this large fit the verifier, so
+    // every pass and the cost model must handle them without allocating.
+    for algorithm in ["auto", "star", "ring", "tree", "hierarchical"] {
+        let lazy = LazyGraph::new("g");
+        let ty = TensorType::new(DType::Bool, &[2, 1 << 61]);
+        let devices = [Device::cpu(2), Device::vulkan(2)];
+        let shards: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| lazy.input(&format!("s{i}"), *d, ty.clone()))
+            .collect();
+        let group = DeviceGroup::new(devices).unwrap();
+        for t in group
+            .all_reduce(&shards, fuel_graph_ext::ReduceOp::Max)
+            .unwrap()
+        {
+            lazy.output(&t).unwrap();
+        }
+        let mut g = lazy.snapshot();
+        let pipeline = if algorithm == "auto" {
+            fuel_collective::DEFAULT_PIPELINE.to_string()
+        } else {
+            fuel_collective::pipeline_with(&format!("algorithm={algorithm}"))
+        };
+        let cx = fuel_graph_ext::PassContext {
+            topology: std::sync::Arc::new(Topology::default()),
+        };
+        fuel_graph_ext::PassManager::new(
+            &fuel_collective::registry(),
+            &pipeline,
+            cx,
+            fuel_graph_ext::DebugOptions::verifying(),
+        )
+        .unwrap()
+        .run(&mut g)
+        .unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+        for id in g.node_ids() {
+            assert!(g.node(id).unwrap().ty.fits(), "{algorithm}");
+        }
+    }
+}
