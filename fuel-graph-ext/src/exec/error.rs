@@ -110,7 +110,7 @@ pub enum ExecError {
         /// Its op's mnemonic.
         op: String,
         /// Its type.
-        ty: TensorType,
+        ty: Box<TensorType>,
         /// Where it is placed.
         device: Device,
         /// Its bytes.

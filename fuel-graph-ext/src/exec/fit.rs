@@ -48,7 +48,7 @@ pub(super) fn check_buffers(g: &Graph, caps: &HashMap<Device, Capacity>) -> Resu
             return Err(ExecError::TooLarge {
                 value,
                 op: n.op.mnemonic(),
-                ty: n.ty.clone(),
+                ty: Box::new(n.ty.clone()),
                 device,
                 bytes,
                 limit: limit.bytes,
