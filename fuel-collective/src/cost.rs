@@ -156,7 +156,7 @@ pub fn estimate(topo: &Topology, steps: &[Step]) -> Estimate {
         let res = match s.kind {
             StepKind::Transfer { from, to, bytes } => {
                 est.transfers += 1;
-                est.bytes_moved += bytes;
+                est.bytes_moved = est.bytes_moved.saturating_add(bytes);
                 if from.is_cpu() && to.is_cpu() {
                     Resource::Host
                 } else {

@@ -112,29 +112,55 @@ impl fmt::Display for Device {
 
 /// Why a device name did not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid device `{text}`: expected `cpu:N`, `cuda:N` or `vulkan:N`")]
+#[error("invalid device `{}`: {}", crate::text::excerpt::token(.text), .problem)]
 pub struct ParseDeviceError {
     /// The text that was rejected.
     pub text: String,
+    /// What is wrong with it.
+    pub problem: DeviceSyntax,
+}
+
+/// What is wrong with a device name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceSyntax {
+    /// Not `kind:index` with a known kind.
+    #[error("expected `cpu:N`, `cuda:N` or `vulkan:N`")]
+    Form,
+    /// A known kind whose index is not a non-negative integer (`cuda:-1`,
+    /// `cpu:x`, `cpu:`).
+    #[error("the index must be a non-negative integer, as in `{kind}:0`")]
+    Index {
+        /// The kind that was named.
+        kind: DeviceKind,
+    },
+    /// An index past `u32::MAX`.
+    #[error("the index must be at most {}", u32::MAX)]
+    IndexTooLarge,
 }
 
 impl FromStr for Device {
     type Err = ParseDeviceError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ParseDeviceError {
+        let err = |problem| ParseDeviceError {
             text: s.to_string(),
+            problem,
         };
-        let (kind, index) = s.trim().split_once(':').ok_or_else(err)?;
+        let (kind, index) = s
+            .trim()
+            .split_once(':')
+            .ok_or_else(|| err(DeviceSyntax::Form))?;
         let kind = match kind {
             "cpu" => DeviceKind::Cpu,
             "cuda" => DeviceKind::Cuda,
             "vulkan" => DeviceKind::Vulkan,
-            _ => return Err(err()),
+            _ => return Err(err(DeviceSyntax::Form)),
         };
         if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(err());
+            return Err(err(DeviceSyntax::Index { kind }));
         }
-        let index = index.parse().map_err(|_| err())?;
+        let index = index
+            .parse()
+            .map_err(|_| err(DeviceSyntax::IndexTooLarge))?;
         Ok(Device { kind, index })
     }
 }
@@ -159,10 +185,28 @@ mod tests {
                 Ok(s.to_string())
             );
         }
-        for s in ["gpu:0", "cpu", "cpu:", "cpu:-1", "cpu:x", ":0"] {
+        for s in ["gpu:0", "cpu", ":0", "cpu0"] {
             let e = s.parse::<Device>().unwrap_err();
             assert!(e.to_string().contains("expected `cpu:N`"), "{e}");
         }
+        for s in ["cpu:", "cpu:-1", "cpu:x", "cpu:1.5"] {
+            let e = s.parse::<Device>().unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "invalid device `{s}`: the index must be a non-negative integer, as in `cpu:0`"
+                )
+            );
+        }
+        assert_eq!(
+            "cuda:-1".parse::<Device>().unwrap_err().to_string(),
+            "invalid device `cuda:-1`: the index must be a non-negative integer, as in `cuda:0`"
+        );
+        assert!("cpu:4294967296"
+            .parse::<Device>()
+            .unwrap_err()
+            .to_string()
+            .ends_with("the index must be at most 4294967295"));
         // The parser's fast path accepts a subset of `from_str`, alike.
         for s in [
             "cpu:0",

@@ -145,7 +145,8 @@ impl FromStr for DType {
             "u32" => Ok(DType::U32),
             "u64" => Ok(DType::U64),
             _ => Err(format!(
-                "unknown dtype `{s}`: expected one of f32, f16, bf16, f64, i32, i64, u8, bool, i8, i16, u16, u32, u64"
+                "unknown dtype `{}`: expected one of f32, f16, bf16, f64, i32, i64, u8, bool, i8, i16, u16, u32, u64",
+                crate::text::excerpt::token(s)
             )),
         }
     }
@@ -153,6 +154,13 @@ impl FromStr for DType {
 
 /// A shape: one extent per axis. Rank 0 is a scalar.
 pub type Shape = SmallVec<[usize; 4]>;
+
+/// The most bytes one tensor may take: `isize::MAX` (2^63 - 1), the
+/// largest allocation Rust can make, and far more than any device has.
+/// The verifier refuses a type that does not [`fit`](TensorType::fits), so
+/// every size, offset and element count computed from a verified graph's
+/// types fits in `usize` without overflow checks.
+pub const MAX_TENSOR_BYTES: usize = isize::MAX as usize;
 
 /// A dtype and a shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -171,13 +179,40 @@ impl TensorType {
             shape: shape.iter().copied().collect(),
         }
     }
-    /// Number of elements (1 for a scalar); saturates instead of overflowing.
+    /// Number of elements (1 for a scalar); saturates instead of
+    /// overflowing (a type that [`fits`](TensorType::fits) never does).
     pub fn num_elements(&self) -> usize {
-        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+        self.checked_num_elements().unwrap_or(usize::MAX)
     }
-    /// Size in bytes; saturates instead of overflowing.
+    /// Size in bytes; saturates instead of overflowing (a type that
+    /// [`fits`](TensorType::fits) never does).
     pub fn size_bytes(&self) -> usize {
-        self.num_elements().saturating_mul(self.dtype.size_bytes())
+        self.checked_size_bytes().unwrap_or(usize::MAX)
+    }
+    /// Number of elements, or `None` if it does not fit in `usize`. An
+    /// empty axis makes it 0 whatever the other extents are.
+    pub fn checked_num_elements(&self) -> Option<usize> {
+        if self.shape.contains(&0) {
+            return Some(0);
+        }
+        self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+    }
+    /// Size in bytes, or `None` if it does not fit in `usize`.
+    pub fn checked_size_bytes(&self) -> Option<usize> {
+        self.checked_num_elements()?
+            .checked_mul(self.dtype.size_bytes())
+    }
+    /// True if the type can be addressed: the extents, each counted as at
+    /// least 1, times the element size, come to at most
+    /// [`MAX_TENSOR_BYTES`]. Counting empty axes as 1 bounds every partial
+    /// product too (the rows before an axis, the elements after it, byte
+    /// offsets), so code that walks a fitting type cannot overflow, and an
+    /// empty tensor cannot hide an axis of 2^63 rows to loop over.
+    pub fn fits(&self) -> bool {
+        self.shape
+            .iter()
+            .try_fold(self.dtype.size_bytes(), |a, &d| a.checked_mul(d.max(1)))
+            .is_some_and(|b| b <= MAX_TENSOR_BYTES)
     }
     /// Number of axes.
     pub fn rank(&self) -> usize {
@@ -217,6 +252,33 @@ mod tests {
         assert_eq!(t.size_bytes(), 2048);
         assert_eq!(TensorType::new(DType::I64, &[]).to_string(), "i64[]");
         assert_eq!(TensorType::new(DType::I64, &[]).num_elements(), 1);
+    }
+
+    #[test]
+    fn sizes_are_checked() {
+        let t = |d: DType, s: &[usize]| TensorType::new(d, s);
+        let big = 1usize << 62;
+        assert!(t(DType::U8, &[big]).fits());
+        assert_eq!(t(DType::U8, &[big]).checked_size_bytes(), Some(big));
+        // 2^62 f32s are 2^64 bytes: the count fits, the bytes do not.
+        assert!(!t(DType::F32, &[big]).fits());
+        assert_eq!(t(DType::F32, &[big]).checked_num_elements(), Some(big));
+        assert_eq!(t(DType::F32, &[big]).checked_size_bytes(), None);
+        assert_eq!(t(DType::F32, &[big]).size_bytes(), usize::MAX);
+        assert!(!t(DType::U8, &[1 << 63]).fits());
+        assert!(!t(DType::U8, &[1 << 32, 1 << 32]).fits());
+        assert_eq!(
+            t(DType::U8, &[1 << 32, 1 << 32]).checked_num_elements(),
+            None
+        );
+        // An empty tensor has no elements, but its other axes still count.
+        assert_eq!(
+            t(DType::F64, &[usize::MAX, 0]).checked_num_elements(),
+            Some(0)
+        );
+        assert!(!t(DType::F64, &[usize::MAX, 0]).fits());
+        assert!(t(DType::F64, &[1 << 20, 0]).fits());
+        assert!(t(DType::U8, &[]).fits());
         for d in DType::ALL {
             assert_eq!(d.as_str().parse::<DType>(), Ok(d));
         }

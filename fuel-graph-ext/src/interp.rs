@@ -40,7 +40,66 @@ pub fn deterministic_value(name: &str, dtype: DType, i: usize) -> f64 {
     }
 }
 
-/// Deterministic data for every input of `g`, keyed by input name.
+/// [`deterministic_inputs`], with every buffer allocated fallibly: an
+/// input the host cannot hold is an [`InterpError::OutOfMemory`] that says
+/// what fits, not an abort. What tools that read graphs from users call.
+pub fn try_deterministic_inputs(g: &Graph) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    let mut out = BTreeMap::new();
+    for (id, name) in g.inputs() {
+        if let Some(n) = g.node(id) {
+            let ty = n.ty.clone();
+            let count = held_elements(&ty, name)?;
+            let mut data: Vec<f64> = Vec::new();
+            data.try_reserve_exact(count).map_err(|e| {
+                out_of_memory(
+                    &format!("input {}", crate::text::excerpt::name(name)),
+                    &ty,
+                    e,
+                )
+            })?;
+            data.extend((0..count).map(|i| deterministic_value(name, ty.dtype, i)));
+            out.insert(name.to_string(), HostTensor::new(ty, data));
+        }
+    }
+    Ok(out)
+}
+
+/// How many elements the interpreter holds for a value of `ty`; a type
+/// that does not fit ([`TensorType::fits`]) is refused.
+fn held_elements(ty: &TensorType, what: &str) -> Result<usize, InterpError> {
+    if !ty.fits() {
+        return Err(InterpError::Invalid(format!(
+            "{} has type {ty}, which takes more than {} bytes; the verifier refuses it",
+            crate::text::excerpt::token(what),
+            crate::dtype::MAX_TENSOR_BYTES
+        )));
+    }
+    Ok(ty.num_elements())
+}
+
+/// Bytes the interpreter holds per element (it keeps every value as an
+/// `f64`).
+const HELD_BYTES: usize = std::mem::size_of::<f64>();
+
+fn out_of_memory(what: &str, ty: &TensorType, e: std::collections::TryReserveError) -> InterpError {
+    let fits = crate::backend::limits::host().map_or(String::new(), |c| {
+        format!(
+            "; this process may hold at most {} ({})",
+            crate::backend::limits::Bytes(c.total.bytes),
+            c.total.what
+        )
+    });
+    InterpError::OutOfMemory {
+        what: what.to_string(),
+        ty: ty.clone(),
+        bytes: ty.num_elements().saturating_mul(HELD_BYTES),
+        reason: format!("{e}{fits}"),
+    }
+}
+
+/// Deterministic data for every input of `g`, keyed by input name. Aborts,
+/// as any `Vec` does, if the host cannot hold them; see
+/// [`try_deterministic_inputs`] for input from users.
 pub fn deterministic_inputs(g: &Graph) -> BTreeMap<String, HostTensor> {
     let mut out = BTreeMap::new();
     for (id, name) in g.inputs() {
@@ -86,6 +145,15 @@ pub enum InterpError {
         "the ranks do not meet: {0}; every rank must record the same collectives in the same order"
     )]
     WorldMismatch(String),
+    /// A value the host cannot hold (the interpreter keeps each element as
+    /// an `f64`).
+    #[error("the interpreter cannot hold {what} ({ty}, {} as it keeps them): {reason}; interpret smaller tensors", crate::backend::limits::Bytes(*.bytes))]
+    OutOfMemory {
+        what: String,
+        ty: TensorType,
+        bytes: usize,
+        reason: String,
+    },
     /// The graph is malformed; run the verifier for the full report.
     #[error("cannot interpret an invalid graph: {0}; run the verifier for details")]
     Invalid(String),
@@ -96,12 +164,24 @@ pub fn interpret(
     g: &Graph,
     inputs: &BTreeMap<String, HostTensor>,
 ) -> Result<Vec<HostTensor>, InterpError> {
-    if !g.is_acyclic() {
+    let (order, acyclic) = g.topo_order_acyclic();
+    if !acyclic {
         return Err(InterpError::Invalid("the graph has a cycle".into()));
     }
     let mut env: HashMap<ValueId, HostTensor> = HashMap::new();
-    for id in g.topo_order() {
+    for id in order {
         let Some(n) = g.node(id) else { continue };
+        // Room for the node's results, checked before `eval` allocates
+        // them (a probe, released at once): a value the host cannot hold
+        // is an error, not an abort.
+        let what = || format!("the result of `{}`", n.op.mnemonic());
+        let count = held_elements(&n.ty, &what())?;
+        let results = n.num_results().max(1);
+        let mut probe: Vec<f64> = Vec::new();
+        probe
+            .try_reserve_exact(count.saturating_mul(results))
+            .map_err(|e| out_of_memory(&what(), &n.ty, e))?;
+        drop(probe);
         let args = n
             .operands
             .iter()
@@ -149,9 +229,16 @@ fn tensor(ty: &TensorType, bytes: Vec<u8>) -> Result<HostTensor, InterpError> {
 }
 
 /// Splits `shape` around `axis` into (outer, extent, inner) element counts.
+/// With no elements after `axis` there is nothing to copy, so `outer` is
+/// 0 then: no caller loops over the rows of an empty tensor (a verified
+/// `u8[2^62,0]` has 2^62 of them).
 fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let outer = shape[..axis].iter().product();
-    let inner = shape[axis + 1..].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer = if inner == 0 {
+        0
+    } else {
+        shape[..axis].iter().product()
+    };
     (outer, shape[axis], inner)
 }
 

@@ -16,6 +16,7 @@ pub mod dot;
 pub mod driver;
 pub mod dtype;
 pub mod elem;
+pub mod env;
 pub mod exec;
 pub mod graph;
 pub mod interp;

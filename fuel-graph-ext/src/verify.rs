@@ -4,21 +4,25 @@
 //! under the offending line of the printed graph. Two levels:
 //!
 //! - [`Level::Structural`] holds for every graph, a pipeline's input too:
-//!   the graph is acyclic; operands and outputs are defined; each node's
-//!   declared type is the one its op infers from its operands (equal shard
-//!   types for collectives, all_gather concatenates, reduce_scatter divides
-//!   evenly); attributes are in range (root, axis, slice bounds, `by`); a
-//!   moved value has no other use.
+//!   the graph is acyclic; operands and outputs are defined; every declared
+//!   type fits ([`TensorType::fits`]: at most 2^63 - 1 bytes, so no size
+//!   computed from it overflows); each node's declared type is the one its
+//!   op infers from its operands (equal shard types for collectives,
+//!   all_gather concatenates, reduce_scatter divides evenly); attributes are
+//!   in range (root, axis, slice bounds, `by`); inputs that share a name
+//!   share a type; a moved value has no other use.
 //! - [`Level::Placement`] adds the rules for a pipeline's output: the
 //!   operands of a non-transfer, non-collective op live on its device, and
 //!   every copy or move is one feasible hop per the [`Topology`]; a driver
 //!   collective runs on a device kind whose driver the topology declares,
 //!   and all its operands live on devices of that kind.
 
-use crate::graph::{Graph, NodeId};
+use crate::dtype::{TensorType, MAX_TENSOR_BYTES};
+use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{infer_type, Op};
-use crate::text::{print_lines, Numbering};
+use crate::text::{excerpt, print_lines, Numbering};
 use crate::topology::Topology;
+use std::collections::HashMap;
 use std::fmt;
 
 /// Which rules to check.
@@ -88,8 +92,42 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
             push(None, format!("returned value {i} is not defined"));
         }
     }
+    // Each input name's first declaration, in order.
+    let mut inputs: HashMap<&str, (NodeId, &TensorType)> = HashMap::new();
     for id in order {
         let Some(n) = g.node(id) else { continue };
+        if let Op::Input { name, .. } = &n.op {
+            match inputs.get(name.as_str()) {
+                Some((first, ty)) if *ty != &n.ty => push(
+                    Some(id),
+                    format!(
+                        "input {} is declared {} here but {ty} by {}; inputs with one name are one tensor, so give them one type or different names",
+                        excerpt::name(name),
+                        n.ty,
+                        num.name(
+                            g,
+                            ValueId {
+                                node: *first,
+                                result: 0
+                            }
+                        ),
+                    ),
+                ),
+                Some(_) => {}
+                None => {
+                    inputs.insert(name, (id, &n.ty));
+                }
+            }
+        }
+        if !n.ty.fits() {
+            push(
+                Some(id),
+                format!(
+                    "type {} takes more than {MAX_TENSOR_BYTES} bytes (2^63 - 1), the most one tensor can address; use a smaller shape",
+                    n.ty
+                ),
+            );
+        }
         let mut defined = true;
         for (slot, v) in n.operands.iter().enumerate() {
             if !g.contains_value(*v) {
@@ -100,8 +138,9 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
         if !defined {
             continue;
         }
-        // Types and attributes.
-        if !matches!(n.op, Op::Input { .. }) {
+        // Types and attributes (a type too large to address is reported
+        // above, once).
+        if !matches!(n.op, Op::Input { .. }) && n.ty.fits() {
             let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
             match infer_type(&n.op, &tys) {
                 Ok(t) if t != n.ty => push(
@@ -206,11 +245,13 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
 }
 
 /// Prints the graph with `// ^ error: ...` lines under each offending line,
-/// and graph-wide errors at the end.
+/// and graph-wide errors at the end. Lines are shown as error messages show
+/// input ([`excerpt::excerpt`]): hidden characters (in notes) escaped, and
+/// lines past [`excerpt::LINE_CHARS`] characters cut.
 pub fn render(g: &Graph, errors: &[VerifyError]) -> String {
     let mut out = String::new();
     for (node, line) in print_lines(g) {
-        out.push_str(&line);
+        out.push_str(&excerpt::excerpt(&line, excerpt::LINE_CHARS));
         out.push('\n');
         if let Some(id) = node {
             let indent = line.len() - line.trim_start().len();
@@ -251,6 +292,44 @@ mod tests {
         assert!(text.contains("run `insert-cross-device-copies`"), "{text}");
         assert!(
             text.contains("  %2 = add %0, %1 @cuda:0 : f32[4]\n  // ^ error:"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sizes_that_overflow_and_inputs_that_disagree() {
+        let half = 1usize << 63;
+        let src = format!("graph @big {{\n  %0 = input \"a\" @cpu:0 : f32[{half}]\n  %1 = input \"a\" @cpu:0 : u8[{half}]\n  %2 = input \"b\" @cpu:0 : u8[4611686018427387904]\n  %3 = concat %2, %2 {{axis=0}} @cpu:0 : u8[9223372036854775808]\n  %4 = input \"a\" @cpu:1 : f32[{half}]\n  return %0, %1, %3, %4\n}}\n");
+        let g = parse(&src).unwrap();
+        let e = verify(&g, Level::Structural, &Topology::default()).unwrap_err();
+        let text = e.to_string();
+        // Both `a`s and the concat are too large; `b` (2^62 bytes) fits.
+        assert_eq!(
+            text.matches("takes more than 9223372036854775807 bytes (2^63 - 1)")
+                .count(),
+            4,
+            "{text}"
+        );
+        assert!(
+            text.contains("input \"a\" is declared u8[9223372036854775808] here but f32[9223372036854775808] by %0"),
+            "{text}"
+        );
+        // Same name and type on two devices is one tensor: no error.
+        assert_eq!(text.matches("is declared").count(), 1, "{text}");
+        // A concat whose declared type fits but whose operands add up past
+        // the limit (the old saturating sum gave 2^64 - 1).
+        let src = src.replace(": u8[9223372036854775808]\n  %4", ": u8[4]\n  %4");
+        let text = verify(
+            &parse(&src).unwrap(),
+            Level::Structural,
+            &Topology::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            text.contains(
+                "`concat` along axis 0 gives a result of more than 9223372036854775807 bytes"
+            ),
             "{text}"
         );
     }

@@ -75,6 +75,12 @@ const CASES: &[(&str, Case)] = &[
     ("E0715", typed_data_of_the_wrong_type),
     ("E0716", typed_data_of_the_wrong_length),
     ("E0717", spmd_mean_on_nccl),
+    ("E0718", exec_value_too_large),
+    ("E0719", exec_not_enough_memory),
+    ("E0720", exec_kernel_buffer_too_large),
+    ("E0721", exec_thread_limit),
+    ("E0722", interp_out_of_memory),
+    ("E0723", exec_region_list),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -82,6 +88,20 @@ const CASES: &[(&str, Case)] = &[
     ("E0805", cli_bad_devices),
     ("E0806", cli_bad_topology),
     ("E0807", cli_unknown_print_after),
+    ("E0808", cli_bad_env),
+    ("E0809", cli_bad_log_filter),
+    ("E0810", cli_input_too_large),
+    ("E0811", cli_input_is_a_device),
+    ("E0812", cli_input_has_nul),
+    ("E0813", cli_input_not_utf8),
+    ("E0814", cli_output_fails),
+    ("E0815", cli_demo_foreign_files),
+    ("E0816", cli_demo_elements_too_large),
+    ("E0817", cli_bench_no_sizes),
+    ("E0818", cli_count_too_large),
+    ("E0819", cli_device_index),
+    ("E0820", cli_bench_too_large),
+    ("E0821", cli_env_not_utf8),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -89,6 +109,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0905", driver_mismatch),
     ("E0906", driver_peer_gone),
     ("E0907", driver_nccl_missing),
+    ("E0908", driver_bad_timeout),
 ];
 
 /// One documented entry.
@@ -343,6 +364,41 @@ fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome 
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8(out.stderr).unwrap())
+}
+
+/// [`cli_err`] under `ulimit -v KB` (so the host's figure is the limit, the
+/// same on every machine with more memory than that) with extra
+/// environment; standard input is empty.
+fn cli_err_limited(kb: u64, args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let bin = fuel_opt()?;
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {kb} && exec \"$0\" \"$@\""))
+        .arg(bin)
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"))
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| Skip(format!("cannot run sh: {e}")))?;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "fuel-opt {args:?} should exit 2; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stderr).unwrap())
+}
+
+/// A scratch file holding `text`, named after the case (messages that name
+/// it are edited to `FILE`).
+fn scratch_file(case: &str, text: &[u8]) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("fuel-catalogue-{case}-{}", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p
 }
 
 /// A lowered all-reduce over cpu:0 and cpu:1 (one copy each way, one add).
@@ -645,6 +701,75 @@ fn interp_world_mismatch() -> Outcome {
     }
 }
 
+/// Under `ulimit -v 1 GiB` the host's figure is 1 GiB on any machine with
+/// more memory than that, so the messages read the same everywhere.
+const ONE_GIB_KB: u64 = 1 << 20;
+
+fn exec_value_too_large() -> Outcome {
+    let f = scratch_file("e0713", b"graph @g {\n  %0 = input \"a\" @cpu:0 : f32[1073741824]\n  %1 = add %0, %0 @cpu:0 : f32[1073741824]\n  return %1\n}\n");
+    let m = cli_err_limited(ONE_GIB_KB, &[f.to_str().unwrap(), "--run"], &[]);
+    let _ = std::fs::remove_file(&f);
+    m
+}
+fn exec_not_enough_memory() -> Outcome {
+    let f = scratch_file("e0714", b"graph @g {\n  %0 = input \"a\" @cpu:0 : u8[536870912]\n  %1 = input \"b\" @cpu:1 : u8[536870912]\n  %2 = input \"c\" @cpu:1 : u8[536870912]\n  %3 = copy %0 -> cpu:1 : u8[536870912]\n  %4 = max %1, %2, %3 @cpu:1 : u8[536870912]\n  return %4\n}\n");
+    let m = cli_err_limited(ONE_GIB_KB, &[f.to_str().unwrap(), "--run"], &[]);
+    let _ = std::fs::remove_file(&f);
+    m
+}
+fn exec_kernel_buffer_too_large() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    let inst = fuel_graph_ext::backend::vulkan::Instance::open().unwrap();
+    let cap = inst.open_device(Device::vulkan(0)).unwrap().capacity();
+    if cap.kernel_buffer.bytes != 134_217_728 {
+        return Err(Skip(format!(
+            "the documented figures are lavapipe's (maxStorageBufferRange 134217728); this device binds {}",
+            cap.kernel_buffer.bytes
+        )));
+    }
+    compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[33554433]\n  %1 = add %0, %0 @vulkan:0 : f32[33554433]\n  return %1\n}\n", &[])
+}
+fn exec_thread_limit() -> Outcome {
+    let f = scratch_file("e0716", CPU_AR.as_bytes());
+    let m = cli_err_limited(
+        2_000_000,
+        &[f.to_str().unwrap(), "--run"],
+        &[("RUST_MIN_STACK", "4000000000")],
+    );
+    let _ = std::fs::remove_file(&f);
+    // The thread limits are this machine's: shown as N and M.
+    m.map(|m| {
+        let mut out = String::new();
+        let mut rest = m.as_str();
+        for (key, shown) in [("ulimit -u: ", "N"), ("threads-max: ", "M")] {
+            if let Some(at) = rest.find(key) {
+                let (head, tail) = rest.split_at(at + key.len());
+                out.push_str(head);
+                out.push_str(shown);
+                rest = tail.trim_start_matches(|c: char| c.is_ascii_digit());
+            }
+        }
+        out.push_str(rest);
+        out
+    })
+}
+fn interp_out_of_memory() -> Outcome {
+    let f = scratch_file(
+        "e0717",
+        b"graph @g {\n  %0 = input \"a\" @cpu:0 : f32[268435456]\n  return %0\n}\n",
+    );
+    let m = cli_err_limited(ONE_GIB_KB, &[f.to_str().unwrap(), "--interpret"], &[]);
+    let _ = std::fs::remove_file(&f);
+    m
+}
+fn exec_region_list() -> Outcome {
+    if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1") {
+        return Err(Skip("vm.overcommit_memory=1 grants any reservation".into()));
+    }
+    // Refused while the schedule is built, before any device is opened.
+    compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[274877906944,2]\n  %1 = slice %0 {axis=1, len=1, start=0} @vulkan:0 : f32[274877906944,1]\n  return %1\n}\n", &[])
+}
+
 // ---- fuel-opt (E08) ---------------------------------------------------------
 
 fn cli_no_input() -> Outcome {
@@ -686,6 +811,118 @@ fn cli_bad_topology() -> Outcome {
         &[],
     )
     .map(|m| m.replace(topo.to_str().unwrap(), "bad.topo"))
+}
+fn cli_bad_env() -> Outcome {
+    cli_err(&["devices"], None, &[("FUEL_VULKAN_DEVICES", "abc")])
+}
+fn cli_bad_log_filter() -> Outcome {
+    cli_err(&["devices"], None, &[("FUEL_LOG", "=[")])
+}
+fn cli_input_too_large() -> Outcome {
+    cli_err(
+        &["passes/cse-fanout.fir", "--max-input-size", "64"],
+        None,
+        &[],
+    )
+}
+fn cli_input_is_a_device() -> Outcome {
+    cli_err(&["/dev/zero"], None, &[])
+}
+fn cli_input_has_nul() -> Outcome {
+    cli_err(&["-"], Some("graph @g {\0"), &[])
+}
+fn cli_input_not_utf8() -> Outcome {
+    let f = scratch_file(
+        "e0813",
+        b"graph @g {\n  %0 = input \"\xff\" @cpu:0 : f32[4]\n",
+    );
+    let m = cli_err(&[f.to_str().unwrap()], None, &[]);
+    let _ = std::fs::remove_file(&f);
+    m.map(|m| m.replace(f.to_str().unwrap(), "FILE"))
+}
+fn cli_output_fails() -> Outcome {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .map_err(|e| Skip(format!("no /dev/full: {e}")))?;
+    let out = Command::new(fuel_opt()?)
+        .arg("passes")
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    Ok(String::from_utf8(out.stderr).unwrap())
+}
+fn cli_demo_foreign_files() -> Outcome {
+    let dir = std::env::temp_dir().join(format!("fuel-catalogue-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let m = cli_err(
+        &[
+            "demo",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        None,
+        &[],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    m.map(|m| m.replace(dir.to_str().unwrap(), "out/demo"))
+}
+fn cli_demo_elements_too_large() -> Outcome {
+    cli_err(
+        &[
+            "demo",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--elements",
+            "18446744073709551615",
+        ],
+        None,
+        &[],
+    )
+}
+fn cli_bench_no_sizes() -> Outcome {
+    cli_err(&["bench", "--sizes", ""], None, &[])
+}
+fn cli_count_too_large() -> Outcome {
+    cli_err(&["bench", "--iters", "18446744073709551615"], None, &[])
+}
+fn cli_device_index() -> Outcome {
+    cli_err(&["-", "--run", "--devices", "cuda:-1"], Some(CPU_AR), &[])
+}
+fn cli_bench_too_large() -> Outcome {
+    cli_err_limited(
+        4 << 20,
+        &[
+            "bench", "--sizes", "2G", "--iters", "1", "--warmup", "0", "--csv",
+        ],
+        &[],
+    )
+}
+fn cli_env_not_utf8() -> Outcome {
+    use std::os::unix::ffi::OsStrExt;
+    let mut cmd = Command::new(fuel_opt()?);
+    cmd.args(["-", "--passes", "dce"])
+        .env("FUEL_PRINT_AFTER", std::ffi::OsStr::from_bytes(b"dce\xff"))
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(CPU_AR.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    Ok(String::from_utf8(out.stderr).unwrap())
 }
 
 // ---- collective driver (E09) ------------------------------------------------
@@ -778,4 +1015,11 @@ fn driver_nccl_missing() -> Outcome {
         Err(e @ DriverError::LibraryMissing { .. }) => Ok(e.to_string()),
         Err(e) => Err(Skip(format!("libnccl loads, but: {e}"))),
     }
+}
+fn driver_bad_timeout() -> Outcome {
+    // The variable is set only around this call; no other case reads it.
+    std::env::set_var("FUEL_JOIN_TIMEOUT_MS", "0");
+    let r = JoinOptions::from_env();
+    std::env::remove_var("FUEL_JOIN_TIMEOUT_MS");
+    driver_err(r)
 }

@@ -21,12 +21,13 @@
 //! staging buffer otherwise; the header names it): when transfers get
 //! faster, the bound gets faster with them.
 
+use crate::outln;
 use crate::scenario::{self, Shape};
 use crate::sizes::{format_size, parse_sizes};
 use crate::Failure;
 use fuel_graph_ext::backend::cpu;
 use fuel_graph_ext::exec::{self, Tensor};
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::{DType, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -97,39 +98,44 @@ pub struct Row {
 pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
-    let sizes = parse_sizes(&a.sizes).map_err(Failure::input)?;
+    let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
     if a.iters == 0 {
         return Err(Failure::input("--iters must be at least 1"));
     }
+    scenario::check_count("--iters", a.iters)?;
+    scenario::check_count("--warmup", a.warmup)?;
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
-    let topo = Arc::new(crate::load_topology(a.topology.as_ref())?);
+    let topo = Arc::new(crate::load_topology(
+        a.topology.as_ref(),
+        crate::input::DEFAULT_MAX_INPUT,
+    )?);
     if a.calibrate {
         return crate::calibrate::calibrate(&devices, &topo, &a.out, a.iters, a.warmup);
     }
     let n = devices.len();
     let progress = std::io::stderr().is_terminal();
     if a.csv {
-        println!(
+        outln!(
             "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio"
-        );
+        )?;
     } else {
         let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-        println!(
+        outln!(
             "# fuel-opt bench: all_reduce over [{}], {} iters after {} warmup, median times",
             names.join(", "),
             a.iters,
             a.warmup
-        );
-        println!(
+        )?;
+        outln!(
             "# bound: host n-ary add + {} memcpys of the result{}, same run",
             n.saturating_sub(1),
             match vulkan_transfer_path(&devices) {
                 Some(path) => format!(" + each Vulkan device's own download and upload ({path})"),
                 None => String::new(),
             }
-        );
-        println!(
+        )?;
+        outln!(
             "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6}",
             "size",
             "count",
@@ -142,19 +148,19 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             "#wrong",
             "bound(GB/s)",
             "ratio"
-        );
+        )?;
     }
     for (i, &size) in sizes.iter().enumerate() {
         if progress {
             let done = i * 30 / sizes.len();
-            eprint!(
+            crate::output::err(format_args!(
                 "\r[{}{}] {}/{} sizes, now {:<6}",
                 "#".repeat(done),
                 ".".repeat(30 - done),
                 i,
                 sizes.len(),
                 format_size(size)
-            );
+            ));
             let _ = std::io::stderr().flush();
         }
         let row = measure(
@@ -173,7 +179,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             0.0
         };
         if a.csv {
-            println!(
+            outln!(
                 "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
                 row.size,
                 row.count,
@@ -186,22 +192,22 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
                 row.wrong,
                 row.bound,
                 ratio
-            );
+            )?;
         } else {
-            println!(
+            outln!(
                 " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2}",
                 row.size, row.count, dtype.as_str(), op.as_str(), row.algorithm, row.time_us, row.algbw, row.busbw, row.wrong, row.bound, ratio
-            );
+            )?;
         }
     }
     if progress {
-        eprintln!(
-            "\r[{}] {}/{} sizes{:<12}",
+        crate::output::err(format_args!(
+            "\r[{}] {}/{} sizes{:<12}\n",
             "#".repeat(30),
             sizes.len(),
             sizes.len(),
             ""
-        );
+        ));
     }
     Ok(())
 }
@@ -222,10 +228,17 @@ pub fn measure(
     let count = (size / dtype.size_bytes()).max(1);
     let ty = TensorType::new(dtype, &[count]);
     let g = scenario::build(devices, &ty, op, Shape::AllReduce)?;
-    let (lowered, decisions) = scenario::lower(&g, algorithm, topo, None)?;
-    let exe = exec::compile_with(&lowered, devices, topo)
-        .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
-    let host_inputs = deterministic_inputs(&g);
+    let (lowered, decisions, _) = scenario::lower(&g, &scenario::pipeline(algorithm), topo, None)?;
+    let exe = exec::compile_with(&lowered, devices, topo).map_err(|e| {
+        let hint = fitting_size(&e, size).map_or(String::new(), |s| {
+            format!(
+                "; the executor has room for at most {} per rank here, and the bench's own reference values need more: try smaller --sizes",
+                format_size(s)
+            )
+        });
+        Failure::input(format!("compile failed: {e}{hint}"))
+    })?;
+    let host_inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;
     let inputs: BTreeMap<String, Tensor> = host_inputs
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
@@ -260,7 +273,7 @@ pub fn measure(
     } else {
         algbw
     };
-    let bound_us = host_bound_us(n, bytes, dtype.size_bytes(), iters, warmup)
+    let bound_us = host_bound_us(n, bytes, dtype.size_bytes(), iters, warmup)?
         + staging_bound_us(devices, bytes, iters, warmup)?;
     let bound = if bound_us > 0.0 {
         bytes as f64 / (bound_us * 1e3)
@@ -279,6 +292,19 @@ pub fn measure(
     })
 }
 
+/// For a compile refused for its size, the largest power of two bytes per
+/// rank that would fit, scaling `size` by what the devices have over what
+/// the graph needs.
+fn fitting_size(e: &exec::ExecError, size: usize) -> Option<usize> {
+    let (have, need) = match e {
+        exec::ExecError::NotEnoughMemory { need, limit, .. } => (*limit, *need),
+        exec::ExecError::TooLarge { bytes, limit, .. } => (*limit, *bytes),
+        _ => return None,
+    };
+    let fits = (size as f64 * have as f64 / need.max(1) as f64) as usize;
+    (fits >= 1).then(|| 1usize << fits.ilog2())
+}
+
 fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -> String {
     let chosen = scenario::chosen(decisions);
     if requested == "auto" {
@@ -293,13 +319,21 @@ fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -
 /// on one thread and split over the CPU kernels' own rayon pool
 /// (`cpu::on_kernel_threads`) and the faster of the two counts, so the
 /// bound pays no thread start-up the executor does not pay either.
-pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: usize) -> f64 {
+pub fn host_bound_us(
+    n: usize,
+    bytes: usize,
+    elem: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<f64, Failure> {
     let words = bytes.div_ceil(8);
-    let inputs: Vec<Vec<u64>> = (0..n).map(|i| vec![i as u64 + 1; words]).collect();
-    let mut out = vec![0u64; words];
+    let inputs: Vec<Vec<u64>> = (0..n)
+        .map(|i| host_vec(words, i as u64 + 1))
+        .collect::<Result<_, _>>()?;
+    let mut out = host_vec(words, 0u64)?;
     let mut copies: Vec<Vec<u64>> = (0..n.saturating_sub(1))
-        .map(|_| vec![0u64; words])
-        .collect();
+        .map(|_| host_vec(words, 0u64))
+        .collect::<Result<_, _>>()?;
     let mut best = f64::INFINITY;
     for threads in [1, cpu::kernel_threads()] {
         let mut times = Vec::with_capacity(iters);
@@ -323,7 +357,29 @@ pub fn host_bound_us(n: usize, bytes: usize, elem: usize, iters: usize, warmup: 
         best = best.min(scenario::median_us(&mut times));
     }
     std::hint::black_box(&copies);
-    best
+    Ok(best)
+}
+
+/// `len` copies of `v` in a vector allocated fallibly: the bound's buffers
+/// are as large as the sizes asked for, and a size the host cannot hold is
+/// an error that says what fits, not an abort.
+fn host_vec<T: Clone>(len: usize, v: T) -> Result<Vec<T>, Failure> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|e| {
+        let fits = fuel_graph_ext::backend::limits::host().map_or(String::new(), |c| {
+            format!(
+                "; this process may hold at most {} ({})",
+                fuel_graph_ext::backend::limits::Bytes(c.total.bytes),
+                c.total.what
+            )
+        });
+        Failure::input(format!(
+            "the host bound cannot allocate {}: {e}{fits}; give smaller --sizes",
+            fuel_graph_ext::backend::limits::Bytes(len.saturating_mul(std::mem::size_of::<T>()))
+        ))
+    })?;
+    out.resize(len, v);
+    Ok(out)
 }
 
 /// How the group's first Vulkan device moves host bytes, as the bound and
@@ -366,7 +422,7 @@ pub fn staging_bound_us(
     let fail = |e: String| Failure::input(format!("staging bound: {e}"));
     let inst = Instance::open().map_err(|u| fail(u.reason))?;
     let faults = Faults::new(None);
-    let mut host = vec![1u8; bytes];
+    let mut host = host_vec(bytes, 1u8)?;
     let mut total = 0.0;
     for d in vk {
         let dev = inst.open_device(*d).map_err(|e| fail(e.to_string()))?;

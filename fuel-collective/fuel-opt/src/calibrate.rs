@@ -10,6 +10,7 @@
 //! as the executor sees them (a copy to a Vulkan device includes reading
 //! the result back).
 
+use crate::outln;
 use crate::scenario;
 use crate::Failure;
 use fuel_graph_ext::exec::{self, Tensor};
@@ -69,10 +70,10 @@ pub fn calibrate(
 ) -> Result<(), Failure> {
     let mut topo = base.clone();
     let mut done: BTreeSet<LinkClass> = BTreeSet::new();
-    println!(
+    outln!(
         "# fuel-opt bench --calibrate over {} devices, medians of {iters}",
         devices.len()
-    );
+    )?;
     for &a in devices {
         for &b in devices {
             if a == b || topo.route(a, b) != Route::Direct {
@@ -89,10 +90,10 @@ pub fn calibrate(
             let slope = (big - small).max(1e-3);
             let bandwidth_gbps = (BIG - SMALL) as f64 / (slope * 1e3);
             let latency_us = (small - SMALL as f64 / (bandwidth_gbps * 1e3)).max(0.0);
-            println!(
+            outln!(
                 "link {:<12} {a} -> {b}: 4 KiB {small:.1} us, 4 MiB {big:.1} us => bandwidth {bandwidth_gbps:.2} GB/s, latency {latency_us:.1} us",
                 class.as_str()
-            );
+            )?;
             topo.set_link(
                 class,
                 LinkCost {
@@ -109,10 +110,10 @@ pub fn calibrate(
         }
         let t = time_graph(&add_graph(d, BIG), &[d], iters, warmup)?;
         let gbps = (2 * BIG) as f64 / (t * 1e3);
-        println!(
+        outln!(
             "reduce {:<6} on {d}: add of 2 x 4 MiB {t:.1} us => {gbps:.2} GB/s of input read",
             d.kind
-        );
+        )?;
         topo.reduce_gbps.insert(d.kind, gbps);
     }
     if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -130,6 +131,6 @@ pub fn calibrate(
     );
     std::fs::write(out, text)
         .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", out.display())))?;
-    println!("# wrote {} (read it back with --topology)", out.display());
+    outln!("# wrote {} (read it back with --topology)", out.display())?;
     Ok(())
 }

@@ -3,16 +3,23 @@
 //! lowers them with `auto`, dumps text IR, DOT and SVG for every step, runs
 //! the result on the real devices, checks it against the reference
 //! interpreter, and prints a short report.
+//!
+//! `--out DIR` holds only files the demo wrote ([`OutDir`]): a DIR with
+//! anything else in it is refused, symlinks are never followed, and the
+//! report lists only this run's files.
 
+use crate::outdir::OutDir;
+use crate::outln;
 use crate::scenario::{self, Shape};
 use crate::Failure;
 use fuel_collective::lower::estimate_graph;
 use fuel_graph_ext::dot::human_bytes;
+use fuel_graph_ext::dtype::MAX_TENSOR_BYTES;
 use fuel_graph_ext::exec::{self, Tensor};
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,10 +68,10 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
 
-    println!("== devices");
+    outln!("== devices")?;
     let found = scenario::discover();
     for (d, what) in &found.available {
-        println!("  {:<10} {what}", d.to_string());
+        outln!("  {:<10} {what}", d.to_string())?;
     }
     for kind in [DeviceKind::Vulkan, DeviceKind::Cuda] {
         if !found.available.iter().any(|(d, _)| d.kind == kind) {
@@ -73,54 +80,66 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
                 .iter()
                 .find(|u| u.backend.eq_ignore_ascii_case(kind.as_str()));
             let reason = why.map_or("not found".to_string(), |u| u.reason.clone());
-            println!(
+            outln!(
                 "  {:<10} none: {reason} — {}",
                 kind.as_str(),
                 hint_for(kind)
-            );
+            )?;
         }
     }
+    scenario::check_count("--runs", a.runs)?;
     let devices = scenario::pick_devices(a.devices.as_deref(), 4, &found)?;
     let n = devices.len();
-    let elements = a.elements.max(1).div_ceil(n) * n;
-    let ty = TensorType::new(dtype, &[elements]);
+    let ty = shard_type(a.elements, dtype, n)?;
+    let elements = ty.num_elements();
     let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-    println!(
+    outln!(
         "  using [{}], {elements} x {dtype} per shard ({})",
         names.join(", "),
         human_bytes(ty.size_bytes())
-    );
+    )?;
 
-    println!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather");
+    outln!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather")?;
     let g = scenario::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
     let topo = Arc::new(fuel_graph_ext::Topology::default());
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| Failure::input(format!("cannot create {}: {e}", a.out.display())))?;
-    let (lowered, decisions) = scenario::lower(&g, &a.algorithm, &topo, Some(a.out.clone()))?;
-    println!(
+    // The pipeline is checked (an unknown algorithm, say) before the output
+    // directory is looked at, so a bad option is reported as itself.
+    let pipeline = scenario::pipeline(&a.algorithm);
+    let passes = scenario::pass_names(&pipeline, &topo)?;
+    let out = OutDir::prepare(&a.out)?;
+    let mut names = Vec::new();
+    for (i, pass) in std::iter::once("input").chain(passes).enumerate() {
+        for ext in ["fir", "dot", "svg"] {
+            names.push(format!("{i:02}-{pass}.{ext}"));
+        }
+    }
+    out.will_write(names.iter().map(String::as_str))?;
+    let (lowered, decisions, dumped) =
+        scenario::lower(&g, &pipeline, &topo, Some(out.path().to_path_buf()))?;
+    outln!(
         "  lowered with lower-collectives{{algorithm={}}}: chose {}",
         a.algorithm,
         scenario::chosen(&decisions)
-    );
-    println!(
+    )?;
+    outln!(
         "  {} nodes before, {} after",
         g.node_count(),
         lowered.node_count()
-    );
+    )?;
 
-    let mut written = dumped_files(&a.out)?;
-    let svgs = render_svgs(&written);
-    match &svgs {
-        Ok(list) => written.extend(list.iter().cloned()),
-        Err(hint) => println!("  {hint}"),
+    let mut written = dumped;
+    match render_svgs(&out, &written) {
+        Ok(list) => written.extend(list),
+        Err(hint) => outln!("  {hint}")?,
     }
+    written.sort();
 
-    println!("== run");
+    outln!("== run")?;
     let t0 = Instant::now();
     let exe = exec::compile(&lowered, &devices)
         .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let host_inputs = deterministic_inputs(&g);
+    let host_inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;
     let inputs: BTreeMap<String, Tensor> = host_inputs
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
@@ -138,11 +157,14 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let measured_us = scenario::median_us(&mut times);
     let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
 
-    println!("== results (checked against the reference interpreter)");
-    println!(
+    outln!("== results (checked against the reference interpreter)")?;
+    outln!(
         "  {:<4} {:<12} {:<10} {:<8} digest",
-        "out", "collective", "device", "check"
-    );
+        "out",
+        "collective",
+        "device",
+        "check"
+    )?;
     let mut bad = 0;
     for (k, ((t, w), dev)) in first
         .iter()
@@ -159,90 +181,103 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             }
         };
         let what = if k < n { "all_reduce" } else { "all_gather" };
-        println!(
+        outln!(
             "  {k:<4} {what:<12} {:<10} {verdict:<8} {}",
             dev.to_string(),
             got.digest()
-        );
+        )?;
     }
 
-    println!("== bytes moved per link");
+    outln!("== bytes moved per link")?;
     let traffic = scenario::link_traffic(&lowered, &exe.shared_copies());
-    let mut total = 0;
+    let mut total: usize = 0;
     for ((from, to), t) in &traffic {
         let shared = match t.shared {
             0 => String::new(),
             k if k == t.copies => " (shared, no bytes moved)".to_string(),
             k => format!(" ({k} shared, no bytes moved)"),
         };
-        println!(
+        outln!(
             "  {:<22} {:>10} in {} cop{}{shared}",
             format!("{from} -> {to}"),
             human_bytes(t.bytes),
             t.copies,
             if t.copies == 1 { "y" } else { "ies" }
-        );
-        total += t.bytes;
+        )?;
+        total = total.saturating_add(t.bytes);
     }
-    println!("  {:<22} {:>10}", "total", human_bytes(total));
+    outln!("  {:<22} {:>10}", "total", human_bytes(total))?;
 
     let est = estimate_graph(&lowered, &topo);
-    println!("== time");
-    println!("  compile            {compile_ms:>10.2} ms");
-    println!("  estimated (model)  {:>10.1} us", est.total_us());
-    println!("  measured (median of {}) {:>6.1} us", a.runs, measured_us);
+    outln!("== time")?;
+    outln!("  compile            {compile_ms:>10.2} ms")?;
+    outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
+    outln!("  measured (median of {}) {:>6.1} us", a.runs, measured_us)?;
 
-    println!("== files in {}", a.out.display());
+    outln!("== files in {}", a.out.display())?;
     for f in &written {
-        println!("  {}", f.display());
+        outln!("  {}", f.display())?;
     }
     if bad > 0 {
         return Err(Failure::mismatch(format!(
             "{bad} result(s) differ from the reference interpreter"
         )));
     }
-    println!(
+    outln!(
         "all {} results match the reference interpreter",
         first.len()
-    );
+    )?;
     Ok(())
 }
 
-fn dumped_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let rd = std::fs::read_dir(dir)
-        .map_err(|e| Failure::input(format!("cannot list {}: {e}", dir.display())))?;
-    let mut files: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "fir" || x == "dot"))
-        .collect();
-    files.sort();
-    Ok(files)
+/// The type of one shard: `elements` rounded up to a multiple of the
+/// group size `n`, refused when it cannot be addressed (the message says
+/// how many elements fit).
+fn shard_type(elements: usize, dtype: DType, n: usize) -> Result<TensorType, Failure> {
+    let max = MAX_TENSOR_BYTES / dtype.size_bytes() / n * n;
+    let rounded = elements.max(1).div_ceil(n).checked_mul(n);
+    match rounded {
+        Some(e) if e <= max => Ok(TensorType::new(dtype, &[e])),
+        _ => Err(Failure::input(format!(
+            "--elements {elements}: that many {dtype} elements per shard take more than {MAX_TENSOR_BYTES} bytes, the most one tensor can address; give at most {max} (and what the devices hold: compile says)"
+        ))),
+    }
 }
 
-/// Renders every `.dot` to `.svg` with graphviz, or returns a one-line hint.
-fn render_svgs(files: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+/// Renders each dumped `.dot` to an `.svg` beside it with graphviz (its
+/// output read from a pipe and written by [`OutDir`], so graphviz opens no
+/// path in the directory), or returns a one-line hint.
+fn render_svgs(out: &OutDir, files: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let hint = "SVG: graphviz `dot` not found; `apt-get install graphviz` renders the .dot files";
     if Command::new("dot").arg("-V").output().is_err() {
         return Err(hint.into());
     }
-    let mut out = Vec::new();
+    let mut written = Vec::new();
     for f in files
         .iter()
         .filter(|p| p.extension().is_some_and(|x| x == "dot"))
     {
-        let svg = f.with_extension("svg");
-        let status = Command::new("dot")
-            .arg("-Tsvg")
-            .arg(f)
-            .arg("-o")
-            .arg(&svg)
-            .status();
-        match status {
-            Ok(s) if s.success() => out.push(svg),
-            Ok(s) => return Err(format!("SVG: `dot -Tsvg {}` failed ({s})", f.display())),
+        let Some(name) = f
+            .with_extension("svg")
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+        else {
+            continue;
+        };
+        let run = Command::new("dot").arg("-Tsvg").arg(f).output();
+        match run {
+            Ok(o) if o.status.success() => {
+                written.push(out.write(&name, &o.stdout).map_err(|e| e.message)?);
+            }
+            Ok(o) => {
+                return Err(format!(
+                    "SVG: `dot -Tsvg {}` failed ({})",
+                    f.display(),
+                    o.status
+                ))
+            }
             Err(e) => return Err(format!("SVG: cannot run dot: {e}")),
         }
     }
-    Ok(out)
+    Ok(written)
 }

@@ -3,17 +3,23 @@
 //! the reference interpreter, and `--run` executes it on real devices.
 //!
 //! Exit codes: 0 success, 1 a result mismatch, 2 bad input (parse, verify,
-//! pipeline or usage errors).
+//! pipeline or usage errors, a bad environment variable, input too large,
+//! output that cannot be written). A reader that closes the output pipe
+//! early ends it as `SIGPIPE` ends other Unix tools (status 141 in a
+//! shell), quietly.
 
 mod bench;
 mod calibrate;
 mod demo;
+mod input;
+mod outdir;
+mod output;
 mod run;
 mod scenario;
 mod sizes;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::pass::{DebugOptions, PrintAfter};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, Topology};
@@ -76,6 +82,9 @@ struct OptArgs {
     /// Devices to open for `--run` (default: those the graph uses).
     #[arg(long)]
     devices: Option<String>,
+    /// The largest input (and topology) file to read, e.g. `1G`.
+    #[arg(long, default_value = "256M")]
+    max_input_size: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -85,6 +94,7 @@ enum Emit {
 }
 
 /// A failure with the exit code it maps to.
+#[derive(Debug)]
 pub struct Failure {
     code: u8,
     message: String,
@@ -108,60 +118,118 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("FUEL_LOG"))
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
-    let res = match cli.command {
-        Some(Command::Devices) => run::devices(),
-        Some(Command::Demo(a)) => demo::demo(&a),
-        Some(Command::Bench(a)) => bench::bench(&a),
-        Some(Command::Passes) => {
-            list_passes();
-            Ok(())
+    output::default_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Usage errors quote the command line: shown as every message that
+        // quotes input is (escaped, long lines cut), with clap's status 2.
+        Err(e) if e.use_stderr() => {
+            let text = e.render().to_string();
+            for line in text.lines() {
+                output::err(format_args!(
+                    "{}\n",
+                    fuel_graph_ext::text::excerpt::excerpt(
+                        line,
+                        fuel_graph_ext::text::excerpt::LINE_CHARS
+                    )
+                ));
+            }
+            return ExitCode::from(2);
         }
-        None => opt(&cli.opt),
+        // --help and --version.
+        Err(e) => {
+            return match e.print() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::from(2),
+            };
+        }
     };
+    let res = logging()
+        .and_then(|()| check_env())
+        .and_then(|()| match cli.command {
+            Some(Command::Devices) => run::devices(),
+            Some(Command::Demo(a)) => demo::demo(&a),
+            Some(Command::Bench(a)) => bench::bench(&a),
+            Some(Command::Passes) => list_passes(),
+            None => opt(&cli.opt),
+        })
+        .and_then(|()| output::flush());
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("fuel-opt: {}", f.message);
+            output::err(format_args!("fuel-opt: {}\n", f.message));
             ExitCode::from(f.code)
         }
     }
 }
 
-fn list_passes() {
+/// Sends tracing to standard error, filtered by `FUEL_LOG` (tracing's
+/// directives: `warn`, `fuel_graph_ext=debug`); a value that does not
+/// parse is an error naming the variable.
+fn logging() -> Result<(), Failure> {
+    let accepts = "tracing directives such as `warn` or `fuel_graph_ext=debug`";
+    let filter = match fuel_graph_ext::env::text("FUEL_LOG", accepts).map_err(env_failure)? {
+        None => tracing_subscriber::EnvFilter::default(),
+        Some(v) => tracing_subscriber::EnvFilter::builder()
+            .parse(&v)
+            .map_err(|e| {
+                env_failure(fuel_graph_ext::env::EnvError {
+                    name: "FUEL_LOG".into(),
+                    value: v.clone(),
+                    accepts: format!("{accepts} ({e})"),
+                })
+            })?,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    Ok(())
+}
+
+fn env_failure(e: fuel_graph_ext::env::EnvError) -> Failure {
+    Failure::input(e.to_string())
+}
+
+/// Every variable the runtime reads, checked once before any work: a bad
+/// value is an error naming the variable and what it accepts, whichever
+/// subcommand runs (`FUEL_PRINT_AFTER` and `FUEL_DUMP_DIR` are checked
+/// where a pipeline is built).
+fn check_env() -> Result<(), Failure> {
+    fuel_graph_ext::backend::vulkan::devices_per_adapter().map_err(env_failure)?;
+    fuel_graph_ext::backend::vulkan::HostAccess::from_env().map_err(env_failure)?;
+    fuel_graph_ext::driver::JoinOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;
+    Ok(())
+}
+
+fn list_passes() -> Result<(), Failure> {
     for p in fuel_collective::registry().passes() {
-        println!("{:<28} {}", p.name, p.summary);
+        outln!("{:<28} {}", p.name, p.summary)?;
         for (k, doc) in p.options {
-            println!("{:<28}   {k}: {doc}", "");
+            outln!("{:<28}   {k}: {doc}", "")?;
         }
     }
+    Ok(())
 }
 
-fn read_input(file: &str) -> Result<String, Failure> {
-    if file == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| Failure::input(format!("cannot read standard input: {e}")))?;
-        Ok(s)
-    } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| Failure::input(format!("cannot read `{file}`: {e}")))
-    }
+/// `--max-input-size` as bytes.
+pub fn input_limit(text: &str) -> Result<usize, Failure> {
+    sizes::parse_size(text).map_err(|e| Failure::input(format!("--max-input-size: {e}")))
 }
 
-/// Loads a topology file, or the default topology.
-pub fn load_topology(path: Option<&PathBuf>) -> Result<Topology, Failure> {
+/// Loads a topology file (at most `limit` bytes), or the default topology.
+pub fn load_topology(path: Option<&PathBuf>, limit: usize) -> Result<Topology, Failure> {
     match path {
         None => Ok(Topology::default()),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Failure::input(format!("cannot read topology `{}`: {e}", p.display()))
-            })?;
-            Topology::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", p.display())))
+            let shown = p.to_string_lossy();
+            let text = input::read_text(&shown, "topology ", limit)?;
+            Topology::parse(&text).map_err(|e| {
+                Failure::input(format!(
+                    "{}: {e}",
+                    fuel_graph_ext::text::excerpt::token(&shown)
+                ))
+            })
         }
     }
 }
@@ -172,14 +240,16 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             "no input: give a .fir file or `-` for standard input (see `fuel-opt --help`)",
         )
     })?;
-    let src = read_input(file)?;
-    let original = text::parse(&src).map_err(|e| Failure::input(format!("{file}:{e}")))?;
-    let topo = Arc::new(load_topology(a.topology.as_ref())?);
+    let limit = input_limit(&a.max_input_size)?;
+    let src = input::read_text(file, "", limit)?;
+    let shown = fuel_graph_ext::text::excerpt::token(file);
+    let original = text::parse(&src).map_err(|e| Failure::input(format!("{shown}:{e}")))?;
+    let topo = Arc::new(load_topology(a.topology.as_ref(), limit)?);
     let mut g = original.clone();
     match &a.passes {
         None => {
             verify(&g, Level::Structural, &topo)
-                .map_err(|e| Failure::input(format!("{file}: {e}")))?;
+                .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         }
         Some(p) => {
             let mut debug = DebugOptions::from_env(&fuel_collective::registry())
@@ -196,17 +266,17 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
         }
     }
     match a.emit {
-        Emit::Text => print!("{}", text::print(&g)),
-        Emit::Dot => print!("{}", fuel_graph_ext::dot::to_dot(&g)),
+        Emit::Text => out!("{}", text::print(&g))?,
+        Emit::Dot => out!("{}", fuel_graph_ext::dot::to_dot(&g))?,
     }
     if a.interpret {
-        let inputs = deterministic_inputs(&g);
+        let inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;
         let outs = interpret(&g, &inputs).map_err(|e| Failure::input(e.to_string()))?;
         for (k, (v, t)) in g.outputs().iter().zip(&outs).enumerate() {
             let dev = g
                 .value_device(*v)
                 .map_or("?".to_string(), |d| d.to_string());
-            println!("result {k} : {} @{dev} {}", t.ty, t.digest());
+            outln!("result {k} : {} @{dev} {}", t.ty, t.digest())?;
         }
     }
     if a.run {

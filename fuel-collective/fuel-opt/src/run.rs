@@ -7,23 +7,26 @@
 //! computes what the interpreter does. `devices` prints what discovery
 //! found.
 
+use crate::outln;
 use crate::Failure;
 use fuel_graph_ext::device::parse_device_list;
 use fuel_graph_ext::exec;
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::Graph;
 
 /// Lists devices and why any backend is unavailable.
 pub fn devices() -> Result<(), Failure> {
     let d = exec::discover();
     for (dev, what) in &d.available {
-        println!("{:<10} available   {what}", dev.to_string());
+        outln!("{:<10} available   {what}", dev.to_string())?;
     }
     for u in &d.unavailable {
-        println!(
+        outln!(
             "{:<10} unavailable {}; hint: {}",
-            u.backend, u.reason, u.hint
-        );
+            u.backend,
+            u.reason,
+            u.hint
+        )?;
     }
     Ok(())
 }
@@ -41,7 +44,7 @@ pub fn run_and_check(
     };
     let exe =
         exec::compile_with(lowered, &list, topology).map_err(|e| Failure::input(e.to_string()))?;
-    let inputs = deterministic_inputs(original);
+    let inputs = try_deterministic_inputs(original).map_err(|e| Failure::input(e.to_string()))?;
     let want = interpret(original, &inputs).map_err(|e| Failure::input(e.to_string()))?;
     let got = exe
         .run_host(&inputs)
@@ -59,14 +62,14 @@ pub fn run_and_check(
         if !ok {
             bad += 1;
         }
-        println!(
+        outln!(
             "result {k} : {} @{dev} {} {}",
             g.ty,
             if ok { "ok" } else { "MISMATCH" },
             g.digest()
-        );
+        )?;
         if !ok {
-            println!("  expected {}", w.digest());
+            outln!("  expected {}", w.digest())?;
         }
     }
     if bad > 0 {

@@ -6,7 +6,7 @@ use crate::Failure;
 use fuel_collective::{Decision, DeviceGroup, DEFAULT_PIPELINE};
 use fuel_graph_ext::device::parse_device_list;
 use fuel_graph_ext::exec::{self, Discovery};
-use fuel_graph_ext::pass::DebugOptions;
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{Device, DeviceKind, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -88,31 +88,71 @@ pub fn build(
     Ok(lazy.snapshot())
 }
 
-/// Lowers `g` with the default pipeline and `lower-collectives{algorithm=..}`;
-/// returns the lowered graph and what the lowering decided per collective.
-pub fn lower(
-    g: &Graph,
-    algorithm: &str,
-    topo: &Arc<Topology>,
-    dump_dir: Option<PathBuf>,
-) -> Result<(Graph, Vec<Decision>), Failure> {
-    let pipeline = if algorithm == "auto" {
+/// The default pipeline with `lower-collectives{algorithm=..}`.
+pub fn pipeline(algorithm: &str) -> String {
+    if algorithm == "auto" {
         DEFAULT_PIPELINE.to_string()
     } else {
         fuel_collective::pipeline_with(&format!("algorithm={algorithm}"))
+    }
+}
+
+/// The names of the passes of `pipeline`, in order (what its dumps are
+/// called after).
+pub fn pass_names(pipeline: &str, topo: &Arc<Topology>) -> Result<Vec<&'static str>, Failure> {
+    let cx = PassContext {
+        topology: topo.clone(),
+    };
+    let pm = PassManager::new(
+        &fuel_collective::registry(),
+        pipeline,
+        cx,
+        DebugOptions::default(),
+    )
+    .map_err(|e| Failure::input(e.to_string()))?;
+    Ok(pm.pass_names())
+}
+
+/// Lowers `g` with `pipeline` (see [`pipeline`]); returns the lowered
+/// graph, what the lowering decided per collective, and the dump files
+/// written (none without `dump_dir`).
+pub fn lower(
+    g: &Graph,
+    pipeline: &str,
+    topo: &Arc<Topology>,
+    dump_dir: Option<PathBuf>,
+) -> Result<(Graph, Vec<Decision>, Vec<PathBuf>), Failure> {
+    let cx = PassContext {
+        topology: topo.clone(),
     };
     let debug = DebugOptions {
         dump_dir,
         ..DebugOptions::default()
     };
+    let mut pm = PassManager::new(&fuel_collective::registry(), pipeline, cx, debug)
+        .map_err(|e| Failure::input(e.to_string()))?;
     let mut out = g.clone();
-    let pm = fuel_collective::run_pipeline(&mut out, &pipeline, topo.clone(), debug)
+    let report = pm
+        .run(&mut out)
         .map_err(|e| Failure::input(e.to_string()))?;
     let decisions = fuel_collective::lower::decisions(&pm)
         .into_iter()
         .cloned()
         .collect();
-    Ok((out, decisions))
+    Ok((out, decisions, report.dumped))
+}
+
+/// The most repetitions `--runs`, `--iters` and `--warmup` may ask for.
+pub const MAX_COUNT: usize = 1_000_000;
+
+/// Checks a repetition count from the command line.
+pub fn check_count(flag: &str, n: usize) -> Result<(), Failure> {
+    if n > MAX_COUNT {
+        return Err(Failure::input(format!(
+            "{flag} {n} is more than {MAX_COUNT}; give a smaller count"
+        )));
+    }
+    Ok(())
 }
 
 /// The algorithms the lowering chose (`ring`, `star`), each once, joined
@@ -160,7 +200,7 @@ pub fn link_traffic(
                 if shared.contains(&id) {
                     e.shared += 1;
                 } else {
-                    e.bytes += n.ty.size_bytes();
+                    e.bytes = e.bytes.saturating_add(n.ty.size_bytes());
                 }
             }
         }

@@ -11,16 +11,31 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
+    let shown = fuel_graph_ext::text::excerpt::token(s);
     let n: usize = num
         .parse()
-        .map_err(|_| format!("`{s}` is not a size: expected e.g. 512, 64K, 1M or 2G"))?;
+        .map_err(|_| format!("`{shown}` is not a size: expected e.g. 512, 64K, 1M or 2G"))?;
     n.checked_mul(mult)
-        .filter(|b| *b > 0)
-        .ok_or_else(|| format!("`{s}` must be a positive size that fits in memory"))
+        .filter(|b| *b > 0 && *b <= fuel_graph_ext::dtype::MAX_TENSOR_BYTES)
+        .ok_or_else(|| {
+            format!(
+                "`{shown}` must be a positive size of at most {} bytes",
+                fuel_graph_ext::dtype::MAX_TENSOR_BYTES
+            )
+        })
 }
 
-/// Parses `A..B` (doubling from A up to B) or a comma list.
+/// Parses `A..B` (doubling from A up to B) or a comma list; an empty list
+/// is an error.
 pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    let sizes = parse_size_list(s)?;
+    if sizes.is_empty() {
+        return Err("no sizes given: expected e.g. 64K,1M or a range 4K..64M".into());
+    }
+    Ok(sizes)
+}
+
+fn parse_size_list(s: &str) -> Result<Vec<usize>, String> {
     if let Some((a, b)) = s.split_once("..") {
         let (lo, hi) = (parse_size(a)?, parse_size(b)?);
         if lo > hi {
@@ -71,6 +86,12 @@ mod tests {
             .contains("larger than its end"));
         assert!(parse_size("4Q").unwrap_err().contains("not a size"));
         assert!(parse_size("0").is_err());
+        assert!(parse_sizes("").unwrap_err().contains("no sizes given"));
+        assert!(parse_sizes(" , ").unwrap_err().contains("no sizes given"));
+        assert!(parse_size("16777216T").is_err());
+        assert!(parse_size("9007199254740992G")
+            .unwrap_err()
+            .contains("at most"));
         assert_eq!(format_size(64 << 20), "64M");
         assert_eq!(format_size(1536), "1536");
     }

@@ -12,6 +12,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod fault;
+pub mod limits;
 mod region;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
@@ -22,7 +23,9 @@ use crate::dtype::DType;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::op::ElementwiseOp;
-pub use region::{concat_regions, slice_regions, Region};
+pub use region::{
+    concat_regions, concat_regions_into, slice_regions, slice_regions_into, try_region_list, Region,
+};
 
 use alloc::MemStats;
 use cpu::{Arena, CpuBuf};
@@ -91,6 +94,18 @@ impl Ctx {
             Ctx::Cuda(_) => false,
             #[cfg(feature = "vulkan")]
             Ctx::Vulkan(v) => v.host_mapped(),
+        }
+    }
+
+    /// What fits on the device, as it reports it; `None` where it does
+    /// not say (a host without `/proc`, a GPU whose driver did not answer).
+    pub fn capacity(&self) -> Option<limits::Capacity> {
+        match self {
+            Ctx::Cpu(_) => limits::host(),
+            #[cfg(feature = "cuda")]
+            Ctx::Cuda(c) => c.capacity(),
+            #[cfg(feature = "vulkan")]
+            Ctx::Vulkan(v) => Some(v.capacity()),
         }
     }
 
@@ -232,7 +247,14 @@ impl Buf {
 
     /// Reads the whole buffer back to the host.
     pub fn download(&self, bytes: usize) -> Result<Vec<u8>, ExecError> {
-        let mut out = vec![0u8; bytes];
+        let mut out = Vec::new();
+        out.try_reserve_exact(bytes)
+            .map_err(|e| ExecError::OutOfMemory {
+                device: self.device(),
+                bytes,
+                reason: format!("the host cannot hold the bytes read back: {e}"),
+            })?;
+        out.resize(bytes, 0);
         self.download_into(&mut out)?;
         Ok(out)
     }

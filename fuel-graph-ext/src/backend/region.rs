@@ -19,9 +19,16 @@ pub struct Region {
 
 /// Splits `shape` around `axis` into (outer, extent, inner) element counts.
 // Callers pass types the verifier (or `infer_type`) accepted, so `axis` is below the rank.
+/// With no elements after `axis` there is nothing to copy, so `outer` is
+/// 0 then: no caller loops over the rows of an empty tensor (a verified
+/// `u8[2^62,0]` has 2^62 of them).
 fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let outer = shape[..axis].iter().product();
-    let inner = shape[axis + 1..].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer = if inner == 0 {
+        0
+    } else {
+        shape[..axis].iter().product()
+    };
     (outer, shape[axis], inner)
 }
 
@@ -40,14 +47,41 @@ fn push_region(out: &mut Vec<Region>, r: Region) {
     out.push(r);
 }
 
+/// A list with room for every region of a slice or concat along `axis` of
+/// `ty` tensors from `parts` operands (one per row and operand at most),
+/// or the allocation error: a tensor of many short rows has many regions,
+/// so the schedule reserves them fallibly before building them.
+pub fn try_region_list(
+    ty: &TensorType,
+    axis: usize,
+    parts: usize,
+) -> Result<Vec<Region>, std::collections::TryReserveError> {
+    let (outer, _, _) = around(&ty.shape, axis);
+    let mut out = Vec::new();
+    out.try_reserve_exact(outer.saturating_mul(parts))?;
+    Ok(out)
+}
+
 /// The byte regions of `slice {axis, start, len}` of a `ty` tensor.
 pub fn slice_regions(ty: &TensorType, axis: usize, start: usize, len: usize) -> Vec<Region> {
+    let mut out = Vec::new();
+    slice_regions_into(&mut out, ty, axis, start, len);
+    out
+}
+
+/// [`slice_regions`], appended to `out`.
+pub fn slice_regions_into(
+    out: &mut Vec<Region>,
+    ty: &TensorType,
+    axis: usize,
+    start: usize,
+    len: usize,
+) {
     let es = ty.dtype.size_bytes();
     let (outer, extent, inner) = around(&ty.shape, axis);
-    let mut out = Vec::new();
     for o in 0..outer {
         push_region(
-            &mut out,
+            out,
             Region {
                 operand: 0,
                 src: (o * extent + start) * inner * es,
@@ -56,23 +90,28 @@ pub fn slice_regions(ty: &TensorType, axis: usize, start: usize, len: usize) -> 
             },
         );
     }
-    out
 }
 
 /// The byte regions of `concat {axis}` of tensors typed `tys`.
 pub fn concat_regions(tys: &[&TensorType], axis: usize) -> Vec<Region> {
+    let mut out = Vec::new();
+    concat_regions_into(&mut out, tys, axis);
+    out
+}
+
+/// [`concat_regions`], appended to `out`.
+pub fn concat_regions_into(out: &mut Vec<Region>, tys: &[&TensorType], axis: usize) {
     let Some(first) = tys.first() else {
-        return Vec::new();
+        return;
     };
     let es = first.dtype.size_bytes();
     let (outer, _, inner) = around(&first.shape, axis);
-    let mut out = Vec::new();
     let mut dst = 0;
     for o in 0..outer {
         for (p, t) in tys.iter().enumerate() {
             let row = t.shape[axis] * inner * es;
             push_region(
-                &mut out,
+                out,
                 Region {
                     operand: p,
                     src: o * row,
@@ -83,5 +122,4 @@ pub fn concat_regions(tys: &[&TensorType], axis: usize) -> Vec<Region> {
             dst += row;
         }
     }
-    out
 }

@@ -5,6 +5,7 @@
 //! inside a job is caught by the job itself (see the runner), so a worker
 //! never dies while its executable lives.
 
+use crate::exec::error::ExecError;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -44,5 +45,119 @@ impl Drop for Worker {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+/// Why a thread could not start, as an [`ExecError::Thread`] that names
+/// the limits the process may have hit, each with its current value where
+/// `/proc` says. glibc reports both a thread limit (`ulimit -u`,
+/// `/proc/sys/kernel/threads-max`, a cgroup's `pids.max`) and no memory
+/// for the new thread's stack (`ulimit -v`) as `EAGAIN`, so both are named,
+/// the likelier first (memory for `ENOMEM`).
+pub fn spawn_error(what: impl Into<String>, e: &std::io::Error) -> ExecError {
+    let proc_limit = |prefix: &str| -> String {
+        std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with(prefix))?;
+                Some(
+                    line.get(prefix.len()..)?
+                        .split_whitespace()
+                        .next()?
+                        .to_string(),
+                )
+            })
+            .unwrap_or_else(|| "unknown".into())
+    };
+    let threads_max = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let stack = match std::env::var("RUST_MIN_STACK") {
+        Ok(v) => format!("RUST_MIN_STACK={} bytes", crate::text::excerpt::token(&v)),
+        Err(_) => "2 MiB".into(),
+    };
+    let threads = format!(
+        "the limit on threads (ulimit -u: {}; /proc/sys/kernel/threads-max: {threads_max}; or a cgroup's pids.max)",
+        proc_limit("Max processes")
+    );
+    let memory = format!(
+        "the memory for its stack ({stack}; ulimit -v: {})",
+        proc_limit("Max address space")
+    );
+    let (first, second) = if e.kind() == std::io::ErrorKind::OutOfMemory {
+        (memory, threads)
+    } else {
+        (threads, memory)
+    };
+    ExecError::Thread {
+        what: what.into(),
+        reason: e.to_string(),
+        limit: format!(
+            "the process hit {first} or {second}; raise the limit that was hit, or use fewer devices"
+        ),
+    }
+}
+
+/// Makes sure rayon's global pool, which the host kernels split large
+/// tensors over, exists: started here if it is not yet, so that a process
+/// out of threads gets [`spawn_error`]'s message at compile time instead
+/// of a kernel panicking later.
+pub fn host_pool_ready() -> Result<(), ExecError> {
+    match rayon::ThreadPoolBuilder::new().build_global() {
+        Ok(()) => Ok(()),
+        // rayon's words for a pool that already runs (pinned by a test).
+        Err(e) if e.to_string().contains("already been initialized") => Ok(()),
+        Err(e) => {
+            // rayon keeps the io::Error only in its text: a thread that
+            // cannot get a stack says `Cannot allocate memory` (ENOMEM),
+            // anything else is taken as the thread limit (EAGAIN).
+            let text = e.to_string();
+            let kind = if text.contains("Cannot allocate memory") {
+                std::io::ErrorKind::OutOfMemory
+            } else {
+                std::io::ErrorKind::WouldBlock
+            };
+            Err(spawn_error(
+                "rayon's thread pool for the host kernels",
+                &std::io::Error::new(kind, text),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_starts_once_and_thread_errors_name_the_limit() {
+        host_pool_ready().unwrap();
+        host_pool_ready().unwrap();
+        let again = rayon::ThreadPoolBuilder::new().build_global().unwrap_err();
+        assert!(
+            again.to_string().contains("already been initialized"),
+            "{again}"
+        );
+        let e = spawn_error(
+            "the worker thread for vulkan:0",
+            &std::io::Error::from_raw_os_error(11),
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot start the worker thread for vulkan:0: Resource temporarily unavailable"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("the process hit the limit on threads (ulimit -u: "),
+            "{text}"
+        );
+        assert!(text.contains(" or the memory for its stack ("), "{text}");
+        let e = spawn_error("x", &std::io::Error::from_raw_os_error(12)).to_string();
+        assert!(
+            e.contains("the process hit the memory for its stack ("),
+            "{e}"
+        );
     }
 }

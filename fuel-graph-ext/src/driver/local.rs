@@ -48,30 +48,54 @@ static NEXT_LOCAL: AtomicU64 = AtomicU64::new(1);
 
 impl LocalGroup<HostDriver> {
     /// A fresh host group of `ranks`, every rank joined (on a thread each,
-    /// since a join waits for all the others).
+    /// since a join waits for all the others). A thread that cannot start
+    /// is an error naming the limits it may have hit (the ranks already
+    /// started give up after the join timeout), not a panic.
     pub fn join_host(ranks: usize, opts: JoinOptions) -> Result<Self, DriverError> {
         let name = CommunicationId::new(format!(
             "local-{}",
             NEXT_LOCAL.fetch_add(1, Ordering::Relaxed)
         ));
         let id = HostDriver::group_id(&name)?;
-        let joined: Vec<_> = std::thread::scope(|s| {
+        let joined: Vec<Result<_, DriverError>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..ranks)
-                .map(|r| s.spawn(move || HostDriver::join_with(id, ranks, r, opts)))
+                .map(|r| {
+                    std::thread::Builder::new()
+                        .name(format!("fuel-join-rank{r}"))
+                        .spawn_scoped(s, move || HostDriver::join_with(id, ranks, r, opts))
+                })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
+                .enumerate()
+                .map(|(r, h)| match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| {
                         Err(DriverError::Backend {
                             driver: HostDriver::NAME,
                             call: "join",
                             reason: "the joining thread panicked".into(),
                         })
-                    })
+                    }),
+                    Err(e) => Err(DriverError::Backend {
+                        driver: HostDriver::NAME,
+                        call: "join",
+                        reason: crate::backend::worker::spawn_error(
+                            format!("the thread that joins rank {r}"),
+                            &e,
+                        )
+                        .to_string(),
+                    }),
                 })
                 .collect()
         });
+        // A thread that never started is the cause; the ranks that did
+        // start then only timed out waiting for it.
+        if let Some(e) = joined.iter().find_map(|r| match r {
+            Err(e @ DriverError::Backend { .. }) => Some(e.clone()),
+            _ => None,
+        }) {
+            return Err(e);
+        }
         Ok(Self::from_comms(
             joined.into_iter().collect::<Result<_, _>>()?,
         ))

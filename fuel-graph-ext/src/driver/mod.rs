@@ -68,6 +68,8 @@ pub const OP_TIMEOUT_ENV: &str = "FUEL_COLLECTIVE_TIMEOUT_MS";
 pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The per-operation timeout when [`OP_TIMEOUT_ENV`] is not set.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest timeout the variables may set, in milliseconds (one day).
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
 
 /// The name of a group of ranks, chosen by the program (e.g. `"dp-0"`).
 ///
@@ -112,20 +114,33 @@ impl Default for JoinOptions {
 }
 
 impl JoinOptions {
-    /// The defaults, overridden by [`JOIN_TIMEOUT_ENV`] and [`OP_TIMEOUT_ENV`]
-    /// when they hold a whole number of milliseconds.
-    pub fn from_env() -> JoinOptions {
-        let ms = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_millis)
-        };
+    /// The defaults, overridden by [`JOIN_TIMEOUT_ENV`] and [`OP_TIMEOUT_ENV`]:
+    /// a whole number of milliseconds from 1 to [`MAX_TIMEOUT_MS`] (one
+    /// day); any other value is an error that names the variable (a huge
+    /// one would overflow the deadline).
+    pub fn from_env() -> Result<JoinOptions, DriverError> {
         let d = JoinOptions::default();
-        JoinOptions {
-            join_timeout: ms(JOIN_TIMEOUT_ENV).unwrap_or(d.join_timeout),
-            op_timeout: ms(OP_TIMEOUT_ENV).unwrap_or(d.op_timeout),
-        }
+        let ms = |name: &str, default: Duration, what: &str| {
+            crate::env::integer(
+                name,
+                1..=MAX_TIMEOUT_MS,
+                u64::try_from(default.as_millis()).unwrap_or(MAX_TIMEOUT_MS),
+                what,
+            )
+            .map(Duration::from_millis)
+        };
+        Ok(JoinOptions {
+            join_timeout: ms(
+                JOIN_TIMEOUT_ENV,
+                d.join_timeout,
+                "milliseconds a rank waits for the others to join",
+            )?,
+            op_timeout: ms(
+                OP_TIMEOUT_ENV,
+                d.op_timeout,
+                "milliseconds a collective waits for a peer",
+            )?,
+        })
     }
 
     /// Both timeouts set to `t` (handy in tests).
@@ -140,6 +155,10 @@ impl JoinOptions {
 /// Why a driver refused or failed. Each message names the problem and the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DriverError {
+    /// A variable the driver reads ([`JOIN_TIMEOUT_ENV`], [`OP_TIMEOUT_ENV`])
+    /// has a bad value.
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     /// Some ranks never joined.
     #[error("joining group `{group}` as rank {rank} of {ranks} timed out after {waited_ms} ms; rank(s) {missing:?} never arrived; start every rank, or raise the timeout (JoinOptions or {JOIN_TIMEOUT_ENV})")]
     JoinTimeout {

@@ -447,7 +447,7 @@ impl CollectiveDriver for MpiDriver {
     }
 
     fn join(id: MpiUniqueId, ranks: usize, rank: usize) -> Result<MpiCommunicator, DriverError> {
-        Self::join_with(id, ranks, rank, JoinOptions::from_env())
+        Self::join_with(id, ranks, rank, JoinOptions::from_env()?)
     }
 
     fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {

@@ -65,9 +65,14 @@ pub fn discover() -> Discovery {
         "host arena (any cpu:N can be opened)".into(),
     ));
     #[cfg(feature = "vulkan")]
-    match vulkan::Instance::open() {
-        Ok(inst) => {
-            let per = vulkan::devices_per_adapter();
+    match vulkan::Instance::open().and_then(|inst| {
+        let per = vulkan::devices_per_adapter().map_err(|e| vulkan::Unavailable {
+            reason: e.to_string(),
+            hint: "FUEL_VULKAN_DEVICES sets how many logical devices each adapter gives".into(),
+        })?;
+        Ok((inst, per))
+    }) {
+        Ok((inst, per)) => {
             for (a, info) in inst.adapters().iter().enumerate() {
                 for k in 0..per {
                     let dev = Device::vulkan(a as u32 * per + k);

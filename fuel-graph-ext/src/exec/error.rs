@@ -1,5 +1,6 @@
 //! The executor's error type: every failure names the problem and the fix.
 
+use crate::backend::limits::Bytes;
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
 
@@ -112,6 +113,38 @@ pub enum ExecError {
         /// Bytes given.
         got: usize,
     },
+    /// A value larger than its device can hold in one buffer (checked at
+    /// compile time against what the device reports).
+    #[error("{value} (`{op}`, {ty}) needs {} on {device}, but {device} holds at most {} in {what}; use smaller tensors, or place the value on a device with room for it", Bytes(*.bytes), Bytes(*.limit))]
+    TooLarge {
+        /// The value, as the printer names it (`%3`).
+        value: String,
+        /// Its op's mnemonic.
+        op: String,
+        /// Its type.
+        ty: Box<TensorType>,
+        /// Where it is placed.
+        device: Device,
+        /// Its bytes.
+        bytes: usize,
+        /// The most the device takes.
+        limit: usize,
+        /// Which buffer, and what sets the limit.
+        what: String,
+    },
+    /// More bytes held at once than a device (or the host, for host
+    /// arenas together) has (checked at compile time).
+    #[error("the graph holds at least {} at once on {place} when its steps run one by one, but {place} has {} ({what}); use smaller tensors, or spread the work over more devices", Bytes(*.need), Bytes(*.limit))]
+    NotEnoughMemory {
+        /// A device, or `the host (cpu:0, cpu:1)`.
+        place: String,
+        /// The step-by-step peak.
+        need: usize,
+        /// What the place has.
+        limit: usize,
+        /// What sets the limit.
+        what: String,
+    },
     /// An allocation failed.
     #[error("out of memory on {device}: cannot allocate {bytes} bytes ({reason})")]
     OutOfMemory {
@@ -150,6 +183,19 @@ pub enum ExecError {
         /// The operation.
         op: String,
     },
+    /// A thread the executor needs could not start.
+    #[error("cannot start {what}: {reason}; {limit}")]
+    Thread {
+        /// Which thread (`the worker thread for vulkan:0`).
+        what: String,
+        /// The operating system's words.
+        reason: String,
+        /// The limit it most likely hit, with its value, and the fix.
+        limit: String,
+    },
+    /// An environment variable the executor reads has a bad value.
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     /// A bug in the executor.
     #[error("internal executor error: {0}; please report it")]
     Internal(String),

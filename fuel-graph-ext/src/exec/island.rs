@@ -95,8 +95,11 @@ pub(super) fn join(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<Vec<J
         let joined: Joined = match is.devices.first().map(|d| d.kind) {
             Some(DeviceKind::Cuda) => join_cuda(is, ctxs)?,
             _ => Box::new(
-                LocalGroup::join_host(is.devices.len(), JoinOptions::from_env())
-                    .map_err(|e| refuse(is, e.to_string()))?,
+                LocalGroup::join_host(
+                    is.devices.len(),
+                    JoinOptions::from_env().map_err(|e| refuse(is, e.to_string()))?,
+                )
+                .map_err(|e| refuse(is, e.to_string()))?,
             ),
         };
         out.push(joined);

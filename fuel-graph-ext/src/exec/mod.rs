@@ -25,6 +25,7 @@
 
 pub mod discover;
 pub mod error;
+mod fit;
 mod island;
 mod planned;
 mod run_inline;
@@ -202,7 +203,9 @@ impl<'g> Compiler<'g> {
         }
     }
 
-    /// The devices to open (empty: the ones the graph uses).
+    /// The devices to open (empty: the ones the graph uses). The
+    /// topology's staging CPU is opened too when the graph uses it, listed
+    /// or not: the lowering routes copies through it.
     pub fn devices(mut self, devices: &[Device]) -> Self {
         self.devices = devices.to_vec();
         self
@@ -250,11 +253,19 @@ impl<'g> Compiler<'g> {
             .node_ids()
             .filter_map(|id| g.node(id)?.op.device())
             .collect();
-        let listed: BTreeSet<Device> = if self.devices.is_empty() {
+        let mut listed: BTreeSet<Device> = if self.devices.is_empty() {
             used.clone()
         } else {
             self.devices.iter().copied().collect()
         };
+        // The topology's staging CPU is the lowering's own choice, not the
+        // caller's: copies with no direct path are routed through it, so a
+        // group of only Vulkan (or only CUDA) devices uses it without
+        // listing it. It is opened when the graph uses it (a host arena
+        // costs nothing to open).
+        if used.contains(&topology.staging) {
+            listed.insert(topology.staging);
+        }
         for d in &used {
             if !listed.contains(d) {
                 return Err(ExecError::DeviceNotListed {
@@ -267,6 +278,18 @@ impl<'g> Compiler<'g> {
                 });
             }
         }
+        // Host arenas' sizes are known before anything is opened (read
+        // once, for every host arena): a value too large for the host is
+        // refused before the schedule is built (its byte regions grow with
+        // the value's rows).
+        let host = backend::limits::host();
+        let mut caps: HashMap<Device, backend::limits::Capacity> = HashMap::new();
+        if let Some(host) = &host {
+            for d in listed.iter().filter(|d| d.is_cpu()) {
+                caps.insert(*d, host.clone());
+            }
+        }
+        fit::check_buffers(g, &caps)?;
         let plan = Schedule::new_with(g, &self.options)?;
         spmd::check(&plan, &self.comms)?;
         island::check(&plan)?;
@@ -280,25 +303,39 @@ impl<'g> Compiler<'g> {
                 ctx.supports_kernel(k, s.ty.dtype)?;
             }
         }
+        for (d, c) in ctxs.iter().filter(|(_, c)| !matches!(c, Ctx::Cpu(_))) {
+            if let Some(cap) = c.capacity() {
+                caps.insert(*d, cap);
+            }
+        }
+        fit::check_buffers(g, &caps)?;
+        fit::check_peaks(&plan, &caps)?;
         let islands = island::join(&plan, &ctxs)?;
         // Host arenas share the host's cores: handing their steps to worker
         // threads buys no overlap, only a thread handoff per step, and the
         // kernels of large steps use every core anyway. Such an executable
         // runs its steps in schedule order on the caller's thread.
         let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
+        if ctxs.values().any(|c| matches!(c, Ctx::Cpu(_))) {
+            crate::backend::worker::host_pool_ready()?;
+        }
         let mut workers = HashMap::new();
         for d in ctxs.keys().filter(|_| !inline) {
             let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
-                ExecError::Internal(format!("cannot start the worker thread for {d}: {e}"))
+                crate::backend::worker::spawn_error(format!("the worker thread for {d}"), &e)
             })?;
             workers.insert(*d, w);
         }
-        let keep = (0..plan.steps.len())
-            .map(|i| plan.outputs.contains(&i))
-            .collect();
-        let sole = (0..plan.steps.len())
-            .map(|i| plan.outputs.iter().filter(|&&o| o == i).count() == 1)
-            .collect();
+        // How often each slot is returned (a graph may return one value
+        // many times; counting once keeps this linear).
+        let mut returned = vec![0usize; plan.steps.len()];
+        for &o in &plan.outputs {
+            if let Some(r) = returned.get_mut(o) {
+                *r += 1;
+            }
+        }
+        let keep = returned.iter().map(|&r| r > 0).collect();
+        let sole = returned.iter().map(|&r| r == 1).collect();
         let spmd = plan
             .steps
             .iter()

@@ -13,7 +13,9 @@
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
 
-use crate::backend::{concat_regions, slice_regions, DeviceWork, Kernel};
+use crate::backend::{
+    concat_regions_into, slice_regions_into, try_region_list, DeviceWork, Kernel,
+};
 use crate::device::Device;
 use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
@@ -131,6 +133,22 @@ pub struct Island {
     pub mnemonic: String,
 }
 
+/// An empty region list with room for a slice or concat along `axis` of a
+/// `ty` result from `parts` operands on `device`; a list the host cannot
+/// hold is an error, not an abort.
+fn regions_for(
+    ty: &TensorType,
+    axis: usize,
+    parts: usize,
+    device: Device,
+) -> Result<Vec<crate::backend::Region>, ExecError> {
+    try_region_list(ty, axis, parts).map_err(|e| ExecError::OutOfMemory {
+        device,
+        bytes: ty.size_bytes(),
+        reason: format!("the host cannot hold the list of byte regions to copy for it: {e}"),
+    })
+}
+
 impl Schedule {
     /// Schedules `g`, which must already have passed the verifier, with
     /// host-to-host copies shared (see [`Work::Share`]).
@@ -243,16 +261,19 @@ impl Schedule {
                 })),
                 Op::Slice {
                     axis, start, len, ..
-                } => Work::Device(DeviceWork::Kernel(Kernel::Gather {
-                    regions: slice_regions(operand_ty(0)?, *axis, *start, *len),
-                })),
+                } => {
+                    let ty = operand_ty(0)?;
+                    let mut regions = regions_for(ty, *axis, 1, device)?;
+                    slice_regions_into(&mut regions, ty, *axis, *start, *len);
+                    Work::Device(DeviceWork::Kernel(Kernel::Gather { regions }))
+                }
                 Op::Concat { axis, .. } => {
                     let tys = (0..n.operands.len())
                         .map(operand_ty)
                         .collect::<Result<Vec<_>, _>>()?;
-                    Work::Device(DeviceWork::Kernel(Kernel::Gather {
-                        regions: concat_regions(&tys, *axis),
-                    }))
+                    let mut regions = regions_for(&n.ty, *axis, tys.len(), device)?;
+                    concat_regions_into(&mut regions, &tys, *axis);
+                    Work::Device(DeviceWork::Kernel(Kernel::Gather { regions }))
                 }
                 op => return Err(ExecError::Collective { op: op.mnemonic() }),
             };
@@ -272,7 +293,10 @@ impl Schedule {
         for (i, s) in steps.iter().enumerate() {
             for &o in &s.operands {
                 reads[o] += 1;
-                if !dependents[o].contains(&i) {
+                // Steps are visited in order, so `i` is the last dependent
+                // pushed if it is one already: no scan of the list (a value
+                // read by 100 000 steps would make that quadratic).
+                if dependents[o].last() != Some(&i) {
                     dependents[o].push(i);
                 }
             }
@@ -287,12 +311,18 @@ impl Schedule {
                     .ok_or_else(|| ExecError::Internal("output not scheduled".into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut is_output = vec![false; steps.len()];
+        for &o in &outputs {
+            if let Some(x) = is_output.get_mut(o) {
+                *x = true;
+            }
+        }
         for i in 0..steps.len() {
             let Some(src) = steps[i].work.copy_source() else {
                 continue;
             };
             let dst = steps[i].device;
-            if outputs.contains(&i) {
+            if is_output[i] {
                 continue;
             }
             // Only the host and Vulkan folds take deferred operands.
@@ -361,7 +391,12 @@ impl Schedule {
         let mut left = self.reads.clone();
         let mut now: HashMap<Device, usize> = HashMap::new();
         let mut peak: HashMap<Device, usize> = HashMap::new();
-        let keep: Vec<bool> = (0..n).map(|i| self.outputs.contains(&i)).collect();
+        let mut keep = vec![false; n];
+        for &o in &self.outputs {
+            if let Some(k) = keep.get_mut(o) {
+                *k = true;
+            }
+        }
         let owner: Vec<usize> = (0..n).map(|i| self.owner(i)).collect();
         // Live slots per buffer, indexed by the owning slot.
         let mut holders = vec![0usize; n];
@@ -379,7 +414,7 @@ impl Schedule {
             holders[owner[i]] += 1;
             if owner[i] == i {
                 let cur = now.entry(s.device).or_default();
-                *cur += s.ty.size_bytes();
+                *cur = cur.saturating_add(s.ty.size_bytes());
                 let scratch = if s
                     .operands
                     .iter()
@@ -390,7 +425,7 @@ impl Schedule {
                     0
                 };
                 let p = peak.entry(s.device).or_default();
-                *p = (*p).max(*cur + scratch);
+                *p = (*p).max(cur.saturating_add(scratch));
             }
             for &o in &s.operands {
                 left[o] -= 1;
@@ -409,7 +444,7 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Region;
+    use crate::backend::{concat_regions, slice_regions, Region};
     use crate::dtype::DType;
 
     fn r(operand: usize, src: usize, dst: usize, len: usize) -> Region {

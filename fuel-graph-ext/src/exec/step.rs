@@ -170,8 +170,7 @@ impl Executable {
             match outputs.get_mut(k).and_then(|t| t.bytes_mut_for(&step.ty)) {
                 Some(dst) => buf.download_into(dst)?,
                 None => {
-                    let mut bytes: Arc<[u8]> =
-                        std::iter::repeat_n(0u8, step.ty.size_bytes()).collect();
+                    let mut bytes = host_bytes(step.ty.size_bytes(), step.device)?;
                     let dst = Arc::get_mut(&mut bytes)
                         .ok_or_else(|| ExecError::Internal("a fresh buffer is shared".into()))?;
                     buf.download_into(dst)?;
@@ -192,4 +191,21 @@ fn put(outputs: &mut Vec<Tensor>, k: usize, t: Tensor) {
     } else {
         outputs.push(t);
     }
+}
+
+/// `n` zeroed host bytes for an output read back from `device`. An
+/// `Arc<[u8]>` cannot be reserved fallibly, so room for it is checked
+/// first with a reservation that is released at once: a size the host
+/// cannot hold is an error, not an abort.
+fn host_bytes(n: usize, device: crate::device::Device) -> Result<Arc<[u8]>, ExecError> {
+    let mut probe: Vec<u8> = Vec::new();
+    probe
+        .try_reserve_exact(n)
+        .map_err(|e| ExecError::OutOfMemory {
+            device,
+            bytes: n,
+            reason: format!("the host cannot hold the output read back: {e}"),
+        })?;
+    drop(probe);
+    Ok(std::iter::repeat_n(0u8, n).collect())
 }

@@ -118,7 +118,12 @@ impl FromStr for ReduceOp {
         ReduceOp::ALL
             .into_iter()
             .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown reduce op `{s}`: expected sum, prod, max, min or mean"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown reduce op `{}`: expected sum, prod, max, min or mean",
+                    crate::text::excerpt::token(s)
+                )
+            })
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::defs::Arity;
 use super::{CommOp, Op};
-use crate::dtype::{DType, TensorType};
+use crate::dtype::{DType, TensorType, MAX_TENSOR_BYTES};
 
 /// Why operands do not fit an op. Each message names the problem and, where
 /// there is one, the fix.
@@ -132,6 +132,15 @@ pub enum TypeError {
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
     NoTargets,
+    /// A `concat` or `all_gather` whose result would not fit
+    /// ([`TensorType::fits`]).
+    #[error("`{op}` along axis {axis} gives a result of more than {max} bytes (2^63 - 1), the most one tensor can address; use smaller operands", max = MAX_TENSOR_BYTES)]
+    TooLarge {
+        /// The op's mnemonic.
+        op: String,
+        /// The joined axis.
+        axis: usize,
+    },
     /// A `cast` between dtypes it does not convert.
     #[error("`cast` from {from} to {to} is not defined: it converts between float dtypes or between integer dtypes (bool included); {hint}")]
     CastUndefined {
@@ -226,9 +235,11 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
                         axis: *axis,
                     });
                 }
-                total = total.saturating_add(t.shape[*axis]);
+                total = total
+                    .checked_add(t.shape[*axis])
+                    .ok_or_else(|| too_large(op, *axis))?;
             }
-            Ok(first.with_dim(*axis, total))
+            fitting(op, *axis, first.with_dim(*axis, total))
         }
         Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
         Op::DriverAllReduce { rank, .. } => {
@@ -258,8 +269,10 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
         Op::AllGather { axis } => {
             let t = all_equal()?;
             check_axis(*axis, &t)?;
-            let extent = t.shape[*axis].saturating_mul(n);
-            Ok(t.with_dim(*axis, extent))
+            let extent = t.shape[*axis]
+                .checked_mul(n)
+                .ok_or_else(|| too_large(op, *axis))?;
+            fitting(op, *axis, t.with_dim(*axis, extent))
         }
         Op::ReduceScatter { axis, .. } => {
             let t = all_equal()?;
@@ -285,12 +298,39 @@ pub fn comm_type(kind: &CommOp, ranks: usize, t: &TensorType) -> Result<TensorTy
         }
         CommOp::AllGather { axis } => {
             check_axis(*axis, t)?;
-            Ok(t.with_dim(*axis, t.shape[*axis].saturating_mul(ranks)))
+            let too_large = || TypeError::TooLarge {
+                op: "comm.all_gather".into(),
+                axis: *axis,
+            };
+            let extent = t.shape[*axis].checked_mul(ranks).ok_or_else(too_large)?;
+            let out = t.with_dim(*axis, extent);
+            if out.fits() {
+                Ok(out)
+            } else {
+                Err(too_large())
+            }
         }
         CommOp::ReduceScatter { axis, .. } => {
             check_axis(*axis, t)?;
             split(*axis, t, ranks)
         }
+    }
+}
+
+fn too_large(op: &Op, axis: usize) -> TypeError {
+    TypeError::TooLarge {
+        op: op.mnemonic(),
+        axis,
+    }
+}
+
+/// `out`, the result of `op` joining along `axis`, if it fits
+/// ([`TensorType::fits`]): the ops that grow a tensor check their result.
+fn fitting(op: &Op, axis: usize, out: TensorType) -> Result<TensorType, TypeError> {
+    if out.fits() {
+        Ok(out)
+    } else {
+        Err(too_large(op, axis))
     }
 }
 

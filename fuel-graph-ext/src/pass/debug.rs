@@ -90,10 +90,11 @@ impl DebugOptions {
     /// `FUEL_DUMP_DIR` (a directory; empty means none) applied. For
     /// binaries: nothing in the libraries calls it.
     pub fn from_env(registry: &PassRegistry) -> Result<DebugOptions, PassError> {
-        let print_after = match std::env::var("FUEL_PRINT_AFTER") {
-            Ok(v) => PrintAfter::parse(&v, registry)?,
-            Err(_) => None,
-        };
+        let print_after =
+            match crate::env::text("FUEL_PRINT_AFTER", "`all` or a comma list of pass names")? {
+                Some(v) => PrintAfter::parse(&v, registry)?,
+                None => None,
+            };
         let dump_dir = std::env::var_os("FUEL_DUMP_DIR")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);

@@ -4,6 +4,7 @@
 use super::{parse_pipeline, Changed, DebugOptions, Pass, PassContext, PassError, PassRegistry};
 use crate::graph::Graph;
 use crate::verify::{verify, Level};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// What a pipeline run did.
@@ -80,7 +81,7 @@ impl PassManager {
             ("dot", crate::dot::to_dot(g)),
         ] {
             let path = dir.join(format!("{step:02}-{name}.{ext}"));
-            std::fs::write(&path, text).map_err(|e| io(&path, e))?;
+            write_fresh(&path, &text).map_err(|e| io(&path, e))?;
             report.dumped.push(path);
         }
         Ok(())
@@ -125,7 +126,13 @@ impl PassManager {
                 .as_ref()
                 .is_some_and(|p| p.wants(name))
             {
-                eprintln!("// *** IR after {name} ***\n{}", crate::text::print(g));
+                // Diagnostics only: a closed standard error must not stop
+                // (or panic) the pipeline.
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "// *** IR after {name} ***\n{}",
+                    crate::text::print(g)
+                );
             }
             self.dump(i + 1, name, g, &mut report)?;
         }
@@ -138,4 +145,25 @@ impl PassManager {
         }
         Ok(report)
     }
+}
+
+/// Writes `text` to `path` as a new file. A file or symlink already there
+/// is removed first, never written through, so a dump cannot follow a
+/// symlink out of its directory or write into a file it did not create.
+fn write_fresh(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(std::io::Error::other(
+                "a directory of that name is in the way",
+            ))
+        }
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.flush()
 }

@@ -15,6 +15,7 @@ pub use manager::{PassManager, PipelineReport};
 pub use pipeline::{parse_pipeline, PipelineEntry};
 
 use crate::graph::Graph;
+use crate::text::excerpt;
 use crate::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,20 +44,20 @@ impl Changed {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PassError {
     /// The pipeline text is malformed.
-    #[error("bad pipeline `{pipeline}`: {message}")]
+    #[error("bad pipeline `{}`: {}", excerpt::excerpt(.pipeline, excerpt::LINE_CHARS), excerpt::excerpt(.message, excerpt::LINE_CHARS))]
     Pipeline { pipeline: String, message: String },
     /// No pass of that name is registered.
-    #[error("unknown pass `{name}`; known passes: {known}")]
+    #[error("unknown pass `{}`; known passes: {known}", excerpt::token(.name))]
     UnknownPass { name: String, known: String },
     /// The pass has no such option.
-    #[error("unknown option `{option}` for pass `{pass}`; known options: {known}")]
+    #[error("unknown option `{}` for pass `{pass}`; known options: {known}", excerpt::token(.option))]
     UnknownOption {
         pass: String,
         option: String,
         known: String,
     },
     /// An option's value is not acceptable.
-    #[error("pass `{pass}`: option `{option}`: {message}")]
+    #[error("pass `{pass}`: option `{option}`: {}", excerpt::excerpt(.message, excerpt::LINE_CHARS))]
     BadOption {
         pass: String,
         option: String,
@@ -79,8 +80,11 @@ pub enum PassError {
     /// input. The message says where.
     #[error("pass `{pass}` broke an invariant: {message}; this is a bug in the pass, please report it with the input graph")]
     Internal { pass: String, message: String },
+    /// A variable [`DebugOptions::from_env`] reads is not UTF-8.
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
     /// `FUEL_PRINT_AFTER` names a pass that is not registered.
-    #[error("FUEL_PRINT_AFTER names an unknown pass `{name}`; known passes: {known}; give `all` or a comma list of them")]
+    #[error("FUEL_PRINT_AFTER names an unknown pass `{}`; known passes: {known}; give `all` or a comma list of them", excerpt::token(.name))]
     UnknownPrintAfter { name: String, known: String },
 }
 

@@ -6,6 +6,7 @@
 //! expected; positions stay byte offsets until an error is built, and only
 //! then become columns (characters).
 
+use super::excerpt;
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
 use std::fmt;
@@ -24,10 +25,16 @@ pub struct ParseError {
 }
 
 impl fmt::Display for ParseError {
+    /// `line:col: message`, the source line and a caret under the column.
+    /// Hidden characters in the line and the message are escaped and a
+    /// long line is cut around the column ([`excerpt::window`]); ordinary
+    /// input prints as it is.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}:{}: {}", self.line, self.col, self.message)?;
-        writeln!(f, "  | {}", self.source_line)?;
-        write!(f, "  | {}^", " ".repeat(self.col.saturating_sub(1)))
+        let (shown, caret) = excerpt::window(&self.source_line, self.col, excerpt::LINE_CHARS);
+        let message = excerpt::escape(&self.message);
+        writeln!(f, "{}:{}: {message}", self.line, self.col)?;
+        writeln!(f, "  | {shown}")?;
+        write!(f, "  | {}^", " ".repeat(caret))
     }
 }
 
@@ -160,7 +167,10 @@ impl<'a> Cur<'a> {
         self.pos += len;
         value.ok_or_else(|| {
             let digits = self.text.get(start..self.pos).unwrap_or("");
-            self.err_at(start, format!("{what} `{digits}` is too large"))
+            self.err_at(
+                start,
+                format!("{what} `{}` is too large", excerpt::token(digits)),
+            )
         })
     }
     pub fn ident(&mut self, what: &str) -> Result<&'a str, ParseError> {

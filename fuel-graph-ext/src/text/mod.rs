@@ -5,6 +5,7 @@
 //! references, and reports errors as `line:column: expected ...`.
 
 mod cursor;
+pub mod excerpt;
 mod op_line;
 mod parse;
 mod print;

@@ -10,6 +10,7 @@
 //! table too.
 
 use super::cursor::{Cur, ParseError, Ref};
+use super::excerpt;
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
 use crate::op::defs::{lookup, FieldError, Fields, OpDef, Placement, GROUPS, OPS};
@@ -170,8 +171,9 @@ fn unknown_op(mnemonic: &str) -> String {
             .map(|d| shown(d))
             .collect();
         return format!(
-            "unknown {} `{mnemonic}`: expected {}",
+            "unknown {} `{}`: expected {}",
             g.what,
+            excerpt::token(mnemonic),
             one_of(&members)
         );
     }
@@ -185,7 +187,11 @@ fn unknown_op(mnemonic: &str) -> String {
             all.push(item);
         }
     }
-    format!("unknown op `{mnemonic}`: expected {}", one_of(&all))
+    format!(
+        "unknown op `{}`: expected {}",
+        excerpt::token(mnemonic),
+        one_of(&all)
+    )
 }
 
 /// Reads a node line; its operands go to the end of `refs`. (`#[inline]`:
@@ -237,7 +243,10 @@ pub(super) fn parse_node_line(
                 Written::Int(c.number("an integer attribute value")?)
             };
             if attrs.iter().any(|(k, _, _)| *k == key) {
-                return Err(c.err_at(apos, format!("attribute `{key}` is given twice")));
+                return Err(c.err_at(
+                    apos,
+                    format!("attribute `{}` is given twice", excerpt::token(key)),
+                ));
             }
             attrs.push((key, v, apos));
             if c.eat("}") {
@@ -327,7 +336,10 @@ pub(super) fn parse_node_line(
         };
         return Err(c.err_at(
             *apos,
-            format!("unknown attribute `{key}` for `{mnemonic}`: it takes {known}"),
+            format!(
+                "unknown attribute `{}` for `{mnemonic}`: it takes {known}",
+                excerpt::token(key)
+            ),
         ));
     }
     let placement_ok = match def.placement {

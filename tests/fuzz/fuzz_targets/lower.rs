@@ -2,6 +2,15 @@
 //! groups, dtypes, shapes, collective kinds and every `lower-collectives`
 //! algorithm, the shards sometimes `cast` to another dtype first. It must never panic, the output must verify, and the reference
 //! interpreter must give the same values before and after.
+//!
+//! Two draws aim at issue 14's classes. `huge` swaps one extent for a value
+//! near the limits of `usize` (the typing rule must refuse what overflows,
+//! the passes must handle what fits without allocating it, and every type
+//! of a verified result must stay addressable); `chain` puts a chain of
+//! 60 000 nodes in front of the collective on one input in 512, which
+//! the pipeline, the verifier and the interpreter must walk without
+//! recursing (libFuzzer runs on the main thread's 8 MiB stack). Only
+//! graphs whose values are small are interpreted.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -25,6 +34,34 @@ struct Case {
     arity: u8,
     peers: bool,
     cast_to: Option<u8>,
+    huge: u8,
+    chain: u8,
+}
+
+/// Extents near the limits: below, at and past what a tensor can address.
+const HUGE: [usize; 6] = [
+    1 << 31,
+    (1 << 32) + 1,
+    1 << 40,
+    1 << 61,
+    1 << 62,
+    usize::MAX,
+];
+
+/// Interpret only graphs whose values take at most this many bytes in all.
+const SMALL: usize = 1 << 20;
+
+/// Nodes in the chain one input in 512 gets: past the depth where a
+/// recursive walk overflowed the main thread's stack (petgraph's DFS did at
+/// about 50 000 in a debug build, fewer under the fuzzer's sanitizer). A
+/// chain costs seconds under the sanitizer, so it is rare; the input that
+/// found the old overflow is replayed on every run from `regressions/`.
+const CHAIN: usize = 60_000;
+
+fn bytes(g: &Graph) -> usize {
+    g.node_ids()
+        .filter_map(|id| g.node(id))
+        .fold(0usize, |a, n| a.saturating_add(n.ty.size_bytes()))
 }
 
 const ALGORITHMS: [&str; 6] = ["auto", "star", "hierarchical", "ring", "tree", "driver"];
@@ -55,16 +92,33 @@ fuzz_target!(|c: Case| {
             shape[axis] *= n;
         }
     }
+    // One draw in four replaces one extent with a huge one.
+    if c.huge % 4 == 3 && !shape.is_empty() {
+        let k = c.huge as usize / 4 % shape.len();
+        shape[k] = HUGE[c.huge as usize / 16 % HUGE.len()];
+    }
     let input_ty = TensorType::new(dtype, &shape);
+    if !input_ty.fits() {
+        // The verifier refuses such an input; nothing more to lower.
+        let mut g = Graph::new("fuzz");
+        let v = g.add_value(Op::Input { name: "x".into(), device: devices[0] }, &[], input_ty);
+        g.set_outputs(vec![v]);
+        assert!(verify(&g, Level::Structural, &Topology::default()).is_err());
+        return;
+    }
     // Optionally every shard is cast (on its device) before the collective.
     let cast_to = c
         .cast_to
         .map(|k| DType::ALL[k as usize % DType::ALL.len()])
         .filter(|to| op::cast_defined(dtype, *to).is_ok());
     let ty = TensorType::new(cast_to.unwrap_or(dtype), &shape);
+    if !ty.fits() {
+        // Cast to a wider dtype past what a tensor can address: the same refusal.
+        return;
+    }
     let root = c.root as usize % n;
     let mut g = Graph::new("fuzz");
-    let shards: Vec<ValueId> = devices
+    let mut shards: Vec<ValueId> = devices
         .iter()
         .enumerate()
         .map(|(i, d)| {
@@ -75,6 +129,12 @@ fuzz_target!(|c: Case| {
             }
         })
         .collect();
+    if c.chain == 255 && c.arity % 2 == 1 {
+        let max = Op::Elementwise { kind: ElementwiseOp::Max, device: devices[0] };
+        for _ in 0..CHAIN {
+            shards[0] = g.add_value(max.clone(), &[shards[0], shards[0]], ty.clone());
+        }
+    }
     let (op, operands): (Op, Vec<ValueId>) = match kind {
         0 => (Op::AllReduce { op: rop }, shards),
         1 => (Op::Reduce { op: rop, root }, shards),
@@ -110,6 +170,14 @@ fuzz_target!(|c: Case| {
     let before = g.clone();
     if let Err(e) = fuel_collective::run_pipeline(&mut g, &pipeline, topo.clone(), DebugOptions::verifying()) {
         panic!("{pipeline} failed on a valid graph: {e}\n{}", text::print(&before));
+    }
+    for id in g.node_ids() {
+        if let Some(n) = g.node(id) {
+            assert!(n.ty.fits(), "the pipeline made {}, which does not fit", n.ty);
+        }
+    }
+    if bytes(&before) > SMALL || bytes(&g) > SMALL {
+        return;
     }
     let inputs = deterministic_inputs(&before);
     let want = interpret(&before, &inputs).unwrap_or_else(|e| panic!("{e}"));

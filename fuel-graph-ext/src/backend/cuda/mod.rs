@@ -133,6 +133,15 @@ impl CudaDev {
         self.counter.stats()
     }
 
+    /// What fits: the GPU's memory, as `cuDeviceTotalMem` reports it.
+    pub fn capacity(&self) -> Option<crate::backend::limits::Capacity> {
+        let total = guarded(|| self.ctx.total_mem()).ok()?.ok()?;
+        Some(crate::backend::limits::Capacity::uniform(
+            total,
+            "the GPU's memory (cuDeviceTotalMem)",
+        ))
+    }
+
     /// The CUDA context (a collective driver binds it to its threads).
     #[cfg(feature = "nccl")]
     pub(crate) fn context(&self) -> &Arc<CudaContext> {

@@ -53,6 +53,7 @@ impl VkDev {
             HostAccess::Mapped => mapped_memory_type(&memory),
             HostAccess::Staging => None,
         };
+        let capacity = instance.capacity(pd, &memory, mapped_type);
         // SAFETY: queue 0 of a family we asked for.
         let queue = unsafe { dev.get_device_queue(family, 0) };
         // From here on, a failure must destroy what was made; `Partial`
@@ -161,6 +162,7 @@ impl VkDev {
                 queue,
                 memory,
                 mapped_type,
+                capacity,
                 submit: Mutex::new(Submitter {
                     pool,
                     cmd,

@@ -2,6 +2,7 @@
 //! reports, and where `vulkan:N` is opened (adapter `N / per_adapter`).
 
 use super::*;
+use crate::backend::limits::Limit;
 
 /// A loaded loader and an instance, shared by the devices opened on it.
 pub struct Instance {
@@ -99,6 +100,52 @@ impl Instance {
             .collect()
     }
 
+    /// What fits on a device of adapter `pd` whose storage buffers live in
+    /// `mapped_type` (or, without one, the largest device-local heap).
+    pub(super) fn capacity(
+        &self,
+        pd: vk::PhysicalDevice,
+        memory: &vk::PhysicalDeviceMemoryProperties,
+        mapped_type: Option<u32>,
+    ) -> Capacity {
+        let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
+        // SAFETY: a physical device of this live instance (API 1.2, where
+        // properties2 is core); the chain lives across the call.
+        unsafe { self.instance.get_physical_device_properties2(pd, &mut p2) };
+        let range = p2.properties.limits.max_storage_buffer_range as usize;
+        let heaps = &memory.memory_heaps
+            [..(memory.memory_heap_count as usize).min(memory.memory_heaps.len())];
+        let heap = match mapped_type.and_then(|t| memory.memory_types.get(t as usize)) {
+            Some(t) => heaps.get(t.heap_index as usize).map_or(0, |h| h.size),
+            None => heaps
+                .iter()
+                .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+                .map(|h| h.size)
+                .max()
+                .unwrap_or(0),
+        };
+        let heap = usize::try_from(heap).unwrap_or(usize::MAX);
+        // A 1.0 device leaves maintenance3's figure at 0: the heap bounds it.
+        let alloc = match usize::try_from(m3.max_memory_allocation_size) {
+            Ok(0) | Err(_) => heap,
+            Ok(a) => a.min(heap),
+        };
+        let limit = |bytes: usize, what: &str| Limit {
+            bytes,
+            what: what.into(),
+        };
+        Capacity {
+            buffer: if alloc < heap {
+                limit(alloc, "maxMemoryAllocationSize")
+            } else {
+                limit(heap, "its memory heap")
+            },
+            kernel_buffer: limit(range.min(alloc), "maxStorageBufferRange"),
+            total: limit(heap, "its memory heap"),
+        }
+    }
+
     pub(super) fn core_features(&self, pd: vk::PhysicalDevice) -> vk::PhysicalDeviceFeatures {
         // SAFETY: a physical device of this live instance.
         unsafe { self.instance.get_physical_device_features(pd) }
@@ -124,7 +171,7 @@ impl Instance {
 
     /// Opens `vulkan:N` with [`HostAccess::from_env`].
     pub fn open_device(self: &Arc<Self>, device: Device) -> Result<Arc<VkDev>, ExecError> {
-        self.open_device_with(device, HostAccess::from_env())
+        self.open_device_with(device, HostAccess::from_env()?)
     }
 
     /// Opens `vulkan:N`: adapter `N / per_adapter`, its own `VkDevice`.
@@ -133,7 +180,7 @@ impl Instance {
         device: Device,
         access: HostAccess,
     ) -> Result<Arc<VkDev>, ExecError> {
-        let per = devices_per_adapter();
+        let per = devices_per_adapter()?;
         let unavailable = |reason: String, hint: String| ExecError::DeviceUnavailable {
             device: device.to_string(),
             reason,

@@ -47,6 +47,7 @@ use submit::Submitter;
 
 use crate::backend::alloc::{AllocCounter, MemStats};
 use crate::backend::fault::{Event, Faults};
+use crate::backend::limits::Capacity;
 use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -64,15 +65,23 @@ const MAX_GROUPS_X: u32 = 32768;
 pub const INSTALL_HINT: &str =
     "`apt-get install mesa-vulkan-drivers libvulkan1` gives a software device (lavapipe)";
 
+/// The most logical devices `FUEL_VULKAN_DEVICES` may ask for per adapter.
+pub const MAX_DEVICES_PER_ADAPTER: u32 = 16;
+
 /// How many logical devices to open on each adapter: `FUEL_VULKAN_DEVICES`,
-/// default 2, so that `vulkan:0` and `vulkan:1` exist on a one-adapter
-/// machine (lavapipe) and the two-device paths are exercised there.
-pub fn devices_per_adapter() -> u32 {
-    std::env::var("FUEL_VULKAN_DEVICES")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .filter(|n| *n >= 1)
-        .unwrap_or(2)
+/// 1 to [`MAX_DEVICES_PER_ADAPTER`], default 2, so that `vulkan:0` and
+/// `vulkan:1` exist on a one-adapter machine (lavapipe) and the two-device
+/// paths are exercised there. Any other value is an error that names the
+/// variable.
+pub fn devices_per_adapter() -> Result<u32, crate::env::EnvError> {
+    let n = crate::env::integer(
+        "FUEL_VULKAN_DEVICES",
+        1..=u64::from(MAX_DEVICES_PER_ADAPTER),
+        2,
+        "logical devices per Vulkan adapter",
+    )?;
+    // In range, so it fits.
+    Ok(u32::try_from(n).unwrap_or(MAX_DEVICES_PER_ADAPTER))
 }
 
 /// How host bytes reach a device's storage buffers.
@@ -91,15 +100,19 @@ pub enum HostAccess {
 }
 
 impl HostAccess {
-    /// `Mapped`, unless `FUEL_VULKAN_MAPPED=0` asks for `Staging`.
-    pub fn from_env() -> HostAccess {
-        match std::env::var("FUEL_VULKAN_MAPPED")
-            .as_deref()
-            .map(str::trim)
-        {
-            Ok("0") => HostAccess::Staging,
-            _ => HostAccess::Mapped,
-        }
+    /// `Mapped`, unless `FUEL_VULKAN_MAPPED=0` asks for `Staging`; a value
+    /// other than `0` or `1` is an error that names the variable.
+    pub fn from_env() -> Result<HostAccess, crate::env::EnvError> {
+        let mapped = crate::env::flag(
+            "FUEL_VULKAN_MAPPED",
+            true,
+            "1 keeps storage buffers in mapped memory where the device allows, 0 moves host data through the staging buffer",
+        )?;
+        Ok(if mapped {
+            HostAccess::Mapped
+        } else {
+            HostAccess::Staging
+        })
     }
 }
 
@@ -129,6 +142,8 @@ pub struct VkDev {
     /// The memory type storage buffers are allocated in and mapped, if any
     /// (see [`HostAccess::Mapped`]).
     mapped_type: Option<u32>,
+    /// What fits, as the device reports it.
+    capacity: Capacity,
     submit: Mutex<Submitter>,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -157,6 +172,13 @@ impl VkDev {
     /// Allocator numbers.
     pub fn stats(&self) -> MemStats {
         self.counter.stats()
+    }
+
+    /// What fits: the largest allocation (`maxMemoryAllocationSize`, and
+    /// the heap), the largest buffer a kernel binds (`maxStorageBufferRange`)
+    /// and the heap storage buffers live in.
+    pub fn capacity(&self) -> Capacity {
+        self.capacity.clone()
     }
 
     /// Whether new storage buffers are host-mapped ([`HostAccess::Mapped`]

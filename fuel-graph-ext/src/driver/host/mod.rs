@@ -432,7 +432,7 @@ impl CollectiveDriver for HostDriver {
     }
 
     fn join(id: HostUniqueId, ranks: usize, rank: usize) -> Result<HostCommunicator, DriverError> {
-        Self::join_with(id, ranks, rank, JoinOptions::from_env())
+        Self::join_with(id, ranks, rank, JoinOptions::from_env()?)
     }
 
     fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {

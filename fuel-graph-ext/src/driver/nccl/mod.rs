@@ -493,7 +493,7 @@ impl CollectiveDriver for NcclDriver {
         require_cuda()?;
         let n = cuda::device_count().map_err(|(reason, _)| backend("cuDeviceGetCount", reason))?;
         let dev = Self::open(Device::cuda((rank % n) as u32))?;
-        Self::join_on(&dev, id, ranks, rank, JoinOptions::from_env())
+        Self::join_on(&dev, id, ranks, rank, JoinOptions::from_env()?)
     }
 
     fn data_type(dtype: DType, size: u64) -> Result<(sys::ncclDataType_t, usize), DriverError> {
