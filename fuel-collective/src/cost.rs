@@ -1,25 +1,52 @@
 //! The cost model: how long a lowered collective is expected to take.
 //!
 //! A pure helper, with no graph in sight. A lowering is described as a list
-//! of [`Step`]s, each a transfer over one direct link or a computation on one
-//! device, with the steps it waits for. A staged hop is two transfer steps,
-//! one per link, because the lowering builds it as two copies. A transfer
-//! costs `latency + bytes / bandwidth` of its link class
-//! ([`fuel_graph_ext::topology::LinkCost::time_us`]); a computation costs
-//! `inputs * bytes / reduce_throughput` of its device kind
-//! ([`Topology::reduce_us`]).
+//! of [`Step`]s, each a transfer over one direct link, a computation on one
+//! device, a driver call, or the caller's bytes going in or coming out, with
+//! the steps it waits for. A staged hop is two transfer steps, one per link,
+//! because the lowering builds it as two copies.
 //!
-//! Steps on different links and devices may overlap, steps on one link (or
-//! one device) may not. So the estimate is the larger of two lower bounds on
+//! **What a step costs.** The executor runs a graph one of two ways
+//! ([`Runner`]): an all-host graph runs its steps one after another on the
+//! caller's thread, any other graph hands each step to its device's worker.
+//! Every step pays its runner's fixed cost per step (`runner ... step=`);
+//! on top of it
+//!
+//! - a copy costs `latency + bytes / bandwidth` of its link class, unless
+//!   the executor shares it (a host-to-host copy that is not an output:
+//!   nothing moves, only the runner's bookkeeping, the inline step cost) or
+//!   defers it into the fold that reads it (`bytes / deferred`, no latency
+//!   and no step of its own): [`CopyMode`], the executor's own rule;
+//! - a computation costs `fixed + inputs * bytes / throughput` of its
+//!   device kind (an n-ary fold reads `n` inputs; `div`, `slice`, `concat`
+//!   read one);
+//! - a driver all-reduce costs what [`driver_us`] says;
+//! - an input or output on a GPU crosses the host link once (on a CPU the
+//!   executor lends the caller's buffer: only the step cost).
+//!
+//! **How steps overlap.** The estimate is the larger of two lower bounds on
 //! the finishing time: the longest chain of dependent steps (the critical
-//! path), and the busiest resource's total work (a link is an ordered device
-//! pair; a device's compute is one resource; host memory, shared by every
-//! host-to-host copy and every CPU computation, is one resource). Latency-bound small messages
-//! therefore favour few steps (star), bandwidth-bound large ones favour
-//! spreading bytes over many links (ring).
+//! path), and the busiest resource's total work. With the inline runner
+//! there is one resource, the caller's thread, so the estimate is the sum of
+//! all steps. With the threaded runner each device's worker is a resource
+//! (a copy runs on its destination's worker, a deferred copy inside its
+//! reader's fold), the dispatcher thread is one (shared copies, reading
+//! outputs back), and so is host memory: every byte a step reads or writes
+//! in host memory (a staging CPU's copies in and out, a host fold's inputs
+//! and result) counts against twice the host-to-host copy bandwidth (a copy
+//! reads and writes each byte), so transfers that look independent still
+//! contend for it. Latency-bound small messages therefore favour few steps
+//! (star), bandwidth-bound large ones favour spreading bytes over many
+//! devices (ring), where the devices really run side by side.
+//!
+//! [`estimate`] adds the runner's fixed cost per run only when asked to
+//! (a whole run, `fuel_collective::lower::estimate_run`); candidates of one
+//! collective are compared without it.
 
-use fuel_graph_ext::{Device, Topology};
-use std::collections::BTreeMap;
+use fuel_graph_ext::exec::schedule::CopyMode;
+use fuel_graph_ext::topology::{LinkClass, Runner};
+use fuel_graph_ext::{Device, DeviceKind, Topology};
+use rustc_hash::FxHashMap;
 
 /// What one step does.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,6 +59,8 @@ pub enum StepKind {
         to: Device,
         /// Bytes moved.
         bytes: usize,
+        /// How the executor runs it.
+        mode: CopyMode,
     },
     /// `device` reads `inputs` tensors of `bytes` each and writes one.
     Compute {
@@ -55,6 +84,33 @@ pub enum StepKind {
         /// (otherwise the driver's traffic crosses the host).
         peered: bool,
     },
+    /// The caller's `bytes` become a graph input on `device`.
+    Input {
+        /// Where the input lives.
+        device: Device,
+        /// Its size.
+        bytes: usize,
+    },
+    /// A graph output on `device` is read back to the caller.
+    Output {
+        /// Where the output lives.
+        device: Device,
+        /// Its size.
+        bytes: usize,
+    },
+}
+
+impl StepKind {
+    /// The devices the step touches.
+    fn devices(&self) -> [Option<Device>; 2] {
+        match *self {
+            StepKind::Transfer { from, to, .. } => [Some(from), Some(to)],
+            StepKind::Compute { device, .. }
+            | StepKind::Driver { device, .. }
+            | StepKind::Input { device, .. }
+            | StepKind::Output { device, .. } => [Some(device), None],
+        }
+    }
 }
 
 /// One step and the steps (by index, all earlier) it waits for.
@@ -71,36 +127,76 @@ pub struct Step {
 pub struct Estimate {
     /// The longest chain of dependent steps, in microseconds.
     pub critical_path_us: f64,
-    /// The busiest link's or device's total work, in microseconds.
+    /// The busiest resource's total work, in microseconds.
     pub busiest_us: f64,
+    /// The runner's fixed cost per run, when the estimate is of a whole run
+    /// (0 for a candidate lowering).
+    pub run_us: f64,
     /// Transfer steps (a staged hop counts two).
     pub transfers: usize,
-    /// Bytes over all links.
+    /// Bytes the transfers move (shared copies move none).
     pub bytes_moved: usize,
 }
 
 impl Estimate {
-    /// The estimated time: the larger of the two lower bounds.
+    /// The estimated time: the larger of the two lower bounds, plus the
+    /// fixed cost per run.
     pub fn total_us(&self) -> f64 {
-        self.critical_path_us.max(self.busiest_us)
+        self.critical_path_us.max(self.busiest_us) + self.run_us
     }
 }
 
-/// Microseconds one step takes on its own.
-pub fn step_us(topo: &Topology, kind: &StepKind) -> f64 {
+/// The runner the executor uses for steps on `devices`: inline when every
+/// one is a host arena.
+pub fn runner_for(devices: impl IntoIterator<Item = Device>) -> Runner {
+    if devices.into_iter().all(|d| d.is_cpu()) {
+        Runner::Inline
+    } else {
+        Runner::Threaded
+    }
+}
+
+/// The runner for a list of steps (see [`runner_for`]).
+pub fn runner_of(steps: &[Step]) -> Runner {
+    runner_for(steps.iter().flat_map(|s| s.kind.devices()).flatten())
+}
+
+/// Microseconds one step takes on its own under `runner`.
+pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
+    let step = topo.runner(runner).step_us;
+    let host_link = |d: Device| topo.link(Topology::host_class(d.kind));
     match *kind {
-        StepKind::Transfer { from, to, bytes } => topo.transfer_us(from, to, bytes),
+        StepKind::Transfer {
+            from,
+            to,
+            bytes,
+            mode,
+        } => match mode {
+            CopyMode::Moves => topo.transfer_us(from, to, bytes) + step,
+            CopyMode::Shared => topo.runner(Runner::Inline).step_us,
+            CopyMode::Deferred => topo
+                .link_class(from, to)
+                .map_or(0.0, |c| topo.link(c).deferred_us(bytes)),
+        },
         StepKind::Compute {
             device,
             inputs,
             bytes,
-        } => topo.reduce_us(device, inputs, bytes),
+        } => topo.reduce_us(device, inputs, bytes) + step,
         StepKind::Driver {
             device,
             ranks,
             bytes,
             peered,
-        } => driver_us(topo, device, ranks, bytes, peered),
+        } => driver_us(topo, device, ranks, bytes, peered) + step,
+        StepKind::Input { device, bytes } if !device.is_cpu() => {
+            host_link(device).time_us(bytes) + step
+        }
+        StepKind::Input { .. } => step,
+        StepKind::Output { device, bytes } if !device.is_cpu() => {
+            host_link(device).time_us(bytes)
+        }
+        StepKind::Output { .. } => 0.0,
     }
 }
 
@@ -109,74 +205,148 @@ pub fn step_us(topo: &Topology, kind: &StepKind) -> f64 {
 /// (CUDA peer links where every pair is peered, else the host-CUDA link;
 /// host-host for CPUs), and reduces `(k-1)/k` of it.
 pub fn driver_us(topo: &Topology, device: Device, ranks: usize, bytes: usize, peered: bool) -> f64 {
-    use fuel_graph_ext::topology::LinkClass;
     if ranks <= 1 {
         return 0.0;
     }
     let k = ranks as f64;
     let class = match device.kind {
-        fuel_graph_ext::DeviceKind::Cuda if peered => LinkClass::CudaPeer,
-        fuel_graph_ext::DeviceKind::Cuda => LinkClass::HostCuda,
+        DeviceKind::Cuda if peered => LinkClass::CudaPeer,
+        DeviceKind::Cuda => LinkClass::HostCuda,
         _ => LinkClass::HostHost,
     };
     let link = topo.link(class);
+    let compute = topo.compute(device.kind);
     let moved = 2.0 * (k - 1.0) / k * bytes as f64;
     2.0 * (k - 1.0) * link.latency_us
         + moved / (link.bandwidth_gbps * 1e3)
-        + topo.reduce_us(device, 1, bytes) * (k - 1.0) / k
+        + (bytes as f64 / (compute.gbps * 1e3)) * (k - 1.0) / k
 }
 
-/// A resource a step occupies: a directed link, or a device's compute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Resource {
-    Link(Device, Device),
-    Compute(Device),
-    /// Host memory: every copy between two host arenas and every CPU
-    /// computation. Host arenas share the host's cores and memory bus (the
-    /// executor even runs an all-host graph's steps one after another), so
-    /// their work does not overlap the way separate links do.
-    Host,
+/// A resource a step occupies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    /// The caller's thread, which runs every step of an inline run.
+    Caller,
+    /// A device's worker thread (threaded runner).
+    Worker(Device),
+    /// The threaded runner's dispatcher: shared copies, outputs read back.
+    Dispatcher,
+    /// Host memory, which every worker's host traffic shares.
+    HostMemory,
 }
 
-/// Estimates a lowering from its steps. Dependencies that do not point to an
-/// earlier step are ignored.
-pub fn estimate(topo: &Topology, steps: &[Step]) -> Estimate {
+/// Where a step's time goes under `runner`: its resource, and the bytes it
+/// reads or writes in host memory.
+pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
+    let on = |d: Device| match runner {
+        Runner::Inline => Resource::Caller,
+        Runner::Threaded => Resource::Worker(d),
+    };
+    let dispatcher = match runner {
+        Runner::Inline => Resource::Caller,
+        Runner::Threaded => Resource::Dispatcher,
+    };
+    let host = |d: Device, bytes: usize| if d.is_cpu() { bytes } else { 0 };
+    match *kind {
+        StepKind::Transfer {
+            from,
+            to,
+            bytes,
+            mode,
+        } => match mode {
+            CopyMode::Moves => (on(to), host(from, bytes) + host(to, bytes)),
+            CopyMode::Shared => (dispatcher, 0),
+            CopyMode::Deferred => (on(to), bytes),
+        },
+        StepKind::Compute {
+            device,
+            inputs,
+            bytes,
+        } => (on(device), host(device, (inputs + 1) * bytes)),
+        StepKind::Driver { device, .. } => (on(device), 0),
+        StepKind::Input { device, bytes } => {
+            (on(device), if device.is_cpu() { 0 } else { bytes })
+        }
+        StepKind::Output { device, bytes } => {
+            (dispatcher, if device.is_cpu() { 0 } else { bytes })
+        }
+    }
+}
+
+/// Sums work per resource and the longest chain, one step at a time, in
+/// an order where every step comes after the steps it waits for.
+#[derive(Clone, Debug)]
+pub struct Tally<'a> {
+    topo: &'a Topology,
+    runner: Runner,
+    busy: FxHashMap<Resource, f64>,
+    host_bytes: f64,
+    est: Estimate,
+}
+
+impl<'a> Tally<'a> {
+    /// An empty tally for steps run by `runner`.
+    pub fn new(topo: &'a Topology, runner: Runner) -> Tally<'a> {
+        Tally {
+            topo,
+            runner,
+            busy: FxHashMap::default(),
+            host_bytes: 0.0,
+            est: Estimate::default(),
+        }
+    }
+
+    /// Adds a step that can start at `start` (when the steps it waits for
+    /// are done); returns when it finishes.
+    pub fn add(&mut self, kind: &StepKind, start: f64) -> f64 {
+        let t = step_us(self.topo, self.runner, kind);
+        let (res, host_bytes) = placement(self.runner, kind);
+        *self.busy.entry(res).or_insert(0.0) += t;
+        self.host_bytes += host_bytes as f64;
+        if let StepKind::Transfer { bytes, mode, .. } = kind {
+            self.est.transfers += 1;
+            if *mode != CopyMode::Shared {
+                self.est.bytes_moved += bytes;
+            }
+        }
+        let end = start + t;
+        self.est.critical_path_us = self.est.critical_path_us.max(end);
+        end
+    }
+
+    /// The estimate of every step added.
+    pub fn finish(mut self) -> Estimate {
+        if self.runner == Runner::Threaded && self.host_bytes > 0.0 {
+            let gbps = 2.0 * self.topo.link(LinkClass::HostHost).bandwidth_gbps;
+            *self.busy.entry(Resource::HostMemory).or_insert(0.0) +=
+                self.host_bytes / (gbps * 1e3);
+        }
+        self.est.busiest_us = self.busy.values().fold(0.0, |a: f64, b| a.max(*b));
+        self.est
+    }
+}
+
+/// Estimates a lowering from its steps, run by `runner`. Dependencies
+/// that do not point to an earlier step are ignored.
+pub fn estimate_with(topo: &Topology, runner: Runner, steps: &[Step]) -> Estimate {
     let mut finish: Vec<f64> = Vec::with_capacity(steps.len());
-    let mut busy: BTreeMap<Resource, f64> = BTreeMap::new();
-    let mut est = Estimate::default();
+    let mut tally = Tally::new(topo, runner);
     for (i, s) in steps.iter().enumerate() {
-        let t = step_us(topo, &s.kind);
         let start = s
             .deps
             .iter()
             .filter(|d| **d < i)
             .filter_map(|d| finish.get(*d))
             .fold(0.0, |a: f64, b| a.max(*b));
-        finish.push(start + t);
-        let res = match s.kind {
-            StepKind::Transfer { from, to, bytes } => {
-                est.transfers += 1;
-                est.bytes_moved += bytes;
-                if from.is_cpu() && to.is_cpu() {
-                    Resource::Host
-                } else {
-                    Resource::Link(from, to)
-                }
-            }
-            StepKind::Compute { device, .. } | StepKind::Driver { device, .. }
-                if device.is_cpu() =>
-            {
-                Resource::Host
-            }
-            StepKind::Compute { device, .. } | StepKind::Driver { device, .. } => {
-                Resource::Compute(device)
-            }
-        };
-        *busy.entry(res).or_insert(0.0) += t;
+        finish.push(tally.add(&s.kind, start));
     }
-    est.critical_path_us = finish.iter().fold(0.0, |a: f64, b| a.max(*b));
-    est.busiest_us = busy.values().fold(0.0, |a: f64, b| a.max(*b));
-    est
+    tally.finish()
+}
+
+/// Estimates a lowering from its steps, with the runner the executor would
+/// use for their devices ([`runner_of`]).
+pub fn estimate(topo: &Topology, steps: &[Step]) -> Estimate {
+    estimate_with(topo, runner_of(steps), steps)
 }
 
 #[cfg(test)]
@@ -185,56 +355,126 @@ mod tests {
 
     fn hop(from: Device, to: Device, bytes: usize, deps: &[usize]) -> Step {
         Step {
-            kind: StepKind::Transfer { from, to, bytes },
+            kind: StepKind::Transfer {
+                from,
+                to,
+                bytes,
+                mode: CopyMode::Moves,
+            },
+            deps: deps.to_vec(),
+        }
+    }
+
+    fn compute(device: Device, inputs: usize, bytes: usize, deps: &[usize]) -> Step {
+        Step {
+            kind: StepKind::Compute {
+                device,
+                inputs,
+                bytes,
+            },
             deps: deps.to_vec(),
         }
     }
 
     #[test]
-    fn chains_add_and_parallel_links_overlap() {
+    fn chains_add_and_parallel_workers_overlap() {
         let t = Topology::default();
-        let (h, c) = (Device::cpu(0), Device::cuda(0));
-        let one = t.transfer_us(c, h, 1000);
+        let (h, c, c1) = (Device::cpu(0), Device::cuda(0), Device::cuda(1));
+        let step = t.runner(Runner::Threaded).step_us;
+        let one = t.transfer_us(h, c, 1000) + step;
         // Two dependent hops take twice as long as one.
-        let chain = estimate(
-            &t,
-            &[hop(c, h, 1000, &[]), hop(h, Device::cpu(1), 1000, &[0])],
-        );
-        assert!(
-            (chain.critical_path_us - one - t.transfer_us(h, Device::cpu(1), 1000)).abs() < 1e-9
-        );
+        let chain = estimate(&t, &[hop(h, c, 1000, &[]), hop(c, h, 1000, &[0])]);
+        assert!((chain.critical_path_us - 2.0 * one).abs() < 1e-9);
         assert_eq!(chain.transfers, 2);
-        // Independent hops on different links overlap ...
-        let par = estimate(
-            &t,
-            &[hop(c, h, 1000, &[]), hop(Device::cuda(1), h, 1000, &[])],
-        );
+        // Independent hops into different devices overlap ...
+        let par = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c1, 1000, &[])]);
         assert!((par.total_us() - one).abs() < 1e-9);
-        // ... but two on one link queue up.
-        let same = estimate(&t, &[hop(c, h, 1000, &[]), hop(c, h, 1000, &[])]);
+        // ... but two into one device queue on its worker.
+        let same = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c, 1000, &[])]);
         assert!((same.total_us() - 2.0 * one).abs() < 1e-9);
     }
 
     #[test]
-    fn host_to_host_hops_and_cpu_work_share_host_memory() {
+    fn an_all_host_run_is_the_sum_of_its_steps() {
         let t = Topology::default();
         let (a, b, c) = (Device::cpu(0), Device::cpu(1), Device::cpu(2));
-        let one = t.transfer_us(b, a, 1 << 20);
-        // Two independent host-host hops on different links still queue.
-        let two = estimate(&t, &[hop(b, a, 1 << 20, &[]), hop(c, a, 1 << 20, &[])]);
-        assert!((two.total_us() - 2.0 * one).abs() < 1e-9);
-        // And a CPU reduction queues behind them.
-        let add = Step {
-            kind: StepKind::Compute {
-                device: Device::cpu(3),
-                inputs: 2,
-                bytes: 1 << 20,
-            },
-            deps: vec![],
+        let steps = [
+            hop(b, a, 1 << 20, &[]),
+            hop(c, a, 1 << 20, &[]),
+            compute(a, 3, 1 << 20, &[0, 1]),
+        ];
+        assert_eq!(runner_of(&steps), Runner::Inline);
+        let sum: f64 = steps
+            .iter()
+            .map(|s| step_us(&t, Runner::Inline, &s.kind))
+            .sum();
+        assert!((estimate(&t, &steps).total_us() - sum).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shared_and_deferred_copies_move_no_copy_of_their_own() {
+        let t = Topology::default();
+        let (h, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
+        let bytes = 1 << 20;
+        let with = |mode| StepKind::Transfer {
+            from: v,
+            to: h,
+            bytes,
+            mode,
         };
-        let r = t.reduce_us(Device::cpu(3), 2, 1 << 20);
-        let three = estimate(&t, &[hop(b, a, 1 << 20, &[]), hop(c, a, 1 << 20, &[]), add]);
-        assert!((three.total_us() - 2.0 * one - r).abs() < 1e-9);
+        let moved = step_us(&t, Runner::Threaded, &with(CopyMode::Moves));
+        let deferred = step_us(&t, Runner::Threaded, &with(CopyMode::Deferred));
+        let link = t.link(LinkClass::HostVulkan);
+        assert!((deferred - link.deferred_us(bytes)).abs() < 1e-9);
+        assert!(moved > deferred + link.latency_us);
+        let shared = StepKind::Transfer {
+            from: h1,
+            to: h,
+            bytes,
+            mode: CopyMode::Shared,
+        };
+        assert_eq!(
+            step_us(&t, Runner::Inline, &shared),
+            t.runner(Runner::Inline).step_us
+        );
+        let e = estimate(
+            &t,
+            &[Step {
+                kind: shared,
+                deps: vec![],
+            }],
+        );
+        assert_eq!((e.transfers, e.bytes_moved), (1, 0));
+    }
+
+    #[test]
+    fn host_memory_is_shared_by_every_worker() {
+        // Two host folds on two workers do not overlap past host memory.
+        let mut t = Topology::default();
+        t.set_compute(
+            DeviceKind::Cpu,
+            fuel_graph_ext::topology::ComputeCost {
+                gbps: 1000.0,
+                fixed_us: 0.1,
+            },
+        );
+        let bytes = 8 << 20;
+        let steps = [
+            compute(Device::cpu(0), 2, bytes, &[]),
+            compute(Device::cpu(1), 2, bytes, &[]),
+            Step {
+                kind: StepKind::Input {
+                    device: Device::vulkan(0),
+                    bytes: 4,
+                },
+                deps: vec![],
+            },
+        ];
+        let e = estimate(&t, &steps);
+        let hh = t.link(LinkClass::HostHost).bandwidth_gbps;
+        let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh * 1e3);
+        assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
+        assert!(e.busiest_us > e.critical_path_us);
     }
 
     #[test]
@@ -244,27 +484,8 @@ mod tests {
         let small = estimate(&t, &[hop(v, h, 64, &[])]).total_us();
         let big = estimate(&t, &[hop(v, h, 1 << 20, &[])]).total_us();
         assert!(big > small);
-        let add = Step {
-            kind: StepKind::Compute {
-                device: v,
-                inputs: 4,
-                bytes: 1 << 20,
-            },
-            deps: vec![],
-        };
-        let on_vulkan = estimate(&t, std::slice::from_ref(&add)).total_us();
-        let on_cpu = estimate(
-            &t,
-            &[Step {
-                kind: StepKind::Compute {
-                    device: h,
-                    inputs: 4,
-                    bytes: 1 << 20,
-                },
-                deps: vec![],
-            }],
-        )
-        .total_us();
+        let on_vulkan = estimate(&t, &[compute(v, 4, 1 << 20, &[])]).total_us();
+        let on_cpu = estimate(&t, &[compute(h, 4, 1 << 20, &[])]).total_us();
         assert!(
             on_vulkan > on_cpu,
             "default vulkan reduce is slower than cpu"

@@ -55,20 +55,122 @@ impl LinkClass {
     }
 }
 
-/// Bandwidth and latency of one link.
+/// Where a topology's figures come from. The `lower-collectives` note says
+/// it, so a reader knows whether its estimates were measured here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// [`Topology::default`]: the documented defaults.
+    Defaults,
+    /// [`Topology::parse`] of a topology file; the name, where known.
+    File(Option<String>),
+    /// The calibration cache: when it was measured, and on what.
+    Calibrated {
+        /// The day, `YYYY-MM-DD` (UTC).
+        date: String,
+        /// What it measured, e.g. `cpu (AMD EPYC, 2 cores), vulkan (llvmpipe ..., mapped)`.
+        on: String,
+    },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Defaults => {
+                f.write_str("defaults: not calibrated here; run `fuel-opt calibrate`")
+            }
+            Source::File(None) => f.write_str("topology file"),
+            Source::File(Some(name)) => write!(f, "topology file {name}"),
+            Source::Calibrated { date, on } => write!(f, "calibrated {date} on {on}"),
+        }
+    }
+}
+
+/// What one link class costs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkCost {
-    /// Sustained bandwidth in GB/s (10^9 bytes per second).
+    /// Sustained bandwidth of a copy, in GB/s (10^9 bytes per second).
     pub bandwidth_gbps: f64,
-    /// Fixed cost per transfer in microseconds.
+    /// Fixed cost per copy in microseconds.
     pub latency_us: f64,
+    /// Bandwidth, in GB/s, of a copy the executor defers into the fold that
+    /// reads it (`exec::schedule::Work::Defer`): the fold moves the bytes
+    /// itself (or reads a mapped buffer in place), so there is no latency
+    /// and often less than a copy's traffic.
+    pub deferred_gbps: f64,
 }
 
 impl LinkCost {
+    /// A link with this bandwidth and latency, whose deferred copies move at
+    /// the same bandwidth.
+    pub fn new(bandwidth_gbps: f64, latency_us: f64) -> LinkCost {
+        LinkCost {
+            bandwidth_gbps,
+            latency_us,
+            deferred_gbps: bandwidth_gbps,
+        }
+    }
+
     /// Estimated microseconds to move `bytes` over this link.
     pub fn time_us(&self, bytes: usize) -> f64 {
         self.latency_us + bytes as f64 / (self.bandwidth_gbps * 1e3)
     }
+
+    /// Estimated microseconds for a fold to move `bytes` it took over as a
+    /// deferred copy.
+    pub fn deferred_us(&self, bytes: usize) -> f64 {
+        bytes as f64 / (self.deferred_gbps * 1e3)
+    }
+}
+
+/// What computing on one device kind costs: a fixed part per step (a
+/// kernel launch, a Vulkan submit and fence) and a throughput.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ComputeCost {
+    /// GB/s of input read.
+    pub gbps: f64,
+    /// Microseconds per step, whatever its size.
+    pub fixed_us: f64,
+}
+
+impl ComputeCost {
+    /// Estimated microseconds to read `inputs` tensors of `bytes` each.
+    pub fn time_us(&self, inputs: usize, bytes: usize) -> f64 {
+        self.fixed_us + (inputs as f64 * bytes as f64) / (self.gbps * 1e3)
+    }
+}
+
+/// The two ways the executor runs a graph (`exec::Executable`): an
+/// all-host graph runs its steps one after another on the caller's thread;
+/// any other graph hands each step to its device's worker thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Runner {
+    /// Every device is a host arena: steps run in order on one thread.
+    Inline,
+    /// One worker thread per device, a dispatcher between them.
+    Threaded,
+}
+
+impl Runner {
+    /// Both runners.
+    pub const ALL: [Runner; 2] = [Runner::Inline, Runner::Threaded];
+
+    /// The name used in topology files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runner::Inline => "inline",
+            Runner::Threaded => "threaded",
+        }
+    }
+}
+
+/// What a runner adds to the work itself.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunnerCost {
+    /// Microseconds per step: gathering operands, and for the threaded
+    /// runner the hand-off to a worker and the report back.
+    pub step_us: f64,
+    /// Microseconds per run: setting up and collecting the results.
+    pub run_us: f64,
 }
 
 /// Device connectivity and link costs.
@@ -80,57 +182,50 @@ pub struct Topology {
     pub staging: Device,
     /// Cost per link class.
     links: BTreeMap<LinkClass, LinkCost>,
-    /// Per-device compute throughput for reductions, GB/s of input read.
-    pub reduce_gbps: BTreeMap<DeviceKind, f64>,
+    /// Cost of computing, per device kind.
+    compute: BTreeMap<DeviceKind, ComputeCost>,
+    /// Cost of each runner.
+    runners: BTreeMap<Runner, RunnerCost>,
     /// Device kinds whose collective driver (NCCL, host driver) is available.
     pub drivers: BTreeSet<DeviceKind>,
+    /// Where the figures come from.
+    source: Source,
 }
 
 impl Default for Topology {
     fn default() -> Self {
         let links = [
-            (
-                LinkClass::SameDevice,
-                LinkCost {
-                    bandwidth_gbps: 200.0,
-                    latency_us: 2.0,
-                },
-            ),
-            (
-                LinkClass::HostHost,
-                LinkCost {
-                    bandwidth_gbps: 10.0,
-                    latency_us: 5.0,
-                },
-            ),
-            (
-                LinkClass::HostCuda,
-                LinkCost {
-                    bandwidth_gbps: 25.0,
-                    latency_us: 10.0,
-                },
-            ),
-            (
-                LinkClass::HostVulkan,
-                LinkCost {
-                    bandwidth_gbps: 5.0,
-                    latency_us: 30.0,
-                },
-            ),
-            (
-                LinkClass::CudaPeer,
-                LinkCost {
-                    bandwidth_gbps: 100.0,
-                    latency_us: 8.0,
-                },
-            ),
+            (LinkClass::SameDevice, LinkCost::new(200.0, 2.0)),
+            (LinkClass::HostHost, LinkCost::new(10.0, 5.0)),
+            (LinkClass::HostCuda, LinkCost::new(25.0, 10.0)),
+            (LinkClass::HostVulkan, LinkCost::new(5.0, 30.0)),
+            (LinkClass::CudaPeer, LinkCost::new(100.0, 8.0)),
         ]
         .into_iter()
         .collect();
-        let reduce_gbps = [
-            (DeviceKind::Cpu, 20.0),
-            (DeviceKind::Cuda, 1000.0),
-            (DeviceKind::Vulkan, 5.0),
+        let compute = [
+            (DeviceKind::Cpu, 20.0, 0.1),
+            (DeviceKind::Cuda, 1000.0, 10.0),
+            (DeviceKind::Vulkan, 5.0, 40.0),
+        ]
+        .into_iter()
+        .map(|(k, gbps, fixed_us)| (k, ComputeCost { gbps, fixed_us }))
+        .collect();
+        let runners = [
+            (
+                Runner::Inline,
+                RunnerCost {
+                    step_us: 0.3,
+                    run_us: 1.0,
+                },
+            ),
+            (
+                Runner::Threaded,
+                RunnerCost {
+                    step_us: 15.0,
+                    run_us: 20.0,
+                },
+            ),
         ]
         .into_iter()
         .collect();
@@ -138,13 +233,30 @@ impl Default for Topology {
             peers: BTreeSet::new(),
             staging: Device::cpu(0),
             links,
-            reduce_gbps,
+            compute,
+            runners,
             drivers: BTreeSet::new(),
+            source: Source::Defaults,
         }
     }
 }
 
+/// The device kinds that have a collective driver: the host driver for
+/// CPUs, NCCL for CUDA. Vulkan has none.
+pub const DRIVER_KINDS: [DeviceKind; 2] = [DeviceKind::Cpu, DeviceKind::Cuda];
+
 impl Topology {
+    /// Where the figures come from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// This topology, saying its figures come from `source`.
+    pub fn with_source(mut self, source: Source) -> Topology {
+        self.source = source;
+        self
+    }
+
     /// Declares peer access between two CUDA devices (both directions).
     pub fn with_peer(mut self, a: u32, b: u32) -> Topology {
         self.peers.insert((a, b));
@@ -191,17 +303,53 @@ impl Topology {
         })
     }
 
+    /// The class of the link between the host and a device of `kind`
+    /// (inputs arrive over it, outputs leave over it).
+    pub fn host_class(kind: DeviceKind) -> LinkClass {
+        match kind {
+            DeviceKind::Cpu => LinkClass::HostHost,
+            DeviceKind::Cuda => LinkClass::HostCuda,
+            DeviceKind::Vulkan => LinkClass::HostVulkan,
+        }
+    }
+
     /// Cost of a direct link class.
     pub fn link(&self, class: LinkClass) -> LinkCost {
-        self.links.get(&class).copied().unwrap_or(LinkCost {
-            bandwidth_gbps: 1.0,
-            latency_us: 100.0,
-        })
+        self.links
+            .get(&class)
+            .copied()
+            .unwrap_or(LinkCost::new(1.0, 100.0))
     }
 
     /// Overrides the cost of one link class.
     pub fn set_link(&mut self, class: LinkClass, cost: LinkCost) {
         self.links.insert(class, cost);
+    }
+
+    /// Cost of computing on a device of `kind`.
+    pub fn compute(&self, kind: DeviceKind) -> ComputeCost {
+        self.compute.get(&kind).copied().unwrap_or(ComputeCost {
+            gbps: 10.0,
+            fixed_us: 10.0,
+        })
+    }
+
+    /// Overrides the cost of computing on one device kind.
+    pub fn set_compute(&mut self, kind: DeviceKind, cost: ComputeCost) {
+        self.compute.insert(kind, cost);
+    }
+
+    /// What a runner adds.
+    pub fn runner(&self, runner: Runner) -> RunnerCost {
+        self.runners.get(&runner).copied().unwrap_or(RunnerCost {
+            step_us: 10.0,
+            run_us: 10.0,
+        })
+    }
+
+    /// Overrides what a runner adds.
+    pub fn set_runner(&mut self, runner: Runner, cost: RunnerCost) {
+        self.runners.insert(runner, cost);
     }
 
     /// Estimated microseconds to move `bytes` from `src` to `dst`, counting a
@@ -219,21 +367,40 @@ impl Topology {
 
     /// Estimated microseconds for `device` to combine `inputs` tensors of `bytes` each.
     pub fn reduce_us(&self, device: Device, inputs: usize, bytes: usize) -> f64 {
-        let gbps = self.reduce_gbps.get(&device.kind).copied().unwrap_or(10.0);
-        (inputs as f64 * bytes as f64) / (gbps * 1e3)
+        self.compute(device.kind).time_us(inputs, bytes)
     }
 
     /// Parses a topology file. Lines (with `#` comments):
     /// `peer cuda:0 cuda:1`, `staging cpu:1`, `driver cuda`,
-    /// `link host-cuda bandwidth=25 latency=10`, `reduce cpu 20`.
+    /// `link host-cuda bandwidth=25 latency=10 deferred=25`,
+    /// `reduce cpu 20 fixed=0.1`, `runner threaded step=15 run=20`.
+    ///
+    /// Every figure is a finite number above zero. A line may repeat what
+    /// an earlier line set, but not set it to something else: that is an
+    /// error naming both lines, as are unknown directives, device kinds and
+    /// link classes, and a `driver` for a kind that has none.
     pub fn parse(text: &str) -> Result<Topology, String> {
-        let mut t = Topology::default();
+        let mut t = Topology::default().with_source(Source::File(None));
+        // What each setting was set to, and on which line.
+        let mut seen: BTreeMap<String, (usize, String)> = BTreeMap::new();
         for (ln, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
             let err = |m: String| format!("topology line {}: {m}\n  | {raw}", ln + 1);
+            let mut set = |what: String, value: String| -> Result<(), String> {
+                match seen.get(&what) {
+                    Some((first, old)) if *old != value => Err(err(format!(
+                        "sets {what} to {value}, but line {first} set it to {old}; keep one of the two lines"
+                    ))),
+                    Some(_) => Ok(()),
+                    None => {
+                        seen.insert(what, (ln + 1, value));
+                        Ok(())
+                    }
+                }
+            };
             let words: Vec<&str> = line.split_whitespace().collect();
             let dev = |s: &str| s.parse::<Device>().map_err(|e| err(e.to_string()));
             let kind = |s: &str| {
@@ -246,7 +413,16 @@ impl Topology {
                         ))
                     })
             };
-            let num = |s: &str| s.parse::<f64>().ok().filter(|v| *v > 0.0);
+            let figure = |what: &str, v: &str, unit: &str, example: &str| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| {
+                        err(format!(
+                            "bad {what} `{v}`: expected a finite number of {unit} above 0, e.g. {example}"
+                        ))
+                    })
+            };
             match words.as_slice() {
                 ["peer", a, b] => {
                     let (a, b) = (dev(a)?, dev(b)?);
@@ -260,41 +436,106 @@ impl Topology {
                     if !d.is_cpu() {
                         return Err(err("`staging` takes a cpu device".into()));
                     }
+                    set("the staging device".into(), d.to_string())?;
                     t.staging = d;
                 }
                 ["driver", k] => {
-                    t.drivers.insert(kind(k)?);
+                    let k = kind(k)?;
+                    if !DRIVER_KINDS.contains(&k) {
+                        return Err(err(format!(
+                            "{k} has no collective driver: `driver` takes cpu (the host driver) or cuda (NCCL)"
+                        )));
+                    }
+                    t.drivers.insert(k);
                 }
-                ["reduce", k, v] => {
-                    let v = num(v).ok_or_else(|| err(format!("expected a positive GB/s figure, found `{v}`")))?;
-                    t.reduce_gbps.insert(kind(k)?, v);
+                ["reduce", k, v, rest @ ..] => {
+                    let k = kind(k)?;
+                    let mut cost = t.compute(k);
+                    cost.gbps =
+                        figure("reduce throughput", v, "GB/s", &format!("`reduce {k} 20`"))?;
+                    set(format!("the {k} reduce throughput"), cost.gbps.to_string())?;
+                    for kv in rest {
+                        match kv.split_once('=') {
+                            Some(("fixed", v)) => {
+                                cost.fixed_us =
+                                    figure("fixed cost", v, "microseconds", "fixed=0.5")?;
+                                set(format!("the {k} fixed cost"), cost.fixed_us.to_string())?;
+                            }
+                            _ => {
+                                return Err(err(format!(
+                                    "expected fixed=US after the throughput, found `{kv}`"
+                                )))
+                            }
+                        }
+                    }
+                    t.set_compute(k, cost);
+                }
+                ["runner", r, rest @ ..] => {
+                    let runner = Runner::ALL
+                        .into_iter()
+                        .find(|x| x.as_str() == *r)
+                        .ok_or_else(|| {
+                            err(format!("unknown runner `{r}`: expected inline or threaded"))
+                        })?;
+                    let mut cost = t.runner(runner);
+                    for kv in rest {
+                        match kv.split_once('=') {
+                            Some(("step", v)) => {
+                                cost.step_us = figure("step cost", v, "microseconds", "step=15")?;
+                                set(format!("the {r} step cost"), cost.step_us.to_string())?;
+                            }
+                            Some(("run", v)) => {
+                                cost.run_us = figure("run cost", v, "microseconds", "run=20")?;
+                                set(format!("the {r} run cost"), cost.run_us.to_string())?;
+                            }
+                            _ => {
+                                return Err(err(format!(
+                                    "expected step=US or run=US, found `{kv}`"
+                                )))
+                            }
+                        }
+                    }
+                    t.set_runner(runner, cost);
                 }
                 ["link", class, rest @ ..] => {
                     let class = LinkClass::ALL.into_iter().find(|c| c.as_str() == *class).ok_or_else(|| {
                         let names: Vec<&str> = LinkClass::ALL.iter().map(|c| c.as_str()).collect();
                         err(format!("unknown link class `{class}`: expected one of {}", names.join(", ")))
                     })?;
+                    let name = class.as_str();
                     let mut cost = t.link(class);
+                    let mut deferred = None;
                     for kv in rest {
                         match kv.split_once('=') {
                             Some(("bandwidth", v)) => {
-                                cost.bandwidth_gbps = num(v).ok_or_else(|| err(format!("bad bandwidth `{v}`: expected a positive number of GB/s, e.g. bandwidth=25")))?
+                                cost.bandwidth_gbps = figure("bandwidth", v, "GB/s", "bandwidth=25")?;
+                                set(format!("the {name} bandwidth"), cost.bandwidth_gbps.to_string())?;
                             }
                             Some(("latency", v)) => {
-                                cost.latency_us = v
-                                    .parse::<f64>()
-                                    .ok()
-                                    .filter(|x| *x >= 0.0)
-                                    .ok_or_else(|| err(format!("bad latency `{v}`: expected microseconds, 0 or more, e.g. latency=10")))?
+                                cost.latency_us = figure("latency", v, "microseconds", "latency=10")?;
+                                set(format!("the {name} latency"), cost.latency_us.to_string())?;
                             }
-                            _ => return Err(err(format!("expected bandwidth=GBPS or latency=US, found `{kv}`"))),
+                            Some(("deferred", v)) => {
+                                let d = figure("deferred bandwidth", v, "GB/s", "deferred=25")?;
+                                set(format!("the {name} deferred bandwidth"), d.to_string())?;
+                                deferred = Some(d);
+                            }
+                            _ => return Err(err(format!("expected bandwidth=GBPS, latency=US or deferred=GBPS, found `{kv}`"))),
                         }
                     }
+                    // Deferred copies move at the copy bandwidth unless a
+                    // line says otherwise.
+                    cost.deferred_gbps = deferred
+                        .or_else(|| {
+                            seen.contains_key(&format!("the {name} deferred bandwidth"))
+                                .then_some(cost.deferred_gbps)
+                        })
+                        .unwrap_or(cost.bandwidth_gbps);
                     t.set_link(class, cost);
                 }
                 _ => {
                     return Err(err(
-                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `reduce KIND GBPS` or `link CLASS bandwidth=.. latency=..`"
+                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` or `runner inline|threaded step=.. run=..`"
                             .into(),
                     ))
                 }
@@ -303,7 +544,9 @@ impl Topology {
         Ok(t)
     }
 
-    /// Writes the topology in the file format [`Topology::parse`] reads.
+    /// Writes the topology in the file format [`Topology::parse`] reads
+    /// (the source is not written: the reader says where the file came
+    /// from).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "staging {}", self.staging);
@@ -315,16 +558,26 @@ impl Topology {
         for k in &self.drivers {
             let _ = writeln!(s, "driver {k}");
         }
-        for (k, v) in &self.reduce_gbps {
-            let _ = writeln!(s, "reduce {k} {v}");
+        for (r, c) in &self.runners {
+            let _ = writeln!(
+                s,
+                "runner {} step={} run={}",
+                r.as_str(),
+                c.step_us,
+                c.run_us
+            );
+        }
+        for (k, c) in &self.compute {
+            let _ = writeln!(s, "reduce {k} {} fixed={}", c.gbps, c.fixed_us);
         }
         for (c, l) in &self.links {
             let _ = writeln!(
                 s,
-                "link {} bandwidth={} latency={}",
+                "link {} bandwidth={} latency={} deferred={}",
                 c.as_str(),
                 l.bandwidth_gbps,
-                l.latency_us
+                l.latency_us,
+                l.deferred_gbps
             );
         }
         s
@@ -385,5 +638,65 @@ mod tests {
         let staged = t.transfer_us(Device::vulkan(0), Device::cuda(0), 1 << 20);
         let direct = t.transfer_us(Device::vulkan(0), Device::cpu(1), 1 << 20);
         assert!(staged > direct);
+    }
+
+    #[test]
+    fn every_figure_round_trips() {
+        let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
+        let t = Topology::parse(text).unwrap();
+        assert_eq!(t.runner(Runner::Inline).step_us, 0.25);
+        assert_eq!(t.runner(Runner::Threaded).run_us, 30.0);
+        assert_eq!(t.compute(DeviceKind::Vulkan).fixed_us, 70.0);
+        assert_eq!(t.link(LinkClass::HostVulkan).deferred_gbps, 20.0);
+        // A link line without `deferred=` moves deferred copies at its bandwidth.
+        let plain = Topology::parse("link host-cuda bandwidth=7").unwrap();
+        assert_eq!(plain.link(LinkClass::HostCuda).deferred_gbps, 7.0);
+        assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+        assert_eq!(Topology::parse(&Topology::default().to_text()).unwrap(), Topology::default().with_source(Source::File(None)));
+    }
+
+    #[test]
+    fn bad_figures_are_refused_naming_the_line() {
+        let bad = [
+            ("link host-host bandwidth=inf", "bad bandwidth `inf`"),
+            ("link host-host bandwidth=NaN", "bad bandwidth `NaN`"),
+            ("link host-host bandwidth=1e400", "bad bandwidth `1e400`"),
+            ("link host-host latency=0", "bad latency `0`"),
+            ("link host-host latency=-1", "bad latency `-1`"),
+            ("link host-host deferred=0", "bad deferred bandwidth `0`"),
+            ("reduce cpu 0", "bad reduce throughput `0`"),
+            ("reduce cpu -3", "bad reduce throughput `-3`"),
+            ("reduce cpu 3 fixed=inf", "bad fixed cost `inf`"),
+            ("runner threaded step=0", "bad step cost `0`"),
+            ("runner warp step=1", "unknown runner `warp`"),
+            ("reduce tpu 5", "unknown device kind `tpu`"),
+            ("driver tpu", "unknown device kind `tpu`"),
+            ("driver vulkan", "vulkan has no collective driver"),
+        ];
+        for (line, want) in bad {
+            let e = Topology::parse(&format!("# first\n{line}\n")).unwrap_err();
+            assert!(e.starts_with("topology line 2: "), "{line}: {e}");
+            assert!(e.contains(want), "{line}: {e}");
+            assert!(e.ends_with(&format!("  | {line}")), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_setting_may_repeat_but_not_change() {
+        // The same value twice is harmless; so are lines setting different things.
+        let t = Topology::parse("reduce cpu 20\nreduce cpu 20.0\nlink host-vulkan bandwidth=3\nlink host-vulkan latency=40\ndriver cpu\ndriver cpu\n").unwrap();
+        assert_eq!(t.link(LinkClass::HostVulkan).latency_us, 40.0);
+        let cases = [
+            ("reduce cpu 20\nreduce cpu 25\n", "topology line 2: sets the cpu reduce throughput to 25, but line 1 set it to 20"),
+            ("staging cpu:1\n\nstaging cpu:2\n", "topology line 3: sets the staging device to cpu:2, but line 1 set it to cpu:1"),
+            ("link host-vulkan bandwidth=3\nlink host-vulkan latency=4 bandwidth=5\n", "topology line 2: sets the host-vulkan bandwidth to 5, but line 1 set it to 3"),
+            ("link host-host latency=1 latency=2\n", "topology line 1: sets the host-host latency to 2, but line 1 set it to 1"),
+            ("runner inline run=2\nrunner inline run=3\n", "topology line 2: sets the inline run cost to 3"),
+        ];
+        for (text, want) in cases {
+            let e = Topology::parse(text).unwrap_err();
+            assert!(e.starts_with(want), "{text:?}: {e}");
+            assert!(e.contains("keep one of the two lines"), "{e}");
+        }
     }
 }

@@ -93,13 +93,7 @@ pub fn calibrate(
                 "link {:<12} {a} -> {b}: 4 KiB {small:.1} us, 4 MiB {big:.1} us => bandwidth {bandwidth_gbps:.2} GB/s, latency {latency_us:.1} us",
                 class.as_str()
             );
-            topo.set_link(
-                class,
-                LinkCost {
-                    bandwidth_gbps,
-                    latency_us,
-                },
-            );
+            topo.set_link(class, LinkCost::new(bandwidth_gbps, latency_us.max(0.01)));
         }
     }
     let mut kinds = BTreeSet::new();
@@ -113,7 +107,9 @@ pub fn calibrate(
             "reduce {:<6} on {d}: add of 2 x 4 MiB {t:.1} us => {gbps:.2} GB/s of input read",
             d.kind
         );
-        topo.reduce_gbps.insert(d.kind, gbps);
+        let mut c = topo.compute(d.kind);
+        c.gbps = gbps;
+        topo.set_compute(d.kind, c);
     }
     if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)

@@ -11,6 +11,7 @@ mod demo;
 mod run;
 mod scenario;
 mod sizes;
+mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};

@@ -13,7 +13,8 @@ use super::algorithm::Lowering;
 use super::choose::Candidates;
 use super::emit::Emitter;
 use super::site::CollectiveSite;
-use crate::cost::{estimate, Estimate, Step, StepKind};
+use crate::cost::{estimate, estimate_with, runner_of, Estimate, Step, StepKind};
+use fuel_graph_ext::exec::schedule::CopySite;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::passes::Transfers;
@@ -104,13 +105,16 @@ impl Scratch {
         };
         let before: BTreeSet<NodeId> = scratch.node_ids().collect();
         let mut tx = Transfers::new(&scratch);
-        Emitter {
+        let results = Emitter {
             g: &mut scratch,
             tx: &mut tx,
             topo,
             site: &local,
         }
         .lower(lowering)?;
+        // The results leave the collective: the executor copies into them
+        // (it shares or defers only copies that other steps read).
+        scratch.set_outputs(results);
         Ok(estimate(topo, &graph_steps(&scratch, topo, &before)))
     }
 }
@@ -152,11 +156,21 @@ pub(super) type EstimateCache = FxHashMap<EstimateKey, Arc<Candidates>>;
 
 /// The cost model's view of an already lowered graph: every copy and
 /// compute node becomes a [`Step`], waiting on the steps of its operands.
-/// Nodes in `skip` (for example those that existed before a lowering) are
-/// left out, and so are inputs.
+/// Each copy carries the mode the executor gives it ([`CopySite::mode`]:
+/// shared, deferred into its fold, or a real copy), read off `g` (its
+/// outputs and each copy's readers). Nodes in `skip` (for example those
+/// that existed before a lowering) are left out, and so are inputs.
 pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<Step> {
+    steps_of(g, topo, skip, false)
+}
+
+/// [`graph_steps`], with an [`StepKind::Input`] step per input and an
+/// [`StepKind::Output`] step per output when `io`.
+fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Vec<Step> {
     let mut index: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut steps = Vec::new();
+    let options = fuel_graph_ext::exec::Options::default();
+    let outputs: BTreeSet<ValueId> = g.outputs().iter().copied().collect();
     for id in g.topo_order() {
         if skip.contains(&id) {
             continue;
@@ -164,6 +178,10 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
         let Some(n) = g.node(id) else { continue };
         let bytes = n.ty.size_bytes();
         let kind = match &n.op {
+            Op::Input { device, .. } if io => StepKind::Input {
+                device: *device,
+                bytes,
+            },
             Op::Input { .. } => continue,
             Op::DriverAllReduce { device, .. } => {
                 let devs: Vec<Device> = n
@@ -190,10 +208,25 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
                 let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) else {
                     continue;
                 };
+                let v = ValueId { node: id, result: 0 };
+                let readers = g.users(v);
+                let one_fold_reader = match readers.as_slice() {
+                    [(r, _)] => g
+                        .node(*r)
+                        .is_some_and(|r| matches!(r.op, Op::Elementwise { device, .. } if device == *to)),
+                    _ => false,
+                };
+                let site = CopySite {
+                    src: from,
+                    dst: *to,
+                    is_output: outputs.contains(&v),
+                    one_fold_reader,
+                };
                 StepKind::Transfer {
                     from,
                     to: *to,
                     bytes,
+                    mode: site.mode(&options),
                 }
             }
             op => {
@@ -217,10 +250,38 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
         index.insert(id, steps.len());
         steps.push(Step { kind, deps });
     }
+    if io {
+        for v in g.outputs() {
+            let (Some(device), Some(ty)) = (g.value_device(*v), g.value_type(*v)) else {
+                continue;
+            };
+            let deps = index.get(&v.node).copied().into_iter().collect();
+            steps.push(Step {
+                kind: StepKind::Output {
+                    device,
+                    bytes: ty.size_bytes(),
+                },
+                deps,
+            });
+        }
+    }
     steps
 }
 
-/// The cost model's estimate for a whole lowered graph.
+/// The cost model's estimate for a whole lowered graph's steps (no inputs
+/// or outputs, no fixed cost per run).
 pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
     estimate(topo, &graph_steps(g, topo, &BTreeSet::new()))
+}
+
+/// The cost model's estimate of one run of a lowered graph as the executor
+/// runs it: the caller's inputs going in, every step, the outputs read
+/// back, and the runner's fixed cost per run. The runner is the one the
+/// graph's devices get (inline when all are host arenas).
+pub fn estimate_run(g: &Graph, topo: &Topology) -> Estimate {
+    let steps = steps_of(g, topo, &BTreeSet::new(), true);
+    let runner = runner_of(&steps);
+    let mut e = estimate_with(topo, runner, &steps);
+    e.run_us = topo.runner(runner).run_us;
+    e
 }

@@ -86,7 +86,7 @@ mod tree;
 pub use algorithm::Lowering;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
-pub use estimate::{estimate_graph, graph_steps};
+pub use estimate::{estimate_graph, estimate_run, graph_steps};
 pub use hierarchical::Hierarchical;
 pub use ring::Ring;
 pub use star::Star;
