@@ -273,13 +273,30 @@ pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
     }
 }
 
+/// A step's cost, worked out once ([`Tally::price`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Priced {
+    /// Microseconds.
+    pub us: f64,
+    /// Where the time goes.
+    pub resource: Resource,
+    /// Bytes read or written in host memory.
+    pub host_bytes: usize,
+    /// For a transfer, the bytes it moves.
+    pub moved: Option<usize>,
+}
+
 /// Sums work per resource and the longest chain, one step at a time, in
 /// an order where every step comes after the steps it waits for.
 #[derive(Clone, Debug)]
 pub struct Tally<'a> {
     topo: &'a Topology,
     runner: Runner,
-    busy: FxHashMap<Resource, f64>,
+    /// Work on the caller's thread and the dispatcher.
+    caller: f64,
+    dispatcher: f64,
+    /// Work per device worker.
+    workers: FxHashMap<Device, f64>,
     host_bytes: f64,
     est: Estimate,
 }
@@ -290,7 +307,9 @@ impl<'a> Tally<'a> {
         Tally {
             topo,
             runner,
-            busy: FxHashMap::default(),
+            caller: 0.0,
+            dispatcher: 0.0,
+            workers: FxHashMap::default(),
             host_bytes: 0.0,
             est: Estimate::default(),
         }
@@ -299,29 +318,58 @@ impl<'a> Tally<'a> {
     /// Adds a step that can start at `start` (when the steps it waits for
     /// are done); returns when it finishes.
     pub fn add(&mut self, kind: &StepKind, start: f64) -> f64 {
-        let t = step_us(self.topo, self.runner, kind);
-        let (res, host_bytes) = placement(self.runner, kind);
-        *self.busy.entry(res).or_insert(0.0) += t;
-        self.host_bytes += host_bytes as f64;
-        if let StepKind::Transfer { bytes, mode, .. } = kind {
-            self.est.transfers += 1;
-            if *mode != CopyMode::Shared {
-                self.est.bytes_moved += bytes;
+        let p = self.price(kind);
+        self.add_priced(&p, start)
+    }
+
+    /// What `kind` costs here, worked out once for a step that repeats.
+    pub fn price(&self, kind: &StepKind) -> Priced {
+        let (resource, host_bytes) = placement(self.runner, kind);
+        let moved = match *kind {
+            StepKind::Transfer { bytes, mode, .. } => {
+                Some(if mode == CopyMode::Shared { 0 } else { bytes })
             }
+            _ => None,
+        };
+        Priced {
+            us: step_us(self.topo, self.runner, kind),
+            resource,
+            host_bytes,
+            moved,
         }
-        let end = start + t;
+    }
+
+    /// [`Tally::add`] of a step priced with [`Tally::price`].
+    pub fn add_priced(&mut self, p: &Priced, start: f64) -> f64 {
+        match p.resource {
+            Resource::Caller => self.caller += p.us,
+            Resource::Dispatcher => self.dispatcher += p.us,
+            Resource::Worker(d) => *self.workers.entry(d).or_insert(0.0) += p.us,
+            // No step is placed there: it is the sum of their host bytes.
+            Resource::HostMemory => {}
+        }
+        self.host_bytes += p.host_bytes as f64;
+        if let Some(bytes) = p.moved {
+            self.est.transfers += 1;
+            self.est.bytes_moved += bytes;
+        }
+        let end = start + p.us;
         self.est.critical_path_us = self.est.critical_path_us.max(end);
         end
     }
 
     /// The estimate of every step added.
     pub fn finish(mut self) -> Estimate {
-        if self.runner == Runner::Threaded && self.host_bytes > 0.0 {
+        let memory = if self.runner == Runner::Threaded {
             let gbps = 2.0 * self.topo.link(LinkClass::HostHost).bandwidth_gbps;
-            *self.busy.entry(Resource::HostMemory).or_insert(0.0) +=
-                self.host_bytes / (gbps * 1e3);
-        }
-        self.est.busiest_us = self.busy.values().fold(0.0, |a: f64, b| a.max(*b));
+            self.host_bytes / (gbps * 1e3)
+        } else {
+            0.0
+        };
+        self.est.busiest_us = self
+            .workers
+            .values()
+            .fold(self.caller.max(self.dispatcher).max(memory), |a, b| a.max(*b));
         self.est
     }
 }

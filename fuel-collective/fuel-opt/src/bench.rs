@@ -107,10 +107,18 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     }
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
-    let topo = Arc::new(crate::load_topology(a.topology.as_ref())?);
     if a.calibrate {
-        return crate::calibrate::calibrate(&devices, &topo, &a.out, a.iters, a.warmup);
+        let base = match &a.topology {
+            Some(_) => crate::load_topology(a.topology.as_ref(), &devices)?,
+            None => Topology::default(),
+        };
+        let effort = crate::calibrate::Effort {
+            iters: a.iters,
+            warmup: a.warmup,
+        };
+        return crate::calibrate::to_file(&devices, &base, &a.out, effort);
     }
+    let topo = Arc::new(crate::load_topology(a.topology.as_ref(), &devices)?);
     if a.validate {
         let sweep = crate::validate::Sweep {
             devices: &devices,

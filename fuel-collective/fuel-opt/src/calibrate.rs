@@ -1,122 +1,569 @@
-//! `fuel-opt bench --calibrate`: measures what the cost model assumes, with
-//! the executor itself, and writes a topology file the pass reads back
-//! (`--topology FILE`).
+//! `fuel-opt calibrate` (and `bench --calibrate`): measures what the cost
+//! model assumes, with the executor itself, and keeps it in the
+//! calibration cache (`fuel_graph_ext::calibration`) or a topology file.
 //!
-//! For each link class among the chosen devices it times a compiled
-//! one-copy graph (input on A, copy to B) at 4 KiB and 4 MiB: bandwidth is
-//! the slope between the two, latency the small transfer's time less its
-//! bytes at that bandwidth. For each device kind it times a two-input `add`
-//! at 4 MiB: reduce throughput is the bytes read over the time. Figures are
-//! as the executor sees them (a copy to a Vulkan device includes reading
-//! the result back).
+//! Each figure is fitted so that the model's own estimate of a small
+//! calibration graph ([`fuel_collective::lower::estimate_run_on`]: inputs,
+//! steps, outputs, the runner's cost per run) equals its measured median.
+//! The estimate is affine in each figure (or in its inverse, for
+//! throughputs), so two graphs give two equations:
+//!
+//! - runners: a chain of 1 and of 33 shared host copies (the inline step
+//!   cost, from the slope), a chain of 1 and 33 `div`s on `cpu:0` run
+//!   inline (the CPU's fixed cost per computation from the slope, the run
+//!   cost from one div) and on the threaded runner (its step and run cost;
+//!   only where the group has a device other than a CPU, since an all-host
+//!   graph always runs inline);
+//! - links: one copy between two devices of each class among the group's
+//!   (and `cpu:0 -> cpu:1`), at 4 KiB and 4 MiB: latency and bandwidth;
+//! - computation: a two-input `add` on each device kind at 4 KiB and 4 MiB:
+//!   fixed cost and throughput (for CPUs the throughput only);
+//! - deferred copies: a GPU shard copied to `cpu:0` straight into an `add`
+//!   there (the executor defers it into the add), 4 MiB: their bandwidth.
+//!
+//! The graphs are timed once; the fits then run three times over, each
+//! with the others' latest figures, since every graph pays a little of
+//! every other figure.
 
 use crate::scenario;
 use crate::Failure;
+use fuel_collective::lower::estimate_run_on;
 use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::deterministic_inputs;
-use fuel_graph_ext::topology::{LinkClass, LinkCost, Route};
-use fuel_graph_ext::{text, Device, Topology};
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use fuel_graph_ext::topology::{LinkClass, Runner, RunnerCost};
+use fuel_graph_ext::{text, Device, DeviceKind, Graph, Topology};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 const SMALL: usize = 4 << 10;
 const BIG: usize = 4 << 20;
+const CHAIN: usize = 33;
 
-/// Median microseconds of one run of `src` (text IR) on `devices`.
-fn time_graph(src: &str, devices: &[Device], iters: usize, warmup: usize) -> Result<f64, Failure> {
-    let g = text::parse(src).map_err(|e| Failure::input(format!("calibration graph: {e}")))?;
-    let exe = exec::compile(&g, devices)
+/// How long to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Effort {
+    /// Timed runs per graph (the median counts).
+    pub iters: usize,
+    /// Untimed runs first.
+    pub warmup: usize,
+}
+
+/// One timed calibration graph.
+struct Timed {
+    graph: Graph,
+    /// The runner it ran on.
+    runner: Runner,
+    /// Its median, microseconds.
+    us: f64,
+}
+
+impl Timed {
+    /// The model's estimate of this graph under `topo`.
+    fn model(&self, topo: &Topology) -> f64 {
+        estimate_run_on(&self.graph, topo, self.runner).total_us()
+    }
+}
+
+/// Times `src` (text IR) compiled for `devices`.
+fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure> {
+    let graph = text::parse(src).map_err(|e| Failure::input(format!("calibration graph: {e}")))?;
+    let exe = exec::compile(&graph, devices)
         .map_err(|e| Failure::input(format!("calibration compile failed: {e}")))?;
-    let inputs: BTreeMap<String, Tensor> = deterministic_inputs(&g)
+    let inputs: BTreeMap<String, Tensor> = deterministic_inputs(&graph)
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
         .collect();
     let mut outs = Vec::new();
-    let mut times = Vec::with_capacity(iters);
-    for it in 0..warmup + iters.max(1) {
+    let mut times = Vec::with_capacity(effort.iters);
+    for it in 0..effort.warmup + effort.iters.max(1) {
         let t = Instant::now();
         exe.run_into(&inputs, &mut outs)
             .map_err(|e| Failure::input(format!("calibration run failed: {e}")))?;
-        if it >= warmup {
+        if it >= effort.warmup {
             times.push(t.elapsed().as_secs_f64() * 1e6);
         }
     }
-    Ok(scenario::median_us(&mut times))
+    let runner = if devices.iter().all(|d| d.is_cpu()) {
+        Runner::Inline
+    } else {
+        Runner::Threaded
+    };
+    Ok(Timed {
+        graph,
+        runner,
+        us: scenario::median_us(&mut times),
+    })
+}
+
+fn elems(bytes: usize) -> usize {
+    (bytes / 4).max(1)
+}
+
+/// `k` copies bouncing between cpu:0 and cpu:1; only the last is an output.
+fn copy_chain(k: usize) -> String {
+    let mut s = String::from("graph @cal {\n  %0 = input \"a\" @cpu:0 : f32[1]\n");
+    for i in 1..=k {
+        let to = if i % 2 == 1 { "cpu:1" } else { "cpu:0" };
+        s += &format!("  %{i} = copy %{} -> {to} : f32[1]\n", i - 1);
+    }
+    s + &format!("  return %{k}\n}}\n")
+}
+
+/// `k` chained `div {by=1}` on cpu:0.
+fn div_chain(k: usize) -> String {
+    let mut s = String::from("graph @cal {\n  %0 = input \"a\" @cpu:0 : f32[1]\n");
+    for i in 1..=k {
+        s += &format!("  %{i} = div %{} {{by=1}} @cpu:0 : f32[1]\n", i - 1);
+    }
+    s + &format!("  return %{k}\n}}\n")
 }
 
 fn copy_graph(a: Device, b: Device, bytes: usize) -> String {
-    let n = bytes / 4;
+    let n = elems(bytes);
     format!(
         "graph @cal {{\n  %0 = input \"a\" @{a} : f32[{n}]\n  %1 = copy %0 -> {b} : f32[{n}]\n  return %1\n}}\n"
     )
 }
 
 fn add_graph(d: Device, bytes: usize) -> String {
-    let n = bytes / 4;
+    let n = elems(bytes);
     format!(
         "graph @cal {{\n  %0 = input \"a\" @{d} : f32[{n}]\n  %1 = input \"b\" @{d} : f32[{n}]\n  %2 = add %0, %1 @{d} : f32[{n}]\n  return %2\n}}\n"
     )
 }
 
-/// Measures, prints, and writes the topology to `out`.
-pub fn calibrate(
+/// A shard on `gpu` copied into an add on cpu:0: the copy is deferred.
+fn deferred_graph(gpu: Device, bytes: usize) -> String {
+    let n = elems(bytes);
+    format!(
+        "graph @cal {{\n  %0 = input \"a\" @{gpu} : f32[{n}]\n  %1 = input \"b\" @cpu:0 : f32[{n}]\n  %2 = copy %0 -> cpu:0 : f32[{n}]\n  %3 = add %1, %2 @cpu:0 : f32[{n}]\n  return %3\n}}\n"
+    )
+}
+
+/// Keeps a fitted figure finite and above zero: a throughput too fast to
+/// see (an infinite fit) becomes 10^7, a cost too small to see 0.01.
+fn clamp(x: f64) -> f64 {
+    if x.is_nan() {
+        0.01
+    } else {
+        x.clamp(0.01, 1e7)
+    }
+}
+
+/// Solves `f(x) = m` by Newton steps from `x0` with a finite-difference
+/// slope. The model is piecewise affine in each figure (affine between the
+/// points where another resource becomes the busiest), so a step or two
+/// lands on the answer. Gives `x0` back where `f` does not depend on `x`.
+fn solve1(f: impl Fn(f64) -> f64, x0: f64, m: f64) -> f64 {
+    let mut x = x0;
+    for _ in 0..8 {
+        let h = 1e-3 * x.abs().max(1e-6);
+        let f0 = f(x);
+        let d = (f(x + h) - f0) / h;
+        if !d.is_finite() || d.abs() < 1e-12 {
+            break;
+        }
+        let next = x - (f0 - m) / d;
+        if (next - x).abs() <= 1e-12 * x.abs().max(1e-9) {
+            x = next;
+            break;
+        }
+        x = next;
+    }
+    x
+}
+
+/// Solves `f(0, x, y) = m[0]` and `f(1, x, y) = m[1]` by Newton steps from
+/// `(x0, y0)`, as [`solve1`] does.
+fn solve2(f: impl Fn(usize, f64, f64) -> f64, x0: (f64, f64), m: [f64; 2]) -> (f64, f64) {
+    let (mut x, mut y) = x0;
+    for _ in 0..8 {
+        let (hx, hy) = (1e-3 * x.abs().max(1e-6), 1e-3 * y.abs().max(1e-9));
+        let f0 = [f(0, x, y) - m[0], f(1, x, y) - m[1]];
+        let j = [
+            [(f(0, x + hx, y) - m[0] - f0[0]) / hx, (f(0, x, y + hy) - m[0] - f0[0]) / hy],
+            [(f(1, x + hx, y) - m[1] - f0[1]) / hx, (f(1, x, y + hy) - m[1] - f0[1]) / hy],
+        ];
+        let det = j[0][0] * j[1][1] - j[0][1] * j[1][0];
+        if !det.is_finite() || det.abs() < 1e-18 {
+            break;
+        }
+        let dx = (f0[0] * j[1][1] - j[0][1] * f0[1]) / det;
+        let dy = (j[0][0] * f0[1] - f0[0] * j[1][0]) / det;
+        x -= dx;
+        y -= dy;
+        if dx.abs() <= 1e-12 * x.abs().max(1e-9) && dy.abs() <= 1e-12 * y.abs().max(1e-12) {
+            break;
+        }
+    }
+    (x, y)
+}
+
+/// `1 / (gbps * 1e3)`: microseconds per byte, which the model is affine in.
+fn per_byte(gbps: f64) -> f64 {
+    1.0 / (gbps * 1e3)
+}
+
+/// The inverse of [`per_byte`]; a figure of zero or less is left to
+/// [`clamp`].
+fn gbps(per_byte: f64) -> f64 {
+    if per_byte > 0.0 {
+        1.0 / (per_byte * 1e3)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// Everything timed for one calibration.
+struct Measured {
+    copies: [Timed; 2],
+    divs: [Timed; 2],
+    threaded_divs: Option<[Timed; 2]>,
+    links: Vec<(LinkClass, Device, Device, [Timed; 2])>,
+    adds: Vec<(DeviceKind, [Timed; 2])>,
+    deferred: Vec<(LinkClass, Timed)>,
+}
+
+/// Measures the figures for `devices` and returns `base` with them in it.
+/// `say` gets one line per figure.
+pub fn measure(
     devices: &[Device],
     base: &Topology,
-    out: &Path,
-    iters: usize,
-    warmup: usize,
-) -> Result<(), Failure> {
-    let mut topo = base.clone();
-    let mut done: BTreeSet<LinkClass> = BTreeSet::new();
-    println!(
-        "# fuel-opt bench --calibrate over {} devices, medians of {iters}",
-        devices.len()
-    );
-    for &a in devices {
-        for &b in devices {
-            if a == b || topo.route(a, b) != Route::Direct {
-                continue;
-            }
-            let Some(class) = topo.link_class(a, b) else {
-                continue;
-            };
-            if class == LinkClass::SameDevice || !done.insert(class) {
-                continue;
-            }
-            let small = time_graph(&copy_graph(a, b, SMALL), &[a, b], iters, warmup)?;
-            let big = time_graph(&copy_graph(a, b, BIG), &[a, b], iters, warmup)?;
-            let slope = (big - small).max(1e-3);
-            let bandwidth_gbps = (BIG - SMALL) as f64 / (slope * 1e3);
-            let latency_us = (small - SMALL as f64 / (bandwidth_gbps * 1e3)).max(0.0);
-            println!(
-                "link {:<12} {a} -> {b}: 4 KiB {small:.1} us, 4 MiB {big:.1} us => bandwidth {bandwidth_gbps:.2} GB/s, latency {latency_us:.1} us",
-                class.as_str()
-            );
-            topo.set_link(class, LinkCost::new(bandwidth_gbps, latency_us.max(0.01)));
+    effort: Effort,
+    say: &mut dyn FnMut(String),
+) -> Result<Topology, Failure> {
+    let (h0, h1) = (Device::cpu(0), Device::cpu(1));
+    let gpu = |kind| devices.iter().copied().find(|d| d.kind == kind);
+    let other = devices.iter().copied().find(|d| !d.is_cpu());
+    let pair = |t: &dyn Fn(usize) -> String, devs: &[Device]| -> Result<[Timed; 2], Failure> {
+        Ok([time(&t(0), devs, effort)?, time(&t(1), devs, effort)?])
+    };
+    let sizes = |s: usize| if s == 0 { SMALL } else { BIG };
+    let chain = |s: usize| if s == 0 { 1 } else { CHAIN };
+    let mut m = Measured {
+        copies: pair(&|s| copy_chain(chain(s)), &[h0, h1])?,
+        divs: pair(&|s| div_chain(chain(s)), &[h0])?,
+        threaded_divs: match other {
+            Some(o) => Some(pair(&|s| div_chain(chain(s)), &[h0, o])?),
+            None => None,
+        },
+        links: Vec::new(),
+        adds: Vec::new(),
+        deferred: Vec::new(),
+    };
+    let mut ends = vec![(LinkClass::HostHost, h0, h1)];
+    if let Some(v) = gpu(DeviceKind::Vulkan) {
+        ends.push((LinkClass::HostVulkan, v, h0));
+    }
+    if let Some(c) = gpu(DeviceKind::Cuda) {
+        ends.push((LinkClass::HostCuda, c, h0));
+        let peer = devices
+            .iter()
+            .copied()
+            .find(|d| d.kind == DeviceKind::Cuda && *d != c && base.has_peer(c.index, d.index));
+        if let Some(p) = peer {
+            ends.push((LinkClass::CudaPeer, c, p));
         }
     }
-    let mut kinds = BTreeSet::new();
-    for &d in devices {
-        if !kinds.insert(d.kind) {
-            continue;
+    for (class, a, b) in ends {
+        let t = pair(&|s| copy_graph(a, b, sizes(s)), &[a, b])?;
+        m.links.push((class, a, b, t));
+        if class == LinkClass::HostVulkan || class == LinkClass::HostCuda {
+            m.deferred
+                .push((class, time(&deferred_graph(a, BIG), &[a, h0], effort)?));
         }
-        let t = time_graph(&add_graph(d, BIG), &[d], iters, warmup)?;
-        let gbps = (2 * BIG) as f64 / (t * 1e3);
-        println!(
-            "reduce {:<6} on {d}: add of 2 x 4 MiB {t:.1} us => {gbps:.2} GB/s of input read",
-            d.kind
+    }
+    let mut kinds: Vec<Device> = vec![h0];
+    kinds.extend(DeviceKind::ALL.into_iter().filter_map(|k| {
+        (k != DeviceKind::Cpu).then(|| gpu(k)).flatten()
+    }));
+    for d in kinds {
+        m.adds.push((d.kind, pair(&|s| add_graph(d, sizes(s)), &[d])?));
+    }
+    let topo = fit(&m, base);
+    report(&m, &topo, say);
+    // What is written must read back.
+    Topology::parse(&topo.to_text())
+        .map_err(|e| Failure::input(format!("calibration gave a figure a topology file cannot hold: {e}")))?;
+    Ok(topo)
+}
+
+/// Fits every figure to the measurements, three times over.
+fn fit(m: &Measured, base: &Topology) -> Topology {
+    let mut t = base.clone();
+    for _ in 0..3 {
+        // Inline runner: the step cost from the shared copy chain's slope
+        // (its runs differ only in shared copies), the CPU's fixed cost per
+        // computation from the div chain's slope, and the run cost from one
+        // div (which copies nothing: a copy's latency would look like it).
+        let inline = |u: &mut Topology, step: Option<f64>, run: Option<f64>| {
+            let mut c = u.runner(Runner::Inline);
+            c.step_us = step.unwrap_or(c.step_us);
+            c.run_us = run.unwrap_or(c.run_us);
+            u.set_runner(Runner::Inline, c);
+        };
+        let step = solve1(
+            |x| {
+                let mut u = t.clone();
+                inline(&mut u, Some(x), None);
+                m.copies[1].model(&u) - m.copies[0].model(&u)
+            },
+            t.runner(Runner::Inline).step_us,
+            m.copies[1].us - m.copies[0].us,
         );
-        let mut c = topo.compute(d.kind);
-        c.gbps = gbps;
-        topo.set_compute(d.kind, c);
+        inline(&mut t, Some(clamp(step)), None);
+        let fixed = solve1(
+            |x| {
+                let mut u = t.clone();
+                let mut c = u.compute(DeviceKind::Cpu);
+                c.fixed_us = x;
+                u.set_compute(DeviceKind::Cpu, c);
+                m.divs[1].model(&u) - m.divs[0].model(&u)
+            },
+            t.compute(DeviceKind::Cpu).fixed_us,
+            m.divs[1].us - m.divs[0].us,
+        );
+        let mut c = t.compute(DeviceKind::Cpu);
+        c.fixed_us = clamp(fixed);
+        t.set_compute(DeviceKind::Cpu, c);
+        let run = solve1(
+            |y| {
+                let mut u = t.clone();
+                inline(&mut u, None, Some(y));
+                m.divs[0].model(&u)
+            },
+            t.runner(Runner::Inline).run_us,
+            m.divs[0].us,
+        );
+        inline(&mut t, None, Some(clamp(run)));
+        // Threaded runner.
+        if let Some(d) = &m.threaded_divs {
+            let now = t.runner(Runner::Threaded);
+            let (step, run) = solve2(
+                |i, x, y| {
+                    let mut u = t.clone();
+                    u.set_runner(Runner::Threaded, RunnerCost { step_us: x, run_us: y });
+                    d[i].model(&u)
+                },
+                (now.step_us, now.run_us),
+                [d[0].us, d[1].us],
+            );
+            t.set_runner(
+                Runner::Threaded,
+                RunnerCost {
+                    step_us: clamp(step),
+                    run_us: clamp(run),
+                },
+            );
+        }
+        // Links: latency and microseconds per byte.
+        for (class, _, _, g) in &m.links {
+            let now = t.link(*class);
+            let (lat, inv) = solve2(
+                |i, x, y| {
+                    let mut u = t.clone();
+                    let mut l = u.link(*class);
+                    l.latency_us = x;
+                    l.bandwidth_gbps = gbps(y);
+                    u.set_link(*class, l);
+                    g[i].model(&u)
+                },
+                (now.latency_us, per_byte(now.bandwidth_gbps)),
+                [g[0].us, g[1].us],
+            );
+            let mut l = t.link(*class);
+            l.latency_us = clamp(lat);
+            l.bandwidth_gbps = clamp(gbps(inv));
+            t.set_link(*class, l);
+        }
+        // Computation: fixed cost and throughput (CPUs: throughput only).
+        for (kind, g) in &m.adds {
+            let now = t.compute(*kind);
+            let with = |fixed: f64, inv: f64| {
+                let mut u = t.clone();
+                u.set_compute(
+                    *kind,
+                    fuel_graph_ext::topology::ComputeCost {
+                        gbps: gbps(inv),
+                        fixed_us: fixed,
+                    },
+                );
+                u
+            };
+            let mut c = now;
+            if *kind == DeviceKind::Cpu {
+                let inv = solve1(
+                    |y| g[1].model(&with(now.fixed_us, y)),
+                    per_byte(now.gbps),
+                    g[1].us,
+                );
+                c.gbps = clamp(gbps(inv));
+            } else {
+                let (fixed, inv) = solve2(
+                    |i, x, y| g[i].model(&with(x, y)),
+                    (now.fixed_us, per_byte(now.gbps)),
+                    [g[0].us, g[1].us],
+                );
+                c.fixed_us = clamp(fixed);
+                c.gbps = clamp(gbps(inv));
+            }
+            t.set_compute(*kind, c);
+        }
+        // Deferred copies.
+        for (class, g) in &m.deferred {
+            let inv = solve1(
+                |y| {
+                    let mut u = t.clone();
+                    let mut l = u.link(*class);
+                    l.deferred_gbps = gbps(y);
+                    u.set_link(*class, l);
+                    g.model(&u)
+                },
+                per_byte(t.link(*class).deferred_gbps),
+                g.us,
+            );
+            let mut l = t.link(*class);
+            l.deferred_gbps = clamp(gbps(inv));
+            t.set_link(*class, l);
+        }
     }
+    t
+}
+
+/// One line per measurement and the figure it gave.
+fn report(m: &Measured, t: &Topology, say: &mut dyn FnMut(String)) {
+    let inline = t.runner(Runner::Inline);
+    say(format!(
+        "runner inline:   1 / {CHAIN} shared copies {:.1} / {:.1} us => step {:.2} us, run {:.2} us",
+        m.copies[0].us, m.copies[1].us, inline.step_us, inline.run_us
+    ));
+    say(format!(
+        "compute cpu:     1 / {CHAIN} divs {:.1} / {:.1} us => fixed {:.2} us",
+        m.divs[0].us,
+        m.divs[1].us,
+        t.compute(DeviceKind::Cpu).fixed_us
+    ));
+    if let Some(d) = &m.threaded_divs {
+        let th = t.runner(Runner::Threaded);
+        say(format!(
+            "runner threaded: 1 / {CHAIN} divs {:.1} / {:.1} us => step {:.2} us, run {:.2} us",
+            d[0].us, d[1].us, th.step_us, th.run_us
+        ));
+    }
+    for (class, a, b, g) in &m.links {
+        let l = t.link(*class);
+        say(format!(
+            "link {:<12} {a} -> {b}: 4 KiB {:.1} us, 4 MiB {:.1} us => bandwidth {:.2} GB/s, latency {:.2} us",
+            class.as_str(),
+            g[0].us,
+            g[1].us,
+            l.bandwidth_gbps,
+            l.latency_us
+        ));
+    }
+    for (class, g) in &m.deferred {
+        say(format!(
+            "deferred {:<8} 4 MiB into an add on cpu:0 {:.1} us => {:.2} GB/s",
+            class.as_str(),
+            g.us,
+            t.link(*class).deferred_gbps
+        ));
+    }
+    for (kind, g) in &m.adds {
+        let c = t.compute(*kind);
+        say(format!(
+            "reduce {kind:<8} add of 2 x 4 KiB {:.1} us, 2 x 4 MiB {:.1} us => {:.2} GB/s of input read, fixed {:.2} us",
+            g[0].us, g[1].us, c.gbps, c.fixed_us
+        ));
+    }
+}
+
+/// `fuel-opt calibrate` options.
+#[derive(clap::Args, Debug)]
+pub struct CalibrateArgs {
+    /// Devices to calibrate for, e.g. `cpu:0,vulkan:0` (default: cpu:0 and
+    /// every Vulkan and CUDA device found). Indices and counts do not
+    /// matter: the cache keys on what the devices are.
+    #[arg(long)]
+    devices: Option<String>,
+    /// Timed runs per calibration graph.
+    #[arg(long, default_value_t = 7)]
+    iters: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Also write the figures as a topology file (for `--topology`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+/// `fuel-opt calibrate`: measures and writes the calibration cache.
+pub fn calibrate(a: &CalibrateArgs) -> Result<(), Failure> {
+    if a.iters == 0 {
+        return Err(Failure::input("--iters must be at least 1"));
+    }
+    let found = scenario::discover();
+    let devices = scenario::pick_devices(a.devices.as_deref(), 1, &found)?;
+    let effort = Effort {
+        iters: a.iters,
+        warmup: a.warmup,
+    };
+    let topo = to_cache(&devices, effort, &mut |l| println!("{l}"))?;
+    if let Some(out) = &a.out {
+        write_topology(out, &devices, &topo)?;
+        println!("# wrote {} (read it back with --topology)", out.display());
+    }
+    Ok(())
+}
+
+/// Measures `devices` and writes the calibration cache; returns the
+/// topology, whose source says it was calibrated.
+pub fn to_cache(
+    devices: &[Device],
+    effort: Effort,
+    say: &mut dyn FnMut(String),
+) -> Result<Topology, Failure> {
+    let topo = measure(devices, &Topology::default(), effort, say)?;
+    let date = fuel_graph_ext::calibration::today();
+    let path = fuel_graph_ext::calibration::write(devices, &topo, &date)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    say(format!(
+        "# wrote {}: lower-collectives uses it for these devices when no --topology is given",
+        path.display()
+    ));
+    Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))
+}
+
+/// `bench --calibrate`: measures and writes a topology file to `out`.
+pub fn to_file(
+    devices: &[Device],
+    base: &Topology,
+    out: &std::path::Path,
+    effort: Effort,
+) -> Result<(), Failure> {
+    println!(
+        "# fuel-opt bench --calibrate over {} devices, medians of {}",
+        devices.len(),
+        effort.iters
+    );
+    let topo = measure(devices, base, effort, &mut |l| println!("{l}"))?;
+    write_topology(out, devices, &topo)?;
+    println!("# wrote {} (read it back with --topology)", out.display());
+    Ok(())
+}
+
+/// Writes `topo` as a topology file with a comment naming `devices`.
+pub fn write_topology(
+    out: &std::path::Path,
+    devices: &[Device],
+    topo: &Topology,
+) -> Result<(), Failure> {
     if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::input(format!("cannot create `{}`: {e}", dir.display())))?;
     }
     let text = format!(
-        "# written by `fuel-opt bench --calibrate` over [{}]\n{}",
+        "# written by `fuel-opt calibrate` over [{}]\n{}",
         devices
             .iter()
             .map(|d| d.to_string())
@@ -125,7 +572,115 @@ pub fn calibrate(
         topo.to_text()
     );
     std::fs::write(out, text)
-        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", out.display())))?;
-    println!("# wrote {} (read it back with --topology)", out.display());
-    Ok(())
+        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", out.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fitting the model to its own estimates gives back its figures.
+    #[test]
+    fn fits_recover_the_figures_that_made_the_times() {
+        let mut truth = Topology::default();
+        truth.set_runner(
+            Runner::Inline,
+            RunnerCost {
+                step_us: 0.7,
+                run_us: 2.5,
+            },
+        );
+        truth.set_runner(
+            Runner::Threaded,
+            RunnerCost {
+                step_us: 11.0,
+                run_us: 40.0,
+            },
+        );
+        let mut hv = truth.link(LinkClass::HostVulkan);
+        hv.bandwidth_gbps = 6.5;
+        hv.latency_us = 44.0;
+        hv.deferred_gbps = 20.0;
+        truth.set_link(LinkClass::HostVulkan, hv);
+        let mut hh = truth.link(LinkClass::HostHost);
+        hh.bandwidth_gbps = 30.0;
+        hh.latency_us = 0.4;
+        truth.set_link(LinkClass::HostHost, hh);
+        let mut vk = truth.compute(DeviceKind::Vulkan);
+        vk.gbps = 0.5;
+        vk.fixed_us = 70.0;
+        truth.set_compute(DeviceKind::Vulkan, vk);
+        let mut cpu = truth.compute(DeviceKind::Cpu);
+        cpu.gbps = 25.0;
+        cpu.fixed_us = 0.2;
+        truth.set_compute(DeviceKind::Cpu, cpu);
+        let g = |src: &str, runner| {
+            let graph = text::parse(src).unwrap();
+            let us = estimate_run_on(&graph, &truth, runner).total_us();
+            Timed { graph, runner, us }
+        };
+        let (h0, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
+        let m = Measured {
+            copies: [g(&copy_chain(1), Runner::Inline), g(&copy_chain(CHAIN), Runner::Inline)],
+            divs: [g(&div_chain(1), Runner::Inline), g(&div_chain(CHAIN), Runner::Inline)],
+            threaded_divs: Some([
+                g(&div_chain(1), Runner::Threaded),
+                g(&div_chain(CHAIN), Runner::Threaded),
+            ]),
+            links: vec![
+                (
+                    LinkClass::HostHost,
+                    h0,
+                    h1,
+                    [
+                        g(&copy_graph(h0, h1, SMALL), Runner::Inline),
+                        g(&copy_graph(h0, h1, BIG), Runner::Inline),
+                    ],
+                ),
+                (
+                    LinkClass::HostVulkan,
+                    v,
+                    h0,
+                    [
+                        g(&copy_graph(v, h0, SMALL), Runner::Threaded),
+                        g(&copy_graph(v, h0, BIG), Runner::Threaded),
+                    ],
+                ),
+            ],
+            adds: vec![
+                (
+                    DeviceKind::Cpu,
+                    [
+                        g(&add_graph(h0, SMALL), Runner::Inline),
+                        g(&add_graph(h0, BIG), Runner::Inline),
+                    ],
+                ),
+                (
+                    DeviceKind::Vulkan,
+                    [
+                        g(&add_graph(v, SMALL), Runner::Threaded),
+                        g(&add_graph(v, BIG), Runner::Threaded),
+                    ],
+                ),
+            ],
+            deferred: vec![(
+                LinkClass::HostVulkan,
+                g(&deferred_graph(v, BIG), Runner::Threaded),
+            )],
+        };
+        let got = fit(&m, &Topology::default());
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-3 * b.abs().max(1.0);
+        let (i, th) = (got.runner(Runner::Inline), got.runner(Runner::Threaded));
+        assert!(close(i.step_us, 0.7) && close(i.run_us, 2.5), "{i:?}");
+        assert!(close(th.step_us, 11.0) && close(th.run_us, 40.0), "{th:?}");
+        let l = got.link(LinkClass::HostVulkan);
+        assert!(close(l.bandwidth_gbps, 6.5) && close(l.latency_us, 44.0), "{l:?}");
+        assert!(close(l.deferred_gbps, 20.0), "{l:?}");
+        let l = got.link(LinkClass::HostHost);
+        assert!(close(l.bandwidth_gbps, 30.0) && close(l.latency_us, 0.4), "{l:?}");
+        let c = got.compute(DeviceKind::Vulkan);
+        assert!(close(c.gbps, 0.5) && close(c.fixed_us, 70.0), "{c:?}");
+        let c = got.compute(DeviceKind::Cpu);
+        assert!(close(c.gbps, 25.0) && close(c.fixed_us, 0.2), "{c:?}");
+    }
 }

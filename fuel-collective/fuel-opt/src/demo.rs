@@ -6,7 +6,10 @@
 
 use crate::scenario::{self, Shape};
 use crate::Failure;
-use fuel_collective::lower::estimate_graph;
+use fuel_collective::lower::estimate_run;
+use fuel_graph_ext::calibration;
+use fuel_graph_ext::topology::Source;
+use fuel_graph_ext::{Device, Topology};
 use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
@@ -93,7 +96,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
 
     println!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather");
     let g = scenario::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
-    let topo = Arc::new(fuel_graph_ext::Topology::default());
+    let topo = Arc::new(costs(&devices)?);
     std::fs::create_dir_all(&a.out)
         .map_err(|e| Failure::input(format!("cannot create {}: {e}", a.out.display())))?;
     let (lowered, decisions) = scenario::lower(&g, &a.algorithm, &topo, Some(a.out.clone()))?;
@@ -186,7 +189,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     }
     println!("  {:<22} {:>10}", "total", human_bytes(total));
 
-    let est = estimate_graph(&lowered, &topo);
+    let est = estimate_run(&lowered, &topo);
     println!("== time");
     println!("  compile            {compile_ms:>10.2} ms");
     println!("  estimated (model)  {:>10.1} us", est.total_us());
@@ -206,6 +209,39 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         first.len()
     );
     Ok(())
+}
+
+/// The cost figures for `devices`: this machine's calibration cache, made
+/// on the first run (a second or two, with a progress line), or the
+/// defaults where there is no cache folder.
+fn costs(devices: &[Device]) -> Result<Topology, Failure> {
+    let topo = Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))?;
+    let Some((path, _)) = calibration::cache_file(devices) else {
+        println!("== costs: {}", topo.source());
+        return Ok(topo);
+    };
+    if *topo.source() != Source::Defaults {
+        println!("== costs: {} ({})", topo.source(), path.display());
+        return Ok(topo);
+    }
+    println!(
+        "== costs: calibrating these devices once for the cost model (`{}` redoes it)",
+        calibration::command(devices)
+    );
+    let effort = crate::calibrate::Effort {
+        iters: 5,
+        warmup: 1,
+    };
+    let started = Instant::now();
+    let topo = crate::calibrate::to_cache(devices, effort, &mut |line| {
+        println!("  {line}");
+    })?;
+    println!(
+        "  done in {:.1} s: {}",
+        started.elapsed().as_secs_f64(),
+        topo.source()
+    );
+    Ok(topo)
 }
 
 fn dumped_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {

@@ -17,7 +17,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
 use fuel_graph_ext::verify::{verify, Level};
-use fuel_graph_ext::{text, Topology};
+use fuel_graph_ext::topology::Source;
+use fuel_graph_ext::{text, Device, Op, Topology};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -47,6 +48,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Benchmark all_reduce over a size sweep, nccl-tests style.
     Bench(bench::BenchArgs),
+    /// Measure this machine's cost figures for a group of devices and keep
+    /// them in the calibration cache, where lowering finds them.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
         Some(Command::Devices) => run::devices(),
         Some(Command::Demo(a)) => demo::demo(&a),
         Some(Command::Bench(a)) => bench::bench(&a),
+        Some(Command::Calibrate(a)) => calibrate::calibrate(&a),
         Some(Command::Passes) => {
             list_passes();
             Ok(())
@@ -154,17 +159,38 @@ fn read_input(file: &str) -> Result<String, Failure> {
     }
 }
 
-/// Loads a topology file, or the default topology.
-pub fn load_topology(path: Option<&PathBuf>) -> Result<Topology, Failure> {
+/// The topology for `devices`: the `--topology` file if one is given,
+/// else this machine's calibration cache for them, else the defaults
+/// ([`Topology::for_devices`]). A damaged or stale cache is an error.
+pub fn load_topology(path: Option<&PathBuf>, devices: &[Device]) -> Result<Topology, Failure> {
     match path {
-        None => Ok(Topology::default()),
+        None => Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string())),
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| {
                 Failure::input(format!("cannot read topology `{}`: {e}", p.display()))
             })?;
-            Topology::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", p.display())))
+            let name = p
+                .file_name()
+                .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
+            Topology::parse(&text)
+                .map(|t| t.with_source(Source::File(Some(name))))
+                .map_err(|e| Failure::input(format!("{}: {e}", p.display())))
         }
     }
+}
+
+/// Every device `g` places a value on, sorted.
+fn graph_devices(g: &fuel_graph_ext::Graph) -> Vec<Device> {
+    let mut devs: std::collections::BTreeSet<Device> = std::collections::BTreeSet::new();
+    for id in g.node_ids() {
+        if let Some(n) = g.node(id) {
+            devs.extend(n.op.device());
+            if let Op::Broadcast { to } = &n.op {
+                devs.extend(to.iter().copied());
+            }
+        }
+    }
+    devs.into_iter().collect()
 }
 
 fn opt(a: &OptArgs) -> Result<(), Failure> {
@@ -175,7 +201,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
     })?;
     let src = read_input(file)?;
     let original = text::parse(&src).map_err(|e| Failure::input(format!("{file}:{e}")))?;
-    let topo = Arc::new(load_topology(a.topology.as_ref())?);
+    let topo = Arc::new(load_topology(a.topology.as_ref(), &graph_devices(&original))?);
     let mut g = original.clone();
     match &a.passes {
         None => {

@@ -13,7 +13,8 @@ fn fuel_opt(args: &[&str], stdin: Option<&str>) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd.env_remove("FUEL_PRINT_AFTER")
-        .env_remove("FUEL_DUMP_DIR");
+        .env_remove("FUEL_DUMP_DIR")
+        .env("FUEL_CACHE_DIR", empty_cache());
     let mut child = cmd.spawn().unwrap();
     let input = stdin.unwrap_or("");
     child
@@ -23,6 +24,14 @@ fn fuel_opt(args: &[&str], stdin: Option<&str>) -> Output {
         .write_all(input.as_bytes())
         .unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// A calibration cache folder with nothing in it, so that no test depends
+/// on what the machine running it has calibrated.
+fn empty_cache() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("fuel-cli-empty-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 fn text(b: &[u8]) -> String {

@@ -10,6 +10,9 @@
 //! depends on lets a chain of identical collectives be estimated once.
 
 use super::algorithm::Lowering;
+use super::closed::{self, StarClass};
+use super::star::Star;
+use std::cell::RefCell;
 use super::choose::Candidates;
 use super::emit::Emitter;
 use super::site::CollectiveSite;
@@ -18,6 +21,7 @@ use fuel_graph_ext::exec::schedule::CopySite;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::passes::Transfers;
+use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{Device, DeviceKind, Graph, Op, TensorType, Topology};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +33,11 @@ use std::sync::Arc;
 pub(super) struct Scratch {
     graph: Graph,
     vals: Vec<ValueId>,
+    /// Every operand is a distinct value with no copies yet, so the closed
+    /// forms ([`super::closed`]) apply.
+    fresh: bool,
+    /// Closed-form star estimates, one per class of equivalent points.
+    stars: RefCell<FxHashMap<StarClass, Estimate>>,
 }
 
 impl Scratch {
@@ -83,12 +92,50 @@ impl Scratch {
                 .ok_or_else(|| site.broken(format!("shard {i} has no stand-in")))?;
             vals.push(*here);
         }
-        Ok(Scratch { graph, vals })
+        let fresh = graph.node_count() == vals.len()
+            && graph
+                .node_ids()
+                .all(|id| graph.node(id).is_some_and(|n| matches!(n.op, Op::Input { .. })));
+        Ok(Scratch {
+            graph,
+            vals,
+            fresh,
+            stars: RefCell::default(),
+        })
     }
 
-    /// Lowers `site` with `lowering` into a copy of the scratch graph and
-    /// estimates the nodes that adds.
+    /// The estimate of `site` lowered with `lowering`: in closed form where
+    /// one applies ([`super::closed`]), else by lowering it into a copy of
+    /// the scratch graph and estimating the nodes that adds.
     pub fn estimate(
+        &self,
+        site: &CollectiveSite,
+        lowering: &Lowering,
+        topo: &Topology,
+    ) -> Result<Estimate, PassError> {
+        if self.fresh {
+            let class = match lowering {
+                Lowering::Star(Star { at: Some(at) }) if site.reduce_op().is_some() => {
+                    Some(closed::star_class(site, *at, topo))
+                }
+                _ => None,
+            };
+            if let Some(e) = class.and_then(|c| self.stars.borrow().get(&c).copied()) {
+                return Ok(e);
+            }
+            if let Some(e) = closed::estimate(site, lowering, topo) {
+                if let Some(c) = class {
+                    self.stars.borrow_mut().insert(c, e);
+                }
+                return Ok(e);
+            }
+        }
+        self.estimate_by_graph(site, lowering, topo)
+    }
+
+    /// The estimate of `site` lowered with `lowering` into a copy of the
+    /// scratch graph: the nodes that adds, through [`graph_steps`].
+    pub fn estimate_by_graph(
         &self,
         site: &CollectiveSite,
         lowering: &Lowering,
@@ -280,8 +327,18 @@ pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
 /// graph's devices get (inline when all are host arenas).
 pub fn estimate_run(g: &Graph, topo: &Topology) -> Estimate {
     let steps = steps_of(g, topo, &BTreeSet::new(), true);
-    let runner = runner_of(&steps);
-    let mut e = estimate_with(topo, runner, &steps);
+    run_estimate(topo, runner_of(&steps), &steps)
+}
+
+/// [`estimate_run`] on a given runner: an executable compiled for more
+/// devices than its graph uses runs threaded even when the graph is all
+/// host.
+pub fn estimate_run_on(g: &Graph, topo: &Topology, runner: Runner) -> Estimate {
+    run_estimate(topo, runner, &steps_of(g, topo, &BTreeSet::new(), true))
+}
+
+fn run_estimate(topo: &Topology, runner: Runner, steps: &[Step]) -> Estimate {
+    let mut e = estimate_with(topo, runner, steps);
     e.run_us = topo.runner(runner).run_us;
     e
 }

@@ -73,6 +73,7 @@
 
 mod algorithm;
 mod choose;
+mod closed;
 mod driver;
 mod emit;
 mod estimate;
@@ -86,7 +87,7 @@ mod tree;
 pub use algorithm::Lowering;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
-pub use estimate::{estimate_graph, estimate_run, graph_steps};
+pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps};
 pub use hierarchical::Hierarchical;
 pub use ring::Ring;
 pub use star::Star;
@@ -230,6 +231,7 @@ impl Pass for LowerCollectives {
         self.decisions.clear();
         let mut tx = Transfers::new(g);
         let mut cache = EstimateCache::default();
+        let costs: Arc<str> = self.topo.source().to_string().into();
         let targets: Vec<NodeId> = g
             .topo_order()
             .into_iter()
@@ -237,7 +239,7 @@ impl Pass for LowerCollectives {
             .collect();
         for id in &targets {
             let site = CollectiveSite::read(g, *id).map_err(fail)?;
-            let decision = choose::choose(g, &site, &self.opts, &self.topo, &mut cache)?;
+            let decision = choose::choose(g, &site, &self.opts, &self.topo, &costs, &mut cache)?;
             let note = decision.to_string();
             tracing::info!(target: "lower-collectives", lowering = %decision.lowering, "{note}");
             let results = Emitter {
