@@ -193,9 +193,7 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
             host_link(device).time_us(bytes) + step
         }
         StepKind::Input { .. } => step,
-        StepKind::Output { device, bytes } if !device.is_cpu() => {
-            host_link(device).time_us(bytes)
-        }
+        StepKind::Output { device, bytes } if !device.is_cpu() => host_link(device).time_us(bytes),
         StepKind::Output { .. } => 0.0,
     }
 }
@@ -264,12 +262,8 @@ pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
             bytes,
         } => (on(device), host(device, (inputs + 1) * bytes)),
         StepKind::Driver { device, .. } => (on(device), 0),
-        StepKind::Input { device, bytes } => {
-            (on(device), if device.is_cpu() { 0 } else { bytes })
-        }
-        StepKind::Output { device, bytes } => {
-            (dispatcher, if device.is_cpu() { 0 } else { bytes })
-        }
+        StepKind::Input { device, bytes } => (on(device), if device.is_cpu() { 0 } else { bytes }),
+        StepKind::Output { device, bytes } => (dispatcher, if device.is_cpu() { 0 } else { bytes }),
     }
 }
 
@@ -369,7 +363,9 @@ impl<'a> Tally<'a> {
         self.est.busiest_us = self
             .workers
             .values()
-            .fold(self.caller.max(self.dispatcher).max(memory), |a, b| a.max(*b));
+            .fold(self.caller.max(self.dispatcher).max(memory), |a, b| {
+                a.max(*b)
+            });
         self.est
     }
 }

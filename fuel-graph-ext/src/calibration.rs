@@ -151,7 +151,11 @@ fn cuda_identity(_: Device) -> Option<String> {
 /// else `$HOME/.cache/fuel` (empty variables count as unset); `None` when
 /// none is set.
 pub fn cache_dir() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     var("FUEL_CACHE_DIR")
         .or_else(|| var("XDG_CACHE_HOME").map(|p| p.join("fuel")))
         .or_else(|| var("HOME").map(|p| p.join(".cache").join("fuel")))
@@ -410,7 +414,11 @@ mod tests {
         let path = dir.join(key.file_name());
         let mut t = Topology::default();
         t.staging = Device::cpu(1);
-        let good = format!("format {FORMAT}\ndate 2026-12-01\n{}{}", key.lines(), t.to_text());
+        let good = format!(
+            "format {FORMAT}\ndate 2026-12-01\n{}{}",
+            key.lines(),
+            t.to_text()
+        );
         std::fs::write(&path, &good).unwrap();
         let back = read_file(&path, &key, &devs).unwrap();
         assert_eq!(back.staging, Device::cpu(1));
@@ -419,16 +427,31 @@ mod tests {
             format!("calibrated 2026-12-01 on {}", key.summary())
         );
         let cases = [
-            (good.replace("format 2", "format 1"), "is stale: it is in format 1"),
-            (good.replace("format 2\n", ""), "is stale: it has no `format` line"),
-            (good.replace("key device cpu", "key device other"), "is stale: it was measured on `other"),
-            (good.replace("staging cpu:1", "staging cpu:x"), "is damaged: topology line 5"),
+            (
+                good.replace("format 2", "format 1"),
+                "is stale: it is in format 1",
+            ),
+            (
+                good.replace("format 2\n", ""),
+                "is stale: it has no `format` line",
+            ),
+            (
+                good.replace("key device cpu", "key device other"),
+                "is stale: it was measured on `other",
+            ),
+            (
+                good.replace("staging cpu:1", "staging cpu:x"),
+                "is damaged: topology line 5",
+            ),
         ];
         for (text, want) in cases {
             std::fs::write(&path, text).unwrap();
             let e = read_file(&path, &key, &devs).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
-            assert!(e.contains("`fuel-opt calibrate --devices cpu:0,cpu:1`"), "{e}");
+            assert!(
+                e.contains("`fuel-opt calibrate --devices cpu:0,cpu:1`"),
+                "{e}"
+            );
             assert!(e.contains(&path.display().to_string()), "{e}");
         }
         std::fs::remove_file(&path).unwrap();

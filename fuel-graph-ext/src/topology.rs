@@ -652,7 +652,10 @@ mod tests {
         let plain = Topology::parse("link host-cuda bandwidth=7").unwrap();
         assert_eq!(plain.link(LinkClass::HostCuda).deferred_gbps, 7.0);
         assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
-        assert_eq!(Topology::parse(&Topology::default().to_text()).unwrap(), Topology::default().with_source(Source::File(None)));
+        assert_eq!(
+            Topology::parse(&Topology::default().to_text()).unwrap(),
+            Topology::default().with_source(Source::File(None))
+        );
     }
 
     #[test]
@@ -687,11 +690,26 @@ mod tests {
         let t = Topology::parse("reduce cpu 20\nreduce cpu 20.0\nlink host-vulkan bandwidth=3\nlink host-vulkan latency=40\ndriver cpu\ndriver cpu\n").unwrap();
         assert_eq!(t.link(LinkClass::HostVulkan).latency_us, 40.0);
         let cases = [
-            ("reduce cpu 20\nreduce cpu 25\n", "topology line 2: sets the cpu reduce throughput to 25, but line 1 set it to 20"),
-            ("staging cpu:1\n\nstaging cpu:2\n", "topology line 3: sets the staging device to cpu:2, but line 1 set it to cpu:1"),
-            ("link host-vulkan bandwidth=3\nlink host-vulkan latency=4 bandwidth=5\n", "topology line 2: sets the host-vulkan bandwidth to 5, but line 1 set it to 3"),
-            ("link host-host latency=1 latency=2\n", "topology line 1: sets the host-host latency to 2, but line 1 set it to 1"),
-            ("runner inline run=2\nrunner inline run=3\n", "topology line 2: sets the inline run cost to 3"),
+            (
+                "reduce cpu 20\nreduce cpu 25\n",
+                "topology line 2: sets the cpu reduce throughput to 25, but line 1 set it to 20",
+            ),
+            (
+                "staging cpu:1\n\nstaging cpu:2\n",
+                "topology line 3: sets the staging device to cpu:2, but line 1 set it to cpu:1",
+            ),
+            (
+                "link host-vulkan bandwidth=3\nlink host-vulkan latency=4 bandwidth=5\n",
+                "topology line 2: sets the host-vulkan bandwidth to 5, but line 1 set it to 3",
+            ),
+            (
+                "link host-host latency=1 latency=2\n",
+                "topology line 1: sets the host-host latency to 2, but line 1 set it to 1",
+            ),
+            (
+                "runner inline run=2\nrunner inline run=3\n",
+                "topology line 2: sets the inline run cost to 3",
+            ),
         ];
         for (text, want) in cases {
             let e = Topology::parse(text).unwrap_err();

@@ -538,7 +538,9 @@ fn topology_err(text: &str) -> Outcome {
     }
 }
 fn topology_contradiction() -> Outcome {
-    topology_err("link host-vulkan bandwidth=3\nlink host-vulkan latency=40\nlink host-vulkan bandwidth=5\n")
+    topology_err(
+        "link host-vulkan bandwidth=3\nlink host-vulkan latency=40\nlink host-vulkan bandwidth=5\n",
+    )
 }
 fn topology_driver_without_one() -> Outcome {
     topology_err("driver vulkan\n")

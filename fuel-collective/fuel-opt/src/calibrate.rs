@@ -181,8 +181,14 @@ fn solve2(f: impl Fn(usize, f64, f64) -> f64, x0: (f64, f64), m: [f64; 2]) -> (f
         let (hx, hy) = (1e-3 * x.abs().max(1e-6), 1e-3 * y.abs().max(1e-9));
         let f0 = [f(0, x, y) - m[0], f(1, x, y) - m[1]];
         let j = [
-            [(f(0, x + hx, y) - m[0] - f0[0]) / hx, (f(0, x, y + hy) - m[0] - f0[0]) / hy],
-            [(f(1, x + hx, y) - m[1] - f0[1]) / hx, (f(1, x, y + hy) - m[1] - f0[1]) / hy],
+            [
+                (f(0, x + hx, y) - m[0] - f0[0]) / hx,
+                (f(0, x, y + hy) - m[0] - f0[0]) / hy,
+            ],
+            [
+                (f(1, x + hx, y) - m[1] - f0[1]) / hx,
+                (f(1, x, y + hy) - m[1] - f0[1]) / hy,
+            ],
         ];
         let det = j[0][0] * j[1][1] - j[0][1] * j[1][0];
         if !det.is_finite() || det.abs() < 1e-18 {
@@ -274,17 +280,23 @@ pub fn measure(
         }
     }
     let mut kinds: Vec<Device> = vec![h0];
-    kinds.extend(DeviceKind::ALL.into_iter().filter_map(|k| {
-        (k != DeviceKind::Cpu).then(|| gpu(k)).flatten()
-    }));
+    kinds.extend(
+        DeviceKind::ALL
+            .into_iter()
+            .filter_map(|k| (k != DeviceKind::Cpu).then(|| gpu(k)).flatten()),
+    );
     for d in kinds {
-        m.adds.push((d.kind, pair(&|s| add_graph(d, sizes(s)), &[d])?));
+        m.adds
+            .push((d.kind, pair(&|s| add_graph(d, sizes(s)), &[d])?));
     }
     let topo = fit(&m, base);
     report(&m, &topo, say);
     // What is written must read back.
-    Topology::parse(&topo.to_text())
-        .map_err(|e| Failure::input(format!("calibration gave a figure a topology file cannot hold: {e}")))?;
+    Topology::parse(&topo.to_text()).map_err(|e| {
+        Failure::input(format!(
+            "calibration gave a figure a topology file cannot hold: {e}"
+        ))
+    })?;
     Ok(topo)
 }
 
@@ -342,7 +354,13 @@ fn fit(m: &Measured, base: &Topology) -> Topology {
             let (step, run) = solve2(
                 |i, x, y| {
                     let mut u = t.clone();
-                    u.set_runner(Runner::Threaded, RunnerCost { step_us: x, run_us: y });
+                    u.set_runner(
+                        Runner::Threaded,
+                        RunnerCost {
+                            step_us: x,
+                            run_us: y,
+                        },
+                    );
                     d[i].model(&u)
                 },
                 (now.step_us, now.run_us),
@@ -621,8 +639,14 @@ mod tests {
         };
         let (h0, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
         let m = Measured {
-            copies: [g(&copy_chain(1), Runner::Inline), g(&copy_chain(CHAIN), Runner::Inline)],
-            divs: [g(&div_chain(1), Runner::Inline), g(&div_chain(CHAIN), Runner::Inline)],
+            copies: [
+                g(&copy_chain(1), Runner::Inline),
+                g(&copy_chain(CHAIN), Runner::Inline),
+            ],
+            divs: [
+                g(&div_chain(1), Runner::Inline),
+                g(&div_chain(CHAIN), Runner::Inline),
+            ],
             threaded_divs: Some([
                 g(&div_chain(1), Runner::Threaded),
                 g(&div_chain(CHAIN), Runner::Threaded),
@@ -674,10 +698,16 @@ mod tests {
         assert!(close(i.step_us, 0.7) && close(i.run_us, 2.5), "{i:?}");
         assert!(close(th.step_us, 11.0) && close(th.run_us, 40.0), "{th:?}");
         let l = got.link(LinkClass::HostVulkan);
-        assert!(close(l.bandwidth_gbps, 6.5) && close(l.latency_us, 44.0), "{l:?}");
+        assert!(
+            close(l.bandwidth_gbps, 6.5) && close(l.latency_us, 44.0),
+            "{l:?}"
+        );
         assert!(close(l.deferred_gbps, 20.0), "{l:?}");
         let l = got.link(LinkClass::HostHost);
-        assert!(close(l.bandwidth_gbps, 30.0) && close(l.latency_us, 0.4), "{l:?}");
+        assert!(
+            close(l.bandwidth_gbps, 30.0) && close(l.latency_us, 0.4),
+            "{l:?}"
+        );
         let c = got.compute(DeviceKind::Vulkan);
         assert!(close(c.gbps, 0.5) && close(c.fixed_us, 70.0), "{c:?}");
         let c = got.compute(DeviceKind::Cpu);

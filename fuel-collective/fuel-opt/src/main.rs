@@ -16,8 +16,8 @@ mod validate;
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
-use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::topology::Source;
+use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, Device, Op, Topology};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -169,9 +169,10 @@ pub fn load_topology(path: Option<&PathBuf>, devices: &[Device]) -> Result<Topol
             let text = std::fs::read_to_string(p).map_err(|e| {
                 Failure::input(format!("cannot read topology `{}`: {e}", p.display()))
             })?;
-            let name = p
-                .file_name()
-                .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
+            let name = p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
             Topology::parse(&text)
                 .map(|t| t.with_source(Source::File(Some(name))))
                 .map_err(|e| Failure::input(format!("{}: {e}", p.display())))
@@ -201,7 +202,10 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
     })?;
     let src = read_input(file)?;
     let original = text::parse(&src).map_err(|e| Failure::input(format!("{file}:{e}")))?;
-    let topo = Arc::new(load_topology(a.topology.as_ref(), &graph_devices(&original))?);
+    let topo = Arc::new(load_topology(
+        a.topology.as_ref(),
+        &graph_devices(&original),
+    )?);
     let mut g = original.clone();
     match &a.passes {
         None => {

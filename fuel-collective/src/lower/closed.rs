@@ -267,7 +267,9 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                     Vec::new()
                 } else {
                     match topo.route(prev, d) {
-                        Route::Direct => vec![tally.price(&copy(prev, d, mode(prev, d, false, true)))],
+                        Route::Direct => {
+                            vec![tally.price(&copy(prev, d, mode(prev, d, false, true)))]
+                        }
                         Route::Staged(s) => vec![
                             tally.price(&copy(prev, s, CopyMode::Moves)),
                             tally.price(&copy(s, d, mode(s, d, false, true))),
@@ -441,8 +443,18 @@ mod tests {
         let args: Vec<String> = (0..n).map(|i| format!("%{i}")).collect();
         let op = if mean { "mean" } else { "sum" };
         let (line, results) = match kind {
-            0 => (format!("  %{n}:{n} = all_reduce.{op} {} : {ty}\n", args.join(", ")), n),
-            1 => (format!("  %{n} = reduce.{op} {} {{root={}}} : {ty}\n", args.join(", "), n - 1), 1),
+            0 => (
+                format!("  %{n}:{n} = all_reduce.{op} {} : {ty}\n", args.join(", ")),
+                n,
+            ),
+            1 => (
+                format!(
+                    "  %{n} = reduce.{op} {} {{root={}}} : {ty}\n",
+                    args.join(", "),
+                    n - 1
+                ),
+                1,
+            ),
             _ => {
                 let mut part = shape.to_vec();
                 part[0] /= n;

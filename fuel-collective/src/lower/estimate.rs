@@ -10,12 +10,11 @@
 //! depends on lets a chain of identical collectives be estimated once.
 
 use super::algorithm::Lowering;
-use super::closed::{self, StarClass};
-use super::star::Star;
-use std::cell::RefCell;
 use super::choose::Candidates;
+use super::closed::{self, StarClass};
 use super::emit::Emitter;
 use super::site::CollectiveSite;
+use super::star::Star;
 use crate::cost::{estimate, estimate_with, runner_of, Estimate, Step, StepKind};
 use fuel_graph_ext::exec::schedule::CopySite;
 use fuel_graph_ext::graph::{NodeId, ValueId};
@@ -24,6 +23,7 @@ use fuel_graph_ext::passes::Transfers;
 use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{Device, DeviceKind, Graph, Op, TensorType, Topology};
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -93,9 +93,11 @@ impl Scratch {
             vals.push(*here);
         }
         let fresh = graph.node_count() == vals.len()
-            && graph
-                .node_ids()
-                .all(|id| graph.node(id).is_some_and(|n| matches!(n.op, Op::Input { .. })));
+            && graph.node_ids().all(|id| {
+                graph
+                    .node(id)
+                    .is_some_and(|n| matches!(n.op, Op::Input { .. }))
+            });
         Ok(Scratch {
             graph,
             vals,
@@ -255,12 +257,15 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                 let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) else {
                     continue;
                 };
-                let v = ValueId { node: id, result: 0 };
+                let v = ValueId {
+                    node: id,
+                    result: 0,
+                };
                 let readers = g.users(v);
                 let one_fold_reader = match readers.as_slice() {
-                    [(r, _)] => g
-                        .node(*r)
-                        .is_some_and(|r| matches!(r.op, Op::Elementwise { device, .. } if device == *to)),
+                    [(r, _)] => g.node(*r).is_some_and(
+                        |r| matches!(r.op, Op::Elementwise { device, .. } if device == *to),
+                    ),
                     _ => false,
                 };
                 let site = CopySite {

@@ -127,8 +127,7 @@ impl CopySite {
         // Only the host and Vulkan folds take deferred operands.
         let across = src.is_cpu() != dst.is_cpu();
         let folds_deferred = dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan;
-        if across && folds_deferred && self.one_fold_reader && options.defer_gpu_copies_into_folds
-        {
+        if across && folds_deferred && self.one_fold_reader && options.defer_gpu_copies_into_folds {
             CopyMode::Deferred
         } else {
             CopyMode::Moves
