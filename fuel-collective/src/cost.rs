@@ -16,7 +16,9 @@
 //!   the executor shares it (a host-to-host copy that is not an output:
 //!   nothing moves, only the runner's bookkeeping, the inline step cost) or
 //!   defers it into the fold that reads it (`bytes / deferred`, no latency
-//!   and no step of its own): [`CopyMode`], the executor's own rule;
+//!   and no step of its own; a GPU fold also pays one more kernel's fixed
+//!   cost per deferred operand, since it uploads and folds each in turn):
+//!   [`CopyMode`], the executor's own rule;
 //! - a computation costs `fixed + inputs * bytes / throughput` of its
 //!   device kind (an n-ary fold reads `n` inputs; `div`, `slice`, `concat`
 //!   read one);
@@ -24,18 +26,24 @@
 //! - an input or output on a GPU crosses the host link once (on a CPU the
 //!   executor lends the caller's buffer: only the step cost).
 //!
-//! **How steps overlap.** The estimate is the larger of two lower bounds on
-//! the finishing time: the longest chain of dependent steps (the critical
-//! path), and the busiest resource's total work. With the inline runner
+//! **How steps overlap.** The estimate is the larger of two bounds on the
+//! finishing time: the longest chain of dependent steps (the critical path),
+//! with the threaded runner's dispatcher work added to it, and the busiest
+//! resource's total work. (Every step passes through the one dispatcher
+//! thread, which shares the cores with the workers; measured, its work adds
+//! to a run rather than hiding under it.) With the inline runner
 //! there is one resource, the caller's thread, so the estimate is the sum of
 //! all steps. With the threaded runner each device's worker is a resource
 //! (a copy runs on its destination's worker, a deferred copy inside its
-//! reader's fold), the dispatcher thread is one (shared copies, reading
-//! outputs back), and so is host memory: every byte a step reads or writes
-//! in host memory (a staging CPU's copies in and out, a host fold's inputs
-//! and result) counts against twice the host-to-host copy bandwidth (a copy
-//! reads and writes each byte), so transfers that look independent still
-//! contend for it. Latency-bound small messages therefore favour few steps
+//! reader's fold; a step's hand-off is latency on its chain, not work of
+//! its worker), the dispatcher thread has the `dispatch` cost of every step
+//! a worker runs, shared copies and reading outputs back, and host
+//! memory: every byte a step reads or writes in host memory (a staging
+//! CPU's copies in and out, a host fold's inputs and result, and both ends
+//! of a transfer or kernel on a `host-memory` device such as lavapipe)
+//! counts against twice the host-to-host copy bandwidth (a copy reads and
+//! writes each byte), so transfers that look independent still contend for
+//! it. Latency-bound small messages therefore favour few steps
 //! (star), bandwidth-bound large ones favour spreading bytes over many
 //! devices (ring), where the devices really run side by side.
 //!
@@ -127,8 +135,14 @@ pub struct Step {
 pub struct Estimate {
     /// The longest chain of dependent steps, in microseconds.
     pub critical_path_us: f64,
-    /// The busiest resource's total work, in microseconds.
+    /// The busiest resource's total work, in microseconds (the dispatcher
+    /// aside).
     pub busiest_us: f64,
+    /// The threaded runner's dispatcher's total work, in microseconds:
+    /// every step passes through it, one at a time, and it runs on the
+    /// cores the workers need, so its work adds to the critical path rather
+    /// than overlapping it (0 for the inline runner).
+    pub dispatcher_us: f64,
     /// The runner's fixed cost per run, when the estimate is of a whole run
     /// (0 for a candidate lowering).
     pub run_us: f64,
@@ -139,10 +153,11 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// The estimated time: the larger of the two lower bounds, plus the
-    /// fixed cost per run.
+    /// The estimated time: the critical path plus the dispatcher's work, or
+    /// the busiest resource's work if that is larger, plus the fixed cost
+    /// per run.
     pub fn total_us(&self) -> f64 {
-        self.critical_path_us.max(self.busiest_us) + self.run_us
+        (self.critical_path_us + self.dispatcher_us).max(self.busiest_us) + self.run_us
     }
 }
 
@@ -174,9 +189,19 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
         } => match mode {
             CopyMode::Moves => topo.transfer_us(from, to, bytes) + step,
             CopyMode::Shared => topo.runner(Runner::Inline).step_us,
-            CopyMode::Deferred => topo
-                .link_class(from, to)
-                .map_or(0.0, |c| topo.link(c).deferred_us(bytes)),
+            // A host fold reads a deferred operand where it lies (or
+            // downloads it); a device fold uploads it and folds it in with
+            // a kernel of its own.
+            CopyMode::Deferred => {
+                let moved = topo
+                    .link_class(from, to)
+                    .map_or(0.0, |c| topo.link(c).deferred_us(bytes));
+                if to.is_cpu() {
+                    moved
+                } else {
+                    moved + topo.compute(to.kind).fixed_us
+                }
+            }
         },
         StepKind::Compute {
             device,
@@ -214,10 +239,9 @@ pub fn driver_us(topo: &Topology, device: Device, ranks: usize, bytes: usize, pe
     };
     let link = topo.link(class);
     let compute = topo.compute(device.kind);
-    let moved = 2.0 * (k - 1.0) / k * bytes as f64;
     2.0 * (k - 1.0) * link.latency_us
-        + moved / (link.bandwidth_gbps * 1e3)
-        + (bytes as f64 / (compute.gbps * 1e3)) * (k - 1.0) / k
+        + 2.0 * (k - 1.0) / k * link.bandwidth.us(bytes)
+        + (k - 1.0) / k * compute.gbps.us(bytes)
 }
 
 /// A resource a step occupies.
@@ -234,8 +258,10 @@ pub enum Resource {
 }
 
 /// Where a step's time goes under `runner`: its resource, and the bytes it
-/// reads or writes in host memory.
-pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
+/// reads or writes in host memory (both ends of a transfer, a kernel's
+/// inputs and result, when they live in host memory: a CPU's, or a
+/// `host-memory` kind's such as lavapipe).
+pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource, usize) {
     let on = |d: Device| match runner {
         Runner::Inline => Resource::Caller,
         Runner::Threaded => Resource::Worker(d),
@@ -244,7 +270,13 @@ pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
         Runner::Inline => Resource::Caller,
         Runner::Threaded => Resource::Dispatcher,
     };
-    let host = |d: Device, bytes: usize| if d.is_cpu() { bytes } else { 0 };
+    let host = |d: Device, bytes: usize| {
+        if topo.in_host_memory(d.kind) {
+            bytes
+        } else {
+            0
+        }
+    };
     match *kind {
         StepKind::Transfer {
             from,
@@ -254,7 +286,7 @@ pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
         } => match mode {
             CopyMode::Moves => (on(to), host(from, bytes) + host(to, bytes)),
             CopyMode::Shared => (dispatcher, 0),
-            CopyMode::Deferred => (on(to), bytes),
+            CopyMode::Deferred => (on(to), host(to, bytes)),
         },
         StepKind::Compute {
             device,
@@ -262,20 +294,35 @@ pub fn placement(runner: Runner, kind: &StepKind) -> (Resource, usize) {
             bytes,
         } => (on(device), host(device, (inputs + 1) * bytes)),
         StepKind::Driver { device, .. } => (on(device), 0),
-        StepKind::Input { device, bytes } => (on(device), if device.is_cpu() { 0 } else { bytes }),
-        StepKind::Output { device, bytes } => (dispatcher, if device.is_cpu() { 0 } else { bytes }),
+        // The caller's bytes are host memory; on a CPU they are lent.
+        StepKind::Input { device, bytes } | StepKind::Output { device, bytes } => {
+            let res = match kind {
+                StepKind::Input { .. } => on(device),
+                _ => dispatcher,
+            };
+            if device.is_cpu() {
+                (res, 0)
+            } else {
+                (res, bytes + host(device, bytes))
+            }
+        }
     }
 }
 
 /// A step's cost, worked out once ([`Tally::price`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Priced {
-    /// Microseconds.
+    /// Microseconds from start to finish.
     pub us: f64,
+    /// Microseconds its resource is busy with it.
+    pub busy_us: f64,
     /// Where the time goes.
     pub resource: Resource,
-    /// Bytes read or written in host memory.
-    pub host_bytes: usize,
+    /// Microseconds of host memory traffic (the bytes it reads or writes
+    /// there, at twice the host-to-host bandwidth).
+    pub host_us: f64,
+    /// Microseconds of the dispatcher, for a step a worker runs.
+    pub dispatch_us: f64,
     /// For a transfer, the bytes it moves.
     pub moved: Option<usize>,
 }
@@ -291,7 +338,7 @@ pub struct Tally<'a> {
     dispatcher: f64,
     /// Work per device worker.
     workers: FxHashMap<Device, f64>,
-    host_bytes: f64,
+    host_us: f64,
     est: Estimate,
 }
 
@@ -304,7 +351,7 @@ impl<'a> Tally<'a> {
             caller: 0.0,
             dispatcher: 0.0,
             workers: FxHashMap::default(),
-            host_bytes: 0.0,
+            host_us: 0.0,
             est: Estimate::default(),
         }
     }
@@ -318,17 +365,46 @@ impl<'a> Tally<'a> {
 
     /// What `kind` costs here, worked out once for a step that repeats.
     pub fn price(&self, kind: &StepKind) -> Priced {
-        let (resource, host_bytes) = placement(self.runner, kind);
+        let (resource, host_bytes) = placement(self.topo, self.runner, kind);
         let moved = match *kind {
             StepKind::Transfer { bytes, mode, .. } => {
                 Some(if mode == CopyMode::Shared { 0 } else { bytes })
             }
             _ => None,
         };
+        // Host memory moves twice the host-to-host copy bandwidth (a copy
+        // reads and writes each byte), at the step's own size.
+        let size = match *kind {
+            StepKind::Transfer { bytes, .. }
+            | StepKind::Compute { bytes, .. }
+            | StepKind::Driver { bytes, .. }
+            | StepKind::Input { bytes, .. }
+            | StepKind::Output { bytes, .. } => bytes,
+        };
+        let host_us = if host_bytes == 0 {
+            0.0
+        } else {
+            let hh = self.topo.link(LinkClass::HostHost).bandwidth.at(size);
+            host_bytes as f64 / (2.0 * hh * 1e3)
+        };
+        // The threaded runner's dispatcher starts every step a worker runs.
+        let dispatch_us = match resource {
+            Resource::Worker(_) => self.topo.runner(Runner::Threaded).dispatch_us,
+            _ => 0.0,
+        };
+        let us = step_us(self.topo, self.runner, kind);
+        // A worker's step costs its worker the work, not the hand-off: that
+        // is latency on the step's own chain, and dispatcher time.
+        let busy_us = match resource {
+            Resource::Worker(_) => (us - self.topo.runner(Runner::Threaded).step_us).max(0.0),
+            _ => us,
+        };
         Priced {
-            us: step_us(self.topo, self.runner, kind),
+            us,
+            busy_us,
             resource,
-            host_bytes,
+            host_us,
+            dispatch_us,
             moved,
         }
     }
@@ -336,13 +412,16 @@ impl<'a> Tally<'a> {
     /// [`Tally::add`] of a step priced with [`Tally::price`].
     pub fn add_priced(&mut self, p: &Priced, start: f64) -> f64 {
         match p.resource {
-            Resource::Caller => self.caller += p.us,
-            Resource::Dispatcher => self.dispatcher += p.us,
-            Resource::Worker(d) => *self.workers.entry(d).or_insert(0.0) += p.us,
+            Resource::Caller => self.caller += p.busy_us,
+            Resource::Dispatcher => self.dispatcher += p.busy_us,
+            Resource::Worker(d) => {
+                *self.workers.entry(d).or_insert(0.0) += p.busy_us;
+                self.dispatcher += p.dispatch_us;
+            }
             // No step is placed there: it is the sum of their host bytes.
             Resource::HostMemory => {}
         }
-        self.host_bytes += p.host_bytes as f64;
+        self.host_us += p.host_us;
         if let Some(bytes) = p.moved {
             self.est.transfers += 1;
             self.est.bytes_moved += bytes;
@@ -355,17 +434,15 @@ impl<'a> Tally<'a> {
     /// The estimate of every step added.
     pub fn finish(mut self) -> Estimate {
         let memory = if self.runner == Runner::Threaded {
-            let gbps = 2.0 * self.topo.link(LinkClass::HostHost).bandwidth_gbps;
-            self.host_bytes / (gbps * 1e3)
+            self.host_us
         } else {
             0.0
         };
+        self.est.dispatcher_us = self.dispatcher;
         self.est.busiest_us = self
             .workers
             .values()
-            .fold(self.caller.max(self.dispatcher).max(memory), |a, b| {
-                a.max(*b)
-            });
+            .fold(self.caller.max(memory), |a, b| a.max(*b));
         self.est
     }
 }
@@ -424,18 +501,23 @@ mod tests {
     fn chains_add_and_parallel_workers_overlap() {
         let t = Topology::default();
         let (h, c, c1) = (Device::cpu(0), Device::cuda(0), Device::cuda(1));
-        let step = t.runner(Runner::Threaded).step_us;
-        let one = t.transfer_us(h, c, 1000) + step;
+        let th = t.runner(Runner::Threaded);
+        let one = t.transfer_us(h, c, 1000) + th.step_us;
         // Two dependent hops take twice as long as one.
         let chain = estimate(&t, &[hop(h, c, 1000, &[]), hop(c, h, 1000, &[0])]);
         assert!((chain.critical_path_us - 2.0 * one).abs() < 1e-9);
         assert_eq!(chain.transfers, 2);
-        // Independent hops into different devices overlap ...
+        // Independent hops into different devices overlap on their
+        // workers; the dispatcher starts them one after the other.
         let par = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c1, 1000, &[])]);
-        assert!((par.total_us() - one).abs() < 1e-9);
-        // ... but two into one device queue on its worker.
+        assert!((par.critical_path_us - one).abs() < 1e-9);
+        assert!((par.dispatcher_us - 2.0 * th.dispatch_us).abs() < 1e-9);
+        assert!((par.total_us() - one - 2.0 * th.dispatch_us).abs() < 1e-9);
+        // Two into one device queue on its worker: its work is their work
+        // without the hand-offs.
         let same = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c, 1000, &[])]);
-        assert!((same.total_us() - 2.0 * one).abs() < 1e-9);
+        let work = t.transfer_us(h, c, 1000);
+        assert!((same.busiest_us - 2.0 * work).abs() < 1e-9, "{same:?}");
     }
 
     #[test]
@@ -498,7 +580,7 @@ mod tests {
         t.set_compute(
             DeviceKind::Cpu,
             fuel_graph_ext::topology::ComputeCost {
-                gbps: 1000.0,
+                gbps: fuel_graph_ext::topology::Curve::flat(1000.0),
                 fixed_us: 0.1,
             },
         );
@@ -515,8 +597,9 @@ mod tests {
             },
         ];
         let e = estimate(&t, &steps);
-        let hh = t.link(LinkClass::HostHost).bandwidth_gbps;
-        let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh * 1e3);
+        let hh = t.link(LinkClass::HostHost).bandwidth;
+        let memory =
+            (2 * 3 * bytes) as f64 / (2.0 * hh.at(bytes) * 1e3) + 4.0 / (2.0 * hh.at(4) * 1e3);
         assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
         assert!(e.busiest_us > e.critical_path_us);
     }

@@ -85,11 +85,149 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// A throughput that depends on how many bytes a step handles: GB/s at a
+/// few sizes, linear in `log2(bytes)` between them and flat beyond the ends.
+/// Small transfers run from caches that large ones overflow, so one figure
+/// cannot be right at 64 KiB and at 4 MiB; calibration measures several.
+/// Written `25` (the same at every size) or `64K:30,1M:15,4M:11`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Curve {
+    points: [(usize, f64); Curve::MAX],
+    len: usize,
+}
+
+impl Curve {
+    /// The most sizes one curve holds.
+    pub const MAX: usize = 6;
+
+    /// `gbps` at every size.
+    pub const fn flat(gbps: f64) -> Curve {
+        Curve {
+            points: [(0, gbps); Curve::MAX],
+            len: 1,
+        }
+    }
+
+    /// GB/s at each size; `None` unless there are 1 to [`Curve::MAX`]
+    /// points with increasing sizes.
+    pub fn new(points: &[(usize, f64)]) -> Option<Curve> {
+        if points.is_empty()
+            || points.len() > Curve::MAX
+            || points.windows(2).any(|w| w[0].0 >= w[1].0)
+        {
+            return None;
+        }
+        let mut c = Curve::flat(points[0].1);
+        c.points[..points.len()].copy_from_slice(points);
+        c.len = points.len();
+        Some(c)
+    }
+
+    /// The points, by increasing size.
+    pub fn points(&self) -> &[(usize, f64)] {
+        &self.points[..self.len]
+    }
+
+    /// True when the figure is the same at every size.
+    pub fn is_flat(&self) -> bool {
+        self.len == 1
+    }
+
+    /// GB/s for a step of `bytes`.
+    pub fn at(&self, bytes: usize) -> f64 {
+        let pts = self.points();
+        let (first, last) = (pts[0], pts[self.len - 1]);
+        if self.len == 1 || bytes <= first.0 {
+            return first.1;
+        }
+        if bytes >= last.0 {
+            return last.1;
+        }
+        let x = (bytes as f64).log2();
+        for w in pts.windows(2) {
+            let ((a, ga), (b, gb)) = (w[0], w[1]);
+            if bytes <= b {
+                let (xa, xb) = ((a.max(1) as f64).log2(), (b as f64).log2());
+                let f = if xb > xa { (x - xa) / (xb - xa) } else { 1.0 };
+                return ga + f * (gb - ga);
+            }
+        }
+        last.1
+    }
+
+    /// Microseconds to move (or read) `bytes` at this throughput.
+    pub fn us(&self, bytes: usize) -> f64 {
+        bytes as f64 / (self.at(bytes) * 1e3)
+    }
+
+    /// Every point's figure replaced by `f(size, gbps)`.
+    pub fn map(&self, f: impl Fn(usize, f64) -> f64) -> Curve {
+        let mut c = *self;
+        for p in &mut c.points[..c.len] {
+            p.1 = f(p.0, p.1);
+        }
+        c
+    }
+
+    /// Parses `25` or `64K:30,1M:15` (sizes as in `fuel-opt bench --sizes`:
+    /// bytes, or K, M, G for powers of 1024). Every figure must be finite
+    /// and above zero.
+    pub fn parse(s: &str) -> Option<Curve> {
+        let figure = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0);
+        if !s.contains(':') {
+            return figure(s).map(Curve::flat);
+        }
+        let mut pts = Vec::new();
+        for part in s.split(',') {
+            let (size, g) = part.split_once(':')?;
+            pts.push((parse_bytes(size)?, figure(g)?));
+        }
+        Curve::new(&pts)
+    }
+}
+
+/// `4K`, `1M`, `2G` (powers of 1024) or a plain number of bytes.
+fn parse_bytes(s: &str) -> Option<usize> {
+    let (num, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1usize << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+/// A size as `parse_bytes` reads it back: `64K`, `1M`, `1536`.
+fn format_bytes(b: usize) -> String {
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if b >= 1 << shift && b % (1 << shift) == 0 {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    b.to_string()
+}
+
+impl std::fmt::Display for Curve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_flat() {
+            return write!(f, "{}", self.points[0].1);
+        }
+        for (i, (size, g)) in self.points().iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}:{g}", format_bytes(*size))?;
+        }
+        Ok(())
+    }
+}
+
 /// What one link class costs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkCost {
-    /// Sustained bandwidth of a copy, in GB/s (10^9 bytes per second).
-    pub bandwidth_gbps: f64,
+    /// Sustained bandwidth of a copy, in GB/s (10^9 bytes per second), by
+    /// the copy's size.
+    pub bandwidth: Curve,
     /// Fixed cost per copy in microseconds.
     pub latency_us: f64,
     /// Bandwidth, in GB/s, of a copy the executor defers into the fold that
@@ -100,11 +238,11 @@ pub struct LinkCost {
 }
 
 impl LinkCost {
-    /// A link with this bandwidth and latency, whose deferred copies move at
-    /// the same bandwidth.
+    /// A link with this bandwidth at every size and this latency, whose
+    /// deferred copies move at the same bandwidth.
     pub fn new(bandwidth_gbps: f64, latency_us: f64) -> LinkCost {
         LinkCost {
-            bandwidth_gbps,
+            bandwidth: Curve::flat(bandwidth_gbps),
             latency_us,
             deferred_gbps: bandwidth_gbps,
         }
@@ -112,7 +250,7 @@ impl LinkCost {
 
     /// Estimated microseconds to move `bytes` over this link.
     pub fn time_us(&self, bytes: usize) -> f64 {
-        self.latency_us + bytes as f64 / (self.bandwidth_gbps * 1e3)
+        self.latency_us + self.bandwidth.us(bytes)
     }
 
     /// Estimated microseconds for a fold to move `bytes` it took over as a
@@ -126,8 +264,8 @@ impl LinkCost {
 /// kernel launch, a Vulkan submit and fence) and a throughput.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ComputeCost {
-    /// GB/s of input read.
-    pub gbps: f64,
+    /// GB/s of input read, by the size of one input.
+    pub gbps: Curve,
     /// Microseconds per step, whatever its size.
     pub fixed_us: f64,
 }
@@ -135,7 +273,7 @@ pub struct ComputeCost {
 impl ComputeCost {
     /// Estimated microseconds to read `inputs` tensors of `bytes` each.
     pub fn time_us(&self, inputs: usize, bytes: usize) -> f64 {
-        self.fixed_us + (inputs as f64 * bytes as f64) / (self.gbps * 1e3)
+        self.fixed_us + inputs as f64 * self.gbps.us(bytes)
     }
 }
 
@@ -171,6 +309,11 @@ pub struct RunnerCost {
     pub step_us: f64,
     /// Microseconds per run: setting up and collecting the results.
     pub run_us: f64,
+    /// Microseconds of the threaded runner's dispatcher per step (sending
+    /// it to its worker, taking its report): the rate at which it can
+    /// start steps, however many workers wait. The inline runner has no
+    /// dispatcher; its figure is not used.
+    pub dispatch_us: f64,
 }
 
 /// Device connectivity and link costs.
@@ -188,25 +331,54 @@ pub struct Topology {
     runners: BTreeMap<Runner, RunnerCost>,
     /// Device kinds whose collective driver (NCCL, host driver) is available.
     pub drivers: BTreeSet<DeviceKind>,
+    /// Device kinds (besides the CPU) whose memory is the host's: an
+    /// integrated GPU, or lavapipe. Their transfers and kernels load host
+    /// memory on both ends.
+    pub host_memory: BTreeSet<DeviceKind>,
     /// Where the figures come from.
     source: Source,
 }
 
 impl Default for Topology {
+    /// The documented defaults (`docs/lowering.md`): figures `fuel-opt
+    /// calibrate` measured on the development VM (2 cores, lavapipe for
+    /// Vulkan), rounded; the CUDA figures are estimates, no GPU was
+    /// measured. A machine of its own is calibrated instead.
     fn default() -> Self {
+        let curve = |pts: &[(usize, f64)]| Curve::new(pts).unwrap_or(Curve::flat(1.0));
+        let (k64, m1, m4) = (64 << 10, 1 << 20, 4 << 20);
+        let link = |bandwidth: Curve, latency_us: f64, deferred_gbps: f64| LinkCost {
+            bandwidth,
+            latency_us,
+            deferred_gbps,
+        };
         let links = [
             (LinkClass::SameDevice, LinkCost::new(200.0, 2.0)),
-            (LinkClass::HostHost, LinkCost::new(10.0, 5.0)),
+            (
+                LinkClass::HostHost,
+                link(curve(&[(k64, 32.0), (m1, 18.0), (m4, 11.0)]), 0.2, 11.0),
+            ),
             (LinkClass::HostCuda, LinkCost::new(25.0, 10.0)),
-            (LinkClass::HostVulkan, LinkCost::new(5.0, 30.0)),
+            (
+                LinkClass::HostVulkan,
+                link(curve(&[(k64, 20.0), (m1, 15.0), (m4, 11.0)]), 1.0, 15.0),
+            ),
             (LinkClass::CudaPeer, LinkCost::new(100.0, 8.0)),
         ]
         .into_iter()
         .collect();
         let compute = [
-            (DeviceKind::Cpu, 20.0, 0.1),
-            (DeviceKind::Cuda, 1000.0, 10.0),
-            (DeviceKind::Vulkan, 5.0, 40.0),
+            (
+                DeviceKind::Cpu,
+                curve(&[(k64, 40.0), (m1, 16.0), (m4, 14.0)]),
+                0.15,
+            ),
+            (DeviceKind::Cuda, Curve::flat(1000.0), 10.0),
+            (
+                DeviceKind::Vulkan,
+                curve(&[(k64, 0.6), (m1, 0.3), (m4, 0.25)]),
+                30.0,
+            ),
         ]
         .into_iter()
         .map(|(k, gbps, fixed_us)| (k, ComputeCost { gbps, fixed_us }))
@@ -215,15 +387,17 @@ impl Default for Topology {
             (
                 Runner::Inline,
                 RunnerCost {
-                    step_us: 0.3,
-                    run_us: 1.0,
+                    step_us: 0.1,
+                    run_us: 0.3,
+                    dispatch_us: 0.1,
                 },
             ),
             (
                 Runner::Threaded,
                 RunnerCost {
-                    step_us: 15.0,
-                    run_us: 20.0,
+                    step_us: 3.5,
+                    run_us: 1.0,
+                    dispatch_us: 1.5,
                 },
             ),
         ]
@@ -236,6 +410,7 @@ impl Default for Topology {
             compute,
             runners,
             drivers: BTreeSet::new(),
+            host_memory: BTreeSet::new(),
             source: Source::Defaults,
         }
     }
@@ -255,6 +430,12 @@ impl Topology {
     pub fn with_source(mut self, source: Source) -> Topology {
         self.source = source;
         self
+    }
+
+    /// True if a device of `kind` keeps its data in host memory (CPUs, and
+    /// the kinds a `host-memory` line names).
+    pub fn in_host_memory(&self, kind: DeviceKind) -> bool {
+        kind == DeviceKind::Cpu || self.host_memory.contains(&kind)
     }
 
     /// Declares peer access between two CUDA devices (both directions).
@@ -329,7 +510,7 @@ impl Topology {
     /// Cost of computing on a device of `kind`.
     pub fn compute(&self, kind: DeviceKind) -> ComputeCost {
         self.compute.get(&kind).copied().unwrap_or(ComputeCost {
-            gbps: 10.0,
+            gbps: Curve::flat(10.0),
             fixed_us: 10.0,
         })
     }
@@ -344,6 +525,7 @@ impl Topology {
         self.runners.get(&runner).copied().unwrap_or(RunnerCost {
             step_us: 10.0,
             run_us: 10.0,
+            dispatch_us: 3.0,
         })
     }
 
@@ -423,6 +605,13 @@ impl Topology {
                         ))
                     })
             };
+            let curve = |what: &str, v: &str, example: &str| {
+                Curve::parse(v).ok_or_else(|| {
+                    err(format!(
+                        "bad {what} `{v}`: expected a finite number of GB/s above 0, e.g. {example}, or one per size, e.g. 64K:30,4M:12"
+                    ))
+                })
+            };
             match words.as_slice() {
                 ["peer", a, b] => {
                     let (a, b) = (dev(a)?, dev(b)?);
@@ -439,6 +628,16 @@ impl Topology {
                     set("the staging device".into(), d.to_string())?;
                     t.staging = d;
                 }
+                ["host-memory", k] => {
+                    let k = kind(k)?;
+                    if k == DeviceKind::Cpu {
+                        return Err(err(
+                            "a cpu's memory is host memory already: `host-memory` takes cuda or vulkan"
+                                .into(),
+                        ));
+                    }
+                    t.host_memory.insert(k);
+                }
                 ["driver", k] => {
                     let k = kind(k)?;
                     if !DRIVER_KINDS.contains(&k) {
@@ -451,8 +650,7 @@ impl Topology {
                 ["reduce", k, v, rest @ ..] => {
                     let k = kind(k)?;
                     let mut cost = t.compute(k);
-                    cost.gbps =
-                        figure("reduce throughput", v, "GB/s", &format!("`reduce {k} 20`"))?;
+                    cost.gbps = curve("reduce throughput", v, &format!("`reduce {k} 20`"))?;
                     set(format!("the {k} reduce throughput"), cost.gbps.to_string())?;
                     for kv in rest {
                         match kv.split_once('=') {
@@ -488,9 +686,14 @@ impl Topology {
                                 cost.run_us = figure("run cost", v, "microseconds", "run=20")?;
                                 set(format!("the {r} run cost"), cost.run_us.to_string())?;
                             }
+                            Some(("dispatch", v)) => {
+                                cost.dispatch_us =
+                                    figure("dispatch cost", v, "microseconds", "dispatch=2")?;
+                                set(format!("the {r} dispatch cost"), cost.dispatch_us.to_string())?;
+                            }
                             _ => {
                                 return Err(err(format!(
-                                    "expected step=US or run=US, found `{kv}`"
+                                    "expected step=US, run=US or dispatch=US, found `{kv}`"
                                 )))
                             }
                         }
@@ -508,8 +711,8 @@ impl Topology {
                     for kv in rest {
                         match kv.split_once('=') {
                             Some(("bandwidth", v)) => {
-                                cost.bandwidth_gbps = figure("bandwidth", v, "GB/s", "bandwidth=25")?;
-                                set(format!("the {name} bandwidth"), cost.bandwidth_gbps.to_string())?;
+                                cost.bandwidth = curve("bandwidth", v, "bandwidth=25")?;
+                                set(format!("the {name} bandwidth"), cost.bandwidth.to_string())?;
                             }
                             Some(("latency", v)) => {
                                 cost.latency_us = figure("latency", v, "microseconds", "latency=10")?;
@@ -530,12 +733,12 @@ impl Topology {
                             seen.contains_key(&format!("the {name} deferred bandwidth"))
                                 .then_some(cost.deferred_gbps)
                         })
-                        .unwrap_or(cost.bandwidth_gbps);
+                        .unwrap_or_else(|| cost.bandwidth.points().last().map_or(1.0, |p| p.1));
                     t.set_link(class, cost);
                 }
                 _ => {
                     return Err(err(
-                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` or `runner inline|threaded step=.. run=..`"
+                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` or `runner inline|threaded step=.. run=.. dispatch=..`"
                             .into(),
                     ))
                 }
@@ -558,13 +761,17 @@ impl Topology {
         for k in &self.drivers {
             let _ = writeln!(s, "driver {k}");
         }
+        for k in &self.host_memory {
+            let _ = writeln!(s, "host-memory {k}");
+        }
         for (r, c) in &self.runners {
             let _ = writeln!(
                 s,
-                "runner {} step={} run={}",
+                "runner {} step={} run={} dispatch={}",
                 r.as_str(),
                 c.step_us,
-                c.run_us
+                c.run_us,
+                c.dispatch_us
             );
         }
         for (k, c) in &self.compute {
@@ -575,7 +782,7 @@ impl Topology {
                 s,
                 "link {} bandwidth={} latency={} deferred={}",
                 c.as_str(),
-                l.bandwidth_gbps,
+                l.bandwidth,
                 l.latency_us,
                 l.deferred_gbps
             );
@@ -642,10 +849,12 @@ mod tests {
 
     #[test]
     fn every_figure_round_trips() {
-        let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
+        let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nhost-memory vulkan\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30 dispatch=1.5\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
         let t = Topology::parse(text).unwrap();
         assert_eq!(t.runner(Runner::Inline).step_us, 0.25);
         assert_eq!(t.runner(Runner::Threaded).run_us, 30.0);
+        assert_eq!(t.runner(Runner::Threaded).dispatch_us, 1.5);
+        assert!(t.in_host_memory(DeviceKind::Vulkan) && !t.in_host_memory(DeviceKind::Cuda));
         assert_eq!(t.compute(DeviceKind::Vulkan).fixed_us, 70.0);
         assert_eq!(t.link(LinkClass::HostVulkan).deferred_gbps, 20.0);
         // A link line without `deferred=` moves deferred copies at its bandwidth.
@@ -656,6 +865,25 @@ mod tests {
             Topology::parse(&Topology::default().to_text()).unwrap(),
             Topology::default().with_source(Source::File(None))
         );
+    }
+
+    #[test]
+    fn curves_interpolate_by_size_and_round_trip() {
+        let t = Topology::parse("link host-host bandwidth=64K:30,1M:15,4M:11 latency=0.5\nreduce cpu 64K:40,4M:13 fixed=0.2\n").unwrap();
+        let c = t.link(LinkClass::HostHost).bandwidth;
+        assert_eq!(c.at(4096), 30.0);
+        assert_eq!(c.at(64 << 10), 30.0);
+        assert!((c.at(256 << 10) - 22.5).abs() < 1e-12);
+        assert_eq!(c.at(4 << 20), 11.0);
+        assert_eq!(c.at(16 << 20), 11.0);
+        assert_eq!(c.to_string(), "64K:30,1M:15,4M:11");
+        // Deferred copies default to the largest size's bandwidth.
+        assert_eq!(t.link(LinkClass::HostHost).deferred_gbps, 11.0);
+        assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+        for bad in ["4M:11,64K:30", "64K:0", "64K:30,", "64Q:3", "1M:inf"] {
+            let e = Topology::parse(&format!("link host-host bandwidth={bad}")).unwrap_err();
+            assert!(e.contains(&format!("bad bandwidth `{bad}`")), "{e}");
+        }
     }
 
     #[test]

@@ -15,13 +15,15 @@
 //!   only where the group has a device other than a CPU, since an all-host
 //!   graph always runs inline);
 //! - links: one copy between two devices of each class among the group's
-//!   (and `cpu:0 -> cpu:1`), at 4 KiB and 4 MiB: latency and bandwidth;
-//! - computation: a two-input `add` on each device kind at 4 KiB and 4 MiB:
-//!   fixed cost and throughput (for CPUs the throughput only);
+//!   (and `cpu:0 -> cpu:1`), at 4 KiB (the latency) and at 64 KiB, 1 MiB
+//!   and 4 MiB (the bandwidth curve's points: caches make small copies
+//!   faster per byte than large ones);
+//! - computation: a two-input `add` on each device kind at the same sizes:
+//!   the fixed cost (for CPUs from the div chain) and the throughput curve;
 //! - deferred copies: a GPU shard copied to `cpu:0` straight into an `add`
 //!   there (the executor defers it into the add), 4 MiB: their bandwidth.
 //!
-//! The graphs are timed once; the fits then run three times over, each
+//! The graphs are timed once; the fits then run eight times over, each
 //! with the others' latest figures, since every graph pays a little of
 //! every other figure.
 
@@ -30,12 +32,14 @@ use crate::Failure;
 use fuel_collective::lower::estimate_run_on;
 use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::deterministic_inputs;
-use fuel_graph_ext::topology::{LinkClass, Runner, RunnerCost};
+use fuel_graph_ext::topology::{Curve, LinkClass, Runner};
 use fuel_graph_ext::{text, Device, DeviceKind, Graph, Topology};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-const SMALL: usize = 4 << 10;
+/// The sizes links and computations are timed at: the smallest fixes the
+/// latency or fixed cost, the others a point of the throughput curve each.
+const SIZES: [usize; 4] = [4 << 10, 64 << 10, 1 << 20, 4 << 20];
 const BIG: usize = 4 << 20;
 const CHAIN: usize = 33;
 
@@ -118,6 +122,20 @@ fn div_chain(k: usize) -> String {
     s + &format!("  return %{k}\n}}\n")
 }
 
+/// `k` independent `div`s, alternately on cpu:0 and cpu:1, all outputs.
+fn fanout(k: usize) -> String {
+    let mut s = String::from(
+        "graph @cal {\n  %0 = input \"a\" @cpu:0 : f32[1]\n  %1 = input \"b\" @cpu:1 : f32[1]\n",
+    );
+    let mut rets = Vec::with_capacity(k);
+    for i in 0..k {
+        let d = i % 2;
+        s += &format!("  %{} = div %{d} {{by=1}} @cpu:{d} : f32[1]\n", i + 2);
+        rets.push(format!("%{}", i + 2));
+    }
+    s + &format!("  return {}\n}}\n", rets.join(", "))
+}
+
 fn copy_graph(a: Device, b: Device, bytes: usize) -> String {
     let n = elems(bytes);
     format!(
@@ -138,6 +156,22 @@ fn deferred_graph(gpu: Device, bytes: usize) -> String {
     format!(
         "graph @cal {{\n  %0 = input \"a\" @{gpu} : f32[{n}]\n  %1 = input \"b\" @cpu:0 : f32[{n}]\n  %2 = copy %0 -> cpu:0 : f32[{n}]\n  %3 = add %1, %2 @cpu:0 : f32[{n}]\n  return %3\n}}\n"
     )
+}
+
+/// True if a Vulkan device of the group sits on an adapter whose memory is
+/// the host's.
+fn host_memory_vulkan(devices: &[Device]) -> bool {
+    use fuel_graph_ext::backend::vulkan::{devices_per_adapter, Instance};
+    let Ok(inst) = Instance::open() else {
+        return false;
+    };
+    let adapters = inst.adapters();
+    devices.iter().any(|d| {
+        d.kind == DeviceKind::Vulkan
+            && adapters
+                .get((d.index / devices_per_adapter()) as usize)
+                .is_some_and(|a| a.host_memory)
+    })
 }
 
 /// Keeps a fitted figure finite and above zero: a throughput too fast to
@@ -220,13 +254,32 @@ fn gbps(per_byte: f64) -> f64 {
     }
 }
 
+/// `c` with a point at each timed size above the smallest (the first,
+/// 64 KiB, is the figure for every smaller step too), starting from `c`'s
+/// own figures there.
+fn sized(c: Curve) -> Curve {
+    let pts: Vec<(usize, f64)> = SIZES[1..].iter().map(|&b| (b, c.at(b))).collect();
+    Curve::new(&pts).unwrap_or(c)
+}
+
+/// `c` with point `k`'s figure set to the throughput whose microseconds
+/// per byte are `inv`.
+fn with_point(c: Curve, k: usize, inv: f64) -> Curve {
+    let at = c.points().get(k).map(|p| p.0);
+    c.map(|size, g| if Some(size) == at { gbps(inv) } else { g })
+}
+
 /// Everything timed for one calibration.
 struct Measured {
     copies: [Timed; 2],
     divs: [Timed; 2],
     threaded_divs: Option<[Timed; 2]>,
-    links: Vec<(LinkClass, Device, Device, [Timed; 2])>,
-    adds: Vec<(DeviceKind, [Timed; 2])>,
+    /// 33 independent divs on two CPUs' workers: the dispatcher's rate.
+    fanout: Option<Timed>,
+    /// A copy per link class, one per size of [`SIZES`].
+    links: Vec<(LinkClass, Device, Device, Vec<Timed>)>,
+    /// A two-input add per device kind, one per size of [`SIZES`].
+    adds: Vec<(DeviceKind, Vec<Timed>)>,
     deferred: Vec<(LinkClass, Timed)>,
 }
 
@@ -244,13 +297,19 @@ pub fn measure(
     let pair = |t: &dyn Fn(usize) -> String, devs: &[Device]| -> Result<[Timed; 2], Failure> {
         Ok([time(&t(0), devs, effort)?, time(&t(1), devs, effort)?])
     };
-    let sizes = |s: usize| if s == 0 { SMALL } else { BIG };
+    let sweep = |t: &dyn Fn(usize) -> String, devs: &[Device]| -> Result<Vec<Timed>, Failure> {
+        SIZES.iter().map(|&b| time(&t(b), devs, effort)).collect()
+    };
     let chain = |s: usize| if s == 0 { 1 } else { CHAIN };
     let mut m = Measured {
         copies: pair(&|s| copy_chain(chain(s)), &[h0, h1])?,
         divs: pair(&|s| div_chain(chain(s)), &[h0])?,
         threaded_divs: match other {
             Some(o) => Some(pair(&|s| div_chain(chain(s)), &[h0, o])?),
+            None => None,
+        },
+        fanout: match other {
+            Some(o) => Some(time(&fanout(CHAIN), &[h0, h1, o], effort)?),
             None => None,
         },
         links: Vec::new(),
@@ -272,7 +331,7 @@ pub fn measure(
         }
     }
     for (class, a, b) in ends {
-        let t = pair(&|s| copy_graph(a, b, sizes(s)), &[a, b])?;
+        let t = sweep(&|bytes| copy_graph(a, b, bytes), &[a, b])?;
         m.links.push((class, a, b, t));
         if class == LinkClass::HostVulkan || class == LinkClass::HostCuda {
             m.deferred
@@ -287,10 +346,17 @@ pub fn measure(
     );
     for d in kinds {
         m.adds
-            .push((d.kind, pair(&|s| add_graph(d, sizes(s)), &[d])?));
+            .push((d.kind, sweep(&|bytes| add_graph(d, bytes), &[d])?));
     }
-    let topo = fit(&m, base);
+    let mut base = base.clone();
+    if host_memory_vulkan(devices) {
+        base.host_memory.insert(DeviceKind::Vulkan);
+    }
+    let topo = fit(&m, &base);
     report(&m, &topo, say);
+    if topo.in_host_memory(DeviceKind::Vulkan) {
+        say("host-memory vulkan: the Vulkan adapter's memory is the host's (a CPU device or an integrated GPU)".into());
+    }
     // What is written must read back.
     Topology::parse(&topo.to_text()).map_err(|e| {
         Failure::input(format!(
@@ -300,10 +366,10 @@ pub fn measure(
     Ok(topo)
 }
 
-/// Fits every figure to the measurements, three times over.
+/// Fits every figure to the measurements, eight times over.
 fn fit(m: &Measured, base: &Topology) -> Topology {
     let mut t = base.clone();
-    for _ in 0..3 {
+    for _ in 0..8 {
         // Inline runner: the step cost from the shared copy chain's slope
         // (its runs differ only in shared copies), the CPU's fixed cost per
         // computation from the div chain's slope, and the run cost from one
@@ -348,84 +414,115 @@ fn fit(m: &Measured, base: &Topology) -> Topology {
             m.divs[0].us,
         );
         inline(&mut t, None, Some(clamp(run)));
-        // Threaded runner.
+        // Threaded runner: step and run cost from its div chain, then the
+        // dispatcher's cost per step from divs side by side.
         if let Some(d) = &m.threaded_divs {
             let now = t.runner(Runner::Threaded);
             let (step, run) = solve2(
                 |i, x, y| {
                     let mut u = t.clone();
-                    u.set_runner(
-                        Runner::Threaded,
-                        RunnerCost {
-                            step_us: x,
-                            run_us: y,
-                        },
-                    );
+                    let mut th = u.runner(Runner::Threaded);
+                    th.step_us = x;
+                    th.run_us = y;
+                    u.set_runner(Runner::Threaded, th);
                     d[i].model(&u)
                 },
                 (now.step_us, now.run_us),
                 [d[0].us, d[1].us],
             );
-            t.set_runner(
-                Runner::Threaded,
-                RunnerCost {
-                    step_us: clamp(step),
-                    run_us: clamp(run),
-                },
-            );
+            let mut th = t.runner(Runner::Threaded);
+            th.step_us = clamp(step);
+            th.run_us = clamp(run);
+            t.set_runner(Runner::Threaded, th);
         }
-        // Links: latency and microseconds per byte.
-        for (class, _, _, g) in &m.links {
-            let now = t.link(*class);
-            let (lat, inv) = solve2(
-                |i, x, y| {
+        if let Some(f) = &m.fanout {
+            let dispatch = solve1(
+                |x| {
                     let mut u = t.clone();
-                    let mut l = u.link(*class);
-                    l.latency_us = x;
-                    l.bandwidth_gbps = gbps(y);
-                    u.set_link(*class, l);
-                    g[i].model(&u)
+                    let mut th = u.runner(Runner::Threaded);
+                    th.dispatch_us = x;
+                    u.set_runner(Runner::Threaded, th);
+                    f.model(&u)
                 },
-                (now.latency_us, per_byte(now.bandwidth_gbps)),
-                [g[0].us, g[1].us],
+                t.runner(Runner::Threaded).dispatch_us,
+                f.us,
             );
-            let mut l = t.link(*class);
-            l.latency_us = clamp(lat);
-            l.bandwidth_gbps = clamp(gbps(inv));
-            t.set_link(*class, l);
+            let mut th = t.runner(Runner::Threaded);
+            th.dispatch_us = clamp(dispatch);
+            t.set_runner(Runner::Threaded, th);
         }
-        // Computation: fixed cost and throughput (CPUs: throughput only).
-        for (kind, g) in &m.adds {
-            let now = t.compute(*kind);
-            let with = |fixed: f64, inv: f64| {
-                let mut u = t.clone();
-                u.set_compute(
-                    *kind,
-                    fuel_graph_ext::topology::ComputeCost {
-                        gbps: gbps(inv),
-                        fixed_us: fixed,
-                    },
-                );
-                u
+        // Links: the latency from the smallest copy, then the bandwidth at
+        // each larger size (microseconds per byte, which the model is
+        // affine in).
+        for (class, _, _, g) in &m.links {
+            let set = |u: &mut Topology, lat: Option<f64>, c: Curve| {
+                let mut l = u.link(*class);
+                l.latency_us = lat.unwrap_or(l.latency_us);
+                l.bandwidth = c;
+                u.set_link(*class, l);
             };
-            let mut c = now;
-            if *kind == DeviceKind::Cpu {
+            let mut c = sized(t.link(*class).bandwidth);
+            set(&mut t, None, c);
+            let lat = solve1(
+                |x| {
+                    let mut u = t.clone();
+                    set(&mut u, Some(x), c);
+                    g[0].model(&u)
+                },
+                t.link(*class).latency_us,
+                g[0].us,
+            );
+            set(&mut t, Some(clamp(lat)), c);
+            for (k, timed) in g.iter().enumerate().skip(1) {
                 let inv = solve1(
-                    |y| g[1].model(&with(now.fixed_us, y)),
-                    per_byte(now.gbps),
-                    g[1].us,
+                    |y| {
+                        let mut u = t.clone();
+                        set(&mut u, None, with_point(c, k - 1, y));
+                        timed.model(&u)
+                    },
+                    per_byte(c.points()[k - 1].1),
+                    timed.us,
                 );
-                c.gbps = clamp(gbps(inv));
-            } else {
-                let (fixed, inv) = solve2(
-                    |i, x, y| g[i].model(&with(x, y)),
-                    (now.fixed_us, per_byte(now.gbps)),
-                    [g[0].us, g[1].us],
-                );
-                c.fixed_us = clamp(fixed);
-                c.gbps = clamp(gbps(inv));
+                c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+                set(&mut t, None, c);
             }
-            t.set_compute(*kind, c);
+        }
+        // Computation: the fixed cost from the smallest add (CPUs: from
+        // the div chain, above), then the throughput at each larger size.
+        for (kind, g) in &m.adds {
+            let set = |u: &mut Topology, fixed: Option<f64>, c: Curve| {
+                let mut cost = u.compute(*kind);
+                cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
+                cost.gbps = c;
+                u.set_compute(*kind, cost);
+            };
+            let mut c = sized(t.compute(*kind).gbps);
+            set(&mut t, None, c);
+            if *kind != DeviceKind::Cpu {
+                let fixed = solve1(
+                    |x| {
+                        let mut u = t.clone();
+                        set(&mut u, Some(x), c);
+                        g[0].model(&u)
+                    },
+                    t.compute(*kind).fixed_us,
+                    g[0].us,
+                );
+                set(&mut t, Some(clamp(fixed)), c);
+            }
+            for (k, timed) in g.iter().enumerate().skip(1) {
+                let inv = solve1(
+                    |y| {
+                        let mut u = t.clone();
+                        set(&mut u, None, with_point(c, k - 1, y));
+                        timed.model(&u)
+                    },
+                    per_byte(c.points()[k - 1].1),
+                    timed.us,
+                );
+                c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+                set(&mut t, None, c);
+            }
         }
         // Deferred copies.
         for (class, g) in &m.deferred {
@@ -461,21 +558,28 @@ fn report(m: &Measured, t: &Topology, say: &mut dyn FnMut(String)) {
         m.divs[1].us,
         t.compute(DeviceKind::Cpu).fixed_us
     ));
-    if let Some(d) = &m.threaded_divs {
+    if let (Some(d), Some(f)) = (&m.threaded_divs, &m.fanout) {
         let th = t.runner(Runner::Threaded);
         say(format!(
-            "runner threaded: 1 / {CHAIN} divs {:.1} / {:.1} us => step {:.2} us, run {:.2} us",
-            d[0].us, d[1].us, th.step_us, th.run_us
+            "runner threaded: 1 / {CHAIN} divs {:.1} / {:.1} us, {CHAIN} side by side {:.1} us => step {:.2} us, run {:.2} us, dispatch {:.2} us",
+            d[0].us, d[1].us, f.us, th.step_us, th.run_us, th.dispatch_us
         ));
     }
+    let times = |g: &[Timed]| {
+        g.iter()
+            .zip(SIZES)
+            .map(|(t, b)| format!("{} {:.1}", crate::sizes::format_size(b), t.us))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let round = |c: Curve| c.map(|_, x| (x * 100.0).round() / 100.0);
     for (class, a, b, g) in &m.links {
         let l = t.link(*class);
         say(format!(
-            "link {:<12} {a} -> {b}: 4 KiB {:.1} us, 4 MiB {:.1} us => bandwidth {:.2} GB/s, latency {:.2} us",
+            "link {:<12} {a} -> {b}: {} us => bandwidth {} GB/s, latency {:.2} us",
             class.as_str(),
-            g[0].us,
-            g[1].us,
-            l.bandwidth_gbps,
+            times(g),
+            round(l.bandwidth),
             l.latency_us
         ));
     }
@@ -490,8 +594,10 @@ fn report(m: &Measured, t: &Topology, say: &mut dyn FnMut(String)) {
     for (kind, g) in &m.adds {
         let c = t.compute(*kind);
         say(format!(
-            "reduce {kind:<8} add of 2 x 4 KiB {:.1} us, 2 x 4 MiB {:.1} us => {:.2} GB/s of input read, fixed {:.2} us",
-            g[0].us, g[1].us, c.gbps, c.fixed_us
+            "reduce {kind:<8} add of 2 inputs: {} us => {} GB/s of input read, fixed {:.2} us",
+            times(g),
+            round(c.gbps),
+            c.fixed_us
         ));
     }
 }
@@ -596,16 +702,21 @@ pub fn write_topology(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fuel_graph_ext::topology::RunnerCost;
 
     /// Fitting the model to its own estimates gives back its figures.
     #[test]
     fn fits_recover_the_figures_that_made_the_times() {
+        let curve = |g: [f64; 3]| {
+            Curve::new(&[(SIZES[1], g[0]), (SIZES[2], g[1]), (SIZES[3], g[2])]).unwrap()
+        };
         let mut truth = Topology::default();
         truth.set_runner(
             Runner::Inline,
             RunnerCost {
                 step_us: 0.7,
                 run_us: 2.5,
+                dispatch_us: 0.3,
             },
         );
         truth.set_runner(
@@ -613,23 +724,24 @@ mod tests {
             RunnerCost {
                 step_us: 11.0,
                 run_us: 40.0,
+                dispatch_us: 6.0,
             },
         );
         let mut hv = truth.link(LinkClass::HostVulkan);
-        hv.bandwidth_gbps = 6.5;
+        hv.bandwidth = curve([9.0, 7.0, 6.5]);
         hv.latency_us = 44.0;
         hv.deferred_gbps = 20.0;
         truth.set_link(LinkClass::HostVulkan, hv);
         let mut hh = truth.link(LinkClass::HostHost);
-        hh.bandwidth_gbps = 30.0;
+        hh.bandwidth = curve([40.0, 30.0, 20.0]);
         hh.latency_us = 0.4;
         truth.set_link(LinkClass::HostHost, hh);
         let mut vk = truth.compute(DeviceKind::Vulkan);
-        vk.gbps = 0.5;
+        vk.gbps = curve([0.4, 0.5, 0.45]);
         vk.fixed_us = 70.0;
         truth.set_compute(DeviceKind::Vulkan, vk);
         let mut cpu = truth.compute(DeviceKind::Cpu);
-        cpu.gbps = 25.0;
+        cpu.gbps = curve([60.0, 25.0, 14.0]);
         cpu.fixed_us = 0.2;
         truth.set_compute(DeviceKind::Cpu, cpu);
         let g = |src: &str, runner| {
@@ -638,6 +750,9 @@ mod tests {
             Timed { graph, runner, us }
         };
         let (h0, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
+        let sweep = |f: &dyn Fn(usize) -> String, runner| -> Vec<Timed> {
+            SIZES.iter().map(|&b| g(&f(b), runner)).collect()
+        };
         let m = Measured {
             copies: [
                 g(&copy_chain(1), Runner::Inline),
@@ -651,40 +766,29 @@ mod tests {
                 g(&div_chain(1), Runner::Threaded),
                 g(&div_chain(CHAIN), Runner::Threaded),
             ]),
+            fanout: Some(g(&fanout(CHAIN), Runner::Threaded)),
             links: vec![
                 (
                     LinkClass::HostHost,
                     h0,
                     h1,
-                    [
-                        g(&copy_graph(h0, h1, SMALL), Runner::Inline),
-                        g(&copy_graph(h0, h1, BIG), Runner::Inline),
-                    ],
+                    sweep(&|b| copy_graph(h0, h1, b), Runner::Inline),
                 ),
                 (
                     LinkClass::HostVulkan,
                     v,
                     h0,
-                    [
-                        g(&copy_graph(v, h0, SMALL), Runner::Threaded),
-                        g(&copy_graph(v, h0, BIG), Runner::Threaded),
-                    ],
+                    sweep(&|b| copy_graph(v, h0, b), Runner::Threaded),
                 ),
             ],
             adds: vec![
                 (
                     DeviceKind::Cpu,
-                    [
-                        g(&add_graph(h0, SMALL), Runner::Inline),
-                        g(&add_graph(h0, BIG), Runner::Inline),
-                    ],
+                    sweep(&|b| add_graph(h0, b), Runner::Inline),
                 ),
                 (
                     DeviceKind::Vulkan,
-                    [
-                        g(&add_graph(v, SMALL), Runner::Threaded),
-                        g(&add_graph(v, BIG), Runner::Threaded),
-                    ],
+                    sweep(&|b| add_graph(v, b), Runner::Threaded),
                 ),
             ],
             deferred: vec![(
@@ -694,23 +798,31 @@ mod tests {
         };
         let got = fit(&m, &Topology::default());
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-3 * b.abs().max(1.0);
+        let same = |a: Curve, b: Curve| {
+            a.points().len() == b.points().len()
+                && a.points()
+                    .iter()
+                    .zip(b.points())
+                    .all(|(x, y)| x.0 == y.0 && close(x.1, y.1))
+        };
         let (i, th) = (got.runner(Runner::Inline), got.runner(Runner::Threaded));
         assert!(close(i.step_us, 0.7) && close(i.run_us, 2.5), "{i:?}");
         assert!(close(th.step_us, 11.0) && close(th.run_us, 40.0), "{th:?}");
+        assert!(close(th.dispatch_us, 6.0), "{th:?}");
         let l = got.link(LinkClass::HostVulkan);
         assert!(
-            close(l.bandwidth_gbps, 6.5) && close(l.latency_us, 44.0),
+            same(l.bandwidth, hv.bandwidth) && close(l.latency_us, 44.0),
             "{l:?}"
         );
         assert!(close(l.deferred_gbps, 20.0), "{l:?}");
         let l = got.link(LinkClass::HostHost);
         assert!(
-            close(l.bandwidth_gbps, 30.0) && close(l.latency_us, 0.4),
+            same(l.bandwidth, hh.bandwidth) && close(l.latency_us, 0.4),
             "{l:?}"
         );
         let c = got.compute(DeviceKind::Vulkan);
-        assert!(close(c.gbps, 0.5) && close(c.fixed_us, 70.0), "{c:?}");
+        assert!(same(c.gbps, vk.gbps) && close(c.fixed_us, 70.0), "{c:?}");
         let c = got.compute(DeviceKind::Cpu);
-        assert!(close(c.gbps, 25.0) && close(c.fixed_us, 0.2), "{c:?}");
+        assert!(same(c.gbps, cpu.gbps) && close(c.fixed_us, 0.2), "{c:?}");
     }
 }

@@ -415,7 +415,7 @@ mod tests {
     use super::super::ring::Ring;
     use super::super::star::Star;
     use super::*;
-    use fuel_graph_ext::topology::{ComputeCost, LinkClass, LinkCost, Runner, RunnerCost};
+    use fuel_graph_ext::topology::{ComputeCost, Curve, LinkClass, LinkCost, Runner, RunnerCost};
     use fuel_graph_ext::{text, DeviceKind};
     use proptest::prelude::*;
 
@@ -489,7 +489,7 @@ mod tests {
             t.set_link(
                 c,
                 LinkCost {
-                    bandwidth_gbps: l.bandwidth_gbps * scale,
+                    bandwidth: Curve::new(&[(16, 3.0 * scale), (256, scale)]).unwrap(),
                     latency_us: l.latency_us / scale,
                     deferred_gbps: l.deferred_gbps * scale * 1.5,
                 },
@@ -500,7 +500,7 @@ mod tests {
             t.set_compute(
                 k,
                 ComputeCost {
-                    gbps: c.gbps / scale,
+                    gbps: c.gbps.map(|_, g| g / scale),
                     fixed_us: c.fixed_us * scale,
                 },
             );
@@ -511,8 +511,12 @@ mod tests {
             RunnerCost {
                 step_us: th.step_us * scale,
                 run_us: th.run_us,
+                dispatch_us: th.dispatch_us * scale * 2.0,
             },
         );
+        if scale > 1.0 {
+            t.host_memory.insert(DeviceKind::Vulkan);
+        }
         t
     }
 
@@ -568,6 +572,7 @@ mod tests {
                 prop_assert!(
                     close(closed.critical_path_us, graph.critical_path_us)
                         && close(closed.busiest_us, graph.busiest_us)
+                        && close(closed.dispatcher_us, graph.dispatcher_us)
                         && closed.transfers == graph.transfers
                         && closed.bytes_moved == graph.bytes_moved,
                     "{l} over {devs:?}, kind {kind}, shape {shape:?}:\nclosed {closed:?}\ngraph  {graph:?}"

@@ -36,6 +36,9 @@ pub struct AdapterInfo {
     /// True if the adapter has the memory type mapped storage buffers use
     /// ([`HostAccess::Mapped`]).
     pub mappable: bool,
+    /// True if its memory is the host's: a CPU device (lavapipe) or an
+    /// integrated GPU.
+    pub host_memory: bool,
 }
 
 impl Instance {
@@ -104,6 +107,10 @@ impl Instance {
                     i64: self.core_features(*pd).shader_int64 == vk::TRUE,
                     driver: self.driver(*pd, &props),
                     mappable: memory::mapped_memory_type(&memory).is_some(),
+                    host_memory: matches!(
+                        props.device_type,
+                        vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
+                    ),
                 }
             })
             .collect()
