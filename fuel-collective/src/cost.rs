@@ -109,6 +109,17 @@ pub enum StepKind {
 }
 
 impl StepKind {
+    /// The bytes it moves, or of each tensor it reads.
+    pub fn bytes(&self) -> usize {
+        match *self {
+            StepKind::Transfer { bytes, .. }
+            | StepKind::Compute { bytes, .. }
+            | StepKind::Driver { bytes, .. }
+            | StepKind::Input { bytes, .. }
+            | StepKind::Output { bytes, .. } => bytes,
+        }
+    }
+
     /// The devices the step touches.
     fn devices(&self) -> [Option<Device>; 2] {
         match *self {
@@ -176,8 +187,17 @@ pub fn runner_of(steps: &[Step]) -> Runner {
     runner_for(steps.iter().flat_map(|s| s.kind.devices()).flatten())
 }
 
-/// Microseconds one step takes on its own under `runner`.
-pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
+/// The size throughputs are looked up at for a list of steps: its largest
+/// tensor. A chunk of a large tensor streams through the caches as the
+/// whole tensor does, so a ring's 1 MiB chunks of a 4 MiB shard run at the
+/// 4 MiB figure, not the 1 MiB one.
+pub fn working_bytes(steps: &[Step]) -> usize {
+    steps.iter().map(|s| s.kind.bytes()).max().unwrap_or(0)
+}
+
+/// Microseconds one step takes on its own under `runner`, within work
+/// whose largest tensor is `working` bytes ([`working_bytes`]).
+pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize) -> f64 {
     let step = topo.runner(runner).step_us;
     let host_link = |d: Device| topo.link(Topology::host_class(d.kind));
     match *kind {
@@ -187,7 +207,7 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
             bytes,
             mode,
         } => match mode {
-            CopyMode::Moves => topo.transfer_us(from, to, bytes) + step,
+            CopyMode::Moves => topo.transfer_us_at(from, to, bytes, working) + step,
             CopyMode::Shared => topo.runner(Runner::Inline).step_us,
             // A host fold reads a deferred operand where it lies (or
             // downloads it); a device fold uploads it and folds it in with
@@ -207,18 +227,20 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
             device,
             inputs,
             bytes,
-        } => topo.reduce_us(device, inputs, bytes) + step,
+        } => topo.compute(device.kind).time_us_at(inputs, bytes, working) + step,
         StepKind::Driver {
             device,
             ranks,
             bytes,
             peered,
-        } => driver_us(topo, device, ranks, bytes, peered) + step,
+        } => driver_us(topo, device, ranks, bytes, peered, working) + step,
         StepKind::Input { device, bytes } if !device.is_cpu() => {
-            host_link(device).time_us(bytes) + step
+            host_link(device).time_us_at(bytes, working) + step
         }
         StepKind::Input { .. } => step,
-        StepKind::Output { device, bytes } if !device.is_cpu() => host_link(device).time_us(bytes),
+        StepKind::Output { device, bytes } if !device.is_cpu() => {
+            host_link(device).time_us_at(bytes, working)
+        }
         StepKind::Output { .. } => 0.0,
     }
 }
@@ -227,7 +249,14 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind) -> f64 {
 /// `2(k-1)/k` of the shard in `2(k-1)` steps over the links its driver uses
 /// (CUDA peer links where every pair is peered, else the host-CUDA link;
 /// host-host for CPUs), and reduces `(k-1)/k` of it.
-pub fn driver_us(topo: &Topology, device: Device, ranks: usize, bytes: usize, peered: bool) -> f64 {
+pub fn driver_us(
+    topo: &Topology,
+    device: Device,
+    ranks: usize,
+    bytes: usize,
+    peered: bool,
+    working: usize,
+) -> f64 {
     if ranks <= 1 {
         return 0.0;
     }
@@ -240,8 +269,8 @@ pub fn driver_us(topo: &Topology, device: Device, ranks: usize, bytes: usize, pe
     let link = topo.link(class);
     let compute = topo.compute(device.kind);
     2.0 * (k - 1.0) * link.latency_us
-        + 2.0 * (k - 1.0) / k * link.bandwidth.us(bytes)
-        + (k - 1.0) / k * compute.gbps.us(bytes)
+        + 2.0 * (k - 1.0) / k * link.bandwidth.us_at(bytes, working)
+        + (k - 1.0) / k * compute.gbps.us_at(bytes, working)
 }
 
 /// A resource a step occupies.
@@ -333,6 +362,7 @@ pub struct Priced {
 pub struct Tally<'a> {
     topo: &'a Topology,
     runner: Runner,
+    working: usize,
     /// Work on the caller's thread and the dispatcher.
     caller: f64,
     dispatcher: f64,
@@ -343,11 +373,13 @@ pub struct Tally<'a> {
 }
 
 impl<'a> Tally<'a> {
-    /// An empty tally for steps run by `runner`.
-    pub fn new(topo: &'a Topology, runner: Runner) -> Tally<'a> {
+    /// An empty tally for steps run by `runner`, whose largest tensor is
+    /// `working` bytes ([`working_bytes`]).
+    pub fn new(topo: &'a Topology, runner: Runner, working: usize) -> Tally<'a> {
         Tally {
             topo,
             runner,
+            working,
             caller: 0.0,
             dispatcher: 0.0,
             workers: FxHashMap::default(),
@@ -373,17 +405,11 @@ impl<'a> Tally<'a> {
             _ => None,
         };
         // Host memory moves twice the host-to-host copy bandwidth (a copy
-        // reads and writes each byte), at the step's own size.
-        let size = match *kind {
-            StepKind::Transfer { bytes, .. }
-            | StepKind::Compute { bytes, .. }
-            | StepKind::Driver { bytes, .. }
-            | StepKind::Input { bytes, .. }
-            | StepKind::Output { bytes, .. } => bytes,
-        };
+        // reads and writes each byte), at the working size.
         let host_us = if host_bytes == 0 {
             0.0
         } else {
+            let size = self.working.max(kind.bytes());
             let hh = self.topo.link(LinkClass::HostHost).bandwidth.at(size);
             host_bytes as f64 / (2.0 * hh * 1e3)
         };
@@ -392,7 +418,7 @@ impl<'a> Tally<'a> {
             Resource::Worker(_) => self.topo.runner(Runner::Threaded).dispatch_us,
             _ => 0.0,
         };
-        let us = step_us(self.topo, self.runner, kind);
+        let us = step_us(self.topo, self.runner, kind, self.working);
         // A worker's step costs its worker the work, not the hand-off: that
         // is latency on the step's own chain, and dispatcher time.
         let busy_us = match resource {
@@ -451,7 +477,7 @@ impl<'a> Tally<'a> {
 /// that do not point to an earlier step are ignored.
 pub fn estimate_with(topo: &Topology, runner: Runner, steps: &[Step]) -> Estimate {
     let mut finish: Vec<f64> = Vec::with_capacity(steps.len());
-    let mut tally = Tally::new(topo, runner);
+    let mut tally = Tally::new(topo, runner, working_bytes(steps));
     for (i, s) in steps.iter().enumerate() {
         let start = s
             .deps
@@ -532,7 +558,7 @@ mod tests {
         assert_eq!(runner_of(&steps), Runner::Inline);
         let sum: f64 = steps
             .iter()
-            .map(|s| step_us(&t, Runner::Inline, &s.kind))
+            .map(|s| step_us(&t, Runner::Inline, &s.kind, 1 << 20))
             .sum();
         assert!((estimate(&t, &steps).total_us() - sum).abs() < 1e-9);
     }
@@ -548,8 +574,8 @@ mod tests {
             bytes,
             mode,
         };
-        let moved = step_us(&t, Runner::Threaded, &with(CopyMode::Moves));
-        let deferred = step_us(&t, Runner::Threaded, &with(CopyMode::Deferred));
+        let moved = step_us(&t, Runner::Threaded, &with(CopyMode::Moves), bytes);
+        let deferred = step_us(&t, Runner::Threaded, &with(CopyMode::Deferred), bytes);
         let link = t.link(LinkClass::HostVulkan);
         assert!((deferred - link.deferred_us(bytes)).abs() < 1e-9);
         assert!(moved > deferred + link.latency_us);
@@ -560,7 +586,7 @@ mod tests {
             mode: CopyMode::Shared,
         };
         assert_eq!(
-            step_us(&t, Runner::Inline, &shared),
+            step_us(&t, Runner::Inline, &shared, bytes),
             t.runner(Runner::Inline).step_us
         );
         let e = estimate(
@@ -598,8 +624,8 @@ mod tests {
         ];
         let e = estimate(&t, &steps);
         let hh = t.link(LinkClass::HostHost).bandwidth;
-        let memory =
-            (2 * 3 * bytes) as f64 / (2.0 * hh.at(bytes) * 1e3) + 4.0 / (2.0 * hh.at(4) * 1e3);
+        // At the working size: the largest tensor of the steps.
+        let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh.at(bytes) * 1e3);
         assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
         assert!(e.busiest_us > e.critical_path_us);
     }

@@ -157,7 +157,14 @@ impl Curve {
 
     /// Microseconds to move (or read) `bytes` at this throughput.
     pub fn us(&self, bytes: usize) -> f64 {
-        bytes as f64 / (self.at(bytes) * 1e3)
+        self.us_at(bytes, bytes)
+    }
+
+    /// Microseconds to move `bytes` as part of work whose data is `working`
+    /// bytes: the throughput at `working` (a chunk of a large tensor
+    /// streams from memory as the tensor does, not from cache).
+    pub fn us_at(&self, bytes: usize, working: usize) -> f64 {
+        bytes as f64 / (self.at(working.max(bytes)) * 1e3)
     }
 
     /// Every point's figure replaced by `f(size, gbps)`.
@@ -250,7 +257,13 @@ impl LinkCost {
 
     /// Estimated microseconds to move `bytes` over this link.
     pub fn time_us(&self, bytes: usize) -> f64 {
-        self.latency_us + self.bandwidth.us(bytes)
+        self.time_us_at(bytes, bytes)
+    }
+
+    /// [`LinkCost::time_us`] within work whose data is `working` bytes
+    /// ([`Curve::us_at`]).
+    pub fn time_us_at(&self, bytes: usize, working: usize) -> f64 {
+        self.latency_us + self.bandwidth.us_at(bytes, working)
     }
 
     /// Estimated microseconds for a fold to move `bytes` it took over as a
@@ -273,7 +286,13 @@ pub struct ComputeCost {
 impl ComputeCost {
     /// Estimated microseconds to read `inputs` tensors of `bytes` each.
     pub fn time_us(&self, inputs: usize, bytes: usize) -> f64 {
-        self.fixed_us + inputs as f64 * self.gbps.us(bytes)
+        self.time_us_at(inputs, bytes, bytes)
+    }
+
+    /// [`ComputeCost::time_us`] within work whose data is `working` bytes
+    /// ([`Curve::us_at`]).
+    pub fn time_us_at(&self, inputs: usize, bytes: usize, working: usize) -> f64 {
+        self.fixed_us + inputs as f64 * self.gbps.us_at(bytes, working)
     }
 }
 
@@ -537,12 +556,19 @@ impl Topology {
     /// Estimated microseconds to move `bytes` from `src` to `dst`, counting a
     /// staged pair as its two hops.
     pub fn transfer_us(&self, src: Device, dst: Device, bytes: usize) -> f64 {
+        self.transfer_us_at(src, dst, bytes, bytes)
+    }
+
+    /// [`Topology::transfer_us`] within work whose data is `working` bytes
+    /// ([`Curve::us_at`]).
+    pub fn transfer_us_at(&self, src: Device, dst: Device, bytes: usize, working: usize) -> f64 {
         match self.route(src, dst) {
             Route::Direct => self
                 .link_class(src, dst)
-                .map_or(0.0, |c| self.link(c).time_us(bytes)),
+                .map_or(0.0, |c| self.link(c).time_us_at(bytes, working)),
             Route::Staged(cpu) => {
-                self.transfer_us(src, cpu, bytes) + self.transfer_us(cpu, dst, bytes)
+                self.transfer_us_at(src, cpu, bytes, working)
+                    + self.transfer_us_at(cpu, dst, bytes, working)
             }
         }
     }

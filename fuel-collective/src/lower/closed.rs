@@ -125,7 +125,8 @@ fn move_to(
 fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     let bytes = site.ty.size_bytes();
     let runner = runner_for(site.devs.iter().copied().chain([at]));
-    let mut tally = Tally::new(topo, runner);
+    // Its largest tensor: the shards and the total.
+    let mut tally = Tally::new(topo, runner, bytes);
     // Every shard into the fold at `at`, which is the last copy's one
     // reader.
     let mut ready: f64 = 0.0;
@@ -237,7 +238,13 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
     let chunks = shape::chunks(*site.ty.shape.get(axis)?, n)?;
     let dev = |pos: usize| site.devs[order[pos % n]];
     let runner = runner_for(site.devs.iter().copied());
-    let mut tally = Tally::new(topo, runner);
+    // Its largest tensor: the joined result, or (reduce_scatter, which
+    // joins nothing) its first and longest chunk.
+    let working = match site.op {
+        Op::ReduceScatter { .. } => site.ty.with_dim(axis, chunks.first()?.1).size_bytes(),
+        _ => site.ty.size_bytes(),
+    };
+    let mut tally = Tally::new(topo, runner, working);
     let mean = site.reduce_op() == Some(ReduceOp::Mean);
     // Each step of one ring position, priced once per chunk size.
     struct Position {
