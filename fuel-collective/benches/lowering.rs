@@ -2,7 +2,8 @@
 //! the verifier on chains of all_reduce ops over 8 mixed devices, the same
 //! for each fixed algorithm as the group grows from 2 to 16 devices
 //! (`lower-by-group-size`: time per emitted node should not grow with the
-//! group), and the text round trip (print + parse) of the lowered graph.
+//! group), one all_reduce over 1000 devices (`lower-large-group`), and the
+//! text round trip (print + parse) of the lowered graph.
 //! Throughput is in emitted nodes, so criterion's "elem/s" reads as nodes
 //! per second.
 //!
@@ -97,6 +98,39 @@ fn bench_group_size(c: &mut Criterion) {
     group.finish();
 }
 
+/// One all_reduce over 1000 devices with `auto`, which estimates 1001 star
+/// points, hierarchical, the ring (about 4 million steps if its graph were
+/// built) and the tree, then lowers the cheapest; and the same with
+/// `algorithm=star`, which estimates only star's points. The closed forms
+/// (`lower/closed.rs`) keep this well under a second.
+fn bench_large_group(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lower-large-group");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10))
+        .warm_up_time(Duration::from_secs(1));
+    let cpus: Vec<Device> = (0..1000).map(Device::cpu).collect();
+    for (name, devs) in [("1000-cpus", cpus), ("1000-mixed", mixed(1000))] {
+        let input = chain_over(&devs, 1);
+        for (alg, pipeline) in [
+            ("auto", "lower-collectives"),
+            ("star", "lower-collectives{algorithm=star}"),
+        ] {
+            group.bench_function(format!("{alg}/{name}"), |b| {
+                b.iter_batched(
+                    || input.clone(),
+                    |mut g| {
+                        lower_with(&mut g, pipeline);
+                        black_box(g)
+                    },
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
 fn bench_text(c: &mut Criterion) {
     let mut g = chain(10_000);
     lower(&mut g);
@@ -117,5 +151,11 @@ fn bench_text(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_lowering, bench_group_size, bench_text);
+criterion_group!(
+    benches,
+    bench_lowering,
+    bench_group_size,
+    bench_large_group,
+    bench_text
+);
 criterion_main!(benches);

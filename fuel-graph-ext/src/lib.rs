@@ -11,6 +11,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod backend;
+pub mod calibration;
 pub mod device;
 pub mod dot;
 pub mod driver;

@@ -40,6 +40,14 @@ type Case = fn() -> Outcome;
 
 const CASES: &[(&str, Case)] = &[
     ("E0309", pass_internal_error),
+    ("E0310", topology_contradiction),
+    ("E0311", topology_driver_without_one),
+    ("E0312", topology_unknown_kind),
+    ("E0313", topology_unknown_link_class),
+    ("E0314", cache_unreadable),
+    ("E0315", cache_damaged),
+    ("E0316", cache_stale),
+    ("E0317", cache_unwritable),
     ("E0401", group_empty),
     ("E0402", group_no_shards),
     ("E0403", group_shard_count),
@@ -102,6 +110,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0819", cli_device_index),
     ("E0820", cli_bench_too_large),
     ("E0821", cli_env_not_utf8),
+    ("E0822", cli_stale_cache),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -342,7 +351,11 @@ fn fuel_opt() -> Result<PathBuf, Skip> {
 fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome {
     let mut cmd = Command::new(fuel_opt()?);
     cmd.args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"));
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"))
+        .env(
+            "FUEL_CACHE_DIR",
+            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
+        );
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -441,6 +454,71 @@ fn pass_internal_error() -> Outcome {
         "lower-collectives",
         "lowering `all_reduce.sum` over [cpu:0, cuda:0]: a value it made has no device",
     )
+    .to_string())
+}
+
+fn topology_err(text: &str) -> Outcome {
+    match Topology::parse(text) {
+        Ok(_) => panic!("expected a topology error"),
+        Err(e) => Ok(e),
+    }
+}
+fn topology_contradiction() -> Outcome {
+    topology_err(
+        "link host-vulkan bandwidth=3\nlink host-vulkan latency=40\nlink host-vulkan bandwidth=5\n",
+    )
+}
+fn topology_driver_without_one() -> Outcome {
+    topology_err("driver vulkan\n")
+}
+fn topology_unknown_kind() -> Outcome {
+    topology_err("reduce tpu 5\n")
+}
+fn topology_unknown_link_class() -> Outcome {
+    topology_err("link warp bandwidth=1\n")
+}
+
+/// A calibration cache folder of this test's own, holding `text` as the
+/// cache file of `cpu:0,cpu:1`; returns the error reading it gives, with
+/// the machine's path spelled `$CACHE/cpu-....topo`.
+fn cache_err(text: Option<&str>) -> Outcome {
+    use fuel_graph_ext::calibration::{read_file, Key};
+    let devs = CPU01;
+    let key = Key::for_devices(&devs).unwrap();
+    let dir = std::env::temp_dir().join(format!("fuel-catalogue-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(key.file_name());
+    let _ = std::fs::remove_dir_all(&path);
+    let _ = std::fs::remove_file(&path);
+    match text {
+        Some(t) => std::fs::write(&path, t.replace("KEY\n", &key.lines())).unwrap(),
+        // A folder where the file should be: it exists but cannot be read.
+        None => std::fs::create_dir_all(&path).unwrap(),
+    }
+    let msg = match read_file(&path, &key, &devs) {
+        Ok(_) => panic!("expected a cache error"),
+        Err(e) => e.to_string(),
+    };
+    let _ = std::fs::remove_dir_all(&path);
+    let _ = std::fs::remove_file(&path);
+    Ok(msg.replace(&path.display().to_string(), "$CACHE/calibration/cpu-….topo"))
+}
+fn cache_unreadable() -> Outcome {
+    cache_err(None)
+}
+fn cache_damaged() -> Outcome {
+    cache_err(Some("format 2\ndate 2026-12-01\nKEY\nreduce cpu inf\n"))
+}
+fn cache_stale() -> Outcome {
+    cache_err(Some("format 1\ndate 2026-11-29\nKEY\nreduce cpu 20\n"))
+}
+fn cache_unwritable() -> Outcome {
+    use fuel_graph_ext::calibration::CacheError;
+    // The folder is a file: nothing can be created under it.
+    Ok(CacheError::Write {
+        path: PathBuf::from("/home/u/.cache/fuel/calibration"),
+        why: "Not a directory (os error 20)".into(),
+    }
     .to_string())
 }
 
@@ -923,6 +1001,22 @@ fn cli_env_not_utf8() -> Outcome {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     Ok(String::from_utf8(out.stderr).unwrap())
+}
+
+fn cli_stale_cache() -> Outcome {
+    use fuel_graph_ext::calibration::Key;
+    let cache = std::env::temp_dir().join(format!("fuel-catalogue-stale-{}", std::process::id()));
+    let key = Key::for_devices(&CPU01).unwrap();
+    let path = cache.join("calibration").join(key.file_name());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, format!("format 1\n{}reduce cpu 20\n", key.lines())).unwrap();
+    let r = cli_err(
+        &["-", "--passes", "lower-collectives"],
+        Some(CPU_AR),
+        &[("FUEL_CACHE_DIR", cache.to_str().unwrap())],
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+    r.map(|m| m.replace(&path.display().to_string(), "$CACHE/calibration/cpu-….topo"))
 }
 
 // ---- collective driver (E09) ------------------------------------------------

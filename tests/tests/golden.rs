@@ -75,3 +75,54 @@ fn legalising_passes_are_idempotent() {
     }
     assert!(checked >= 4, "only {checked} cases were checked");
 }
+
+/// Goldens run with a fixed topology (the defaults, or the file their RUN
+/// line names), never this machine's calibration cache: with a cache
+/// present whose figures would change the notes, every golden still
+/// matches.
+#[test]
+fn a_present_calibration_cache_changes_no_golden() {
+    use fuel_graph_ext::calibration;
+    use fuel_graph_ext::topology::{LinkClass, LinkCost, Source};
+    use fuel_graph_ext::{Device, Topology};
+    let dir = std::env::temp_dir().join(format!("fuel-golden-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Safe here: nothing else in this test binary reads the variable.
+    std::env::set_var("FUEL_CACHE_DIR", &dir);
+    let mut odd = Topology::default();
+    odd.set_link(LinkClass::HostHost, LinkCost::new(0.5, 300.0));
+    odd.set_link(LinkClass::HostVulkan, LinkCost::new(0.25, 900.0));
+    let cpus = [Device::cpu(0), Device::cpu(1)];
+    calibration::write(&cpus, &odd, "2026-12-01").unwrap();
+    let with_vulkan = [Device::cpu(0), Device::vulkan(0)];
+    if calibration::cache_file(&with_vulkan).is_some() {
+        calibration::write(&with_vulkan, &odd, "2026-12-01").unwrap();
+    } else {
+        println!("SKIP (part): no Vulkan device here, so only the CPU cache is present");
+    }
+    // The cache is there, and a library caller asking for it gets it...
+    let cached = Topology::for_devices(&cpus).unwrap();
+    assert!(matches!(cached.source(), Source::Calibrated { .. }));
+    // ... and its figures would change a golden's note if a golden read it.
+    let case = fuel_test_support::golden_dir().join("collectives/all-reduce/cpu0-cpu1-auto.fir");
+    let src = std::fs::read_to_string(&case).unwrap();
+    let mut g = fuel_graph_ext::text::parse(&src).unwrap();
+    let mut pm = fuel_graph_ext::pass::PassManager::new(
+        &fuel_collective::registry(),
+        "lower-collectives",
+        fuel_graph_ext::pass::PassContext {
+            topology: std::sync::Arc::new(cached),
+        },
+        fuel_graph_ext::pass::DebugOptions::default(),
+    )
+    .unwrap();
+    pm.run(&mut g).unwrap();
+    let golden = std::fs::read_to_string(case.with_extension("out.fir")).unwrap();
+    assert_ne!(fuel_graph_ext::text::print(&g), golden);
+    // The goldens themselves do not move.
+    let res = fuel_test_support::check_dir(&fuel_test_support::golden_dir());
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(report) = res {
+        panic!("with a calibration cache present:\n{report}");
+    }
+}

@@ -159,6 +159,44 @@ fn an_algorithm_without_a_candidate_falls_back() {
         d[0]
     );
     assert_eq!(d[0].lowering.name(), "tree");
+    // Only the asked algorithm and the one it fell back to were estimated.
+    let names: Vec<&str> = d[0]
+        .candidates
+        .iter()
+        .map(|c| match c {
+            Candidate::Estimated { lowering, .. } => lowering.name(),
+            Candidate::Unfit { algorithm, .. } => algorithm,
+        })
+        .collect();
+    assert_eq!(names, ["ring", "tree"], "{}", d[0]);
+}
+
+/// `algorithm=<name>` estimates that algorithm's candidates only: a fixed
+/// star over many devices never pays for the ring's estimate.
+#[test]
+fn a_fixed_algorithm_estimates_only_its_own_candidates() {
+    for (alg, family) in [
+        ("star", "star"),
+        ("hierarchical", "hierarchical"),
+        ("ring", "ring"),
+        ("tree, arity=3", "tree"),
+    ] {
+        let (_, _, d) = run(MIX8, &format!("lower-collectives{{algorithm={alg}}}")).unwrap();
+        for decision in &d {
+            assert!(!decision.candidates.is_empty(), "{decision}");
+            for c in decision.candidates.iter() {
+                let name = match c {
+                    Candidate::Estimated { lowering, .. } => lowering.name(),
+                    Candidate::Unfit { algorithm, .. } => algorithm,
+                };
+                assert_eq!(name, family, "{alg}: {decision}");
+            }
+        }
+    }
+    // The star's candidates: every device of the group and the staging CPU.
+    let (_, _, d) = run(MIX8, "lower-collectives{algorithm=star}").unwrap();
+    assert_eq!(estimated(&d[0]).len(), 7, "{}", d[0]);
+    assert!(!d[0].to_string().contains("ring"), "{}", d[0]);
 }
 
 #[test]

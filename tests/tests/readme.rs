@@ -56,9 +56,14 @@ fn readme_main_command_works_from_a_clone() {
     let args: Vec<&str> = cmd.split_whitespace().collect();
     assert_eq!(args[0], "cargo");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The demo calibrates on its first run: into a cache of this test's
+    // own, not the user's.
+    let cache = std::env::temp_dir().join(format!("fuel-readme-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
     let out = Command::new(cargo)
         .args(&args[1..])
         .current_dir(root())
+        .env("FUEL_CACHE_DIR", &cache)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

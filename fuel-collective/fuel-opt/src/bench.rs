@@ -71,6 +71,11 @@ pub struct BenchArgs {
     /// Where `--calibrate` writes the topology.
     #[arg(long, default_value = "out/topology.topo")]
     out: std::path::PathBuf,
+    /// Check the cost model: run every fixed algorithm at every size, print
+    /// each one's estimate beside its measured median, mark `auto`'s pick
+    /// and the measured best, and summarise (see `validate.rs`).
+    #[arg(long)]
+    validate: bool,
 }
 
 /// One measured row.
@@ -106,12 +111,37 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     scenario::check_count("--warmup", a.warmup)?;
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
+    if a.calibrate {
+        let base = match &a.topology {
+            Some(_) => crate::load_topology(
+                a.topology.as_ref(),
+                &devices,
+                crate::input::DEFAULT_MAX_INPUT,
+            )?,
+            None => Topology::default(),
+        };
+        let effort = crate::calibrate::Effort {
+            iters: a.iters,
+            warmup: a.warmup,
+        };
+        return crate::calibrate::to_file(&devices, &base, &a.out, effort);
+    }
     let topo = Arc::new(crate::load_topology(
         a.topology.as_ref(),
+        &devices,
         crate::input::DEFAULT_MAX_INPUT,
     )?);
-    if a.calibrate {
-        return crate::calibrate::calibrate(&devices, &topo, &a.out, a.iters, a.warmup);
+    if a.validate {
+        let sweep = crate::validate::Sweep {
+            devices: &devices,
+            dtype,
+            op,
+            sizes: &sizes,
+            iters: a.iters,
+            warmup: a.warmup,
+            topo: &topo,
+        };
+        return crate::validate::validate(&sweep, a.csv);
     }
     let n = devices.len();
     let progress = std::io::stderr().is_terminal();
@@ -238,34 +268,7 @@ pub fn measure(
         });
         Failure::input(format!("compile failed: {e}{hint}"))
     })?;
-    let host_inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;
-    let inputs: BTreeMap<String, Tensor> = host_inputs
-        .iter()
-        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
-        .collect();
-    // The same output vector every time: `run_into` overwrites it in place,
-    // as a training loop would.
-    let mut last = Vec::new();
-    let mut run = |exe: &exec::Executable| {
-        exe.run_into(&inputs, &mut last)
-            .map_err(|e| Failure::input(format!("run failed: {e}")))
-    };
-    for _ in 0..warmup {
-        run(&exe)?;
-    }
-    let mut times = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        let t = Instant::now();
-        run(&exe)?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    let time_us = scenario::median_us(&mut times);
-    let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
-    let mut wrong = 0;
-    for (got, w) in last.iter().zip(&want) {
-        wrong += got.to_host().differences(w);
-    }
-    wrong += want.len().saturating_sub(last.len()) * count;
+    let (time_us, wrong) = time_runs(&g, &exe, iters, warmup)?;
     let bytes = count * dtype.size_bytes();
     let algbw = bytes as f64 / (time_us * 1e3);
     let busbw = if n > 1 {
@@ -303,6 +306,48 @@ fn fitting_size(e: &exec::ExecError, size: usize) -> Option<usize> {
     };
     let fits = (size as f64 * have as f64 / need.max(1) as f64) as usize;
     (fits >= 1).then(|| 1usize << fits.ilog2())
+}
+
+/// Times `exe` (the lowering of `g`): the median microseconds of `iters`
+/// runs after `warmup`, each `Executable::run_into` into one reused output
+/// vector, and how many elements of the last run differ from the reference
+/// interpreter's result for `g`.
+pub fn time_runs(
+    g: &fuel_graph_ext::Graph,
+    exe: &exec::Executable,
+    iters: usize,
+    warmup: usize,
+) -> Result<(f64, usize), Failure> {
+    let host_inputs = try_deterministic_inputs(g).map_err(|e| Failure::input(e.to_string()))?;
+    let inputs: BTreeMap<String, Tensor> = host_inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    // The same output vector every time: `run_into` overwrites it in place,
+    // as a training loop would.
+    let mut last = Vec::new();
+    let mut run = |exe: &exec::Executable| {
+        exe.run_into(&inputs, &mut last)
+            .map_err(|e| Failure::input(format!("run failed: {e}")))
+    };
+    for _ in 0..warmup {
+        run(exe)?;
+    }
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        run(exe)?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let time_us = scenario::median_us(&mut times);
+    let want = interpret(g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
+    let mut wrong = 0;
+    for (got, w) in last.iter().zip(&want) {
+        wrong += got.to_host().differences(w);
+    }
+    let count = want.first().map_or(0, |w| w.ty.num_elements());
+    wrong += want.len().saturating_sub(last.len()) * count;
+    Ok((time_us, wrong))
 }
 
 fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -> String {

@@ -12,12 +12,15 @@ use crate::outdir::OutDir;
 use crate::outln;
 use crate::scenario::{self, Shape};
 use crate::Failure;
-use fuel_collective::lower::estimate_graph;
+use fuel_collective::lower::estimate_run;
+use fuel_graph_ext::calibration;
 use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::dtype::MAX_TENSOR_BYTES;
 use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
+use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
+use fuel_graph_ext::{Device, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -101,7 +104,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
 
     outln!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather")?;
     let g = scenario::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
-    let topo = Arc::new(fuel_graph_ext::Topology::default());
+    let topo = Arc::new(costs(&devices)?);
     // The pipeline is checked (an unknown algorithm, say) before the output
     // directory is looked at, so a bad option is reported as itself.
     let pipeline = scenario::pipeline(&a.algorithm);
@@ -208,7 +211,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     }
     outln!("  {:<22} {:>10}", "total", human_bytes(total))?;
 
-    let est = estimate_graph(&lowered, &topo);
+    let est = estimate_run(&lowered, &topo);
     outln!("== time")?;
     outln!("  compile            {compile_ms:>10.2} ms")?;
     outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
@@ -242,6 +245,43 @@ fn shard_type(elements: usize, dtype: DType, n: usize) -> Result<TensorType, Fai
             "--elements {elements}: that many {dtype} elements per shard take more than {MAX_TENSOR_BYTES} bytes, the most one tensor can address; give at most {max} (and what the devices hold: compile says)"
         ))),
     }
+}
+
+/// The cost figures for `devices`: this machine's calibration cache, made
+/// on the first run (a second or two, with a progress line), or the
+/// defaults where there is no cache folder.
+fn costs(devices: &[Device]) -> Result<Topology, Failure> {
+    let topo = Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))?;
+    let Some((path, _)) = calibration::cache_file(devices) else {
+        outln!("== costs: {}", topo.source())?;
+        return Ok(topo);
+    };
+    if *topo.source() != Source::Defaults {
+        outln!("== costs: {} ({})", topo.source(), path.display())?;
+        return Ok(topo);
+    }
+    outln!(
+        "== costs: calibrating these devices once for the cost model (`{}` redoes it)",
+        calibration::command(devices)
+    )?;
+    let effort = crate::calibrate::Effort {
+        iters: 5,
+        warmup: 1,
+    };
+    let started = Instant::now();
+    let mut said = Ok(());
+    let topo = crate::calibrate::to_cache(devices, effort, &mut |line| {
+        if said.is_ok() {
+            said = outln!("  {line}");
+        }
+    })?;
+    said?;
+    outln!(
+        "  done in {:.1} s: {}",
+        started.elapsed().as_secs_f64(),
+        topo.source()
+    )?;
+    Ok(topo)
 }
 
 /// Renders each dumped `.dot` to an `.svg` beside it with graphviz (its

@@ -17,12 +17,14 @@ mod output;
 mod run;
 mod scenario;
 mod sizes;
+mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::pass::{DebugOptions, PrintAfter};
+use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::verify::{verify, Level};
-use fuel_graph_ext::{text, Topology};
+use fuel_graph_ext::{text, Device, Op, Topology};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -52,6 +54,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Benchmark all_reduce over a size sweep, nccl-tests style.
     Bench(bench::BenchArgs),
+    /// Measure this machine's cost figures for a group of devices and keep
+    /// them in the calibration cache, where lowering finds them.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -150,6 +155,7 @@ fn main() -> ExitCode {
             Some(Command::Devices) => run::devices(),
             Some(Command::Demo(a)) => demo::demo(&a),
             Some(Command::Bench(a)) => bench::bench(&a),
+            Some(Command::Calibrate(a)) => calibrate::calibrate(&a),
             Some(Command::Passes) => list_passes(),
             None => opt(&cli.opt),
         })
@@ -217,21 +223,47 @@ pub fn input_limit(text: &str) -> Result<usize, Failure> {
     sizes::parse_size(text).map_err(|e| Failure::input(format!("--max-input-size: {e}")))
 }
 
-/// Loads a topology file (at most `limit` bytes), or the default topology.
-pub fn load_topology(path: Option<&PathBuf>, limit: usize) -> Result<Topology, Failure> {
+/// The topology for `devices`: the `--topology` file (at most `limit`
+/// bytes) if one is given, else this machine's calibration cache for them,
+/// else the defaults ([`Topology::for_devices`]). A damaged or stale cache
+/// is an error.
+pub fn load_topology(
+    path: Option<&PathBuf>,
+    devices: &[Device],
+    limit: usize,
+) -> Result<Topology, Failure> {
     match path {
-        None => Ok(Topology::default()),
+        None => Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string())),
         Some(p) => {
             let shown = p.to_string_lossy();
             let text = input::read_text(&shown, "topology ", limit)?;
-            Topology::parse(&text).map_err(|e| {
-                Failure::input(format!(
-                    "{}: {e}",
-                    fuel_graph_ext::text::excerpt::token(&shown)
-                ))
-            })
+            let name = p
+                .file_name()
+                .map_or_else(|| shown.to_string(), |n| n.to_string_lossy().into_owned());
+            Topology::parse(&text)
+                .map(|t| t.with_source(Source::File(Some(name))))
+                .map_err(|e| {
+                    Failure::input(format!(
+                        "{}: {e}",
+                        fuel_graph_ext::text::excerpt::token(&shown)
+                    ))
+                })
         }
     }
+}
+
+/// Every device `g` places a value on, sorted.
+fn graph_devices(g: &fuel_graph_ext::Graph) -> Vec<Device> {
+    let mut devs: std::collections::BTreeSet<Device> = std::collections::BTreeSet::new();
+    for id in g.node_ids() {
+        if let Some(n) = g.node(id) {
+            devs.extend(n.op.device());
+            if let Op::Broadcast { to } = &n.op {
+                devs.extend(to.iter().copied());
+            }
+        }
+    }
+    devs.into_iter().collect()
 }
 
 fn opt(a: &OptArgs) -> Result<(), Failure> {
@@ -244,7 +276,11 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
     let src = input::read_text(file, "", limit)?;
     let shown = fuel_graph_ext::text::excerpt::token(file);
     let original = text::parse(&src).map_err(|e| Failure::input(format!("{shown}:{e}")))?;
-    let topo = Arc::new(load_topology(a.topology.as_ref(), limit)?);
+    let topo = Arc::new(load_topology(
+        a.topology.as_ref(),
+        &graph_devices(&original),
+        limit,
+    )?);
     let mut g = original.clone();
     match &a.passes {
         None => {

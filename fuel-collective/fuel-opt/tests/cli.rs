@@ -6,6 +6,11 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn fuel_opt(args: &[&str], stdin: Option<&str>) -> Output {
+    fuel_opt_cached(args, stdin, &empty_cache())
+}
+
+/// [`fuel_opt`] with `cache` as the calibration cache folder.
+fn fuel_opt_cached(args: &[&str], stdin: Option<&str>, cache: &std::path::Path) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fuel-opt"));
     cmd.args(args)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
@@ -13,7 +18,8 @@ fn fuel_opt(args: &[&str], stdin: Option<&str>) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd.env_remove("FUEL_PRINT_AFTER")
-        .env_remove("FUEL_DUMP_DIR");
+        .env_remove("FUEL_DUMP_DIR")
+        .env("FUEL_CACHE_DIR", cache);
     let mut child = cmd.spawn().unwrap();
     let input = stdin.unwrap_or("");
     child
@@ -23,6 +29,17 @@ fn fuel_opt(args: &[&str], stdin: Option<&str>) -> Output {
         .write_all(input.as_bytes())
         .unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// A new calibration cache folder with nothing in it, so that no test
+/// depends on what the machine running it, or another test, calibrated.
+fn empty_cache() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("fuel-cli-cache-{}-{k}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 fn text(b: &[u8]) -> String {
@@ -271,4 +288,163 @@ fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
             "busbw for n=2 equals algbw: {line}"
         );
     }
+}
+
+const CPU_PAIR: &str = "graph @ar {
+  %0 = input \"a\" @cpu:0 : f32[64]
+  %1 = input \"b\" @cpu:1 : f32[64]
+  %2:2 = all_reduce.sum %0, %1 : f32[64]
+  return %2#0, %2#1
+}
+";
+
+/// The lowering's note line.
+fn note(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find(|l| l.contains("// lower-collectives:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn calibrate_writes_the_cache_that_lowering_then_reads() {
+    let cache = empty_cache();
+    let args = [
+        "calibrate",
+        "--devices",
+        "cpu:0,cpu:1",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+    ];
+    let out = fuel_opt_cached(&args, None, &cache);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("link host-host"), "{stdout}");
+    assert!(stdout.contains("runner inline"), "{stdout}");
+    let written = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("# wrote "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no `# wrote` line:\n{stdout}"));
+    assert!(written.starts_with(cache.to_str().unwrap()), "{written}");
+    assert!(std::path::Path::new(written).exists(), "{written}");
+
+    // Without --topology the pass uses the cache, and says so.
+    let lower = ["-", "--passes", "lower-collectives"];
+    let cached = text(&fuel_opt_cached(&lower, Some(CPU_PAIR), &cache).stdout);
+    assert!(note(&cached).contains("; costs: calibrated 2"), "{cached}");
+    let plain = text(&fuel_opt(&lower, Some(CPU_PAIR)).stdout);
+    assert!(
+        note(&plain).ends_with("; costs: defaults: not calibrated here; run `fuel-opt calibrate`"),
+        "{plain}"
+    );
+
+    // With --topology the cache plays no part: byte-identical either way.
+    let topo = cache.join("fixed.topo");
+    std::fs::write(&topo, "link host-host bandwidth=12 latency=0.5\n").unwrap();
+    let with = [
+        "-",
+        "--passes",
+        "lower-collectives",
+        "--topology",
+        topo.to_str().unwrap(),
+    ];
+    let a = fuel_opt_cached(&with, Some(CPU_PAIR), &cache);
+    let b = fuel_opt(&with, Some(CPU_PAIR));
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(text(&a.stdout), text(&b.stdout));
+    assert!(note(&text(&a.stdout)).ends_with("; costs: topology file fixed.topo"));
+
+    // A stale cache is an error naming the file and the command.
+    let old = std::fs::read_to_string(written)
+        .unwrap()
+        .replace("format 2", "format 1");
+    std::fs::write(written, old).unwrap();
+    let out = fuel_opt_cached(&lower, Some(CPU_PAIR), &cache);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(written) && err.contains("is stale"), "{err}");
+    assert!(
+        err.contains("run `fuel-opt calibrate --devices cpu:0,cpu:1` to rewrite it"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn demo_calibrates_on_its_first_run_and_reuses_it() {
+    let cache = empty_cache();
+    let dir = cache.join("demo");
+    let args = [
+        "demo",
+        "--devices",
+        "cpu:0,cpu:1",
+        "--elements",
+        "64",
+        "--runs",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    let first = text(&fuel_opt_cached(&args, None, &cache).stdout);
+    assert!(
+        first.contains("== costs: calibrating these devices once"),
+        "{first}"
+    );
+    assert!(first.contains("done in"), "{first}");
+    let second = text(&fuel_opt_cached(&args, None, &cache).stdout);
+    assert!(second.contains("== costs: calibrated "), "{second}");
+    assert!(!second.contains("calibrating"), "{second}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn bench_validate_prints_estimates_measurements_and_a_summary() {
+    let args = [
+        "bench",
+        "--validate",
+        "--devices",
+        "cpu:0,cpu:1",
+        "--sizes",
+        "4K,8K",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--csv",
+    ];
+    let out = fuel_opt(&args, None);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some("size,algorithm,estimate_us,measured_us,auto_pick,best")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // star, hierarchical, ring and tree at each size (no driver declared).
+    assert_eq!(rows.len(), 8, "{stdout}");
+    for size in ["4096", "8192"] {
+        let at: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == size).collect();
+        let algs: Vec<&str> = at.iter().map(|r| r[1]).collect();
+        assert_eq!(algs, ["star", "hierarchical", "ring", "tree"], "{stdout}");
+        for r in &at {
+            assert!(r[2].parse::<f64>().unwrap() > 0.0, "{stdout}");
+            assert!(r[3].parse::<f64>().unwrap() > 0.0, "{stdout}");
+        }
+        assert_eq!(at.iter().filter(|r| r[4] == "1").count(), 1, "{stdout}");
+        assert_eq!(at.iter().filter(|r| r[5] == "1").count(), 1, "{stdout}");
+    }
+    assert!(
+        stderr.contains("# estimate/measured over 8 points: median"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("# auto: the measured best at "), "{stderr}");
+    let table = text(&fuel_opt(&args[..args.len() - 1], None).stdout);
+    assert!(table.contains("est/meas"), "{table}");
+    assert!(table.contains("# costs: defaults"), "{table}");
+    assert!(table.contains("# auto: the measured best at "), "{table}");
 }

@@ -33,7 +33,9 @@ fn fuel_opt(file_text: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Strin
     let path = dir.join(format!("g{}.fir", file_text.len()));
     std::fs::write(&path, file_text).unwrap();
     let mut c = Command::new(env!("CARGO_BIN_EXE_fuel-opt"));
-    c.arg(&path).args(args);
+    c.arg(&path)
+        .args(args)
+        .env("FUEL_CACHE_DIR", dir.join("cache"));
     for (k, v) in env {
         c.env(k, v);
     }
@@ -153,6 +155,10 @@ fn calibrate_writes_a_topology_the_bench_reads_back() {
             .collect::<String>()
     );
     let o = Command::new(env!("CARGO_BIN_EXE_fuel-opt"))
+        .env(
+            "FUEL_CACHE_DIR",
+            std::env::temp_dir().join("fuel-exec-cli-no-cache"),
+        )
         .args(["bench", "--devices", "cpu:0,cpu:1", "--sizes", "4K"])
         .args(["--iters", "1", "--warmup", "0", "--topology"])
         .arg(&out)

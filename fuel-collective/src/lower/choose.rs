@@ -10,7 +10,7 @@
 //! to where `x` has none. The [`Decision`] holds all of it as data; the
 //! graph note, the DOT caption and the `tracing` line are its `Display`.
 
-use super::algorithm::{family, Ask, Lowering, ALGORITHMS};
+use super::algorithm::{family, Ask, Family, Lowering, ALGORITHMS};
 use super::estimate::{EstimateCache, EstimateKey, Scratch};
 use super::site::CollectiveSite;
 use super::{LowerOptions, NAME};
@@ -34,8 +34,13 @@ pub struct Decision {
     /// Why that one.
     pub reason: Reason,
     /// Every candidate compared, in the order the algorithms propose them
-    /// (none for one rank).
+    /// (none for one rank). `auto` compares every algorithm's;
+    /// `algorithm=<name>` estimates only that algorithm's (and, where it
+    /// has none, the one it falls back to).
     pub candidates: Arc<Candidates>,
+    /// Where the estimates' cost figures come from
+    /// ([`fuel_graph_ext::topology::Source`]).
+    pub costs: Arc<str>,
 }
 
 /// The candidates of one collective, with their text as the note prints
@@ -121,6 +126,7 @@ pub(super) fn choose(
     site: &CollectiveSite,
     opts: &LowerOptions,
     topo: &Topology,
+    costs: &Arc<str>,
     cache: &mut EstimateCache,
 ) -> Result<Decision, PassError> {
     let decision = |lowering, reason, candidates| Decision {
@@ -130,6 +136,7 @@ pub(super) fn choose(
         lowering,
         reason,
         candidates,
+        costs: costs.clone(),
     };
     if site.ranks() == 1 && !matches!(site.op, Op::Broadcast { .. }) {
         let none = Arc::new(Candidates::new(Vec::new()));
@@ -185,26 +192,50 @@ pub(super) fn choose(
     Ok(decision(lowering, reason, candidates))
 }
 
-/// Every algorithm's candidates for `site`, estimated.
+/// The candidates for `site`, estimated: every algorithm's for `auto`;
+/// for `algorithm=<name>` only that algorithm's, and where it has none,
+/// the algorithm it falls back to (so `algorithm=star` never estimates the
+/// ring).
 fn estimate_all(
     scratch: &Scratch,
     site: &CollectiveSite,
     opts: &LowerOptions,
     topo: &Topology,
 ) -> Result<Arc<Candidates>, PassError> {
+    let ask = Ask { site, opts, topo };
     let mut out = Vec::new();
-    for fam in ALGORITHMS {
-        match (fam.candidates)(&Ask { site, opts, topo }) {
+    let add = |fam: &Family, out: &mut Vec<Candidate>| -> Result<usize, PassError> {
+        match (fam.candidates)(&ask) {
             Ok(list) => {
+                let n = list.len();
                 for lowering in list {
                     let estimate = scratch.estimate(site, &lowering, topo)?;
                     out.push(Candidate::Estimated { lowering, estimate });
                 }
+                Ok(n)
             }
-            Err(why) => out.push(Candidate::Unfit {
-                algorithm: fam.name,
-                why,
-            }),
+            Err(why) => {
+                out.push(Candidate::Unfit {
+                    algorithm: fam.name,
+                    why,
+                });
+                Ok(0)
+            }
+        }
+    };
+    match opts.algorithm.and_then(family) {
+        None => {
+            for fam in ALGORITHMS {
+                add(fam, &mut out)?;
+            }
+        }
+        Some(asked) => {
+            let found = add(asked, &mut out)?;
+            if let (0, Some(fb)) = (found, &asked.fallback) {
+                if let Some(to) = family(fb.to) {
+                    add(to, &mut out)?;
+                }
+            }
         }
     }
     Ok(Arc::new(Candidates::new(out)))
@@ -249,7 +280,7 @@ fn list(f: &mut fmt::Formatter<'_>, devices: &[Device]) -> fmt::Result {
 }
 
 /// The note: `lower-collectives: <collective>: chose <lowering> (<reason>);
-/// estimates: <candidates>`.
+/// estimates: <candidates>; costs: <where the figures come from>`.
 impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bytes = self.ty.size_bytes();
@@ -277,8 +308,8 @@ impl fmt::Display for Decision {
         }
         write!(
             f,
-            ": chose {} ({}); estimates: {}",
-            self.lowering, self.reason, self.candidates
+            ": chose {} ({}); estimates: {}; costs: {}",
+            self.lowering, self.reason, self.candidates, self.costs
         )
     }
 }

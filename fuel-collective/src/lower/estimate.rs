@@ -11,14 +11,19 @@
 
 use super::algorithm::Lowering;
 use super::choose::Candidates;
+use super::closed::{self, StarClass};
 use super::emit::Emitter;
 use super::site::CollectiveSite;
-use crate::cost::{estimate, Estimate, Step, StepKind};
+use super::star::Star;
+use crate::cost::{estimate, estimate_with, runner_of, Estimate, Step, StepKind};
+use fuel_graph_ext::exec::schedule::CopySite;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::passes::Transfers;
+use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{DType, Device, DeviceKind, Graph, Op, TensorType, Topology};
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -28,6 +33,11 @@ use std::sync::Arc;
 pub(super) struct Scratch {
     graph: Graph,
     vals: Vec<ValueId>,
+    /// Every operand is a distinct value with no copies yet, so the closed
+    /// forms ([`super::closed`]) apply.
+    fresh: bool,
+    /// Closed-form star estimates, one per class of equivalent points.
+    stars: RefCell<FxHashMap<StarClass, Estimate>>,
 }
 
 impl Scratch {
@@ -82,12 +92,52 @@ impl Scratch {
                 .ok_or_else(|| site.broken(format!("shard {i} has no stand-in")))?;
             vals.push(*here);
         }
-        Ok(Scratch { graph, vals })
+        let fresh = graph.node_count() == vals.len()
+            && graph.node_ids().all(|id| {
+                graph
+                    .node(id)
+                    .is_some_and(|n| matches!(n.op, Op::Input { .. }))
+            });
+        Ok(Scratch {
+            graph,
+            vals,
+            fresh,
+            stars: RefCell::default(),
+        })
     }
 
-    /// Lowers `site` with `lowering` into a copy of the scratch graph and
-    /// estimates the nodes that adds.
+    /// The estimate of `site` lowered with `lowering`: in closed form where
+    /// one applies ([`super::closed`]), else by lowering it into a copy of
+    /// the scratch graph and estimating the nodes that adds.
     pub fn estimate(
+        &self,
+        site: &CollectiveSite,
+        lowering: &Lowering,
+        topo: &Topology,
+    ) -> Result<Estimate, PassError> {
+        if self.fresh {
+            let class = match lowering {
+                Lowering::Star(Star { at: Some(at) }) if site.reduce_op().is_some() => {
+                    Some(closed::star_class(site, *at, topo))
+                }
+                _ => None,
+            };
+            if let Some(e) = class.and_then(|c| self.stars.borrow().get(&c).copied()) {
+                return Ok(e);
+            }
+            if let Some(e) = closed::estimate(site, lowering, topo) {
+                if let Some(c) = class {
+                    self.stars.borrow_mut().insert(c, e);
+                }
+                return Ok(e);
+            }
+        }
+        self.estimate_by_graph(site, lowering, topo)
+    }
+
+    /// The estimate of `site` lowered with `lowering` into a copy of the
+    /// scratch graph: the nodes that adds, through [`graph_steps`].
+    pub fn estimate_by_graph(
         &self,
         site: &CollectiveSite,
         lowering: &Lowering,
@@ -104,13 +154,16 @@ impl Scratch {
         };
         let before: BTreeSet<NodeId> = scratch.node_ids().collect();
         let mut tx = Transfers::new(&scratch);
-        Emitter {
+        let results = Emitter {
             g: &mut scratch,
             tx: &mut tx,
             topo,
             site: &local,
         }
         .lower(lowering)?;
+        // The results leave the collective: the executor copies into them
+        // (it shares or defers only copies that other steps read).
+        scratch.set_outputs(results);
         Ok(estimate(topo, &graph_steps(&scratch, topo, &before)))
     }
 }
@@ -154,11 +207,21 @@ pub(super) type EstimateCache = FxHashMap<EstimateKey, Arc<Candidates>>;
 
 /// The cost model's view of an already lowered graph: every copy and
 /// compute node becomes a [`Step`], waiting on the steps of its operands.
-/// Nodes in `skip` (for example those that existed before a lowering) are
-/// left out, and so are inputs.
+/// Each copy carries the mode the executor gives it ([`CopySite::mode`]:
+/// shared, deferred into its fold, or a real copy), read off `g` (its
+/// outputs and each copy's readers). Nodes in `skip` (for example those
+/// that existed before a lowering) are left out, and so are inputs.
 pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<Step> {
+    steps_of(g, topo, skip, false)
+}
+
+/// [`graph_steps`], with an [`StepKind::Input`] step per input and an
+/// [`StepKind::Output`] step per output when `io`.
+fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Vec<Step> {
     let mut index: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut steps = Vec::new();
+    let options = fuel_graph_ext::exec::Options::default();
+    let outputs: BTreeSet<ValueId> = g.outputs().iter().copied().collect();
     for id in g.topo_order() {
         if skip.contains(&id) {
             continue;
@@ -166,6 +229,10 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
         let Some(n) = g.node(id) else { continue };
         let bytes = n.ty.size_bytes();
         let kind = match &n.op {
+            Op::Input { device, .. } if io => StepKind::Input {
+                device: *device,
+                bytes,
+            },
             Op::Input { .. } => continue,
             Op::DriverAllReduce { device, .. } => {
                 let devs: Vec<Device> = n
@@ -192,10 +259,28 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
                 let Some(from) = n.operands.first().and_then(|v| g.value_device(*v)) else {
                     continue;
                 };
+                let v = ValueId {
+                    node: id,
+                    result: 0,
+                };
+                let readers = g.users(v);
+                let one_fold_reader = match readers.as_slice() {
+                    [(r, _)] => g.node(*r).is_some_and(
+                        |r| matches!(r.op, Op::Elementwise { device, .. } if device == *to),
+                    ),
+                    _ => false,
+                };
+                let site = CopySite {
+                    src: from,
+                    dst: *to,
+                    is_output: outputs.contains(&v),
+                    one_fold_reader,
+                };
                 StepKind::Transfer {
                     from,
                     to: *to,
                     bytes,
+                    mode: site.mode(&options),
                 }
             }
             op => {
@@ -219,10 +304,48 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
         index.insert(id, steps.len());
         steps.push(Step { kind, deps });
     }
+    if io {
+        for v in g.outputs() {
+            let (Some(device), Some(ty)) = (g.value_device(*v), g.value_type(*v)) else {
+                continue;
+            };
+            let deps = index.get(&v.node).copied().into_iter().collect();
+            steps.push(Step {
+                kind: StepKind::Output {
+                    device,
+                    bytes: ty.size_bytes(),
+                },
+                deps,
+            });
+        }
+    }
     steps
 }
 
-/// The cost model's estimate for a whole lowered graph.
+/// The cost model's estimate for a whole lowered graph's steps (no inputs
+/// or outputs, no fixed cost per run).
 pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
     estimate(topo, &graph_steps(g, topo, &BTreeSet::new()))
+}
+
+/// The cost model's estimate of one run of a lowered graph as the executor
+/// runs it: the caller's inputs going in, every step, the outputs read
+/// back, and the runner's fixed cost per run. The runner is the one the
+/// graph's devices get (inline when all are host arenas).
+pub fn estimate_run(g: &Graph, topo: &Topology) -> Estimate {
+    let steps = steps_of(g, topo, &BTreeSet::new(), true);
+    run_estimate(topo, runner_of(&steps), &steps)
+}
+
+/// [`estimate_run`] on a given runner: an executable compiled for more
+/// devices than its graph uses runs threaded even when the graph is all
+/// host.
+pub fn estimate_run_on(g: &Graph, topo: &Topology, runner: Runner) -> Estimate {
+    run_estimate(topo, runner, &steps_of(g, topo, &BTreeSet::new(), true))
+}
+
+fn run_estimate(topo: &Topology, runner: Runner, steps: &[Step]) -> Estimate {
+    let mut e = estimate_with(topo, runner, steps);
+    e.run_us = topo.runner(runner).run_us;
+    e
 }

@@ -206,6 +206,7 @@ impl Pass for LowerCollectives {
         self.decisions.clear();
         let mut tx = Transfers::new(g);
         let mut cache = EstimateCache::default();
+        let costs: Arc<str> = self.topo.source().to_string().into();
         let targets: Vec<NodeId> = g
             .topo_order()
             .into_iter()
@@ -217,7 +218,7 @@ impl Pass for LowerCollectives {
             if let Some(note) = widened {
                 g.add_note(note);
             }
-            let decision = choose::choose(g, &site, &self.opts, &self.topo, &mut cache)?;
+            let decision = choose::choose(g, &site, &self.opts, &self.topo, &costs, &mut cache)?;
             let note = decision.to_string();
             tracing::info!(target: "lower-collectives", lowering = %decision.lowering, "{note}");
             let results = Emitter {

@@ -4,7 +4,8 @@
 //! leaves alone, and how each algorithm works). `site.rs` reads a
 //! collective off the graph, `choose.rs` picks the lowering, `estimate.rs`
 //! prices candidates on a scratch graph (with [`graph_steps`], the adapter
-//! to the pure [`crate::cost`] model), `emit.rs` holds the graph surgery
+//! to the pure [`crate::cost`] model; `closed.rs` prices star and ring in
+//! closed form where it can), `emit.rs` holds the graph surgery
 //! every algorithm uses, [`shape`] the pure planning helpers, and each
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
 //! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `widen.rs` casts
@@ -13,6 +14,7 @@
 
 mod algorithm;
 mod choose;
+mod closed;
 mod driver;
 mod emit;
 mod estimate;
@@ -28,7 +30,7 @@ mod widen;
 pub use algorithm::Lowering;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
-pub use estimate::{estimate_graph, graph_steps};
+pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps};
 pub use hierarchical::Hierarchical;
 pub use lower_collectives::{decisions, LowerCollectives, LowerOptions, NAME, OPTIONS};
 pub use ring::Ring;

@@ -81,6 +81,62 @@ impl Work {
     }
 }
 
+/// How the executor runs one `copy` or `move`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyMode {
+    /// A real copy into a buffer of its own, on the destination's worker.
+    Moves,
+    /// [`Work::Share`]: the slot holds its source's buffer; nothing moves.
+    Shared,
+    /// [`Work::Defer`]: the fold that reads it moves the bytes.
+    Deferred,
+}
+
+/// What decides how a copy runs: its ends, whether it is a graph output,
+/// and whether its one and only read is by an element-wise fold on its
+/// destination. The cost model reads the same rule
+/// (`fuel_collective::cost`), so its estimates follow what the executor
+/// does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopySite {
+    /// Where the bytes are.
+    pub src: Device,
+    /// Where they go (the step's device).
+    pub dst: Device,
+    /// The copy's result is a graph output (outputs always copy).
+    pub is_output: bool,
+    /// Its only read is by an element-wise fold on `dst`.
+    pub one_fold_reader: bool,
+}
+
+impl CopySite {
+    /// The mode [`Schedule::new_with`] gives this copy under `options`:
+    /// host-to-host copies that are not outputs are shared; a copy between
+    /// a GPU and the host that is not an output and whose one reader is a
+    /// fold on a host or Vulkan destination is deferred into that fold.
+    pub fn mode(&self, options: &crate::exec::Options) -> CopyMode {
+        let (src, dst) = (self.src, self.dst);
+        if self.is_output {
+            return CopyMode::Moves;
+        }
+        if src.is_cpu() && dst.is_cpu() {
+            return if options.share_host_copies {
+                CopyMode::Shared
+            } else {
+                CopyMode::Moves
+            };
+        }
+        // Only the host and Vulkan folds take deferred operands.
+        let across = src.is_cpu() != dst.is_cpu();
+        let folds_deferred = dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan;
+        if across && folds_deferred && self.one_fold_reader && options.defer_gpu_copies_into_folds {
+            CopyMode::Deferred
+        } else {
+            CopyMode::Moves
+        }
+    }
+}
+
 /// One scheduled node.
 #[derive(Clone, Debug)]
 pub struct Step {
@@ -322,23 +378,6 @@ impl Schedule {
                 continue;
             };
             let dst = steps[i].device;
-            if is_output[i] {
-                continue;
-            }
-            // Only the host and Vulkan folds take deferred operands.
-            let host_to_host = src.is_cpu() && dst.is_cpu();
-            let across = src.is_cpu() != dst.is_cpu();
-            if !(dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan)
-                || !(host_to_host || across)
-            {
-                continue;
-            }
-            if host_to_host {
-                if options.share_host_copies {
-                    steps[i].work = Work::Share { src };
-                }
-                continue;
-            }
             let one_fold_reader = match dependents[i].as_slice() {
                 [r] => {
                     reads[i] == 1
@@ -348,8 +387,16 @@ impl Schedule {
                 }
                 _ => false,
             };
-            if options.defer_gpu_copies_into_folds && one_fold_reader {
-                steps[i].work = Work::Defer { src };
+            let copy = CopySite {
+                src,
+                dst,
+                is_output: is_output[i],
+                one_fold_reader,
+            };
+            match copy.mode(options) {
+                CopyMode::Moves => {}
+                CopyMode::Shared => steps[i].work = Work::Share { src },
+                CopyMode::Deferred => steps[i].work = Work::Defer { src },
             }
         }
         Ok(Schedule {

@@ -31,6 +31,15 @@ pub struct AdapterInfo {
     pub f64: bool,
     /// True if i64 kernels can run.
     pub i64: bool,
+    /// The driver and its version, as it reports them (`Mesa 22.3.6`), or
+    /// the raw driver and API versions on Vulkan before 1.2.
+    pub driver: String,
+    /// True if the adapter has the memory type mapped storage buffers use
+    /// ([`HostAccess::Mapped`]).
+    pub mappable: bool,
+    /// True if its memory is the host's: a CPU device (lavapipe) or an
+    /// integrated GPU.
+    pub host_memory: bool,
 }
 
 impl Instance {
@@ -90,11 +99,19 @@ impl Instance {
                     .device_name_as_c_str()
                     .map(|c| c.to_string_lossy().into_owned())
                     .unwrap_or_else(|_| "unknown".into());
+                // SAFETY: a physical device of this live instance.
+                let memory = unsafe { self.instance.get_physical_device_memory_properties(*pd) };
                 AdapterInfo {
                     name,
                     f16: self.f16_support(*pd),
                     f64: self.core_features(*pd).shader_float64 == vk::TRUE,
                     i64: self.core_features(*pd).shader_int64 == vk::TRUE,
+                    driver: self.driver(*pd, &props),
+                    mappable: memory::mapped_memory_type(&memory).is_some(),
+                    host_memory: matches!(
+                        props.device_type,
+                        vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
+                    ),
                 }
             })
             .collect()
@@ -143,6 +160,37 @@ impl Instance {
             },
             kernel_buffer: limit(range.min(alloc), "maxStorageBufferRange"),
             total: limit(heap, "its memory heap"),
+        }
+    }
+
+    /// `driverName driverInfo` on Vulkan 1.2 and later, else the raw
+    /// versions.
+    fn driver(&self, pd: vk::PhysicalDevice, props: &vk::PhysicalDeviceProperties) -> String {
+        let raw = format!(
+            "driver version {:#x}, Vulkan {}.{}.{}",
+            props.driver_version,
+            vk::api_version_major(props.api_version),
+            vk::api_version_minor(props.api_version),
+            vk::api_version_patch(props.api_version)
+        );
+        if props.api_version < vk::API_VERSION_1_2 {
+            return raw;
+        }
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+        // SAFETY: the chain is well formed and lives across the call.
+        unsafe { self.instance.get_physical_device_properties2(pd, &mut p2) };
+        let name = driver
+            .driver_name_as_c_str()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let info = driver
+            .driver_info_as_c_str()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match (name.is_empty(), info.is_empty()) {
+            (true, true) => raw,
+            _ => format!("{name} {info}").trim().to_string(),
         }
     }
 

@@ -1,0 +1,709 @@
+//! `fuel-opt calibrate` (and `bench --calibrate`): measures what the cost
+//! model assumes, with the executor itself, and keeps it in the
+//! calibration cache (`fuel_graph_ext::calibration`) or a topology file.
+//!
+//! Each figure is fitted so that the model's own estimate of a small
+//! calibration graph ([`fuel_collective::lower::estimate_run_on`]: inputs,
+//! steps, outputs, the runner's cost per run) equals its measured median.
+//! The estimate is affine in each figure (or in its inverse, for
+//! throughputs), so two graphs give two equations:
+//!
+//! - runners: a chain of 1 and of 33 shared host copies (the inline step
+//!   cost, from the slope), a chain of 1 and 33 `div`s on `cpu:0` run
+//!   inline (the CPU's fixed cost per computation from the slope, the run
+//!   cost from one div) and on the threaded runner (its step and run cost;
+//!   only where the group has a device other than a CPU, since an all-host
+//!   graph always runs inline);
+//! - links: one copy between two devices of each class among the group's
+//!   (and `cpu:0 -> cpu:1`), at 4 KiB (the latency) and at 64 KiB, 1 MiB
+//!   and 4 MiB (the bandwidth curve's points: caches make small copies
+//!   faster per byte than large ones);
+//! - computation: a two-input `add` on each device kind at the same sizes:
+//!   the fixed cost (for CPUs from the div chain) and the throughput curve;
+//! - deferred copies: a GPU shard copied to `cpu:0` straight into an `add`
+//!   there (the executor defers it into the add), 4 MiB: their bandwidth.
+//!
+//! The graphs are timed once; the fits then run eight times over, each
+//! with the others' latest figures, since every graph pays a little of
+//! every other figure.
+
+use crate::outln;
+use crate::scenario;
+use crate::Failure;
+use fuel_collective::lower::estimate_run_on;
+use fuel_graph_ext::exec::{self, Tensor};
+use fuel_graph_ext::interp::deterministic_inputs;
+use fuel_graph_ext::topology::{Curve, LinkClass, Runner};
+use fuel_graph_ext::{text, Device, DeviceKind, Graph, Topology};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The sizes links and computations are timed at: the smallest fixes the
+/// latency or fixed cost, the others a point of the throughput curve each.
+const SIZES: [usize; 4] = [4 << 10, 64 << 10, 1 << 20, 4 << 20];
+const BIG: usize = 4 << 20;
+const CHAIN: usize = 33;
+
+/// How long to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Effort {
+    /// Timed runs per graph (the median counts).
+    pub iters: usize,
+    /// Untimed runs first.
+    pub warmup: usize,
+}
+
+/// One timed calibration graph.
+struct Timed {
+    graph: Graph,
+    /// The runner it ran on.
+    runner: Runner,
+    /// Its median, microseconds.
+    us: f64,
+}
+
+impl Timed {
+    /// The model's estimate of this graph under `topo`.
+    fn model(&self, topo: &Topology) -> f64 {
+        estimate_run_on(&self.graph, topo, self.runner).total_us()
+    }
+}
+
+/// Times `src` (text IR) compiled for `devices`.
+fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure> {
+    let graph = text::parse(src).map_err(|e| Failure::input(format!("calibration graph: {e}")))?;
+    let exe = exec::compile(&graph, devices)
+        .map_err(|e| Failure::input(format!("calibration compile failed: {e}")))?;
+    let inputs: BTreeMap<String, Tensor> = deterministic_inputs(&graph)
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    let mut outs = Vec::new();
+    let mut times = Vec::with_capacity(effort.iters);
+    for it in 0..effort.warmup + effort.iters.max(1) {
+        let t = Instant::now();
+        exe.run_into(&inputs, &mut outs)
+            .map_err(|e| Failure::input(format!("calibration run failed: {e}")))?;
+        if it >= effort.warmup {
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let runner = if devices.iter().all(|d| d.is_cpu()) {
+        Runner::Inline
+    } else {
+        Runner::Threaded
+    };
+    Ok(Timed {
+        graph,
+        runner,
+        us: scenario::median_us(&mut times),
+    })
+}
+
+fn elems(bytes: usize) -> usize {
+    (bytes / 4).max(1)
+}
+
+/// `k` copies bouncing between cpu:0 and cpu:1; only the last is an output.
+fn copy_chain(k: usize) -> String {
+    let mut s = String::from("graph @cal {\n  %0 = input \"a\" @cpu:0 : f32[1]\n");
+    for i in 1..=k {
+        let to = if i % 2 == 1 { "cpu:1" } else { "cpu:0" };
+        s += &format!("  %{i} = copy %{} -> {to} : f32[1]\n", i - 1);
+    }
+    s + &format!("  return %{k}\n}}\n")
+}
+
+/// `k` chained `div {by=1}` on cpu:0.
+fn div_chain(k: usize) -> String {
+    let mut s = String::from("graph @cal {\n  %0 = input \"a\" @cpu:0 : f32[1]\n");
+    for i in 1..=k {
+        s += &format!("  %{i} = div %{} {{by=1}} @cpu:0 : f32[1]\n", i - 1);
+    }
+    s + &format!("  return %{k}\n}}\n")
+}
+
+/// `k` independent `div`s, alternately on cpu:0 and cpu:1, all outputs.
+fn fanout(k: usize) -> String {
+    let mut s = String::from(
+        "graph @cal {\n  %0 = input \"a\" @cpu:0 : f32[1]\n  %1 = input \"b\" @cpu:1 : f32[1]\n",
+    );
+    let mut rets = Vec::with_capacity(k);
+    for i in 0..k {
+        let d = i % 2;
+        s += &format!("  %{} = div %{d} {{by=1}} @cpu:{d} : f32[1]\n", i + 2);
+        rets.push(format!("%{}", i + 2));
+    }
+    s + &format!("  return {}\n}}\n", rets.join(", "))
+}
+
+fn copy_graph(a: Device, b: Device, bytes: usize) -> String {
+    let n = elems(bytes);
+    format!(
+        "graph @cal {{\n  %0 = input \"a\" @{a} : f32[{n}]\n  %1 = copy %0 -> {b} : f32[{n}]\n  return %1\n}}\n"
+    )
+}
+
+fn add_graph(d: Device, bytes: usize) -> String {
+    let n = elems(bytes);
+    format!(
+        "graph @cal {{\n  %0 = input \"a\" @{d} : f32[{n}]\n  %1 = input \"b\" @{d} : f32[{n}]\n  %2 = add %0, %1 @{d} : f32[{n}]\n  return %2\n}}\n"
+    )
+}
+
+/// A shard on `gpu` copied into an add on cpu:0: the copy is deferred.
+fn deferred_graph(gpu: Device, bytes: usize) -> String {
+    let n = elems(bytes);
+    format!(
+        "graph @cal {{\n  %0 = input \"a\" @{gpu} : f32[{n}]\n  %1 = input \"b\" @cpu:0 : f32[{n}]\n  %2 = copy %0 -> cpu:0 : f32[{n}]\n  %3 = add %1, %2 @cpu:0 : f32[{n}]\n  return %3\n}}\n"
+    )
+}
+
+/// True if a Vulkan device of the group sits on an adapter whose memory is
+/// the host's.
+fn host_memory_vulkan(devices: &[Device]) -> bool {
+    use fuel_graph_ext::backend::vulkan::{devices_per_adapter, Instance};
+    let Ok(inst) = Instance::open() else {
+        return false;
+    };
+    let adapters = inst.adapters();
+    devices.iter().any(|d| {
+        d.kind == DeviceKind::Vulkan
+            && adapters
+                // A bad FUEL_VULKAN_DEVICES is reported when the devices open.
+                .get((d.index / devices_per_adapter().unwrap_or(1)) as usize)
+                .is_some_and(|a| a.host_memory)
+    })
+}
+
+/// Keeps a fitted figure finite and above zero: a throughput too fast to
+/// see (an infinite fit) becomes 10^7, a cost too small to see 0.01.
+fn clamp(x: f64) -> f64 {
+    if x.is_nan() {
+        0.01
+    } else {
+        x.clamp(0.01, 1e7)
+    }
+}
+
+/// Solves `f(x) = m` by Newton steps from `x0` with a finite-difference
+/// slope. The model is piecewise affine in each figure (affine between the
+/// points where another resource becomes the busiest), so a step or two
+/// lands on the answer. Gives `x0` back where `f` does not depend on `x`.
+fn solve1(f: impl Fn(f64) -> f64, x0: f64, m: f64) -> f64 {
+    let mut x = x0;
+    for _ in 0..8 {
+        let h = 1e-3 * x.abs().max(1e-6);
+        let f0 = f(x);
+        let d = (f(x + h) - f0) / h;
+        if !d.is_finite() || d.abs() < 1e-12 {
+            break;
+        }
+        let next = x - (f0 - m) / d;
+        if (next - x).abs() <= 1e-12 * x.abs().max(1e-9) {
+            x = next;
+            break;
+        }
+        x = next;
+    }
+    x
+}
+
+/// Solves `f(0, x, y) = m[0]` and `f(1, x, y) = m[1]` by Newton steps from
+/// `(x0, y0)`, as [`solve1`] does.
+fn solve2(f: impl Fn(usize, f64, f64) -> f64, x0: (f64, f64), m: [f64; 2]) -> (f64, f64) {
+    let (mut x, mut y) = x0;
+    for _ in 0..8 {
+        let (hx, hy) = (1e-3 * x.abs().max(1e-6), 1e-3 * y.abs().max(1e-9));
+        let f0 = [f(0, x, y) - m[0], f(1, x, y) - m[1]];
+        let j = [
+            [
+                (f(0, x + hx, y) - m[0] - f0[0]) / hx,
+                (f(0, x, y + hy) - m[0] - f0[0]) / hy,
+            ],
+            [
+                (f(1, x + hx, y) - m[1] - f0[1]) / hx,
+                (f(1, x, y + hy) - m[1] - f0[1]) / hy,
+            ],
+        ];
+        let det = j[0][0] * j[1][1] - j[0][1] * j[1][0];
+        if !det.is_finite() || det.abs() < 1e-18 {
+            break;
+        }
+        let dx = (f0[0] * j[1][1] - j[0][1] * f0[1]) / det;
+        let dy = (j[0][0] * f0[1] - f0[0] * j[1][0]) / det;
+        x -= dx;
+        y -= dy;
+        if dx.abs() <= 1e-12 * x.abs().max(1e-9) && dy.abs() <= 1e-12 * y.abs().max(1e-12) {
+            break;
+        }
+    }
+    (x, y)
+}
+
+/// `1 / (gbps * 1e3)`: microseconds per byte, which the model is affine in.
+fn per_byte(gbps: f64) -> f64 {
+    1.0 / (gbps * 1e3)
+}
+
+/// The inverse of [`per_byte`]; a figure of zero or less is left to
+/// [`clamp`].
+fn gbps(per_byte: f64) -> f64 {
+    if per_byte > 0.0 {
+        1.0 / (per_byte * 1e3)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// `c` with a point at each timed size above the smallest (the first,
+/// 64 KiB, is the figure for every smaller step too), starting from `c`'s
+/// own figures there.
+fn sized(c: Curve) -> Curve {
+    let pts: Vec<(usize, f64)> = SIZES[1..].iter().map(|&b| (b, c.at(b))).collect();
+    Curve::new(&pts).unwrap_or(c)
+}
+
+/// `c` with point `k`'s figure set to the throughput whose microseconds
+/// per byte are `inv`.
+fn with_point(c: Curve, k: usize, inv: f64) -> Curve {
+    let at = c.points().get(k).map(|p| p.0);
+    c.map(|size, g| if Some(size) == at { gbps(inv) } else { g })
+}
+
+/// Everything timed for one calibration.
+struct Measured {
+    copies: [Timed; 2],
+    divs: [Timed; 2],
+    threaded_divs: Option<[Timed; 2]>,
+    /// 33 independent divs on two CPUs' workers: the dispatcher's rate.
+    fanout: Option<Timed>,
+    /// A copy per link class, one per size of [`SIZES`].
+    links: Vec<(LinkClass, Device, Device, Vec<Timed>)>,
+    /// A two-input add per device kind, one per size of [`SIZES`].
+    adds: Vec<(DeviceKind, Vec<Timed>)>,
+    deferred: Vec<(LinkClass, Timed)>,
+}
+
+/// Measures the figures for `devices` and returns `base` with them in it.
+/// `say` gets one line per figure.
+pub fn measure(
+    devices: &[Device],
+    base: &Topology,
+    effort: Effort,
+    say: &mut dyn FnMut(String),
+) -> Result<Topology, Failure> {
+    let (h0, h1) = (Device::cpu(0), Device::cpu(1));
+    let gpu = |kind| devices.iter().copied().find(|d| d.kind == kind);
+    let other = devices.iter().copied().find(|d| !d.is_cpu());
+    let pair = |t: &dyn Fn(usize) -> String, devs: &[Device]| -> Result<[Timed; 2], Failure> {
+        Ok([time(&t(0), devs, effort)?, time(&t(1), devs, effort)?])
+    };
+    let sweep = |t: &dyn Fn(usize) -> String, devs: &[Device]| -> Result<Vec<Timed>, Failure> {
+        SIZES.iter().map(|&b| time(&t(b), devs, effort)).collect()
+    };
+    let chain = |s: usize| if s == 0 { 1 } else { CHAIN };
+    let mut m = Measured {
+        copies: pair(&|s| copy_chain(chain(s)), &[h0, h1])?,
+        divs: pair(&|s| div_chain(chain(s)), &[h0])?,
+        threaded_divs: match other {
+            Some(o) => Some(pair(&|s| div_chain(chain(s)), &[h0, o])?),
+            None => None,
+        },
+        fanout: match other {
+            Some(o) => Some(time(&fanout(CHAIN), &[h0, h1, o], effort)?),
+            None => None,
+        },
+        links: Vec::new(),
+        adds: Vec::new(),
+        deferred: Vec::new(),
+    };
+    let mut ends = vec![(LinkClass::HostHost, h0, h1)];
+    if let Some(v) = gpu(DeviceKind::Vulkan) {
+        ends.push((LinkClass::HostVulkan, v, h0));
+    }
+    if let Some(c) = gpu(DeviceKind::Cuda) {
+        ends.push((LinkClass::HostCuda, c, h0));
+        let peer = devices
+            .iter()
+            .copied()
+            .find(|d| d.kind == DeviceKind::Cuda && *d != c && base.has_peer(c.index, d.index));
+        if let Some(p) = peer {
+            ends.push((LinkClass::CudaPeer, c, p));
+        }
+    }
+    for (class, a, b) in ends {
+        let t = sweep(&|bytes| copy_graph(a, b, bytes), &[a, b])?;
+        m.links.push((class, a, b, t));
+        if class == LinkClass::HostVulkan || class == LinkClass::HostCuda {
+            m.deferred
+                .push((class, time(&deferred_graph(a, BIG), &[a, h0], effort)?));
+        }
+    }
+    let mut kinds: Vec<Device> = vec![h0];
+    kinds.extend(
+        DeviceKind::ALL
+            .into_iter()
+            .filter_map(|k| (k != DeviceKind::Cpu).then(|| gpu(k)).flatten()),
+    );
+    for d in kinds {
+        m.adds
+            .push((d.kind, sweep(&|bytes| add_graph(d, bytes), &[d])?));
+    }
+    let mut base = base.clone();
+    if host_memory_vulkan(devices) {
+        base.host_memory.insert(DeviceKind::Vulkan);
+    }
+    let topo = fit(&m, &base);
+    report(&m, &topo, say);
+    if topo.in_host_memory(DeviceKind::Vulkan) {
+        say("host-memory vulkan: the Vulkan adapter's memory is the host's (a CPU device or an integrated GPU)".into());
+    }
+    // What is written must read back.
+    Topology::parse(&topo.to_text()).map_err(|e| {
+        Failure::input(format!(
+            "calibration gave a figure a topology file cannot hold: {e}"
+        ))
+    })?;
+    Ok(topo)
+}
+
+/// Fits every figure to the measurements, eight times over.
+fn fit(m: &Measured, base: &Topology) -> Topology {
+    let mut t = base.clone();
+    for _ in 0..8 {
+        // Inline runner: the step cost from the shared copy chain's slope
+        // (its runs differ only in shared copies), the CPU's fixed cost per
+        // computation from the div chain's slope, and the run cost from one
+        // div (which copies nothing: a copy's latency would look like it).
+        let inline = |u: &mut Topology, step: Option<f64>, run: Option<f64>| {
+            let mut c = u.runner(Runner::Inline);
+            c.step_us = step.unwrap_or(c.step_us);
+            c.run_us = run.unwrap_or(c.run_us);
+            u.set_runner(Runner::Inline, c);
+        };
+        let step = solve1(
+            |x| {
+                let mut u = t.clone();
+                inline(&mut u, Some(x), None);
+                m.copies[1].model(&u) - m.copies[0].model(&u)
+            },
+            t.runner(Runner::Inline).step_us,
+            m.copies[1].us - m.copies[0].us,
+        );
+        inline(&mut t, Some(clamp(step)), None);
+        let fixed = solve1(
+            |x| {
+                let mut u = t.clone();
+                let mut c = u.compute(DeviceKind::Cpu);
+                c.fixed_us = x;
+                u.set_compute(DeviceKind::Cpu, c);
+                m.divs[1].model(&u) - m.divs[0].model(&u)
+            },
+            t.compute(DeviceKind::Cpu).fixed_us,
+            m.divs[1].us - m.divs[0].us,
+        );
+        let mut c = t.compute(DeviceKind::Cpu);
+        c.fixed_us = clamp(fixed);
+        t.set_compute(DeviceKind::Cpu, c);
+        let run = solve1(
+            |y| {
+                let mut u = t.clone();
+                inline(&mut u, None, Some(y));
+                m.divs[0].model(&u)
+            },
+            t.runner(Runner::Inline).run_us,
+            m.divs[0].us,
+        );
+        inline(&mut t, None, Some(clamp(run)));
+        // Threaded runner: step and run cost from its div chain, then the
+        // dispatcher's cost per step from divs side by side.
+        if let Some(d) = &m.threaded_divs {
+            let now = t.runner(Runner::Threaded);
+            let (step, run) = solve2(
+                |i, x, y| {
+                    let mut u = t.clone();
+                    let mut th = u.runner(Runner::Threaded);
+                    th.step_us = x;
+                    th.run_us = y;
+                    u.set_runner(Runner::Threaded, th);
+                    d[i].model(&u)
+                },
+                (now.step_us, now.run_us),
+                [d[0].us, d[1].us],
+            );
+            let mut th = t.runner(Runner::Threaded);
+            th.step_us = clamp(step);
+            th.run_us = clamp(run);
+            t.set_runner(Runner::Threaded, th);
+        }
+        if let Some(f) = &m.fanout {
+            let dispatch = solve1(
+                |x| {
+                    let mut u = t.clone();
+                    let mut th = u.runner(Runner::Threaded);
+                    th.dispatch_us = x;
+                    u.set_runner(Runner::Threaded, th);
+                    f.model(&u)
+                },
+                t.runner(Runner::Threaded).dispatch_us,
+                f.us,
+            );
+            let mut th = t.runner(Runner::Threaded);
+            th.dispatch_us = clamp(dispatch);
+            t.set_runner(Runner::Threaded, th);
+        }
+        // Links: the latency from the smallest copy, then the bandwidth at
+        // each larger size (microseconds per byte, which the model is
+        // affine in).
+        for (class, _, _, g) in &m.links {
+            let set = |u: &mut Topology, lat: Option<f64>, c: Curve| {
+                let mut l = u.link(*class);
+                l.latency_us = lat.unwrap_or(l.latency_us);
+                l.bandwidth = c;
+                u.set_link(*class, l);
+            };
+            let mut c = sized(t.link(*class).bandwidth);
+            set(&mut t, None, c);
+            let lat = solve1(
+                |x| {
+                    let mut u = t.clone();
+                    set(&mut u, Some(x), c);
+                    g[0].model(&u)
+                },
+                t.link(*class).latency_us,
+                g[0].us,
+            );
+            set(&mut t, Some(clamp(lat)), c);
+            for (k, timed) in g.iter().enumerate().skip(1) {
+                let inv = solve1(
+                    |y| {
+                        let mut u = t.clone();
+                        set(&mut u, None, with_point(c, k - 1, y));
+                        timed.model(&u)
+                    },
+                    per_byte(c.points()[k - 1].1),
+                    timed.us,
+                );
+                c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+                set(&mut t, None, c);
+            }
+        }
+        // Computation: the fixed cost from the smallest add (CPUs: from
+        // the div chain, above), then the throughput at each larger size.
+        for (kind, g) in &m.adds {
+            let set = |u: &mut Topology, fixed: Option<f64>, c: Curve| {
+                let mut cost = u.compute(*kind);
+                cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
+                cost.gbps = c;
+                u.set_compute(*kind, cost);
+            };
+            let mut c = sized(t.compute(*kind).gbps);
+            set(&mut t, None, c);
+            if *kind != DeviceKind::Cpu {
+                let fixed = solve1(
+                    |x| {
+                        let mut u = t.clone();
+                        set(&mut u, Some(x), c);
+                        g[0].model(&u)
+                    },
+                    t.compute(*kind).fixed_us,
+                    g[0].us,
+                );
+                set(&mut t, Some(clamp(fixed)), c);
+            }
+            for (k, timed) in g.iter().enumerate().skip(1) {
+                let inv = solve1(
+                    |y| {
+                        let mut u = t.clone();
+                        set(&mut u, None, with_point(c, k - 1, y));
+                        timed.model(&u)
+                    },
+                    per_byte(c.points()[k - 1].1),
+                    timed.us,
+                );
+                c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+                set(&mut t, None, c);
+            }
+        }
+        // Deferred copies.
+        for (class, g) in &m.deferred {
+            let inv = solve1(
+                |y| {
+                    let mut u = t.clone();
+                    let mut l = u.link(*class);
+                    l.deferred_gbps = gbps(y);
+                    u.set_link(*class, l);
+                    g.model(&u)
+                },
+                per_byte(t.link(*class).deferred_gbps),
+                g.us,
+            );
+            let mut l = t.link(*class);
+            l.deferred_gbps = clamp(gbps(inv));
+            t.set_link(*class, l);
+        }
+    }
+    t
+}
+
+/// One line per measurement and the figure it gave.
+fn report(m: &Measured, t: &Topology, say: &mut dyn FnMut(String)) {
+    let inline = t.runner(Runner::Inline);
+    say(format!(
+        "runner inline:   1 / {CHAIN} shared copies {:.1} / {:.1} us => step {:.2} us, run {:.2} us",
+        m.copies[0].us, m.copies[1].us, inline.step_us, inline.run_us
+    ));
+    say(format!(
+        "compute cpu:     1 / {CHAIN} divs {:.1} / {:.1} us => fixed {:.2} us",
+        m.divs[0].us,
+        m.divs[1].us,
+        t.compute(DeviceKind::Cpu).fixed_us
+    ));
+    if let (Some(d), Some(f)) = (&m.threaded_divs, &m.fanout) {
+        let th = t.runner(Runner::Threaded);
+        say(format!(
+            "runner threaded: 1 / {CHAIN} divs {:.1} / {:.1} us, {CHAIN} side by side {:.1} us => step {:.2} us, run {:.2} us, dispatch {:.2} us",
+            d[0].us, d[1].us, f.us, th.step_us, th.run_us, th.dispatch_us
+        ));
+    }
+    let times = |g: &[Timed]| {
+        g.iter()
+            .zip(SIZES)
+            .map(|(t, b)| format!("{} {:.1}", crate::sizes::format_size(b), t.us))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let round = |c: Curve| c.map(|_, x| (x * 100.0).round() / 100.0);
+    for (class, a, b, g) in &m.links {
+        let l = t.link(*class);
+        say(format!(
+            "link {:<12} {a} -> {b}: {} us => bandwidth {} GB/s, latency {:.2} us",
+            class.as_str(),
+            times(g),
+            round(l.bandwidth),
+            l.latency_us
+        ));
+    }
+    for (class, g) in &m.deferred {
+        say(format!(
+            "deferred {:<8} 4 MiB into an add on cpu:0 {:.1} us => {:.2} GB/s",
+            class.as_str(),
+            g.us,
+            t.link(*class).deferred_gbps
+        ));
+    }
+    for (kind, g) in &m.adds {
+        let c = t.compute(*kind);
+        say(format!(
+            "reduce {kind:<8} add of 2 inputs: {} us => {} GB/s of input read, fixed {:.2} us",
+            times(g),
+            round(c.gbps),
+            c.fixed_us
+        ));
+    }
+}
+
+/// `fuel-opt calibrate` options.
+#[derive(clap::Args, Debug)]
+pub struct CalibrateArgs {
+    /// Devices to calibrate for, e.g. `cpu:0,vulkan:0` (default: cpu:0 and
+    /// every Vulkan and CUDA device found). Indices and counts do not
+    /// matter: the cache keys on what the devices are.
+    #[arg(long)]
+    devices: Option<String>,
+    /// Timed runs per calibration graph.
+    #[arg(long, default_value_t = 7)]
+    iters: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Also write the figures as a topology file (for `--topology`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+/// `fuel-opt calibrate`: measures and writes the calibration cache.
+pub fn calibrate(a: &CalibrateArgs) -> Result<(), Failure> {
+    if a.iters == 0 {
+        return Err(Failure::input("--iters must be at least 1"));
+    }
+    let found = scenario::discover();
+    let devices = scenario::pick_devices(a.devices.as_deref(), 1, &found)?;
+    let effort = Effort {
+        iters: a.iters,
+        warmup: a.warmup,
+    };
+    let topo = to_cache(&devices, effort, &mut |l| {
+        let _ = outln!("{l}");
+    })?;
+    if let Some(out) = &a.out {
+        write_topology(out, &devices, &topo)?;
+        outln!("# wrote {} (read it back with --topology)", out.display())?;
+    }
+    Ok(())
+}
+
+/// Measures `devices` and writes the calibration cache; returns the
+/// topology, whose source says it was calibrated.
+pub fn to_cache(
+    devices: &[Device],
+    effort: Effort,
+    say: &mut dyn FnMut(String),
+) -> Result<Topology, Failure> {
+    let topo = measure(devices, &Topology::default(), effort, say)?;
+    let date = fuel_graph_ext::calibration::today();
+    let path = fuel_graph_ext::calibration::write(devices, &topo, &date)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    say(format!(
+        "# wrote {}: lower-collectives uses it for these devices when no --topology is given",
+        path.display()
+    ));
+    Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))
+}
+
+/// `bench --calibrate`: measures and writes a topology file to `out`.
+pub fn to_file(
+    devices: &[Device],
+    base: &Topology,
+    out: &std::path::Path,
+    effort: Effort,
+) -> Result<(), Failure> {
+    outln!(
+        "# fuel-opt bench --calibrate over {} devices, medians of {}",
+        devices.len(),
+        effort.iters
+    )?;
+    let topo = measure(devices, base, effort, &mut |l| {
+        let _ = outln!("{l}");
+    })?;
+    write_topology(out, devices, &topo)?;
+    outln!("# wrote {} (read it back with --topology)", out.display())?;
+    Ok(())
+}
+
+/// Writes `topo` as a topology file with a comment naming `devices`.
+pub fn write_topology(
+    out: &std::path::Path,
+    devices: &[Device],
+    topo: &Topology,
+) -> Result<(), Failure> {
+    if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::input(format!("cannot create `{}`: {e}", dir.display())))?;
+    }
+    let text = format!(
+        "# written by `fuel-opt calibrate` over [{}]\n{}",
+        devices
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        topo.to_text()
+    );
+    std::fs::write(out, text)
+        .map_err(|e| Failure::input(format!("cannot write `{}`: {e}", out.display())))
+}
+
+#[cfg(test)]
+mod tests;

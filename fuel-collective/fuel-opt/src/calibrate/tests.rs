@@ -1,0 +1,125 @@
+//! The fit recovers the figures that made the times it is given.
+
+use super::*;
+use fuel_graph_ext::topology::RunnerCost;
+
+/// Fitting the model to its own estimates gives back its figures.
+#[test]
+fn fits_recover_the_figures_that_made_the_times() {
+    let curve =
+        |g: [f64; 3]| Curve::new(&[(SIZES[1], g[0]), (SIZES[2], g[1]), (SIZES[3], g[2])]).unwrap();
+    let mut truth = Topology::default();
+    truth.set_runner(
+        Runner::Inline,
+        RunnerCost {
+            step_us: 0.7,
+            run_us: 2.5,
+            dispatch_us: 0.3,
+        },
+    );
+    truth.set_runner(
+        Runner::Threaded,
+        RunnerCost {
+            step_us: 11.0,
+            run_us: 40.0,
+            dispatch_us: 6.0,
+        },
+    );
+    let mut hv = truth.link(LinkClass::HostVulkan);
+    hv.bandwidth = curve([9.0, 7.0, 6.5]);
+    hv.latency_us = 44.0;
+    hv.deferred_gbps = 20.0;
+    truth.set_link(LinkClass::HostVulkan, hv);
+    let mut hh = truth.link(LinkClass::HostHost);
+    hh.bandwidth = curve([40.0, 30.0, 20.0]);
+    hh.latency_us = 0.4;
+    truth.set_link(LinkClass::HostHost, hh);
+    let mut vk = truth.compute(DeviceKind::Vulkan);
+    vk.gbps = curve([0.4, 0.5, 0.45]);
+    vk.fixed_us = 70.0;
+    truth.set_compute(DeviceKind::Vulkan, vk);
+    let mut cpu = truth.compute(DeviceKind::Cpu);
+    cpu.gbps = curve([60.0, 25.0, 14.0]);
+    cpu.fixed_us = 0.2;
+    truth.set_compute(DeviceKind::Cpu, cpu);
+    let g = |src: &str, runner| {
+        let graph = text::parse(src).unwrap();
+        let us = estimate_run_on(&graph, &truth, runner).total_us();
+        Timed { graph, runner, us }
+    };
+    let (h0, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
+    let sweep = |f: &dyn Fn(usize) -> String, runner| -> Vec<Timed> {
+        SIZES.iter().map(|&b| g(&f(b), runner)).collect()
+    };
+    let m = Measured {
+        copies: [
+            g(&copy_chain(1), Runner::Inline),
+            g(&copy_chain(CHAIN), Runner::Inline),
+        ],
+        divs: [
+            g(&div_chain(1), Runner::Inline),
+            g(&div_chain(CHAIN), Runner::Inline),
+        ],
+        threaded_divs: Some([
+            g(&div_chain(1), Runner::Threaded),
+            g(&div_chain(CHAIN), Runner::Threaded),
+        ]),
+        fanout: Some(g(&fanout(CHAIN), Runner::Threaded)),
+        links: vec![
+            (
+                LinkClass::HostHost,
+                h0,
+                h1,
+                sweep(&|b| copy_graph(h0, h1, b), Runner::Inline),
+            ),
+            (
+                LinkClass::HostVulkan,
+                v,
+                h0,
+                sweep(&|b| copy_graph(v, h0, b), Runner::Threaded),
+            ),
+        ],
+        adds: vec![
+            (
+                DeviceKind::Cpu,
+                sweep(&|b| add_graph(h0, b), Runner::Inline),
+            ),
+            (
+                DeviceKind::Vulkan,
+                sweep(&|b| add_graph(v, b), Runner::Threaded),
+            ),
+        ],
+        deferred: vec![(
+            LinkClass::HostVulkan,
+            g(&deferred_graph(v, BIG), Runner::Threaded),
+        )],
+    };
+    let got = fit(&m, &Topology::default());
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-3 * b.abs().max(1.0);
+    let same = |a: Curve, b: Curve| {
+        a.points().len() == b.points().len()
+            && a.points()
+                .iter()
+                .zip(b.points())
+                .all(|(x, y)| x.0 == y.0 && close(x.1, y.1))
+    };
+    let (i, th) = (got.runner(Runner::Inline), got.runner(Runner::Threaded));
+    assert!(close(i.step_us, 0.7) && close(i.run_us, 2.5), "{i:?}");
+    assert!(close(th.step_us, 11.0) && close(th.run_us, 40.0), "{th:?}");
+    assert!(close(th.dispatch_us, 6.0), "{th:?}");
+    let l = got.link(LinkClass::HostVulkan);
+    assert!(
+        same(l.bandwidth, hv.bandwidth) && close(l.latency_us, 44.0),
+        "{l:?}"
+    );
+    assert!(close(l.deferred_gbps, 20.0), "{l:?}");
+    let l = got.link(LinkClass::HostHost);
+    assert!(
+        same(l.bandwidth, hh.bandwidth) && close(l.latency_us, 0.4),
+        "{l:?}"
+    );
+    let c = got.compute(DeviceKind::Vulkan);
+    assert!(same(c.gbps, vk.gbps) && close(c.fixed_us, 70.0), "{c:?}");
+    let c = got.compute(DeviceKind::Cpu);
+    assert!(same(c.gbps, cpu.gbps) && close(c.fixed_us, 0.2), "{c:?}");
+}

@@ -1,0 +1,681 @@
+//! Topology: which device pairs have a direct copy path, and what links cost.
+//!
+//! A pure helper with no graph in sight. [`Topology::route`] answers, for an
+//! ordered device pair, whether one copy can move the bytes or whether they
+//! must be staged through a CPU. [`Topology::link`] gives the bandwidth and
+//! latency the cost model uses. The defaults are documented in
+//! `docs/lowering.md`; a topology file (see [`Topology::parse`]) overrides them.
+
+use crate::device::{Device, DeviceKind};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+mod curve;
+
+pub use curve::Curve;
+
+/// How bytes get from one device to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// One copy does it.
+    Direct,
+    /// Two copies: source to this CPU, then CPU to destination.
+    Staged(Device),
+}
+
+/// The class of a direct link, which decides its default cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LinkClass {
+    /// Source and destination are the same device.
+    SameDevice,
+    /// Between two host arenas.
+    HostHost,
+    /// Between the host and a CUDA GPU.
+    HostCuda,
+    /// Between the host and a Vulkan device.
+    HostVulkan,
+    /// Between two CUDA GPUs with peer access.
+    CudaPeer,
+}
+
+impl LinkClass {
+    /// Every class.
+    pub const ALL: [LinkClass; 5] = [
+        LinkClass::SameDevice,
+        LinkClass::HostHost,
+        LinkClass::HostCuda,
+        LinkClass::HostVulkan,
+        LinkClass::CudaPeer,
+    ];
+    /// The name used in topology files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkClass::SameDevice => "same-device",
+            LinkClass::HostHost => "host-host",
+            LinkClass::HostCuda => "host-cuda",
+            LinkClass::HostVulkan => "host-vulkan",
+            LinkClass::CudaPeer => "cuda-peer",
+        }
+    }
+}
+
+/// Where a topology's figures come from. The `lower-collectives` note says
+/// it, so a reader knows whether its estimates were measured here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// [`Topology::default`]: the documented defaults.
+    Defaults,
+    /// [`Topology::parse`] of a topology file; the name, where known.
+    File(Option<String>),
+    /// The calibration cache: when it was measured, and on what.
+    Calibrated {
+        /// The day, `YYYY-MM-DD` (UTC).
+        date: String,
+        /// What it measured, e.g. `cpu (AMD EPYC, 2 cores), vulkan (llvmpipe ..., mapped)`.
+        on: String,
+    },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Defaults => {
+                f.write_str("defaults: not calibrated here; run `fuel-opt calibrate`")
+            }
+            Source::File(None) => f.write_str("topology file"),
+            Source::File(Some(name)) => write!(f, "topology file {name}"),
+            Source::Calibrated { date, on } => write!(f, "calibrated {date} on {on}"),
+        }
+    }
+}
+
+/// What one link class costs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkCost {
+    /// Sustained bandwidth of a copy, in GB/s (10^9 bytes per second), by
+    /// the copy's size.
+    pub bandwidth: Curve,
+    /// Fixed cost per copy in microseconds.
+    pub latency_us: f64,
+    /// Bandwidth, in GB/s, of a copy the executor defers into the fold that
+    /// reads it (`exec::schedule::Work::Defer`): the fold moves the bytes
+    /// itself (or reads a mapped buffer in place), so there is no latency
+    /// and often less than a copy's traffic.
+    pub deferred_gbps: f64,
+}
+
+impl LinkCost {
+    /// A link with this bandwidth at every size and this latency, whose
+    /// deferred copies move at the same bandwidth.
+    pub fn new(bandwidth_gbps: f64, latency_us: f64) -> LinkCost {
+        LinkCost {
+            bandwidth: Curve::flat(bandwidth_gbps),
+            latency_us,
+            deferred_gbps: bandwidth_gbps,
+        }
+    }
+
+    /// Estimated microseconds to move `bytes` over this link.
+    pub fn time_us(&self, bytes: usize) -> f64 {
+        self.time_us_at(bytes, bytes)
+    }
+
+    /// [`LinkCost::time_us`] within work whose data is `working` bytes
+    /// ([`Curve::us_at`]).
+    pub fn time_us_at(&self, bytes: usize, working: usize) -> f64 {
+        self.latency_us + self.bandwidth.us_at(bytes, working)
+    }
+
+    /// Estimated microseconds for a fold to move `bytes` it took over as a
+    /// deferred copy.
+    pub fn deferred_us(&self, bytes: usize) -> f64 {
+        bytes as f64 / (self.deferred_gbps * 1e3)
+    }
+}
+
+/// What computing on one device kind costs: a fixed part per step (a
+/// kernel launch, a Vulkan submit and fence) and a throughput.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ComputeCost {
+    /// GB/s of input read, by the size of one input.
+    pub gbps: Curve,
+    /// Microseconds per step, whatever its size.
+    pub fixed_us: f64,
+}
+
+impl ComputeCost {
+    /// Estimated microseconds to read `inputs` tensors of `bytes` each.
+    pub fn time_us(&self, inputs: usize, bytes: usize) -> f64 {
+        self.time_us_at(inputs, bytes, bytes)
+    }
+
+    /// [`ComputeCost::time_us`] within work whose data is `working` bytes
+    /// ([`Curve::us_at`]).
+    pub fn time_us_at(&self, inputs: usize, bytes: usize, working: usize) -> f64 {
+        self.fixed_us + inputs as f64 * self.gbps.us_at(bytes, working)
+    }
+}
+
+/// The two ways the executor runs a graph (`exec::Executable`): an
+/// all-host graph runs its steps one after another on the caller's thread;
+/// any other graph hands each step to its device's worker thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Runner {
+    /// Every device is a host arena: steps run in order on one thread.
+    Inline,
+    /// One worker thread per device, a dispatcher between them.
+    Threaded,
+}
+
+impl Runner {
+    /// Both runners.
+    pub const ALL: [Runner; 2] = [Runner::Inline, Runner::Threaded];
+
+    /// The name used in topology files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runner::Inline => "inline",
+            Runner::Threaded => "threaded",
+        }
+    }
+}
+
+/// What a runner adds to the work itself.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunnerCost {
+    /// Microseconds per step: gathering operands, and for the threaded
+    /// runner the hand-off to a worker and the report back.
+    pub step_us: f64,
+    /// Microseconds per run: setting up and collecting the results.
+    pub run_us: f64,
+    /// Microseconds of the threaded runner's dispatcher per step (sending
+    /// it to its worker, taking its report): the rate at which it can
+    /// start steps, however many workers wait. The inline runner has no
+    /// dispatcher; its figure is not used.
+    pub dispatch_us: f64,
+}
+
+/// Device connectivity and link costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    /// Ordered CUDA pairs with peer access (stored both ways).
+    peers: BTreeSet<(u32, u32)>,
+    /// The CPU that staged copies go through.
+    pub staging: Device,
+    /// Cost per link class.
+    links: BTreeMap<LinkClass, LinkCost>,
+    /// Cost of computing, per device kind.
+    compute: BTreeMap<DeviceKind, ComputeCost>,
+    /// Cost of each runner.
+    runners: BTreeMap<Runner, RunnerCost>,
+    /// Device kinds whose collective driver (NCCL, host driver) is available.
+    pub drivers: BTreeSet<DeviceKind>,
+    /// Device kinds (besides the CPU) whose memory is the host's: an
+    /// integrated GPU, or lavapipe. Their transfers and kernels load host
+    /// memory on both ends.
+    pub host_memory: BTreeSet<DeviceKind>,
+    /// Where the figures come from.
+    source: Source,
+}
+
+impl Default for Topology {
+    /// The documented defaults (`docs/lowering.md`): figures `fuel-opt
+    /// calibrate` measured on the development VM (2 cores, lavapipe for
+    /// Vulkan), rounded; the CUDA figures are estimates, no GPU was
+    /// measured. A machine of its own is calibrated instead.
+    fn default() -> Self {
+        let curve = |pts: &[(usize, f64)]| Curve::new(pts).unwrap_or(Curve::flat(1.0));
+        let (k64, m1, m4) = (64 << 10, 1 << 20, 4 << 20);
+        let link = |bandwidth: Curve, latency_us: f64, deferred_gbps: f64| LinkCost {
+            bandwidth,
+            latency_us,
+            deferred_gbps,
+        };
+        let links = [
+            (LinkClass::SameDevice, LinkCost::new(200.0, 2.0)),
+            (
+                LinkClass::HostHost,
+                link(curve(&[(k64, 32.0), (m1, 18.0), (m4, 11.0)]), 0.2, 11.0),
+            ),
+            (LinkClass::HostCuda, LinkCost::new(25.0, 10.0)),
+            (
+                LinkClass::HostVulkan,
+                link(curve(&[(k64, 20.0), (m1, 15.0), (m4, 11.0)]), 1.0, 15.0),
+            ),
+            (LinkClass::CudaPeer, LinkCost::new(100.0, 8.0)),
+        ]
+        .into_iter()
+        .collect();
+        let compute = [
+            (
+                DeviceKind::Cpu,
+                curve(&[(k64, 40.0), (m1, 16.0), (m4, 14.0)]),
+                0.15,
+            ),
+            (DeviceKind::Cuda, Curve::flat(1000.0), 10.0),
+            (
+                DeviceKind::Vulkan,
+                curve(&[(k64, 0.6), (m1, 0.3), (m4, 0.25)]),
+                30.0,
+            ),
+        ]
+        .into_iter()
+        .map(|(k, gbps, fixed_us)| (k, ComputeCost { gbps, fixed_us }))
+        .collect();
+        let runners = [
+            (
+                Runner::Inline,
+                RunnerCost {
+                    step_us: 0.1,
+                    run_us: 0.3,
+                    dispatch_us: 0.1,
+                },
+            ),
+            (
+                Runner::Threaded,
+                RunnerCost {
+                    step_us: 3.5,
+                    run_us: 1.0,
+                    dispatch_us: 1.5,
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        Topology {
+            peers: BTreeSet::new(),
+            staging: Device::cpu(0),
+            links,
+            compute,
+            runners,
+            drivers: BTreeSet::new(),
+            host_memory: BTreeSet::new(),
+            source: Source::Defaults,
+        }
+    }
+}
+
+/// The device kinds that have a collective driver: the host driver for
+/// CPUs, NCCL for CUDA. Vulkan has none.
+pub const DRIVER_KINDS: [DeviceKind; 2] = [DeviceKind::Cpu, DeviceKind::Cuda];
+
+impl Topology {
+    /// Where the figures come from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// This topology, saying its figures come from `source`.
+    pub fn with_source(mut self, source: Source) -> Topology {
+        self.source = source;
+        self
+    }
+
+    /// True if a device of `kind` keeps its data in host memory (CPUs, and
+    /// the kinds a `host-memory` line names).
+    pub fn in_host_memory(&self, kind: DeviceKind) -> bool {
+        kind == DeviceKind::Cpu || self.host_memory.contains(&kind)
+    }
+
+    /// Declares peer access between two CUDA devices (both directions).
+    pub fn with_peer(mut self, a: u32, b: u32) -> Topology {
+        self.peers.insert((a, b));
+        self.peers.insert((b, a));
+        self
+    }
+
+    /// True if cuda:a and cuda:b may copy directly.
+    pub fn has_peer(&self, a: u32, b: u32) -> bool {
+        self.peers.contains(&(a, b))
+    }
+
+    /// How to get bytes from `src` to `dst`.
+    pub fn route(&self, src: Device, dst: Device) -> Route {
+        use DeviceKind::*;
+        if src == dst || src.kind == Cpu || dst.kind == Cpu {
+            return Route::Direct;
+        }
+        match (src.kind, dst.kind) {
+            (Cuda, Cuda) if self.has_peer(src.index, dst.index) => Route::Direct,
+            _ => Route::Staged(self.staging),
+        }
+    }
+
+    /// True if one copy can go from `src` to `dst`.
+    pub fn is_direct(&self, src: Device, dst: Device) -> bool {
+        self.route(src, dst) == Route::Direct
+    }
+
+    /// The class of a direct link, or `None` if the pair needs staging.
+    pub fn link_class(&self, src: Device, dst: Device) -> Option<LinkClass> {
+        use DeviceKind::*;
+        if self.route(src, dst) != Route::Direct {
+            return None;
+        }
+        Some(match (src.kind, dst.kind) {
+            _ if src == dst => LinkClass::SameDevice,
+            (Cpu, Cpu) => LinkClass::HostHost,
+            (Cpu, Cuda) | (Cuda, Cpu) => LinkClass::HostCuda,
+            (Cpu, Vulkan) | (Vulkan, Cpu) => LinkClass::HostVulkan,
+            (Cuda, Cuda) => LinkClass::CudaPeer,
+            // route() never says Direct for these.
+            (Cuda, Vulkan) | (Vulkan, Cuda) | (Vulkan, Vulkan) => return None,
+        })
+    }
+
+    /// The class of the link between the host and a device of `kind`
+    /// (inputs arrive over it, outputs leave over it).
+    pub fn host_class(kind: DeviceKind) -> LinkClass {
+        match kind {
+            DeviceKind::Cpu => LinkClass::HostHost,
+            DeviceKind::Cuda => LinkClass::HostCuda,
+            DeviceKind::Vulkan => LinkClass::HostVulkan,
+        }
+    }
+
+    /// Cost of a direct link class.
+    pub fn link(&self, class: LinkClass) -> LinkCost {
+        self.links
+            .get(&class)
+            .copied()
+            .unwrap_or(LinkCost::new(1.0, 100.0))
+    }
+
+    /// Overrides the cost of one link class.
+    pub fn set_link(&mut self, class: LinkClass, cost: LinkCost) {
+        self.links.insert(class, cost);
+    }
+
+    /// Cost of computing on a device of `kind`.
+    pub fn compute(&self, kind: DeviceKind) -> ComputeCost {
+        self.compute.get(&kind).copied().unwrap_or(ComputeCost {
+            gbps: Curve::flat(10.0),
+            fixed_us: 10.0,
+        })
+    }
+
+    /// Overrides the cost of computing on one device kind.
+    pub fn set_compute(&mut self, kind: DeviceKind, cost: ComputeCost) {
+        self.compute.insert(kind, cost);
+    }
+
+    /// What a runner adds.
+    pub fn runner(&self, runner: Runner) -> RunnerCost {
+        self.runners.get(&runner).copied().unwrap_or(RunnerCost {
+            step_us: 10.0,
+            run_us: 10.0,
+            dispatch_us: 3.0,
+        })
+    }
+
+    /// Overrides what a runner adds.
+    pub fn set_runner(&mut self, runner: Runner, cost: RunnerCost) {
+        self.runners.insert(runner, cost);
+    }
+
+    /// Estimated microseconds to move `bytes` from `src` to `dst`, counting a
+    /// staged pair as its two hops.
+    pub fn transfer_us(&self, src: Device, dst: Device, bytes: usize) -> f64 {
+        self.transfer_us_at(src, dst, bytes, bytes)
+    }
+
+    /// [`Topology::transfer_us`] within work whose data is `working` bytes
+    /// ([`Curve::us_at`]).
+    pub fn transfer_us_at(&self, src: Device, dst: Device, bytes: usize, working: usize) -> f64 {
+        match self.route(src, dst) {
+            Route::Direct => self
+                .link_class(src, dst)
+                .map_or(0.0, |c| self.link(c).time_us_at(bytes, working)),
+            Route::Staged(cpu) => {
+                self.transfer_us_at(src, cpu, bytes, working)
+                    + self.transfer_us_at(cpu, dst, bytes, working)
+            }
+        }
+    }
+
+    /// Estimated microseconds for `device` to combine `inputs` tensors of `bytes` each.
+    pub fn reduce_us(&self, device: Device, inputs: usize, bytes: usize) -> f64 {
+        self.compute(device.kind).time_us(inputs, bytes)
+    }
+
+    /// Parses a topology file. Lines (with `#` comments):
+    /// `peer cuda:0 cuda:1`, `staging cpu:1`, `driver cuda`,
+    /// `link host-cuda bandwidth=25 latency=10 deferred=25`,
+    /// `reduce cpu 20 fixed=0.1`, `runner threaded step=15 run=20`.
+    ///
+    /// Every figure is a finite number above zero. A line may repeat what
+    /// an earlier line set, but not set it to something else: that is an
+    /// error naming both lines, as are unknown directives, device kinds and
+    /// link classes, and a `driver` for a kind that has none.
+    pub fn parse(text: &str) -> Result<Topology, String> {
+        let mut t = Topology::default().with_source(Source::File(None));
+        // What each setting was set to, and on which line.
+        let mut seen: BTreeMap<String, (usize, String)> = BTreeMap::new();
+        for (ln, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let err = |m: String| format!("topology line {}: {m}\n  | {raw}", ln + 1);
+            let mut set = |what: String, value: String| -> Result<(), String> {
+                match seen.get(&what) {
+                    Some((first, old)) if *old != value => Err(err(format!(
+                        "sets {what} to {value}, but line {first} set it to {old}; keep one of the two lines"
+                    ))),
+                    Some(_) => Ok(()),
+                    None => {
+                        seen.insert(what, (ln + 1, value));
+                        Ok(())
+                    }
+                }
+            };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let dev = |s: &str| s.parse::<Device>().map_err(|e| err(e.to_string()));
+            let kind = |s: &str| {
+                DeviceKind::ALL
+                    .into_iter()
+                    .find(|k| k.as_str() == s)
+                    .ok_or_else(|| {
+                        err(format!(
+                            "unknown device kind `{s}`: expected cpu, cuda or vulkan"
+                        ))
+                    })
+            };
+            let figure = |what: &str, v: &str, unit: &str, example: &str| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| {
+                        err(format!(
+                            "bad {what} `{v}`: expected a finite number of {unit} above 0, e.g. {example}"
+                        ))
+                    })
+            };
+            let curve = |what: &str, v: &str, example: &str| {
+                Curve::parse(v).ok_or_else(|| {
+                    err(format!(
+                        "bad {what} `{v}`: expected a finite number of GB/s above 0, e.g. {example}, or one per size, e.g. 64K:30,4M:12"
+                    ))
+                })
+            };
+            match words.as_slice() {
+                ["peer", a, b] => {
+                    let (a, b) = (dev(a)?, dev(b)?);
+                    if a.kind != DeviceKind::Cuda || b.kind != DeviceKind::Cuda {
+                        return Err(err("`peer` takes two cuda devices".into()));
+                    }
+                    t = t.with_peer(a.index, b.index);
+                }
+                ["staging", d] => {
+                    let d = dev(d)?;
+                    if !d.is_cpu() {
+                        return Err(err("`staging` takes a cpu device".into()));
+                    }
+                    set("the staging device".into(), d.to_string())?;
+                    t.staging = d;
+                }
+                ["host-memory", k] => {
+                    let k = kind(k)?;
+                    if k == DeviceKind::Cpu {
+                        return Err(err(
+                            "a cpu's memory is host memory already: `host-memory` takes cuda or vulkan"
+                                .into(),
+                        ));
+                    }
+                    t.host_memory.insert(k);
+                }
+                ["driver", k] => {
+                    let k = kind(k)?;
+                    if !DRIVER_KINDS.contains(&k) {
+                        return Err(err(format!(
+                            "{k} has no collective driver: `driver` takes cpu (the host driver) or cuda (NCCL)"
+                        )));
+                    }
+                    t.drivers.insert(k);
+                }
+                ["reduce", k, v, rest @ ..] => {
+                    let k = kind(k)?;
+                    let mut cost = t.compute(k);
+                    cost.gbps = curve("reduce throughput", v, &format!("`reduce {k} 20`"))?;
+                    set(format!("the {k} reduce throughput"), cost.gbps.to_string())?;
+                    for kv in rest {
+                        match kv.split_once('=') {
+                            Some(("fixed", v)) => {
+                                cost.fixed_us =
+                                    figure("fixed cost", v, "microseconds", "fixed=0.5")?;
+                                set(format!("the {k} fixed cost"), cost.fixed_us.to_string())?;
+                            }
+                            _ => {
+                                return Err(err(format!(
+                                    "expected fixed=US after the throughput, found `{kv}`"
+                                )))
+                            }
+                        }
+                    }
+                    t.set_compute(k, cost);
+                }
+                ["runner", r, rest @ ..] => {
+                    let runner = Runner::ALL
+                        .into_iter()
+                        .find(|x| x.as_str() == *r)
+                        .ok_or_else(|| {
+                            err(format!("unknown runner `{r}`: expected inline or threaded"))
+                        })?;
+                    let mut cost = t.runner(runner);
+                    for kv in rest {
+                        match kv.split_once('=') {
+                            Some(("step", v)) => {
+                                cost.step_us = figure("step cost", v, "microseconds", "step=15")?;
+                                set(format!("the {r} step cost"), cost.step_us.to_string())?;
+                            }
+                            Some(("run", v)) => {
+                                cost.run_us = figure("run cost", v, "microseconds", "run=20")?;
+                                set(format!("the {r} run cost"), cost.run_us.to_string())?;
+                            }
+                            Some(("dispatch", v)) => {
+                                cost.dispatch_us =
+                                    figure("dispatch cost", v, "microseconds", "dispatch=2")?;
+                                set(format!("the {r} dispatch cost"), cost.dispatch_us.to_string())?;
+                            }
+                            _ => {
+                                return Err(err(format!(
+                                    "expected step=US, run=US or dispatch=US, found `{kv}`"
+                                )))
+                            }
+                        }
+                    }
+                    t.set_runner(runner, cost);
+                }
+                ["link", class, rest @ ..] => {
+                    let class = LinkClass::ALL.into_iter().find(|c| c.as_str() == *class).ok_or_else(|| {
+                        let names: Vec<&str> = LinkClass::ALL.iter().map(|c| c.as_str()).collect();
+                        err(format!("unknown link class `{class}`: expected one of {}", names.join(", ")))
+                    })?;
+                    let name = class.as_str();
+                    let mut cost = t.link(class);
+                    let mut deferred = None;
+                    for kv in rest {
+                        match kv.split_once('=') {
+                            Some(("bandwidth", v)) => {
+                                cost.bandwidth = curve("bandwidth", v, "bandwidth=25")?;
+                                set(format!("the {name} bandwidth"), cost.bandwidth.to_string())?;
+                            }
+                            Some(("latency", v)) => {
+                                cost.latency_us = figure("latency", v, "microseconds", "latency=10")?;
+                                set(format!("the {name} latency"), cost.latency_us.to_string())?;
+                            }
+                            Some(("deferred", v)) => {
+                                let d = figure("deferred bandwidth", v, "GB/s", "deferred=25")?;
+                                set(format!("the {name} deferred bandwidth"), d.to_string())?;
+                                deferred = Some(d);
+                            }
+                            _ => return Err(err(format!("expected bandwidth=GBPS, latency=US or deferred=GBPS, found `{kv}`"))),
+                        }
+                    }
+                    // Deferred copies move at the copy bandwidth unless a
+                    // line says otherwise.
+                    cost.deferred_gbps = deferred
+                        .or_else(|| {
+                            seen.contains_key(&format!("the {name} deferred bandwidth"))
+                                .then_some(cost.deferred_gbps)
+                        })
+                        .unwrap_or_else(|| cost.bandwidth.points().last().map_or(1.0, |p| p.1));
+                    t.set_link(class, cost);
+                }
+                _ => {
+                    return Err(err(
+                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` or `runner inline|threaded step=.. run=.. dispatch=..`"
+                            .into(),
+                    ))
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// Writes the topology in the file format [`Topology::parse`] reads
+    /// (the source is not written: the reader says where the file came
+    /// from).
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "staging {}", self.staging);
+        for (a, b) in &self.peers {
+            if a < b {
+                let _ = writeln!(s, "peer cuda:{a} cuda:{b}");
+            }
+        }
+        for k in &self.drivers {
+            let _ = writeln!(s, "driver {k}");
+        }
+        for k in &self.host_memory {
+            let _ = writeln!(s, "host-memory {k}");
+        }
+        for (r, c) in &self.runners {
+            let _ = writeln!(
+                s,
+                "runner {} step={} run={} dispatch={}",
+                r.as_str(),
+                c.step_us,
+                c.run_us,
+                c.dispatch_us
+            );
+        }
+        for (k, c) in &self.compute {
+            let _ = writeln!(s, "reduce {k} {} fixed={}", c.gbps, c.fixed_us);
+        }
+        for (c, l) in &self.links {
+            let _ = writeln!(
+                s,
+                "link {} bandwidth={} latency={} deferred={}",
+                c.as_str(),
+                l.bandwidth,
+                l.latency_us,
+                l.deferred_gbps
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;

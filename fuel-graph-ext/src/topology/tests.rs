@@ -1,0 +1,156 @@
+//! Tests of topology files, routes, curves and the cost figures.
+
+use super::*;
+
+#[test]
+fn route_table() {
+    let t = Topology::default().with_peer(0, 1);
+    let (c0, c1, c2) = (Device::cuda(0), Device::cuda(1), Device::cuda(2));
+    let (v0, v1, h0, h1) = (
+        Device::vulkan(0),
+        Device::vulkan(1),
+        Device::cpu(0),
+        Device::cpu(1),
+    );
+    let staged = Route::Staged(Device::cpu(0));
+    let table = [
+        (h0, h1, Route::Direct),
+        (h1, c0, Route::Direct),
+        (c0, h1, Route::Direct),
+        (v0, h0, Route::Direct),
+        (h0, v1, Route::Direct),
+        (c0, c0, Route::Direct),
+        (v1, v1, Route::Direct),
+        (c0, c1, Route::Direct),
+        (c1, c0, Route::Direct),
+        (c0, c2, staged),
+        (c0, v0, staged),
+        (v0, c0, staged),
+        (v0, v1, staged),
+    ];
+    for (a, b, want) in table {
+        assert_eq!(t.route(a, b), want, "{a} -> {b}");
+    }
+}
+
+#[test]
+fn file_round_trip_and_errors() {
+    let t = Topology::parse(
+        "peer cuda:0 cuda:1\nstaging cpu:1\nlink host-vulkan bandwidth=3 latency=40 # lavapipe\n",
+    )
+    .unwrap();
+    assert!(t.has_peer(1, 0));
+    assert_eq!(
+        t.route(Device::vulkan(0), Device::cuda(0)),
+        Route::Staged(Device::cpu(1))
+    );
+    assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+    assert!(Topology::parse("link warp bandwidth=1")
+        .unwrap_err()
+        .contains("unknown link class"));
+    assert!(Topology::parse("peer cpu:0 cuda:1")
+        .unwrap_err()
+        .contains("two cuda devices"));
+    let staged = t.transfer_us(Device::vulkan(0), Device::cuda(0), 1 << 20);
+    let direct = t.transfer_us(Device::vulkan(0), Device::cpu(1), 1 << 20);
+    assert!(staged > direct);
+}
+
+#[test]
+fn every_figure_round_trips() {
+    let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nhost-memory vulkan\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30 dispatch=1.5\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
+    let t = Topology::parse(text).unwrap();
+    assert_eq!(t.runner(Runner::Inline).step_us, 0.25);
+    assert_eq!(t.runner(Runner::Threaded).run_us, 30.0);
+    assert_eq!(t.runner(Runner::Threaded).dispatch_us, 1.5);
+    assert!(t.in_host_memory(DeviceKind::Vulkan) && !t.in_host_memory(DeviceKind::Cuda));
+    assert_eq!(t.compute(DeviceKind::Vulkan).fixed_us, 70.0);
+    assert_eq!(t.link(LinkClass::HostVulkan).deferred_gbps, 20.0);
+    // A link line without `deferred=` moves deferred copies at its bandwidth.
+    let plain = Topology::parse("link host-cuda bandwidth=7").unwrap();
+    assert_eq!(plain.link(LinkClass::HostCuda).deferred_gbps, 7.0);
+    assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+    assert_eq!(
+        Topology::parse(&Topology::default().to_text()).unwrap(),
+        Topology::default().with_source(Source::File(None))
+    );
+}
+
+#[test]
+fn curves_interpolate_by_size_and_round_trip() {
+    let t = Topology::parse("link host-host bandwidth=64K:30,1M:15,4M:11 latency=0.5\nreduce cpu 64K:40,4M:13 fixed=0.2\n").unwrap();
+    let c = t.link(LinkClass::HostHost).bandwidth;
+    assert_eq!(c.at(4096), 30.0);
+    assert_eq!(c.at(64 << 10), 30.0);
+    assert!((c.at(256 << 10) - 22.5).abs() < 1e-12);
+    assert_eq!(c.at(4 << 20), 11.0);
+    assert_eq!(c.at(16 << 20), 11.0);
+    assert_eq!(c.to_string(), "64K:30,1M:15,4M:11");
+    // Deferred copies default to the largest size's bandwidth.
+    assert_eq!(t.link(LinkClass::HostHost).deferred_gbps, 11.0);
+    assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+    for bad in ["4M:11,64K:30", "64K:0", "64K:30,", "64Q:3", "1M:inf"] {
+        let e = Topology::parse(&format!("link host-host bandwidth={bad}")).unwrap_err();
+        assert!(e.contains(&format!("bad bandwidth `{bad}`")), "{e}");
+    }
+}
+
+#[test]
+fn bad_figures_are_refused_naming_the_line() {
+    let bad = [
+        ("link host-host bandwidth=inf", "bad bandwidth `inf`"),
+        ("link host-host bandwidth=NaN", "bad bandwidth `NaN`"),
+        ("link host-host bandwidth=1e400", "bad bandwidth `1e400`"),
+        ("link host-host latency=0", "bad latency `0`"),
+        ("link host-host latency=-1", "bad latency `-1`"),
+        ("link host-host deferred=0", "bad deferred bandwidth `0`"),
+        ("reduce cpu 0", "bad reduce throughput `0`"),
+        ("reduce cpu -3", "bad reduce throughput `-3`"),
+        ("reduce cpu 3 fixed=inf", "bad fixed cost `inf`"),
+        ("runner threaded step=0", "bad step cost `0`"),
+        ("runner warp step=1", "unknown runner `warp`"),
+        ("reduce tpu 5", "unknown device kind `tpu`"),
+        ("driver tpu", "unknown device kind `tpu`"),
+        ("driver vulkan", "vulkan has no collective driver"),
+    ];
+    for (line, want) in bad {
+        let e = Topology::parse(&format!("# first\n{line}\n")).unwrap_err();
+        assert!(e.starts_with("topology line 2: "), "{line}: {e}");
+        assert!(e.contains(want), "{line}: {e}");
+        assert!(e.ends_with(&format!("  | {line}")), "{line}: {e}");
+    }
+}
+
+#[test]
+fn a_setting_may_repeat_but_not_change() {
+    // The same value twice is harmless; so are lines setting different things.
+    let t = Topology::parse("reduce cpu 20\nreduce cpu 20.0\nlink host-vulkan bandwidth=3\nlink host-vulkan latency=40\ndriver cpu\ndriver cpu\n").unwrap();
+    assert_eq!(t.link(LinkClass::HostVulkan).latency_us, 40.0);
+    let cases = [
+        (
+            "reduce cpu 20\nreduce cpu 25\n",
+            "topology line 2: sets the cpu reduce throughput to 25, but line 1 set it to 20",
+        ),
+        (
+            "staging cpu:1\n\nstaging cpu:2\n",
+            "topology line 3: sets the staging device to cpu:2, but line 1 set it to cpu:1",
+        ),
+        (
+            "link host-vulkan bandwidth=3\nlink host-vulkan latency=4 bandwidth=5\n",
+            "topology line 2: sets the host-vulkan bandwidth to 5, but line 1 set it to 3",
+        ),
+        (
+            "link host-host latency=1 latency=2\n",
+            "topology line 1: sets the host-host latency to 2, but line 1 set it to 1",
+        ),
+        (
+            "runner inline run=2\nrunner inline run=3\n",
+            "topology line 2: sets the inline run cost to 3",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = Topology::parse(text).unwrap_err();
+        assert!(e.starts_with(want), "{text:?}: {e}");
+        assert!(e.contains("keep one of the two lines"), "{e}");
+    }
+}
