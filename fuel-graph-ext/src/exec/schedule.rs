@@ -42,6 +42,15 @@ pub enum Work {
     /// folds in place. The destination holds the result plus at most one
     /// operand instead of all of them.
     Defer { src: Device },
+    /// A copy or move from the host arena `src` to a Vulkan device that
+    /// imports host memory (`VK_EXT_external_memory_host`), whose result is
+    /// not a graph output: the step's slot holds a *view* of operand 0's
+    /// host buffer on the device (imported once per host block, kept across
+    /// runs), which holds that buffer alive. Nothing is copied or allocated
+    /// on the device; the bytes stay counted once, on the host arena. The
+    /// rules are [`Work::Share`]'s: every reader only reads. Planned by
+    /// [`Schedule::import_host_copies`] once the devices are open.
+    Import { src: Device },
     /// An SPMD collective through the communicator handed to compile as
     /// `comm` (see `exec::spmd`), on the worker of the step's device.
     Comm {
@@ -334,7 +343,7 @@ impl Schedule {
     pub fn owner(&self, i: usize) -> usize {
         let mut o = i;
         while let Some(Step {
-            work: Work::Share { .. } | Work::Defer { .. },
+            work: Work::Share { .. } | Work::Defer { .. } | Work::Import { .. },
             operands,
             ..
         }) = self.steps.get(o)
@@ -345,6 +354,54 @@ impl Schedule {
             }
         }
         o
+    }
+
+    /// Turns host-to-Vulkan copies into [`Work::Import`] views where
+    /// `imports(dst)` says the device reads host memory in place: a `copy`
+    /// or `move` (or a deferred one) from a host arena to such a device that
+    /// is not a graph output, whose source buffer is one the arena makes
+    /// page-aligned: the result of a kernel or a copy on the host (not a
+    /// caller's input or output bytes), of at least `min_bytes`, followed
+    /// through shared host copies. Returns how many copies it elided.
+    pub fn import_host_copies(
+        &mut self,
+        min_bytes: usize,
+        imports: impl Fn(Device) -> bool,
+    ) -> usize {
+        let mut elided = 0;
+        for i in 0..self.steps.len() {
+            let st = &self.steps[i];
+            let src = match st.work {
+                Work::Device(DeviceWork::Copy { src, .. }) | Work::Defer { src } => src,
+                _ => continue,
+            };
+            if !src.is_cpu()
+                || st.device.kind != crate::device::DeviceKind::Vulkan
+                || !imports(st.device)
+                || self.outputs.contains(&i)
+                || st.ty.size_bytes() < min_bytes
+            {
+                continue;
+            }
+            let Some(&operand) = st.operands.first() else {
+                continue;
+            };
+            let owner = self.owner(operand);
+            let page_backed = self.steps.get(owner).is_some_and(|o| {
+                o.device.is_cpu()
+                    && !self.outputs.contains(&owner)
+                    && o.ty.size_bytes() >= min_bytes
+                    && matches!(
+                        o.work,
+                        Work::Device(DeviceWork::Kernel(_) | DeviceWork::Copy { .. })
+                    )
+            });
+            if page_backed {
+                self.steps[i].work = Work::Import { src };
+                elided += 1;
+            }
+        }
+        elided
     }
 
     /// The bytes each device would hold at its peak if the steps ran one
