@@ -193,7 +193,7 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
                 StepKind::Transfer {
                     from,
                     to: *to,
-                    bytes,
+                    bytes: if imported_hop(g, id) { 0 } else { bytes },
                 }
             }
             op => {
@@ -218,6 +218,44 @@ pub fn graph_steps(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>) -> Vec<S
         steps.push(Step { kind, deps });
     }
     steps
+}
+
+/// Whether the executor runs copy `id` as a view of host memory imported
+/// into a Vulkan device (`exec::schedule::Work::Import`, on by default where
+/// the driver has `VK_EXT_external_memory_host`): a host-to-Vulkan copy of
+/// at least a page that is not a graph output, whose source the host
+/// computed (not a caller's input). Such a hop moves no bytes, so the model
+/// charges it its link's latency (the fence) only. The same rule as the
+/// executor's plan, read off the graph alone.
+pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
+    let Some(n) = g.node(id) else { return false };
+    let (Op::Copy { to } | Op::Move { to }) = n.op else {
+        return false;
+    };
+    let Some(src) = n.operands.first() else {
+        return false;
+    };
+    let from_host = g.value_device(*src).is_some_and(|d| d.is_cpu());
+    // Through host-to-host copies (the executor shares their buffers).
+    let mut origin = src.node;
+    while let Some(o) = g.node(origin) {
+        let next = match o.op {
+            Op::Copy { to } | Op::Move { to } if to.is_cpu() => o.operands.first(),
+            _ => None,
+        };
+        match next {
+            Some(v) if g.value_device(*v).is_some_and(|d| d.is_cpu()) => origin = v.node,
+            _ => break,
+        }
+    }
+    let computed = g
+        .node(origin)
+        .is_some_and(|s| !matches!(s.op, Op::Input { .. }));
+    to.kind == DeviceKind::Vulkan
+        && from_host
+        && computed
+        && n.ty.size_bytes() >= fuel_graph_ext::backend::cpu::HOST_PAGE
+        && !g.outputs().iter().any(|v| v.node == id)
 }
 
 /// The cost model's estimate for a whole lowered graph.
