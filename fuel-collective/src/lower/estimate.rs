@@ -262,3 +262,45 @@ pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
 pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
     estimate(topo, &graph_steps(g, topo, &BTreeSet::new()))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A host kernel's result copied to vulkan:0 and read there moves no
+    /// bytes; a copy of a caller's input, a graph output and a copy under a
+    /// page do, as the executor runs them.
+    #[test]
+    fn imported_hops_cost_their_latency_not_their_bytes() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[4096]
+  %1 = add %0, %0 @cpu:0 : f32[4096]
+  %2 = copy %1 -> vulkan:0 : f32[4096]
+  %3 = copy %0 -> vulkan:0 : f32[4096]
+  %4 = add %2, %3 @vulkan:0 : f32[4096]
+  %5 = copy %1 -> vulkan:0 : f32[4096]
+  %6 = input \"s\" @cpu:0 : f32[16]
+  %7 = add %6, %6 @cpu:0 : f32[16]
+  %8 = copy %7 -> vulkan:0 : f32[16]
+  %9 = add %8, %8 @vulkan:0 : f32[16]
+  return %4, %5, %9
+}
+";
+        let g = fuel_graph_ext::text::parse(src).unwrap();
+        let ids: Vec<NodeId> = g.topo_order();
+        let copy = |k: usize| {
+            ids.iter()
+                .copied()
+                .filter(|id| matches!(g.node(*id).map(|n| &n.op), Some(Op::Copy { .. })))
+                .nth(k)
+                .unwrap()
+        };
+        let imported: Vec<bool> = (0..4).map(|k| imported_hop(&g, copy(k))).collect();
+        // %2 imported; %3 (an input), %5 (an output), %8 (16 floats) not:
+        // their order in topo order may differ, so count by bytes moved.
+        assert_eq!(imported.iter().filter(|b| **b).count(), 1, "{imported:?}");
+        let est = estimate_graph(&g, &Topology::default());
+        assert_eq!(est.bytes_moved, 2 * 4096 * 4 + 16 * 4);
+    }
+}

@@ -26,7 +26,7 @@ mod tree;
 pub use algorithm::Lowering;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
-pub use estimate::{estimate_graph, graph_steps};
+pub use estimate::{estimate_graph, graph_steps, imported_hop};
 pub use hierarchical::Hierarchical;
 pub use lower_collectives::{decisions, LowerCollectives, LowerOptions, NAME, OPTIONS};
 pub use ring::Ring;
