@@ -21,8 +21,10 @@ const DEVS: [Device; 2] = [Device::cpu(0), Device::vulkan(0)];
 const N: usize = 16384;
 
 /// Two host kernel results copied to vulkan:0, each read there as operand
-/// 0, 1 and 2 of folds, by div, slice and concat, and one copy of a
-/// caller's input (not page-backed: it stays a copy).
+/// 0, 1 and 2 of folds, by div, slice and concat; one of them copied again
+/// as a graph output (a view too: outputs on a GPU are read back into the
+/// caller's tensor); and one copy of a caller's input (not page-backed: it
+/// stays a copy).
 fn graph(dtype: &str) -> String {
     let t = format!("{dtype}[{N}]");
     let half = N / 2;
@@ -44,7 +46,8 @@ fn graph(dtype: &str) -> String {
   %13 = concat %6, %5 {{axis=0}} @vulkan:0 : {dtype}[{}]
   %14 = copy %0 -> vulkan:0 : {t}
   %15 = add %14, %4 @vulkan:0 : {t}
-  return %7, %8, %9, %10, %11, %12, %13, %15
+  %16 = copy %3 -> vulkan:0 : {t}
+  return %7, %8, %9, %10, %11, %12, %13, %15, %16
 }}
 ",
         2 * N
@@ -105,9 +108,9 @@ fn host_copies_to_vulkan_are_views_and_bit_exact_in_every_position() {
         let (_, off) = compiled(&src, off_options);
         let imported = on.imported_copies();
         if import_on() {
-            // %4 and %5 (kernel results) are views; %14 copies the
-            // caller's input, which is not page-backed.
-            assert_eq!(imported.len(), 2, "{dtype}: {imported:?}");
+            // %4, %5 and the output %16 (kernel results) are views; %14
+            // copies the caller's input, which is not page-backed.
+            assert_eq!(imported.len(), 3, "{dtype}: {imported:?}");
         } else {
             assert!(imported.is_empty(), "{dtype}: {imported:?}");
         }

@@ -43,13 +43,15 @@ pub enum Work {
     /// operand instead of all of them.
     Defer { src: Device },
     /// A copy or move from the host arena `src` to a Vulkan device that
-    /// imports host memory (`VK_EXT_external_memory_host`), whose result is
-    /// not a graph output: the step's slot holds a *view* of operand 0's
+    /// imports host memory (`VK_EXT_external_memory_host`): the step's slot holds a *view* of operand 0's
     /// host buffer on the device (imported once per host block, kept across
     /// runs), which holds that buffer alive. Nothing is copied or allocated
     /// on the device; the bytes stay counted once, on the host arena. The
-    /// rules are [`Work::Share`]'s: every reader only reads. Planned by
-    /// [`Schedule::import_host_copies`] once the devices are open.
+    /// rules are [`Work::Share`]'s: every reader only reads. Unlike a shared
+    /// copy it may be a graph output: an output on a GPU is always read
+    /// back into the caller's own tensor, so the caller never holds the
+    /// view. Planned by [`Schedule::import_host_copies`] once the devices
+    /// are open.
     Import { src: Device },
     /// An SPMD collective through the communicator handed to compile as
     /// `comm` (see `exec::spmd`), on the worker of the step's device.
@@ -358,8 +360,8 @@ impl Schedule {
 
     /// Turns host-to-Vulkan copies into [`Work::Import`] views where
     /// `imports(dst)` says the device reads host memory in place: a `copy`
-    /// or `move` (or a deferred one) from a host arena to such a device that
-    /// is not a graph output, whose source buffer is one the arena makes
+    /// or `move` (or a deferred one) from a host arena to such a device
+    /// whose source buffer is one the arena makes
     /// page-aligned: the result of a kernel or a copy on the host (not a
     /// caller's input or output bytes), of at least `min_bytes`, followed
     /// through shared host copies. Returns how many copies it elided.
@@ -378,7 +380,6 @@ impl Schedule {
             if !src.is_cpu()
                 || st.device.kind != crate::device::DeviceKind::Vulkan
                 || !imports(st.device)
-                || self.outputs.contains(&i)
                 || st.ty.size_bytes() < min_bytes
             {
                 continue;
