@@ -586,4 +586,37 @@ mod tests {
             .iter()
             .all(|s| !matches!(s.work, Work::Defer { .. })));
     }
+
+    #[test]
+    fn host_copies_to_importing_vulkan_devices_become_views() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[1024]\n  %1 = add %0, %0 @cpu:0 : f32[1024]\n  %2 = copy %1 -> cpu:1 : f32[1024]\n  %3 = copy %2 -> vulkan:0 : f32[1024]\n  %4 = copy %0 -> vulkan:0 : f32[1024]\n  %5 = add %3, %4 @vulkan:0 : f32[1024]\n  %6 = copy %1 -> vulkan:1 : f32[1024]\n  %7 = input \"s\" @cpu:0 : f32[4]\n  %8 = add %7, %7 @cpu:0 : f32[4]\n  %9 = copy %8 -> vulkan:0 : f32[4]\n  return %5, %6, %9\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let kind = |p: &Schedule, node: usize| {
+            p.steps
+                .iter()
+                .find(|s| s.node == crate::graph::NodeId(petgraph::graph::NodeIndex::new(node)))
+                .map(|s| matches!(s.work, Work::Import { .. }))
+                .unwrap()
+        };
+        let mut p = Schedule::new(&g).unwrap();
+        // Only vulkan:0 imports here.
+        let n = p.import_host_copies(4096, |d| d == Device::vulkan(0));
+        assert_eq!(n, 1);
+        // Through the shared host copy %2 to the kernel result %1: a view.
+        assert!(kind(&p, 3));
+        // A caller's input (%4), a device that does not import (%6) and a
+        // copy under a page (%9) stay copies.
+        assert!(!kind(&p, 4) && !kind(&p, 6) && !kind(&p, 9));
+        // The view's slot holds the host buffer: owner is the add on cpu:0.
+        let i = p
+            .steps
+            .iter()
+            .position(|s| s.node == crate::graph::NodeId(petgraph::graph::NodeIndex::new(3)))
+            .unwrap();
+        assert_eq!(p.steps[p.owner(i)].device, Device::cpu(0));
+        let mut both = Schedule::new(&g).unwrap();
+        // A graph output (%6 on vulkan:1) may be a view too.
+        assert_eq!(both.import_host_copies(4096, |d| !d.is_cpu()), 2);
+        assert!(kind(&both, 6));
+    }
 }

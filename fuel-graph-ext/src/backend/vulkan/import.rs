@@ -259,3 +259,85 @@ impl VkDev {
         Some((buffer, memory))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::Arena;
+    use crate::backend::fault::Faults;
+    use crate::device::Device;
+
+    /// A host buffer's block is imported once: a second view (a later run,
+    /// after the block went back to the arena's pool and came out again)
+    /// finds the import attached to it. Views count nothing on the device,
+    /// read the host bytes bit for bit, and a small buffer (no page block)
+    /// gets no view.
+    #[test]
+    fn a_block_is_imported_once_and_views_count_nothing() {
+        let inst = match Instance::open() {
+            Ok(i) => i,
+            Err(u) => {
+                let test = "a_block_is_imported_once_and_views_count_nothing";
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
+                return;
+            }
+        };
+        let dev = inst.open_device(Device::vulkan(0)).unwrap();
+        if dev.import_status().is_err() {
+            // FUEL_VULKAN_IMPORT=0 or a driver without the extension.
+            assert!(dev.import_status().is_err());
+            return;
+        }
+        let arena = Arc::new(Arena::open(Device::cpu(0)));
+        let faults = Faults::new(None);
+        let n = 3 * HOST_PAGE + 8;
+        let mut ptrs = Vec::new();
+        for round in 0..3u8 {
+            let mut h = arena.alloc(n, &faults).unwrap();
+            for (i, b) in h.bytes_mut().iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(31).wrapping_add(round);
+            }
+            let want = h.bytes().to_vec();
+            let block = h.page_block().unwrap();
+            ptrs.push(block.ptr() as usize);
+            let src = Arc::new(Buf::Cpu(h));
+            let made = dev.stats().allocations;
+            let view = dev.view_of_host(&src, n).unwrap().unwrap();
+            assert!(view.is_host_view());
+            assert_eq!(
+                dev.stats().current,
+                0,
+                "round {round}: a view counts nothing"
+            );
+            assert_eq!(dev.stats().allocations, made);
+            let out = dev.alloc(n, &faults).unwrap();
+            let whole = [crate::backend::Region {
+                operand: 0,
+                src: 0,
+                dst: 0,
+                len: n,
+            }];
+            dev.copy_regions("copy", &whole, &[&view], &out, &faults)
+                .unwrap();
+            let mut got = vec![0u8; n];
+            dev.download(&out, &mut got).unwrap();
+            assert!(got == want, "round {round}: the GPU read other bytes");
+            let views = |s: &Arc<Buf>| {
+                s.as_cpu()
+                    .and_then(|c| c.page_block())
+                    .map(|b| b.with_views(|v| v.len()))
+            };
+            assert_eq!(views(&src), Some(1), "round {round}: one import per block");
+            drop((view, out));
+            assert_eq!(arena.stats().current, n, "the source is still counted");
+            drop(src);
+            assert_eq!(arena.stats().current, 0);
+            assert_eq!(dev.stats().current, 0);
+        }
+        // The pool handed the same block back every round.
+        assert!(ptrs.windows(2).all(|w| w[0] == w[1]), "{ptrs:x?}");
+        // Under a page: no page block, so no view.
+        let small = Arc::new(Buf::Cpu(arena.alloc(64, &faults).unwrap()));
+        assert!(dev.view_of_host(&small, 64).unwrap().is_none());
+    }
+}
