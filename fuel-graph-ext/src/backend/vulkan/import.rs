@@ -85,7 +85,7 @@ pub(super) fn import_decision(align: Option<u64>) -> Result<u64, String> {
         return Err(format!("{IMPORT_VAR}=0"));
     }
     let align = align.ok_or("the driver lacks VK_EXT_external_memory_host")?;
-    if align == 0 || HOST_PAGE as u64 % align != 0 {
+    if align == 0 || !(HOST_PAGE as u64).is_multiple_of(align) {
         return Err(format!(
             "the driver asks for {align}-byte aligned host pointers, host arenas give {HOST_PAGE}"
         ));
@@ -152,7 +152,10 @@ impl VkDev {
             return Ok(None);
         };
         let (ptr, cap) = (block.ptr(), block.cap());
-        if bytes > cap || (ptr as u64) % imp.align != 0 || cap as u64 % imp.align != 0 {
+        if bytes > cap
+            || !(ptr as u64).is_multiple_of(imp.align)
+            || !(cap as u64).is_multiple_of(imp.align)
+        {
             return Ok(None);
         }
         use ash::vk::Handle;
