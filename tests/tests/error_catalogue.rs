@@ -62,6 +62,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0502", vulkan_no_driver),
     ("E0503", vulkan_index_too_high),
     ("E0504", cuda_not_installed),
+    ("E0505", vulkan_import_bad_setting),
     ("E0601", dtype_u8_on_vulkan),
     ("E0602", dtype_bf16_on_vulkan),
     ("E0603", vulkan_divisor_past_32_bits),
@@ -606,6 +607,15 @@ const VK_ONLY: &str = "graph @v {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 =
 fn vulkan_index_too_high() -> Outcome {
     need_vulkan(&[Device::vulkan(0)])?;
     compile_err(&VK_ONLY.replace("vulkan:0", "vulkan:9"), &[])
+}
+fn vulkan_import_bad_setting() -> Outcome {
+    need_vulkan(&[Device::vulkan(0)])?;
+    // The setting is read when a device opens, so this runs in a child.
+    cli_err(
+        &["-", "--run"],
+        Some(VK_ONLY),
+        &[("FUEL_VULKAN_IMPORT", "yes")],
+    )
 }
 fn cuda_not_installed() -> Outcome {
     if exec::discover().has(Device::cuda(0)) {

@@ -265,6 +265,7 @@ fn planned_allocations_match_the_allocator_counters() {
     let unshared = exec::Options {
         share_host_copies: false,
         defer_gpu_copies_into_folds: false,
+        import_host_buffers: false,
     };
     for devs in groups {
         for a in ["star", "hierarchical", "ring", "tree"] {

@@ -429,7 +429,7 @@ fn host_vec<T: Clone>(len: usize, v: T) -> Result<Vec<T>, Failure> {
 
 /// How the group's first Vulkan device moves host bytes, as the bound and
 /// the executor both see it; `None` without Vulkan devices.
-fn vulkan_transfer_path(devices: &[fuel_graph_ext::Device]) -> Option<&'static str> {
+fn vulkan_transfer_path(devices: &[fuel_graph_ext::Device]) -> Option<String> {
     let d = devices
         .iter()
         .find(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)?;
@@ -437,11 +437,16 @@ fn vulkan_transfer_path(devices: &[fuel_graph_ext::Device]) -> Option<&'static s
         .ok()?
         .open_device(*d)
         .ok()?;
-    Some(if dev.host_mapped() {
+    let path = if dev.host_mapped() {
         "memcpy through mapped storage buffers"
     } else {
         "through the staging buffer"
-    })
+    };
+    let import = match dev.import_status() {
+        Ok(_) => "host-arena buffers imported (FUEL_VULKAN_IMPORT=0 turns it off)".to_string(),
+        Err(why) => format!("host import off: {why}"),
+    };
+    Some(format!("{path}; {import}"))
 }
 
 /// Median microseconds for every Vulkan device of the group to move `bytes`

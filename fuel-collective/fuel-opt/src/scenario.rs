@@ -180,7 +180,8 @@ pub struct LinkTraffic {
     /// Copies and moves on the link.
     pub copies: usize,
     /// Of those, copies the executable runs by sharing the source's
-    /// buffer (no bytes moved; see `exec::Executable::shared_copies`).
+    /// buffer (no bytes moved; see `exec::Executable::shared_copies`, and
+    /// `imported_copies` for host-to-Vulkan views).
     pub shared: usize,
 }
 

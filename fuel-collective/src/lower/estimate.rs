@@ -279,7 +279,7 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                 StepKind::Transfer {
                     from,
                     to: *to,
-                    bytes,
+                    bytes: if imported_hop(g, id) { 0 } else { bytes },
                     mode: site.mode(&options),
                 }
             }
@@ -322,6 +322,44 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
     steps
 }
 
+/// Whether the executor runs copy `id` as a view of host memory imported
+/// into a Vulkan device (`exec::schedule::Work::Import`, on by default where
+/// the driver has `VK_EXT_external_memory_host`): a host-to-Vulkan copy of
+/// at least a page whose source the host computed (not a caller's input)
+/// and is not itself a graph output. Such a hop moves no bytes, so the model
+/// charges it its link's latency (the fence) only. The same rule as the
+/// executor's plan, read off the graph alone.
+pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
+    let Some(n) = g.node(id) else { return false };
+    let (Op::Copy { to } | Op::Move { to }) = n.op else {
+        return false;
+    };
+    let Some(src) = n.operands.first() else {
+        return false;
+    };
+    let from_host = g.value_device(*src).is_some_and(|d| d.is_cpu());
+    // Through host-to-host copies (the executor shares their buffers).
+    let mut origin = src.node;
+    while let Some(o) = g.node(origin) {
+        let next = match o.op {
+            Op::Copy { to } | Op::Move { to } if to.is_cpu() => o.operands.first(),
+            _ => None,
+        };
+        match next {
+            Some(v) if g.value_device(*v).is_some_and(|d| d.is_cpu()) => origin = v.node,
+            _ => break,
+        }
+    }
+    let computed = g
+        .node(origin)
+        .is_some_and(|s| !matches!(s.op, Op::Input { .. }))
+        && !g.outputs().iter().any(|v| v.node == origin);
+    to.kind == DeviceKind::Vulkan
+        && from_host
+        && computed
+        && n.ty.size_bytes() >= fuel_graph_ext::backend::cpu::HOST_PAGE
+}
+
 /// The cost model's estimate for a whole lowered graph's steps (no inputs
 /// or outputs, no fixed cost per run).
 pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
@@ -348,4 +386,46 @@ fn run_estimate(topo: &Topology, runner: Runner, steps: &[Step]) -> Estimate {
     let mut e = estimate_with(topo, runner, steps);
     e.run_us = topo.runner(runner).run_us;
     e
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A host kernel's result copied to vulkan:0 moves no bytes, read there
+    /// or returned; a copy of a caller's input and a copy under a page do,
+    /// as the executor runs them.
+    #[test]
+    fn imported_hops_cost_their_latency_not_their_bytes() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[4096]
+  %1 = add %0, %0 @cpu:0 : f32[4096]
+  %2 = copy %1 -> vulkan:0 : f32[4096]
+  %3 = copy %0 -> vulkan:0 : f32[4096]
+  %4 = add %2, %3 @vulkan:0 : f32[4096]
+  %5 = copy %1 -> vulkan:0 : f32[4096]
+  %6 = input \"s\" @cpu:0 : f32[16]
+  %7 = add %6, %6 @cpu:0 : f32[16]
+  %8 = copy %7 -> vulkan:0 : f32[16]
+  %9 = add %8, %8 @vulkan:0 : f32[16]
+  return %4, %5, %9
+}
+";
+        let g = fuel_graph_ext::text::parse(src).unwrap();
+        let ids: Vec<NodeId> = g.topo_order();
+        let copy = |k: usize| {
+            ids.iter()
+                .copied()
+                .filter(|id| matches!(g.node(*id).map(|n| &n.op), Some(Op::Copy { .. })))
+                .nth(k)
+                .unwrap()
+        };
+        let imported: Vec<bool> = (0..4).map(|k| imported_hop(&g, copy(k))).collect();
+        // %2 and %5 imported; %3 (an input) and %8 (16 floats) not: their
+        // order in topo order may differ, so count, and check bytes moved.
+        assert_eq!(imported.iter().filter(|b| **b).count(), 2, "{imported:?}");
+        let est = estimate_graph(&g, &Topology::default());
+        assert_eq!(est.bytes_moved, 4096 * 4 + 16 * 4);
+    }
 }

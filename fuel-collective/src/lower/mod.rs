@@ -30,7 +30,7 @@ mod widen;
 pub use algorithm::Lowering;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
-pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps};
+pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps, imported_hop};
 pub use hierarchical::Hierarchical;
 pub use lower_collectives::{decisions, LowerCollectives, LowerOptions, NAME, OPTIONS};
 pub use ring::Ring;

@@ -14,6 +14,8 @@
 
 use crate::backend::alloc::{AllocCounter, MemStats};
 use crate::backend::fault::{Event, Faults};
+use crate::backend::pages::PageBlock;
+pub use crate::backend::pages::HOST_PAGE;
 use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -48,6 +50,8 @@ pub struct Arena {
 #[derive(Debug, Default)]
 struct Pool {
     by_words: std::collections::BTreeMap<usize, Vec<Vec<u64>>>,
+    /// Page blocks by capacity (they keep their device views).
+    pages: std::collections::BTreeMap<usize, Vec<PageBlock>>,
     bytes: usize,
 }
 
@@ -71,6 +75,23 @@ impl Arena {
         let v = p.by_words.get_mut(&words)?.pop()?;
         p.bytes -= words * 8;
         Some(v)
+    }
+
+    fn take_pooled_page(&self, cap: usize) -> Option<PageBlock> {
+        let mut p = self.pool.lock().ok()?;
+        let b = p.pages.get_mut(&cap)?.pop()?;
+        p.bytes -= cap;
+        Some(b)
+    }
+
+    fn give_back_page(&self, b: PageBlock) {
+        let cap = b.cap();
+        if let Ok(mut p) = self.pool.lock() {
+            if p.bytes + cap <= POOL_MAX_BYTES {
+                p.bytes += cap;
+                p.pages.entry(cap).or_default().push(b);
+            }
+        }
     }
 
     fn give_back(&self, v: Vec<u64>) {
@@ -120,6 +141,20 @@ impl Arena {
                     arena: self.clone(),
                 });
             }
+        }
+        if bytes >= HOST_PAGE {
+            let cap = PageBlock::capacity_for(bytes);
+            let b = match self.take_pooled_page(cap) {
+                Some(b) => b,
+                None => PageBlock::new(bytes)
+                    .ok_or_else(|| oom(format!("the host refused {cap} page-aligned bytes")))?,
+            };
+            self.counter.add(bytes);
+            return Ok(CpuBuf {
+                store: Store::Page(b),
+                len: bytes,
+                arena: self.clone(),
+            });
         }
         let words = bytes.div_ceil(8);
         let v = match self.take_pooled(words) {
@@ -176,6 +211,9 @@ enum Store {
     Pooled(Vec<u64>),
     /// Host bytes shared with a caller's tensor (8-byte aligned).
     Shared(Arc<[u8]>),
+    /// The arena's own page-aligned storage (buffers of [`HOST_PAGE`]
+    /// bytes or more), which a GPU backend may import; goes back to its pool.
+    Page(PageBlock),
 }
 
 /// A buffer in one arena; freeing it (drop) updates the arena's counter.
@@ -189,10 +227,10 @@ pub struct CpuBuf {
 impl Drop for CpuBuf {
     fn drop(&mut self) {
         self.arena.counter.sub(self.len);
-        if let Store::Pooled(v) = std::mem::replace(&mut self.store, Store::Pooled(Vec::new())) {
-            if !v.is_empty() {
-                self.arena.give_back(v);
-            }
+        match std::mem::replace(&mut self.store, Store::Pooled(Vec::new())) {
+            Store::Pooled(v) if !v.is_empty() => self.arena.give_back(v),
+            Store::Page(b) => self.arena.give_back_page(b),
+            _ => {}
         }
     }
 }
@@ -202,6 +240,7 @@ impl CpuBuf {
         match &self.store {
             Store::Pooled(v) => v.as_ptr().cast::<u8>(),
             Store::Shared(b) => b.as_ptr(),
+            Store::Page(b) => b.ptr().cast_const(),
         }
     }
 
@@ -219,6 +258,7 @@ impl CpuBuf {
         }
         match &mut self.store {
             Store::Pooled(v) => v.as_mut_ptr().cast::<u8>(),
+            Store::Page(b) => b.ptr(),
             // Unique (checked above), so writing through it is sound.
             Store::Shared(b) => Arc::get_mut(b).map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
         }
@@ -238,7 +278,7 @@ impl CpuBuf {
     }
 
     fn typed<T: Scalar>(&self) -> &[T] {
-        // SAFETY: the storage is 8-byte aligned (pooled `u64`s, or shared
+        // SAFETY: the storage is 8-byte aligned (pooled `u64`s, page blocks, or shared
         // bytes checked by `aligned`), which is enough for every `Scalar`
         // (see its safety contract), and every bit pattern is a valid `T`.
         unsafe {
@@ -264,6 +304,15 @@ impl CpuBuf {
                 self.store = pooled;
                 Err(self)
             }
+        }
+    }
+
+    /// Its page-aligned block, when it has one (buffers the arena made of
+    /// [`HOST_PAGE`] bytes or more; not a caller's bytes).
+    pub fn page_block(&self) -> Option<&PageBlock> {
+        match &self.store {
+            Store::Page(b) => Some(b),
+            _ => None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod fault;
 pub mod limits;
+pub mod pages;
 mod region;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
@@ -106,6 +107,17 @@ impl Ctx {
             Ctx::Cuda(c) => c.capacity(),
             #[cfg(feature = "vulkan")]
             Ctx::Vulkan(v) => Some(v.capacity()),
+        }
+    }
+
+    /// Whether this device reads host-arena buffers in place (a Vulkan
+    /// device that imports host memory), so a host-to-device copy can be a
+    /// view (`schedule::Work::Import`).
+    pub fn imports_host(&self) -> bool {
+        match self {
+            #[cfg(feature = "vulkan")]
+            Ctx::Vulkan(v) => v.import_status().is_ok(),
+            _ => false,
         }
     }
 
@@ -407,6 +419,32 @@ pub fn run(ctx: &Ctx, call: DeviceCall<'_>, faults: &Faults) -> Result<Buf, Exec
             Ok(out)
         }
     }
+}
+
+/// A host-to-Vulkan copy the plan elided (`schedule::Work::Import`): a view
+/// of `src`'s host buffer on `ctx` after the copy fault point, or, when the
+/// device cannot import this buffer after all (the driver refused), a real
+/// copy. The fallback passes no allocation fault point, so that
+/// `Executable::planned_events` (which counts none for an import) holds.
+pub fn import_host(
+    ctx: &Ctx,
+    src: &Arc<Buf>,
+    bytes: usize,
+    faults: &Faults,
+) -> Result<Buf, ExecError> {
+    if faults.check(Event::Copy) {
+        return Err(ExecError::Injected {
+            device: ctx.device(),
+            op: "copy".into(),
+        });
+    }
+    #[cfg(feature = "vulkan")]
+    if let Ctx::Vulkan(v) = ctx {
+        if let Some(view) = v.view_of_host(src, bytes)? {
+            return Ok(Buf::Vulkan(view));
+        }
+    }
+    copy::copy(src, ctx, bytes, &Faults::new(None), None)
 }
 
 /// Runs kernel `k` of `op` into `out`, a buffer of `ty` on `ctx`.

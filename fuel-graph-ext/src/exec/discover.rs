@@ -5,7 +5,9 @@
 //! by adapter. Each CUDA GPU is one `cuda:N`. A backend that cannot be used
 //! is reported with the reason and a hint, never a panic: no Vulkan loader,
 //! no ICD (`vkCreateInstance` gives `ERROR_INCOMPATIBLE_DRIVER`), no
-//! physical device, no libcuda, no GPU.
+//! physical device, no libcuda, no GPU. Each Vulkan device's line says
+//! whether it reads host-arena buffers in place (host import, see
+//! `backend::vulkan`) or why not.
 
 #[cfg(feature = "cuda")]
 use crate::backend::cuda;
@@ -74,13 +76,17 @@ pub fn discover() -> Discovery {
     }) {
         Ok((inst, per)) => {
             for (a, info) in inst.adapters().iter().enumerate() {
+                let import = match inst.host_import(a) {
+                    Ok(align) => format!("host import on ({align}-byte pointers)"),
+                    Err(why) => format!("host import off: {why}"),
+                };
                 for k in 0..per {
                     let dev = Device::vulkan(a as u32 * per + k);
                     let f16 = if info.f16 { ", f16" } else { "" };
                     d.available.push((
                         dev,
                         format!(
-                            "{} (logical device {k} of {per} on adapter {a}{f16})",
+                            "{} (logical device {k} of {per} on adapter {a}{f16}; {import})",
                             info.name
                         ),
                     ));

@@ -125,6 +125,14 @@ pub struct Options {
     /// result. The transfer waits for the fold's other operands, so it no
     /// longer overlaps them. Default `true`.
     pub defer_gpu_copies_into_folds: bool,
+    /// A `copy` or `move` from a host arena to a Vulkan device that imports
+    /// host memory (`VK_EXT_external_memory_host`; see
+    /// `fuel-opt devices`), whose result is not a graph output and whose
+    /// source is a host buffer of at least a page that the arena made, is a
+    /// view of the host buffer on the device instead of a transfer
+    /// ([`schedule::Work::Import`]). Default `true`; `FUEL_VULKAN_IMPORT=0`
+    /// turns import off on the device itself.
+    pub import_host_buffers: bool,
 }
 
 impl Default for Options {
@@ -132,8 +140,20 @@ impl Default for Options {
         Options {
             share_host_copies: true,
             defer_gpu_copies_into_folds: true,
+            import_host_buffers: true,
         }
     }
+}
+
+/// `FUEL_VULKAN_IMPORT` as the Vulkan backend reads it when a device
+/// opens: whether Vulkan devices may import host-arena buffers (unset or
+/// `1`: yes, `0`: no), or the error for any other value. `Ok(false)` in a
+/// build without Vulkan.
+pub fn vulkan_import_setting() -> Result<bool, String> {
+    #[cfg(feature = "vulkan")]
+    return backend::vulkan::import_setting();
+    #[cfg(not(feature = "vulkan"))]
+    Ok(false)
 }
 
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
@@ -290,7 +310,7 @@ impl<'g> Compiler<'g> {
             }
         }
         fit::check_buffers(g, &caps)?;
-        let plan = Schedule::new_with(g, &self.options)?;
+        let mut plan = Schedule::new_with(g, &self.options)?;
         spmd::check(&plan, &self.comms)?;
         island::check(&plan)?;
         let ctxs = backend::open(&listed)?;
@@ -302,6 +322,11 @@ impl<'g> Compiler<'g> {
             if let Some(k) = s.work.kernel() {
                 ctx.supports_kernel(k, s.ty.dtype)?;
             }
+        }
+        if self.options.import_host_buffers {
+            plan.import_host_copies(backend::cpu::HOST_PAGE, |d| {
+                ctxs.get(&d).is_some_and(Ctx::imports_host)
+            });
         }
         for (d, c) in ctxs.iter().filter(|(_, c)| !matches!(c, Ctx::Cpu(_))) {
             if let Some(cap) = c.capacity() {
@@ -399,6 +424,17 @@ impl Executable {
             .steps
             .iter()
             .filter(|s| matches!(s.work, Work::Share { .. }))
+            .map(|s| s.node)
+            .collect()
+    }
+
+    /// The graph's host-to-Vulkan copies and moves that run as views of
+    /// their host buffer on the device ([`schedule::Work::Import`]).
+    pub fn imported_copies(&self) -> BTreeSet<crate::graph::NodeId> {
+        self.plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.work, Work::Import { .. }))
             .map(|s| s.node)
             .collect()
     }

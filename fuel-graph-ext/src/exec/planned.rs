@@ -42,7 +42,7 @@ impl Executable {
                     ev.copies += 1;
                     ev.allocs += 1;
                 }
-                Work::Share { .. } | Work::Defer { .. } => ev.copies += 1,
+                Work::Share { .. } | Work::Defer { .. } | Work::Import { .. } => ev.copies += 1,
                 Work::Device(DeviceWork::Kernel(k)) => {
                     let operands: Vec<Operand> = s
                         .operands

@@ -44,6 +44,17 @@ pub enum Work {
     /// folds in place. The destination holds the result plus at most one
     /// operand instead of all of them.
     Defer { src: Device },
+    /// A copy or move from the host arena `src` to a Vulkan device that
+    /// imports host memory (`VK_EXT_external_memory_host`): the step's slot holds a *view* of operand 0's
+    /// host buffer on the device (imported once per host block, kept across
+    /// runs), which holds that buffer alive. Nothing is copied or allocated
+    /// on the device; the bytes stay counted once, on the host arena. The
+    /// rules are [`Work::Share`]'s: every reader only reads. Unlike a shared
+    /// copy it may be a graph output: an output on a GPU is always read
+    /// back into the caller's own tensor, so the caller never holds the
+    /// view. Planned by [`Schedule::import_host_copies`] once the devices
+    /// are open.
+    Import { src: Device },
     /// An SPMD collective through the communicator handed to compile as
     /// `comm` (see `exec::spmd`), on the worker of the step's device.
     Comm {
@@ -414,7 +425,7 @@ impl Schedule {
     pub fn owner(&self, i: usize) -> usize {
         let mut o = i;
         while let Some(Step {
-            work: Work::Share { .. } | Work::Defer { .. },
+            work: Work::Share { .. } | Work::Defer { .. } | Work::Import { .. },
             operands,
             ..
         }) = self.steps.get(o)
@@ -425,6 +436,53 @@ impl Schedule {
             }
         }
         o
+    }
+
+    /// Turns host-to-Vulkan copies into [`Work::Import`] views where
+    /// `imports(dst)` says the device reads host memory in place: a `copy`
+    /// or `move` (or a deferred one) from a host arena to such a device
+    /// whose source buffer is one the arena makes
+    /// page-aligned: the result of a kernel or a copy on the host (not a
+    /// caller's input or output bytes), of at least `min_bytes`, followed
+    /// through shared host copies. Returns how many copies it elided.
+    pub fn import_host_copies(
+        &mut self,
+        min_bytes: usize,
+        imports: impl Fn(Device) -> bool,
+    ) -> usize {
+        let mut elided = 0;
+        for i in 0..self.steps.len() {
+            let st = &self.steps[i];
+            let src = match st.work {
+                Work::Device(DeviceWork::Copy { src, .. }) | Work::Defer { src } => src,
+                _ => continue,
+            };
+            if !src.is_cpu()
+                || st.device.kind != crate::device::DeviceKind::Vulkan
+                || !imports(st.device)
+                || st.ty.size_bytes() < min_bytes
+            {
+                continue;
+            }
+            let Some(&operand) = st.operands.first() else {
+                continue;
+            };
+            let owner = self.owner(operand);
+            let page_backed = self.steps.get(owner).is_some_and(|o| {
+                o.device.is_cpu()
+                    && !self.outputs.contains(&owner)
+                    && o.ty.size_bytes() >= min_bytes
+                    && matches!(
+                        o.work,
+                        Work::Device(DeviceWork::Kernel(_) | DeviceWork::Copy { .. })
+                    )
+            });
+            if page_backed {
+                self.steps[i].work = Work::Import { src };
+                elided += 1;
+            }
+        }
+        elided
     }
 
     /// The bytes each device would hold at its peak if the steps ran one
@@ -612,5 +670,38 @@ mod tests {
             .steps
             .iter()
             .all(|s| !matches!(s.work, Work::Defer { .. })));
+    }
+
+    #[test]
+    fn host_copies_to_importing_vulkan_devices_become_views() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[1024]\n  %1 = add %0, %0 @cpu:0 : f32[1024]\n  %2 = copy %1 -> cpu:1 : f32[1024]\n  %3 = copy %2 -> vulkan:0 : f32[1024]\n  %4 = copy %0 -> vulkan:0 : f32[1024]\n  %5 = add %3, %4 @vulkan:0 : f32[1024]\n  %6 = copy %1 -> vulkan:1 : f32[1024]\n  %7 = input \"s\" @cpu:0 : f32[4]\n  %8 = add %7, %7 @cpu:0 : f32[4]\n  %9 = copy %8 -> vulkan:0 : f32[4]\n  return %5, %6, %9\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let kind = |p: &Schedule, node: usize| {
+            p.steps
+                .iter()
+                .find(|s| s.node == crate::graph::NodeId(petgraph::graph::NodeIndex::new(node)))
+                .map(|s| matches!(s.work, Work::Import { .. }))
+                .unwrap()
+        };
+        let mut p = Schedule::new(&g).unwrap();
+        // Only vulkan:0 imports here.
+        let n = p.import_host_copies(4096, |d| d == Device::vulkan(0));
+        assert_eq!(n, 1);
+        // Through the shared host copy %2 to the kernel result %1: a view.
+        assert!(kind(&p, 3));
+        // A caller's input (%4), a device that does not import (%6) and a
+        // copy under a page (%9) stay copies.
+        assert!(!kind(&p, 4) && !kind(&p, 6) && !kind(&p, 9));
+        // The view's slot holds the host buffer: owner is the add on cpu:0.
+        let i = p
+            .steps
+            .iter()
+            .position(|s| s.node == crate::graph::NodeId(petgraph::graph::NodeIndex::new(3)))
+            .unwrap();
+        assert_eq!(p.steps[p.owner(i)].device, Device::cpu(0));
+        let mut both = Schedule::new(&g).unwrap();
+        // A graph output (%6 on vulkan:1) may be a view too.
+        assert_eq!(both.import_host_copies(4096, |d| !d.is_cpu()), 2);
+        assert!(kind(&both, 6));
     }
 }

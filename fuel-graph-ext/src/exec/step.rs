@@ -51,6 +51,12 @@ pub(super) fn execute(
         .ok_or_else(|| ExecError::Internal(format!("no step {i}")))?;
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &step.work {
         Work::Share { .. } | Work::Defer { .. } => share(step, ins, faults),
+        Work::Import { .. } => {
+            let src = ins
+                .first()
+                .ok_or_else(|| ExecError::Internal("an import without a source".into()))?;
+            backend::import_host(ctx, src, step.ty.size_bytes(), faults).map(Arc::new)
+        }
         Work::Device(work) => backend::run(
             ctx,
             DeviceCall {

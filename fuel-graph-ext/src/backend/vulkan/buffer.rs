@@ -33,6 +33,7 @@ impl VkDev {
             map: b.map,
             len: bytes,
             dev: self.clone(),
+            view_of: None,
         })
     }
 
@@ -45,6 +46,11 @@ impl VkDev {
     pub fn upload(&self, src: &[u8], dst: &mut VkBuf) -> Result<(), ExecError> {
         self.check_own("upload", &[dst])?;
         self.check_alive("upload")?;
+        if dst.view_of.is_some() {
+            return Err(ExecError::Internal(
+                "upload into a view of host memory (views are only read)".into(),
+            ));
+        }
         if src.is_empty() {
             return Ok(());
         }
@@ -140,6 +146,11 @@ pub struct VkBuf {
     pub(super) map: Option<Mapping>,
     pub(super) len: usize,
     pub(super) dev: Arc<VkDev>,
+    /// For a view of imported host memory ([`VkDev::view_of_host`]): the
+    /// host buffer it reads, kept alive (and counted, on its arena) while
+    /// the view lives. The buffer and memory belong to the host block's
+    /// import, not to this view.
+    pub(super) view_of: Option<Arc<crate::backend::Buf>>,
 }
 
 impl VkBuf {
@@ -156,6 +167,12 @@ impl VkBuf {
     /// True for a zero-byte buffer.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Whether it is a view of host-arena memory imported into the device
+    /// (no bytes of its own).
+    pub fn is_host_view(&self) -> bool {
+        self.view_of.is_some()
     }
 
     /// Whether the host reaches it through a persistent mapping.
@@ -191,6 +208,11 @@ impl VkBuf {
 
 impl Drop for VkBuf {
     fn drop(&mut self) {
+        if self.view_of.is_some() {
+            // The import stays with the host block; dropping `view_of`
+            // releases the host buffer.
+            return;
+        }
         self.dev.counter.sub(self.len);
         let b = Pooled {
             buffer: self.buffer,

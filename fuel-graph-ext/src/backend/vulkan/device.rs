@@ -39,9 +39,14 @@ impl VkDev {
             .storage_buffer16_bit_access(f16)
             .uniform_and_storage_buffer16_bit_access(f16);
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(f16);
+        let import = super::import::import_decision(instance.host_import_alignment(pd));
+        let exts = [ash::ext::external_memory_host::NAME.as_ptr()];
         let mut ci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .enabled_features(&enabled);
+        if import.is_ok() {
+            ci = ci.enabled_extension_names(&exts);
+        }
         if f16 {
             ci = ci.push_next(&mut v11).push_next(&mut v12);
         }
@@ -152,7 +157,12 @@ impl VkDev {
             partial.pipes.push(divide.pipeline);
             partial.modules.push(divide.module);
             partial.dev = None;
+            let import = import.map(|align| super::import::Importer {
+                ext: ash::ext::external_memory_host::Device::new(vi, &dev),
+                align,
+            });
             Ok(Arc::new(VkDev {
+                import,
                 device,
                 f16,
                 f64,

@@ -234,6 +234,8 @@ impl Instance {
             reason,
             hint,
         };
+        super::import::import_setting()
+            .map_err(|e| unavailable(e, "`fuel-opt devices` shows whether import is on".into()))?;
         let adapter = (device.index / per) as usize;
         let pd = *self.adapters.get(adapter).ok_or_else(|| {
             unavailable(

@@ -32,12 +32,14 @@
 
 mod buffer;
 mod device;
+mod import;
 mod instance;
 mod kernels;
 mod memory;
 mod submit;
 
 pub use buffer::VkBuf;
+pub use import::{import_setting, IMPORT_VAR};
 pub use instance::{AdapterInfo, Instance};
 pub use memory::POOL_MAX_BYTES;
 
@@ -159,6 +161,9 @@ pub struct VkDev {
     /// Set once, when a wait for submitted work failed: the operation
     /// whose wait failed, and how.
     lost: std::sync::OnceLock<(String, String)>,
+    /// How host-arena buffers are imported (`VK_EXT_external_memory_host`),
+    /// or why they are not.
+    import: Result<import::Importer, String>,
     /// Buffers freed after the device was lost: work still in flight may
     /// use them, so they are destroyed only when the device is dropped.
     parked: Mutex<Vec<memory::Pooled>>,

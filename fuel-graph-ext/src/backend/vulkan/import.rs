@@ -1,0 +1,346 @@
+//! Host memory imported as device memory (`VK_EXT_external_memory_host`):
+//! a host-arena buffer read by a Vulkan step where it lies, with no copy.
+//!
+//! A device imports a host arena's [`PageBlock`] once: a `VkBuffer` bound to
+//! `VkDeviceMemory` made from the block's pointer, attached to the block as
+//! a [`HostView`] so that a pooled block keeps it for the next run. A step's
+//! view ([`VkDev::view_of_host`]) is a [`VkBuf`] over that memory that holds
+//! the host buffer alive, counts nothing on the device (the bytes are the
+//! host arena's) and never goes to the pool. Only memory types that are
+//! host-coherent are used, so host writes made before a submit are visible
+//! to it with no flush, and a step's views are only read (the `Work::Share`
+//! rules). Import is off when the device lacks the extension, when
+//! `FUEL_VULKAN_IMPORT=0`, or when the device asks for an alignment that a
+//! [`HOST_PAGE`] block does not meet; [`VkDev::import_status`] says which.
+
+use super::memory::Mapping;
+use super::*;
+use crate::backend::pages::{HostView, PageBlock, HOST_PAGE};
+use crate::backend::Buf;
+use std::ptr::NonNull;
+
+/// The variable that turns host import off.
+pub const IMPORT_VAR: &str = "FUEL_VULKAN_IMPORT";
+
+/// `FUEL_VULKAN_IMPORT`: unset, empty or `1` imports host buffers, `0`
+/// copies them; anything else is an error naming the variable.
+pub fn import_setting() -> Result<bool, String> {
+    match std::env::var(IMPORT_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(true),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+            "{IMPORT_VAR} is not valid UTF-8; set it to 1 (import host buffers, the default) or 0 (copy them), or unset it"
+        )),
+        Ok(v) => match v.trim() {
+            "" | "1" => Ok(true),
+            "0" => Ok(false),
+            other => Err(format!(
+                "{IMPORT_VAR} is `{other}`, which is not a setting; set it to 1 (import host buffers, the default) or 0 (copy them), or unset it"
+            )),
+        },
+    }
+}
+
+/// What a device that imports host memory keeps.
+pub(super) struct Importer {
+    pub(super) ext: ash::ext::external_memory_host::Device,
+    /// `minImportedHostPointerAlignment`.
+    pub(super) align: u64,
+}
+
+impl Instance {
+    /// Whether adapter `pd` has `VK_EXT_external_memory_host`, and its
+    /// `minImportedHostPointerAlignment`.
+    pub(super) fn host_import_alignment(&self, pd: vk::PhysicalDevice) -> Option<u64> {
+        // SAFETY: a physical device of this live instance.
+        let exts = unsafe { self.instance.enumerate_device_extension_properties(pd) }.ok()?;
+        let has = exts.iter().any(|e| {
+            e.extension_name_as_c_str()
+                .is_ok_and(|n| n == ash::ext::external_memory_host::NAME)
+        });
+        if !has {
+            return None;
+        }
+        let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut host);
+        // SAFETY: the chain is well formed and lives across the call.
+        unsafe { self.instance.get_physical_device_properties2(pd, &mut p2) };
+        Some(host.min_imported_host_pointer_alignment)
+    }
+
+    /// Whether `vulkan:N` devices on adapter `pd` read host-arena buffers
+    /// in place, or why not (what `fuel-opt devices` prints).
+    pub fn host_import(&self, pd_index: usize) -> Result<u64, String> {
+        let pd = *self
+            .adapters
+            .get(pd_index)
+            .ok_or_else(|| "no such adapter".to_string())?;
+        import_decision(self.host_import_alignment(pd))
+    }
+}
+
+/// On or off, from the adapter's alignment (`None`: no extension) and
+/// `FUEL_VULKAN_IMPORT`; `Err` says why off.
+pub(super) fn import_decision(align: Option<u64>) -> Result<u64, String> {
+    if !import_setting()? {
+        return Err(format!("{IMPORT_VAR}=0"));
+    }
+    let align = align.ok_or("the driver lacks VK_EXT_external_memory_host")?;
+    if align == 0 || !(HOST_PAGE as u64).is_multiple_of(align) {
+        return Err(format!(
+            "the driver asks for {align}-byte aligned host pointers, host arenas give {HOST_PAGE}"
+        ));
+    }
+    Ok(align)
+}
+
+/// One device's import of one host block.
+struct Imported {
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    dev: Arc<VkDev>,
+}
+
+impl HostView for Imported {
+    fn owner(&self) -> u64 {
+        use ash::vk::Handle;
+        self.dev.dev.handle().as_raw()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn release(&self) -> bool {
+        if self.dev.lost().is_some() {
+            // Work whose wait failed may still read the memory.
+            return false;
+        }
+        // SAFETY: the block is being freed, so no view of it is alive and no
+        // submit that used it is in flight (each was waited on).
+        unsafe {
+            self.dev.dev.destroy_buffer(self.buffer, None);
+            self.dev.dev.free_memory(self.memory, None);
+        }
+        true
+    }
+}
+
+impl VkDev {
+    /// `Ok(alignment)` when this device reads host-arena buffers in place,
+    /// else why not.
+    pub fn import_status(&self) -> Result<u64, &str> {
+        match &self.import {
+            Ok(i) => Ok(i.align),
+            Err(why) => Err(why),
+        }
+    }
+
+    /// A view of host buffer `src` (operand `keep`, which it holds alive)
+    /// on this device, importing its block the first time; `None` when the
+    /// buffer cannot be imported (import off, no page block, or the driver
+    /// refused), and the caller copies instead.
+    pub fn view_of_host(
+        self: &Arc<Self>,
+        keep: &Arc<Buf>,
+        bytes: usize,
+    ) -> Result<Option<VkBuf>, ExecError> {
+        self.check_alive("import")?;
+        let Ok(imp) = &self.import else {
+            return Ok(None);
+        };
+        let Some(block) = keep.as_cpu().and_then(|c| c.page_block()) else {
+            return Ok(None);
+        };
+        let (ptr, cap) = (block.ptr(), block.cap());
+        if bytes > cap
+            || !(ptr as u64).is_multiple_of(imp.align)
+            || !(cap as u64).is_multiple_of(imp.align)
+        {
+            return Ok(None);
+        }
+        use ash::vk::Handle;
+        let me = self.dev.handle().as_raw();
+        let found = block.with_views(|views| {
+            let known = views.iter().find(|v| v.owner() == me).and_then(|v| {
+                v.as_any()
+                    .downcast_ref::<Imported>()
+                    .map(|i| (i.buffer, i.memory))
+            });
+            if known.is_some() {
+                return known;
+            }
+            let made = self.import_block(imp, block)?;
+            views.push(Box::new(Imported {
+                buffer: made.0,
+                memory: made.1,
+                dev: self.clone(),
+            }));
+            Some(made)
+        });
+        let Some((buffer, memory)) = found else {
+            return Ok(None);
+        };
+        Ok(NonNull::new(ptr).map(|p| VkBuf {
+            buffer,
+            memory,
+            map: Some(Mapping(p)),
+            len: bytes,
+            dev: self.clone(),
+            view_of: Some(keep.clone()),
+        }))
+    }
+
+    /// A buffer over all of `block`, bound to memory imported from its
+    /// pointer in a host-coherent type; `None` when the driver refuses.
+    fn import_block(
+        &self,
+        imp: &Importer,
+        block: &PageBlock,
+    ) -> Option<(vk::Buffer, vk::DeviceMemory)> {
+        let kind = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
+        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
+        // SAFETY: the pointer is the start of `block`'s live allocation;
+        // `props` is a valid output structure.
+        let r = unsafe {
+            (imp.ext.fp().get_memory_host_pointer_properties_ext)(
+                self.dev.handle(),
+                kind,
+                block.ptr().cast_const().cast(),
+                &mut props,
+            )
+        };
+        if r != vk::Result::SUCCESS {
+            return None;
+        }
+        let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(kind);
+        let info = vk::BufferCreateInfo::default()
+            .size(block.cap() as u64)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .push_next(&mut external);
+        // SAFETY: live device, valid create info (the chain lives across the call).
+        let buffer = unsafe { self.dev.create_buffer(&info, None) }.ok()?;
+        // SAFETY: `buffer` was just created on this device.
+        let req = unsafe { self.dev.get_buffer_memory_requirements(buffer) };
+        let ty = self.memory_type(
+            props.memory_type_bits & req.memory_type_bits,
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+        );
+        let destroy = || {
+            // SAFETY: an unused buffer of this device.
+            unsafe { self.dev.destroy_buffer(buffer, None) }
+        };
+        let Some(ty) = ty.filter(|_| req.size <= block.cap() as u64) else {
+            destroy();
+            return None;
+        };
+        let mut from = vk::ImportMemoryHostPointerInfoEXT::default()
+            .handle_type(kind)
+            .host_pointer(block.ptr().cast());
+        let alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(block.cap() as u64)
+            .memory_type_index(ty)
+            .push_next(&mut from);
+        // SAFETY: valid allocate info; the host pointer and size are aligned
+        // to `minImportedHostPointerAlignment` (checked by the caller) and
+        // the block outlives the memory (its views are released first).
+        let Ok(memory) = (unsafe { self.dev.allocate_memory(&alloc, None) }) else {
+            destroy();
+            return None;
+        };
+        // SAFETY: fresh buffer and memory of this device; offset 0 fits.
+        if unsafe { self.dev.bind_buffer_memory(buffer, memory, 0) }.is_err() {
+            destroy();
+            // SAFETY: unused memory of this device.
+            unsafe { self.dev.free_memory(memory, None) };
+            return None;
+        }
+        Some((buffer, memory))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::Arena;
+    use crate::backend::fault::Faults;
+    use crate::device::Device;
+
+    /// A host buffer's block is imported once: a second view (a later run,
+    /// after the block went back to the arena's pool and came out again)
+    /// finds the import attached to it. Views count nothing on the device,
+    /// read the host bytes bit for bit, and a small buffer (no page block)
+    /// gets no view.
+    #[test]
+    fn a_block_is_imported_once_and_views_count_nothing() {
+        let inst = match Instance::open() {
+            Ok(i) => i,
+            Err(u) => {
+                let test = "a_block_is_imported_once_and_views_count_nothing";
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
+                return;
+            }
+        };
+        let dev = inst.open_device(Device::vulkan(0)).unwrap();
+        if dev.import_status().is_err() {
+            // FUEL_VULKAN_IMPORT=0 or a driver without the extension.
+            assert!(dev.import_status().is_err());
+            return;
+        }
+        let arena = Arc::new(Arena::open(Device::cpu(0)));
+        let faults = Faults::new(None);
+        let n = 3 * HOST_PAGE + 8;
+        let mut ptrs = Vec::new();
+        for round in 0..3u8 {
+            let mut h = arena.alloc(n, &faults).unwrap();
+            for (i, b) in h.bytes_mut().iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(31).wrapping_add(round);
+            }
+            let want = h.bytes().to_vec();
+            let block = h.page_block().unwrap();
+            ptrs.push(block.ptr() as usize);
+            let src = Arc::new(Buf::Cpu(h));
+            let made = dev.stats().allocations;
+            let view = dev.view_of_host(&src, n).unwrap().unwrap();
+            assert!(view.is_host_view());
+            assert_eq!(
+                dev.stats().current,
+                0,
+                "round {round}: a view counts nothing"
+            );
+            assert_eq!(dev.stats().allocations, made);
+            let out = dev.alloc(n, &faults).unwrap();
+            let whole = [crate::backend::Region {
+                operand: 0,
+                src: 0,
+                dst: 0,
+                len: n,
+            }];
+            dev.copy_regions("copy", &whole, &[&view], &out, &faults)
+                .unwrap();
+            let mut got = vec![0u8; n];
+            dev.download(&out, &mut got).unwrap();
+            assert!(got == want, "round {round}: the GPU read other bytes");
+            let views = |s: &Arc<Buf>| {
+                s.as_cpu()
+                    .and_then(|c| c.page_block())
+                    .map(|b| b.with_views(|v| v.len()))
+            };
+            assert_eq!(views(&src), Some(1), "round {round}: one import per block");
+            drop((view, out));
+            assert_eq!(arena.stats().current, n, "the source is still counted");
+            drop(src);
+            assert_eq!(arena.stats().current, 0);
+            assert_eq!(dev.stats().current, 0);
+        }
+        // The pool handed the same block back every round.
+        assert!(ptrs.windows(2).all(|w| w[0] == w[1]), "{ptrs:x?}");
+        // Under a page: no page block, so no view.
+        let small = Arc::new(Buf::Cpu(arena.alloc(64, &faults).unwrap()));
+        assert!(dev.view_of_host(&small, 64).unwrap().is_none());
+    }
+}

@@ -1,0 +1,232 @@
+//! Host-to-Vulkan copies elided into views of imported host memory
+//! (`VK_EXT_external_memory_host`, `exec::schedule::Work::Import`), on
+//! lavapipe: the plan says which copies became views, the Vulkan device's
+//! allocator makes no buffer for them (the host arena counts the bytes
+//! once), and every result equals the interpreter's bit for bit with the
+//! view in every operand position of every Vulkan kernel. The same graph
+//! with import off (`Options::import_host_buffers: false`, and
+//! `FUEL_VULKAN_IMPORT=0` in a child process) copies instead, with the same
+//! results; a bad `FUEL_VULKAN_IMPORT` is refused. Faults at every point
+//! leak nothing. Without Vulkan the tests print `SKIP: <reason>`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_graph_ext::exec::{self, Executable};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
+use fuel_graph_ext::{text, Device, Graph, Topology};
+use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point};
+
+const DEVS: [Device; 2] = [Device::cpu(0), Device::vulkan(0)];
+/// Elements per tensor: 64 KiB of i32, several host pages.
+const N: usize = 16384;
+
+/// Two host kernel results copied to vulkan:0, each read there as operand
+/// 0, 1 and 2 of folds, by div, slice and concat; one of them copied again
+/// as a graph output (a view too: outputs on a GPU are read back into the
+/// caller's tensor); and one copy of a caller's input (not page-backed: it
+/// stays a copy).
+fn graph(dtype: &str) -> String {
+    let t = format!("{dtype}[{N}]");
+    let half = N / 2;
+    format!(
+        "graph @import {{
+  %0 = input \"a\" @cpu:0 : {t}
+  %1 = input \"b\" @cpu:0 : {t}
+  %2 = add %0, %1 @cpu:0 : {t}
+  %3 = max %0, %1 @cpu:0 : {t}
+  %4 = copy %2 -> vulkan:0 : {t}
+  %5 = copy %3 -> vulkan:0 : {t}
+  %6 = input \"c\" @vulkan:0 : {t}
+  %7 = add %4, %6 @vulkan:0 : {t}
+  %8 = mul %6, %5 @vulkan:0 : {t}
+  %9 = add %6, %6, %4 @vulkan:0 : {t}
+  %10 = min %4, %5 @vulkan:0 : {t}
+  %11 = div %5 {{by=3}} @vulkan:0 : {t}
+  %12 = slice %4 {{axis=0, len={half}, start={half}}} @vulkan:0 : {dtype}[{half}]
+  %13 = concat %6, %5 {{axis=0}} @vulkan:0 : {dtype}[{}]
+  %14 = copy %0 -> vulkan:0 : {t}
+  %15 = add %14, %4 @vulkan:0 : {t}
+  %16 = copy %3 -> vulkan:0 : {t}
+  return %7, %8, %9, %10, %11, %12, %13, %15, %16
+}}
+",
+        2 * N
+    )
+}
+
+fn compiled(src: &str, options: exec::Options) -> (Graph, Executable) {
+    let g = text::parse(src).unwrap();
+    let exe = exec::compile_with_options(&g, &DEVS, &Topology::default(), options).unwrap();
+    (g, exe)
+}
+
+/// Runs `exe` three times on the deterministic inputs; every result must
+/// equal the interpreter's bit for bit and every allocator must be back at
+/// zero. Returns the Vulkan device's buffers made per run.
+fn runs_exactly(g: &Graph, exe: &Executable, what: &str) -> usize {
+    let inputs = deterministic_inputs(g);
+    let want: Vec<HostTensor> = interpret(g, &inputs).unwrap();
+    let mut made = Vec::new();
+    for round in 0..3 {
+        let before = exe.memory(Device::vulkan(0)).unwrap().allocations;
+        let got = exe.run_host(&inputs).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.ty, w.ty, "{what}: result {k}");
+            if let Err(e) = g.check_same(w) {
+                panic!("{what}, run {round}: result {k} differs from the interpreter: {e}");
+            }
+        }
+        assert_no_leaks(exe);
+        made.push(exe.memory(Device::vulkan(0)).unwrap().allocations - before);
+    }
+    assert!(made.windows(2).all(|w| w[0] == w[1]), "{what}: {made:?}");
+    let planned = exe.planned_events().unwrap().allocs;
+    assert!(made[0] <= planned, "{what}: {made:?} > {planned}");
+    made[0]
+}
+
+/// Whether this process runs with host import on (`FUEL_VULKAN_IMPORT`).
+fn import_on() -> bool {
+    exec::vulkan_import_setting().unwrap()
+}
+
+#[test]
+fn host_copies_to_vulkan_are_views_and_bit_exact_in_every_position() {
+    let test = "host_copies_to_vulkan_are_views_and_bit_exact_in_every_position";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    for dtype in ["i32", "u32", "f32"] {
+        let src = graph(dtype);
+        let (g, on) = compiled(&src, exec::Options::default());
+        let off_options = exec::Options {
+            import_host_buffers: false,
+            ..Default::default()
+        };
+        let (_, off) = compiled(&src, off_options);
+        let imported = on.imported_copies();
+        if import_on() {
+            // %4, %5 and the output %16 (kernel results) are views; %14
+            // copies the caller's input, which is not page-backed.
+            assert_eq!(imported.len(), 3, "{dtype}: {imported:?}");
+        } else {
+            assert!(imported.is_empty(), "{dtype}: {imported:?}");
+        }
+        assert!(off.imported_copies().is_empty());
+        let made_on = runs_exactly(&g, &on, &format!("{dtype}, import"));
+        let made_off = runs_exactly(&g, &off, &format!("{dtype}, no import"));
+        // Each view saves the copy's buffer on vulkan:0.
+        assert_eq!(
+            made_off - made_on,
+            imported.len(),
+            "{dtype}: vulkan:0 made {made_on} buffers per run with import, {made_off} without"
+        );
+        assert_eq!(
+            made_on,
+            on.planned_events().unwrap().allocs - exec_host_allocs(&on, &g)
+        );
+    }
+}
+
+/// The buffers a run of `exe` makes on its host arena.
+fn exec_host_allocs(exe: &Executable, g: &Graph) -> usize {
+    let inputs = deterministic_inputs(g);
+    let before = exe.memory(Device::cpu(0)).unwrap().allocations;
+    exe.run_host(&inputs).unwrap();
+    exe.memory(Device::cpu(0)).unwrap().allocations - before
+}
+
+/// A view holds its host buffer, counted once on the host arena: while the
+/// Vulkan readers run, vulkan:0 holds no bytes for the copies, so its peak
+/// is lower by exactly the elided copies' bytes.
+#[test]
+fn views_count_their_bytes_once_on_the_host() {
+    let test = "views_count_their_bytes_once_on_the_host";
+    if !devices_or_skip(test, &DEVS) || !import_on() {
+        return;
+    }
+    let t = format!("i32[{N}]");
+    let src = format!(
+        "graph @one {{
+  %0 = input \"a\" @cpu:0 : {t}
+  %1 = add %0, %0 @cpu:0 : {t}
+  %2 = copy %1 -> vulkan:0 : {t}
+  %3 = add %2, %2 @vulkan:0 : {t}
+  return %3
+}}
+"
+    );
+    let (g, on) = compiled(&src, exec::Options::default());
+    let (_, off) = compiled(
+        &src,
+        exec::Options {
+            import_host_buffers: false,
+            ..Default::default()
+        },
+    );
+    assert_eq!(on.imported_copies().len(), 1);
+    runs_exactly(&g, &on, "import");
+    runs_exactly(&g, &off, "no import");
+    let bytes = N * 4;
+    let v = |e: &Executable| e.memory(Device::vulkan(0)).unwrap().peak;
+    let h = |e: &Executable| e.memory(Device::cpu(0)).unwrap().peak;
+    // With import vulkan:0 holds only the sum; without, the copy too.
+    assert_eq!(v(&on), bytes, "vulkan:0 peak with import");
+    assert_eq!(v(&off), 2 * bytes, "vulkan:0 peak without import");
+    // The host holds its input (borrowed) and the view's buffer.
+    assert_eq!(h(&on), 2 * bytes, "cpu:0 peak with import");
+}
+
+#[test]
+fn every_fault_with_imported_views_leaks_nothing() {
+    let test = "every_fault_with_imported_views_leaks_nothing";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    let g = text::parse(&graph("i32")).unwrap();
+    let n = fail_at_every_point(&g, &DEVS);
+    assert!(n > 10, "{n} faults checked");
+}
+
+/// The test above again in a child process with `FUEL_VULKAN_IMPORT=0`
+/// (the setting is read when a device opens), and a bad value refused.
+#[test]
+fn the_environment_turns_import_off_and_bad_values_are_refused() {
+    let test = "the_environment_turns_import_off_and_bad_values_are_refused";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    if std::env::var_os("FUEL_IMPORT_CHILD").is_some() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for name in [
+        "host_copies_to_vulkan_are_views_and_bit_exact_in_every_position",
+        "every_fault_with_imported_views_leaks_nothing",
+    ] {
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", name, "--nocapture"])
+            .env("FUEL_VULKAN_IMPORT", "0")
+            .env("FUEL_IMPORT_CHILD", "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} with import off:\n{text}");
+        assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+    }
+    let bad = std::process::Command::new(&exe)
+        .args(["--exact", "every_fault_with_imported_views_leaks_nothing"])
+        .env("FUEL_VULKAN_IMPORT", "yes")
+        .env("FUEL_IMPORT_CHILD", "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&bad.stdout).into_owned() + &String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(
+        text.contains("FUEL_VULKAN_IMPORT is `yes`, which is not a setting"),
+        "{text}"
+    );
+}
