@@ -58,6 +58,14 @@ pub enum CollectiveError {
         found: TensorType,
         expected: TensorType,
     },
+    /// `all_gather` shards that differ outside the gathered axis.
+    #[error("shard {index} has type {found} but shard 0 has {expected}; the shards of `all_gather` may differ only along axis {axis} (pad or reshape the other dims first)")]
+    GatherShapeMismatch {
+        index: usize,
+        found: TensorType,
+        expected: TensorType,
+        axis: usize,
+    },
     /// A shard lives on another device than its rank's.
     #[error("shard {index} is on {found} but rank {index} of the group is {expected}; call .copy_to({expected}) on it first, or list the devices in shard order")]
     WrongDevice {
@@ -167,13 +175,15 @@ impl DeviceGroup {
         record(std::slice::from_ref(tensor), Op::Broadcast { to })
     }
 
-    /// Every rank gets all shards joined along `axis`, in rank order.
+    /// Every rank gets all shards joined along `axis`, in rank order. The
+    /// shards may differ in extent along `axis` (a zero extent too), and
+    /// nowhere else.
     pub fn all_gather(
         &self,
         shards: &[LazyTensor],
         axis: usize,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
-        self.check_shards("all_gather", shards)?;
+        self.check_shards_along("all_gather", shards, Some(axis))?;
         record(shards, Op::AllGather { axis })
     }
 
@@ -213,6 +223,17 @@ impl DeviceGroup {
         op: &'static str,
         shards: &[LazyTensor],
     ) -> Result<TensorType, CollectiveError> {
+        self.check_shards_along(op, shards, None)
+    }
+
+    /// [`DeviceGroup::check_shards`], where shapes may differ along `along`
+    /// (which must be an axis of shard 0).
+    fn check_shards_along(
+        &self,
+        op: &'static str,
+        shards: &[LazyTensor],
+        along: Option<usize>,
+    ) -> Result<TensorType, CollectiveError> {
         let first = shards.first().ok_or(CollectiveError::NoShards {
             op,
             size: self.size(),
@@ -235,6 +256,13 @@ impl DeviceGroup {
             }
         }
         let expected = first.ty();
+        if let Some(axis) = along.filter(|a| *a >= expected.rank()) {
+            return Err(CollectiveError::AxisOutOfRange {
+                axis,
+                rank: expected.rank(),
+                ty: expected,
+            });
+        }
         for (index, (s, want)) in shards.iter().zip(&self.devices).enumerate() {
             let found = s.ty();
             if found.dtype != expected.dtype {
@@ -244,7 +272,18 @@ impl DeviceGroup {
                     expected,
                 });
             }
-            if found != expected {
+            if let Some(axis) = along {
+                let same_other_axes = found.rank() == expected.rank()
+                    && (0..found.rank()).all(|a| a == axis || found.shape[a] == expected.shape[a]);
+                if !same_other_axes {
+                    return Err(CollectiveError::GatherShapeMismatch {
+                        index,
+                        found,
+                        expected,
+                        axis,
+                    });
+                }
+            } else if found != expected {
                 return Err(CollectiveError::ShapeMismatch {
                     index,
                     found,

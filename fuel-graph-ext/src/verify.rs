@@ -6,8 +6,8 @@
 //! - [`Level::Structural`] holds for every graph, a pipeline's input too:
 //!   the graph is acyclic; operands and outputs are defined; each node's
 //!   declared type is the one its op infers from its operands (equal shard
-//!   types for collectives, all_gather concatenates, reduce_scatter divides
-//!   evenly); attributes are in range (root, axis, slice bounds, `by`); a
+//!   types for the reducing collectives; all_gather concatenates shards that
+//!   may differ along its axis; reduce_scatter divides evenly); attributes are in range (root, axis, slice bounds, `by`); a
 //!   moved value has no other use.
 //! - [`Level::Placement`] adds the rules for a pipeline's output: the
 //!   operands of a non-transfer, non-collective op live on its device, and

@@ -177,3 +177,57 @@ fn host_driver_all_reduce_on_cpu_arenas() {
         assert_no_leaks(&exe);
     }
 }
+
+/// An all_gather of uneven shards (`rows[i]` rows on rank i, a zero among
+/// them allowed), lowered with `algorithm`, run, and compared with the
+/// interpreter's meaning of the unlowered graph.
+fn uneven_gather_check(devices: &[Device], rows: &[usize], algorithm: &str) {
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let g = LazyGraph::new("uneven");
+    let xs: Vec<_> = devices
+        .iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(i, (d, r))| g.input(&format!("x{i}"), *d, TensorType::new(DType::F32, &[*r, 3])))
+        .collect();
+    let total: usize = rows.iter().sum();
+    for t in group.all_gather(&xs, 0).unwrap() {
+        assert_eq!(t.ty().shape.as_slice(), &[total, 3]);
+        g.output(&t).unwrap();
+    }
+    let original = g.snapshot();
+    let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
+    let lowered = lower(&original, &pipeline);
+    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    let inputs = deterministic_inputs(&original);
+    let want = interpret(&original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
+    assert_eq!(got.len(), devices.len());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.data, w.data, "{algorithm}: result {k} differs");
+        assert_eq!(g.data.len(), total * 3);
+    }
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn uneven_all_gather_on_cpus_every_algorithm() {
+    let devs = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
+    for alg in ALGORITHMS {
+        uneven_gather_check(&devs, &[2, 0, 5], alg);
+        uneven_gather_check(&devs, &[1365, 1365, 1366], alg);
+    }
+}
+
+#[test]
+fn uneven_all_gather_cpu_and_vulkan() {
+    let devs = [Device::cpu(0), Device::vulkan(0), Device::cpu(1)];
+    if !devices_or_skip("uneven_all_gather_cpu_and_vulkan", &devs) {
+        return;
+    }
+    for alg in ALGORITHMS {
+        uneven_gather_check(&devs, &[0, 3, 1], alg);
+    }
+}

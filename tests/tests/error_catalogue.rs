@@ -50,6 +50,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0408", group_root_out_of_range),
     ("E0409", group_axis_out_of_range),
     ("E0410", group_not_divisible),
+    ("E0411", group_gather_shape_mismatch),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
     ("E0503", vulkan_index_too_high),
@@ -438,6 +439,15 @@ fn group_axis_out_of_range() -> Outcome {
     let lg = LazyGraph::new("g");
     let group = DeviceGroup::new(CPU01).unwrap();
     group_err(group.all_gather(&shards(&lg, &CPU01, &f32s(&[4, 2])), 2))
+}
+fn group_gather_shape_mismatch() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = [
+        lg.input("x", Device::cpu(0), f32s(&[2, 3])),
+        lg.input("y", Device::cpu(1), f32s(&[1, 4])),
+    ];
+    group_err(group.all_gather(&xs, 0))
 }
 fn group_not_divisible() -> Outcome {
     let lg = LazyGraph::new("g");

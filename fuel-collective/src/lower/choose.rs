@@ -25,8 +25,11 @@ use std::sync::Arc;
 pub struct Decision {
     /// The collective, as it was in the graph.
     pub op: Op,
-    /// Its shard type.
+    /// Its shard type (operand 0's).
     pub ty: TensorType,
+    /// Each shard's type, in rank order, where they differ (an uneven
+    /// `all_gather`); empty when every shard is `ty`.
+    pub uneven: Vec<TensorType>,
     /// Its operands' devices, in rank order.
     pub devices: Vec<Device>,
     /// The lowering used.
@@ -126,6 +129,7 @@ pub(super) fn choose(
     let decision = |lowering, reason, candidates| Decision {
         op: site.op.clone(),
         ty: site.ty.clone(),
+        uneven: site.uneven.clone(),
         devices: site.devs.clone(),
         lowering,
         reason,
@@ -238,8 +242,8 @@ impl fmt::Display for Candidate {
 }
 
 /// Devices as a comma list.
-fn list(f: &mut fmt::Formatter<'_>, devices: &[Device]) -> fmt::Result {
-    for (i, d) in devices.iter().enumerate() {
+fn list(f: &mut fmt::Formatter<'_>, items: &[impl fmt::Display]) -> fmt::Result {
+    for (i, d) in items.iter().enumerate() {
         if i > 0 {
             f.write_str(", ")?;
         }
@@ -259,6 +263,14 @@ impl fmt::Display for Decision {
                 list(f, &self.devices)?;
                 f.write_str(" to [")?;
                 list(f, to)?;
+                f.write_str("]")?;
+            }
+            op if !self.uneven.is_empty() => {
+                let total: usize = self.uneven.iter().map(TensorType::size_bytes).sum();
+                write!(f, "{NAME}: {} of uneven shards [", op.mnemonic())?;
+                list(f, &self.uneven)?;
+                write!(f, "] ({total} B in all) over [")?;
+                list(f, &self.devices)?;
                 f.write_str("]")?;
             }
             op => {

@@ -231,8 +231,18 @@ impl Emitter<'_> {
                 Ok(pick(&held, &targets))
             }
             Op::AllGather { axis } => {
-                let held = site
-                    .vals
+                // A shard of no elements adds nothing to the join: it stays
+                // home (unless every shard is empty; then shard 0 goes).
+                let mut live = Vec::with_capacity(site.vals.len());
+                for v in &site.vals {
+                    if self.ty(*v)?.num_elements() > 0 {
+                        live.push(*v);
+                    }
+                }
+                if live.is_empty() {
+                    live.push(site.first);
+                }
+                let held = live
                     .iter()
                     .map(|v| alg.spread(self, *v, &targets))
                     .collect::<Result<Vec<_>, _>>()?;

@@ -20,8 +20,11 @@ pub(super) struct CollectiveSite {
     pub vals: Vec<ValueId>,
     /// Each operand's device, in rank order.
     pub devs: Vec<Device>,
-    /// The shard type.
+    /// The shard type (operand 0's).
     pub ty: TensorType,
+    /// Each operand's type, in rank order, where they differ (the shards
+    /// of an uneven `all_gather`); empty when every shard is `ty`.
+    pub uneven: Vec<TensorType>,
     /// How many results the node has.
     pub num_results: usize,
 }
@@ -47,12 +50,22 @@ impl CollectiveSite {
             .value_type(first)
             .cloned()
             .ok_or_else(|| format!("operand 0 of `{}` is undefined", n.op.mnemonic()))?;
+        let tys: Vec<TensorType> = vals
+            .iter()
+            .map(|v| g.value_type(*v).cloned().unwrap_or_else(|| ty.clone()))
+            .collect();
+        let uneven = if tys.iter().all(|t| *t == ty) {
+            Vec::new()
+        } else {
+            tys
+        };
         Ok(CollectiveSite {
             op: n.op.clone(),
             first,
             vals,
             devs,
             ty,
+            uneven,
             num_results: n.num_results(),
         })
     }

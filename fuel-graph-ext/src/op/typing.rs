@@ -80,9 +80,12 @@ pub enum TypeError {
         /// The axis's extent.
         extent: usize,
     },
-    /// A `concat` operand that differs outside the joined axis.
-    #[error("operand {index} of `concat` has type {found}, which does not match {first} outside axis {axis}")]
+    /// A `concat` or `all_gather` operand that differs outside the joined
+    /// axis (along it, operands may differ).
+    #[error("operand {index} of `{op}` has type {found}, which does not match {first} outside axis {axis}; operands may differ only along axis {axis} (pad or reshape the others first)")]
     ConcatMismatch {
+        /// The op's mnemonic.
+        op: String,
         /// The operand.
         index: usize,
         /// Its type.
@@ -175,26 +178,7 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             }
             Ok(t.with_dim(*axis, *len))
         }
-        Op::Concat { axis, .. } => {
-            let first = operands[0];
-            check_axis(*axis, first)?;
-            let mut total = 0usize;
-            for (i, t) in operands.iter().enumerate() {
-                let same_other_axes = t.dtype == first.dtype
-                    && t.rank() == first.rank()
-                    && (0..t.rank()).all(|a| a == *axis || t.shape[a] == first.shape[a]);
-                if !same_other_axes {
-                    return Err(TypeError::ConcatMismatch {
-                        index: i,
-                        found: Box::new((*t).clone()),
-                        first: Box::new(first.clone()),
-                        axis: *axis,
-                    });
-                }
-                total = total.saturating_add(t.shape[*axis]);
-            }
-            Ok(first.with_dim(*axis, total))
-        }
+        Op::Concat { axis, .. } | Op::AllGather { axis } => joined(op, *axis, operands),
         Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
         Op::DriverAllReduce { rank, .. } => {
             if *rank >= n {
@@ -219,12 +203,6 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
                 return Err(TypeError::NoTargets);
             }
             Ok(operands[0].clone())
-        }
-        Op::AllGather { axis } => {
-            let t = all_equal()?;
-            check_axis(*axis, &t)?;
-            let extent = t.shape[*axis].saturating_mul(n);
-            Ok(t.with_dim(*axis, extent))
         }
         Op::ReduceScatter { axis, .. } => {
             let t = all_equal()?;
@@ -276,6 +254,31 @@ fn check_arity(op: &Op, n: usize) -> Result<(), TypeError> {
     }
 }
 
+/// `operands` joined along `axis`, in order (`concat`, and what every rank
+/// of an `all_gather` gets): they may differ in extent along `axis` (a zero
+/// extent included) and nowhere else.
+fn joined(op: &Op, axis: usize, operands: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let first = operands[0];
+    check_axis(axis, first)?;
+    let mut total = 0usize;
+    for (i, t) in operands.iter().enumerate() {
+        let same_other_axes = t.dtype == first.dtype
+            && t.rank() == first.rank()
+            && (0..t.rank()).all(|a| a == axis || t.shape[a] == first.shape[a]);
+        if !same_other_axes {
+            return Err(TypeError::ConcatMismatch {
+                op: op.mnemonic(),
+                index: i,
+                found: Box::new((*t).clone()),
+                first: Box::new(first.clone()),
+                axis,
+            });
+        }
+        total = total.saturating_add(t.shape[axis]);
+    }
+    Ok(first.with_dim(axis, total))
+}
+
 fn check_axis(axis: usize, t: &TensorType) -> Result<(), TypeError> {
     if axis >= t.rank() {
         Err(TypeError::AxisOutOfRange {
@@ -317,6 +320,25 @@ mod tests {
                 .unwrap()
                 .to_string(),
             "f32[18,2]"
+        );
+        // Uneven shards (a zero extent too) gather to the sum of extents;
+        // any other dim that differs is refused, naming the axis.
+        let (a, b, z) = (
+            TensorType::new(DType::F32, &[3, 2]),
+            TensorType::new(DType::F32, &[5, 2]),
+            TensorType::new(DType::F32, &[0, 2]),
+        );
+        assert_eq!(
+            infer_type(&Op::AllGather { axis: 0 }, &[&a, &b, &z])
+                .unwrap()
+                .to_string(),
+            "f32[8,2]"
+        );
+        assert_eq!(
+            infer_type(&Op::AllGather { axis: 1 }, &[&a, &b])
+                .unwrap_err()
+                .to_string(),
+            "operand 1 of `all_gather` has type f32[5,2], which does not match f32[3,2] outside axis 1; operands may differ only along axis 1 (pad or reshape the others first)"
         );
         let rs = Op::ReduceScatter {
             op: ReduceOp::Sum,

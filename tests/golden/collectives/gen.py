@@ -143,3 +143,41 @@ graph @shared_staging {
   return %4#1, %3#0, %2#1
 }
 """)
+
+
+def case_typed(path, passes, why, name, devs, tys, body_op, results, topology=None):
+    """Like `case`, but shard i has type tys[i] (uneven shards)."""
+    lines = [f"// RUN: --passes {passes}" + (f" --topology {topology}" if topology else "")]
+    lines += [f"// {w}" for w in why]
+    lines.append(f"graph @{name} {{")
+    for i, (d, ty) in enumerate(zip(devs, tys)):
+        lines.append(f'  %{i} = input "s{i}" @{d} : {ty}')
+    lines.append(body_op)
+    lines.append(f"  return {results}")
+    lines.append("}")
+    full = os.path.join(HERE, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+# 5. all_gather of uneven shards on every group with every algorithm: rank i
+# holds i % 3 rows (rank 0 holds none), and every rank gets all of them.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    rows = [i % 3 for i in range(n)]
+    for alg in ALGS:
+        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
+        topo = "peer01.topo" if gname == "mix8" else None
+        case_typed(
+            f"uneven/all-gather-{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"all_gather of uneven shards ({rows} rows) over [{', '.join(devs)}] with algorithm={alg}."]
+            + (["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []),
+            f"all_gather_uneven_{gname.replace('-', '_')}_{alg}",
+            devs,
+            [f"i32[{r},3]" for r in rows],
+            f"  %{n}:{n} = all_gather {shards(n)} {{axis=0}} : i32[{sum(rows)},3]",
+            outs(n, n),
+            topo,
+        )
