@@ -17,7 +17,7 @@
 
 use fuel_graph_ext::lazy::BuildError;
 use fuel_graph_ext::op::DeviceList;
-use fuel_graph_ext::op::TypeError;
+use fuel_graph_ext::op::{scatter_extents, TypeError};
 use fuel_graph_ext::{Device, LazyTensor, Op, ReduceOp, TensorType};
 
 /// Why a collective call was refused. Each message names the fix.
@@ -89,6 +89,16 @@ pub enum CollectiveError {
         axis: usize,
         extent: usize,
         size: usize,
+    },
+    /// A `reduce_scatter` split with another count than the group size.
+    #[error("reduce_scatter split has {found} extent(s) for a group of {size} device(s); give one extent per rank")]
+    SplitCount { found: usize, size: usize },
+    /// A `reduce_scatter` split that does not add up to the axis extent.
+    #[error("reduce_scatter split adds up to {sum} but axis {axis} has extent {extent}; make the extents add up to {extent}")]
+    SplitSum {
+        sum: usize,
+        axis: usize,
+        extent: usize,
     },
     /// A collective driver refused or failed (see [`crate::driver::DriverError`]).
     #[error("collective driver: {0}")]
@@ -187,12 +197,39 @@ impl DeviceGroup {
         record(shards, Op::AllGather { axis })
     }
 
-    /// Rank `i` gets the `i`-th equal slice along `axis` of the reduction.
+    /// Rank `i` gets the `i`-th slice along `axis` of the reduction: equal
+    /// slices, or where the group size does not divide the extent, `extent
+    /// / N` each and the remainder on the last rank.
     pub fn reduce_scatter(
         &self,
         shards: &[LazyTensor],
         op: ReduceOp,
         axis: usize,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.reduce_scatter_with(shards, op, axis, None)
+    }
+
+    /// Rank `i` gets `split[i]` entries along `axis` of the reduction, in
+    /// rank order (a zero among them is legal). `split` needs one extent per
+    /// rank, adding up to the axis extent. A split equal to the default
+    /// partition is recorded as none, so it prints as a plain
+    /// `reduce_scatter`.
+    pub fn reduce_scatter_split(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+        axis: usize,
+        split: &[usize],
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.reduce_scatter_with(shards, op, axis, Some(split))
+    }
+
+    fn reduce_scatter_with(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+        axis: usize,
+        split: Option<&[usize]>,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
         let ty = self.check_shards("reduce_scatter", shards)?;
         // `infer_type` gives each rank an empty slice of an empty axis; a
@@ -204,7 +241,14 @@ impl DeviceGroup {
                 size: self.size(),
             });
         }
-        record(shards, Op::ReduceScatter { op, axis })
+        let split = match (split, ty.shape.get(axis)) {
+            (Some(s), Some(extent)) => {
+                let default = scatter_extents(None, axis, *extent, self.size())?;
+                (s != default.as_slice()).then(|| s.to_vec())
+            }
+            (s, _) => s.map(<[usize]>::to_vec),
+        };
+        record(shards, Op::ReduceScatter { op, axis, split })
     }
 
     fn check_root(&self, root: usize) -> Result<(), CollectiveError> {
@@ -338,6 +382,12 @@ impl From<TypeError> for CollectiveError {
                 extent,
                 size: ranks,
             },
+            TypeError::SplitCount { found, ranks } => {
+                CollectiveError::SplitCount { found, size: ranks }
+            }
+            TypeError::SplitSum { sum, axis, extent } => {
+                CollectiveError::SplitSum { sum, axis, extent }
+            }
             other => CollectiveError::Build(BuildError::Type(other)),
         }
     }

@@ -402,16 +402,29 @@ fn eval(
                 })
                 .collect())
         }
-        Op::ReduceScatter { op, axis } => {
+        Op::ReduceScatter { op, axis, split } => {
             let full = HostTensor {
                 ty: args[0].ty.clone(),
                 data: reduce_all(*op, &args[0].ty, args),
             };
-            let len = ty.shape[*axis];
-            Ok((0..args.len())
-                .map(|i| HostTensor {
-                    ty: ty.clone(),
-                    data: slice_data(&full, *axis, i * len, len),
+            // Rank i's slice: `split[i]` entries, or the default partition.
+            let extents = crate::op::scatter_extents(
+                split.as_deref(),
+                *axis,
+                full.ty.shape[*axis],
+                args.len(),
+            )
+            .map_err(|e| InterpError::Invalid(e.to_string()))?;
+            let mut start = 0;
+            Ok(extents
+                .iter()
+                .map(|len| {
+                    let t = HostTensor {
+                        ty: ty.with_dim(*axis, *len),
+                        data: slice_data(&full, *axis, start, *len),
+                    };
+                    start += len;
+                    t
                 })
                 .collect())
         }

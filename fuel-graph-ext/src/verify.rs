@@ -15,11 +15,18 @@
 //!   collective runs on a device kind whose driver the topology declares,
 //!   and all its operands live on devices of that kind.
 
+use crate::dtype::TensorType;
 use crate::graph::{Graph, NodeId};
-use crate::op::{infer_type, Op};
+use crate::op::{infer_type, result_types, Op};
 use crate::text::{print_lines, Numbering};
 use crate::topology::Topology;
 use std::fmt;
+
+/// `f32[1], f32[2]`: types as a line declares them.
+fn type_list(tys: &[TensorType]) -> String {
+    let each: Vec<String> = tys.iter().map(ToString::to_string).collect();
+    each.join(", ")
+}
 
 /// Which rules to check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,14 +111,28 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
         if !matches!(n.op, Op::Input { .. }) {
             let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
             match infer_type(&n.op, &tys) {
-                Ok(t) if t != n.ty => push(
-                    Some(id),
-                    format!(
-                        "declared type {} but the operands give {t}; declare {t}",
-                        n.ty
-                    ),
-                ),
-                Ok(_) => {}
+                Ok(t) => {
+                    // One type for every result, or one per result where
+                    // they differ (an uneven reduce_scatter).
+                    let want = result_types(&n.op, &tys).ok().flatten();
+                    let ok = match &want {
+                        None => t == n.ty && n.result_tys.is_empty(),
+                        Some(each) => *each == n.result_tys,
+                    };
+                    if !ok {
+                        let want = want.unwrap_or_else(|| vec![t]);
+                        let declared = if n.result_tys.is_empty() {
+                            std::slice::from_ref(&n.ty)
+                        } else {
+                            &n.result_tys
+                        };
+                        let (d, w) = (type_list(declared), type_list(&want));
+                        push(
+                            Some(id),
+                            format!("declared type {d} but the operands give {w}; declare {w}"),
+                        );
+                    }
+                }
                 Err(e) => push(Some(id), e.to_string()),
             }
         }

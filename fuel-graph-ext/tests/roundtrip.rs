@@ -73,7 +73,14 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
                     .collect::<DeviceList>(),
             },
             8 => Op::AllGather { axis },
-            _ => Op::ReduceScatter { op: rop, axis },
+            // Every third one with a split: all on rank 0, none on rank 1.
+            _ => Op::ReduceScatter {
+                op: rop,
+                axis,
+                split: attr
+                    .is_multiple_of(3)
+                    .then(|| vec![ta.shape.get(axis).copied().unwrap_or(0), 0]),
+            },
         };
         let operands: Vec<ValueId> = match &op {
             Op::Copy { .. } | Op::Div { .. } | Op::Slice { .. } | Op::Broadcast { .. } => vec![va],
@@ -83,8 +90,13 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
             .iter()
             .map(|v| g.value_type(*v).unwrap().clone())
             .collect();
-        let ty = op::infer_type(&op, &tys.iter().collect::<Vec<_>>()).unwrap_or(ta);
+        let refs: Vec<&TensorType> = tys.iter().collect();
+        let ty = op::infer_type(&op, &refs).unwrap_or(ta);
+        let each = op::result_types(&op, &refs).ok().flatten();
         let id = g.add_node(op, &operands, ty);
+        if let Some(each) = each {
+            g.set_result_types(id, each);
+        }
         let n = g.node(id).unwrap().num_results();
         for r in 0..n as u32 {
             values.push(ValueId {

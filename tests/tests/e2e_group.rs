@@ -231,3 +231,61 @@ fn uneven_all_gather_cpu_and_vulkan() {
         uneven_gather_check(&devs, &[0, 3, 1], alg);
     }
 }
+
+/// A reduce_scatter with `split` (or the default partition where `None`)
+/// of `rows` rows, lowered with `algorithm`, run, and compared with the
+/// interpreter's meaning of the unlowered graph.
+fn uneven_scatter_check(devices: &[Device], rows: usize, split: Option<&[usize]>, algorithm: &str) {
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let g = LazyGraph::new("uneven_rs");
+    let ty = TensorType::new(DType::F32, &[rows, 3]);
+    let xs = shards(&g, devices, &ty);
+    let outs = match split {
+        Some(s) => group.reduce_scatter_split(&xs, ReduceOp::Sum, 0, s),
+        None => group.reduce_scatter(&xs, ReduceOp::Sum, 0),
+    }
+    .unwrap();
+    for t in &outs {
+        g.output(t).unwrap();
+    }
+    let original = g.snapshot();
+    let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
+    let lowered = lower(&original, &pipeline);
+    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    let inputs = deterministic_inputs(&original);
+    let want = interpret(&original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
+    assert_eq!(got.len(), devices.len());
+    let mut total = 0;
+    for (k, ((g, w), t)) in got.iter().zip(&want).zip(&outs).enumerate() {
+        assert_eq!(g.data, w.data, "{algorithm}: result {k} differs");
+        assert_eq!(g.data.len(), t.ty().num_elements());
+        total += t.ty().shape[0];
+    }
+    assert_eq!(total, rows);
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn uneven_reduce_scatter_on_cpus_every_algorithm() {
+    let devs = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
+    for alg in ALGORITHMS {
+        uneven_scatter_check(&devs, 7, Some(&[3, 0, 4]), alg);
+        uneven_scatter_check(&devs, 4096, None, alg);
+    }
+}
+
+#[test]
+fn uneven_reduce_scatter_cpu_and_vulkan() {
+    let devs = [Device::cpu(0), Device::vulkan(0), Device::cpu(1)];
+    if !devices_or_skip("uneven_reduce_scatter_cpu_and_vulkan", &devs) {
+        return;
+    }
+    for alg in ALGORITHMS {
+        uneven_scatter_check(&devs, 5, Some(&[2, 0, 3]), alg);
+        uneven_scatter_check(&devs, 5, Some(&[0, 5, 0]), alg);
+        uneven_scatter_check(&devs, 8, None, alg);
+    }
+}

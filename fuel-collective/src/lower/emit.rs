@@ -287,17 +287,15 @@ impl Emitter<'_> {
         let total = self.finish(op, total, n)?;
         match site.op {
             Op::Reduce { root, .. } => Ok(vec![self.to(total, site.device(root)?)?]),
-            Op::ReduceScatter { axis, .. } => {
-                let extent = site
-                    .ty
-                    .shape
-                    .get(axis)
-                    .copied()
-                    .ok_or_else(|| site.broken(format!("axis {axis} is out of range")))?;
-                let len = extent / n.max(1);
-                (0..n)
-                    .map(|i| {
-                        let s = self.slice(total, axis, i * len, len)?;
+            Op::ReduceScatter { .. } => {
+                let (axis, chunks) = site
+                    .scatter()?
+                    .ok_or_else(|| site.broken("a reduce_scatter without a split"))?;
+                chunks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (start, len))| {
+                        let s = self.slice(total, axis, *start, *len)?;
                         self.to(s, site.device(i)?)
                     })
                     .collect()

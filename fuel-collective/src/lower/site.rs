@@ -6,8 +6,12 @@
 //! from the node (which the pass removes at the end).
 
 use fuel_graph_ext::graph::{NodeId, ValueId};
+use fuel_graph_ext::op::scatter_extents;
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{Device, Graph, Op, ReduceOp, TensorType};
+
+/// Each rank's `(start, len)` along a `reduce_scatter`'s axis.
+pub(super) type Shares = Vec<(usize, usize)>;
 
 /// One collective, read off the graph.
 #[derive(Clone, Debug)]
@@ -89,6 +93,32 @@ impl CollectiveSite {
             Op::AllReduce { op } | Op::Reduce { op, .. } | Op::ReduceScatter { op, .. } => Some(op),
             _ => None,
         }
+    }
+
+    /// A `reduce_scatter`'s axis and each rank's `(start, len)` along it
+    /// (its split, or the default partition); `None` for other ops.
+    pub fn scatter(&self) -> Result<Option<(usize, Shares)>, Broken> {
+        let Op::ReduceScatter { axis, split, .. } = &self.op else {
+            return Ok(None);
+        };
+        let extent = self
+            .ty
+            .shape
+            .get(*axis)
+            .copied()
+            .ok_or_else(|| self.broken(format!("axis {axis} is out of range")))?;
+        let extents = scatter_extents(split.as_deref(), *axis, extent, self.ranks())
+            .map_err(|e| self.broken(e))?;
+        let mut start = 0;
+        let chunks = extents
+            .into_iter()
+            .map(|len| {
+                let c = (start, len);
+                start += len;
+                c
+            })
+            .collect();
+        Ok(Some((*axis, chunks)))
     }
 
     /// A `reduce`'s root rank.

@@ -63,6 +63,8 @@ pub trait Fields {
     fn reduce_op(&mut self) -> Result<ReduceOp, FieldError>;
     /// The integer attribute `key`.
     fn attr(&mut self, key: &'static str) -> Result<u64, FieldError>;
+    /// The optional list attribute `key` (`split=[1,2,3]`).
+    fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError>;
     /// The `@device` placement.
     fn at(&mut self) -> Result<Device, FieldError>;
     /// The `-> device` placement.
@@ -93,6 +95,14 @@ pub enum FieldError {
     },
     /// No placement of the form the op takes.
     MissingPlacement(Placement),
+    /// Attribute `key` written as a list where it takes an integer
+    /// (`list: false`), or the other way round.
+    WrongForm {
+        /// The attribute.
+        key: &'static str,
+        /// Whether it takes a list.
+        list: bool,
+    },
 }
 
 /// Reads attribute `key` as a count or index.
@@ -123,6 +133,9 @@ pub struct OpDef {
     pub arity: Arity,
     /// Its integer attributes, sorted by key: the order `{...}` prints.
     pub attrs: &'static [&'static str],
+    /// Its optional list attributes (`split=[...]`), sorted by key; they
+    /// print after the integer ones, so each sorts after all of those.
+    pub lists: &'static [&'static str],
     /// How its line places it.
     pub placement: Placement,
     /// How many results it has.
@@ -171,6 +184,7 @@ impl OpDef {
             named: false,
             arity,
             attrs,
+            lists: &[],
             placement,
             results: Results::One,
             build,
@@ -189,6 +203,10 @@ impl OpDef {
             named: true,
             ..self
         }
+    }
+    /// Takes the optional list attributes `lists`.
+    const fn lists(self, lists: &'static [&'static str]) -> OpDef {
+        OpDef { lists, ..self }
     }
     /// Has `results` results.
     const fn results(self, results: Results) -> OpDef {
@@ -317,7 +335,7 @@ pub static ALL_GATHER: OpDef =
     })
     .results(Results::PerOperand);
 
-/// `reduce_scatter.<op> %a, ... {axis=A}`.
+/// `reduce_scatter.<op> %a, ... {axis=A}` or `{axis=A, split=[E0, ...]}`.
 pub static REDUCE_SCATTER: OpDef = OpDef::new(
     "reduce_scatter",
     SHARDS,
@@ -326,10 +344,14 @@ pub static REDUCE_SCATTER: OpDef = OpDef::new(
     |f| {
         let op = f.reduce_op()?;
         let axis = usize_attr(f, "axis")?;
-        Ok(Op::ReduceScatter { op, axis })
+        let split = f
+            .list("split")?
+            .map(|v| v.into_iter().map(|e| e as usize).collect());
+        Ok(Op::ReduceScatter { op, axis, split })
     },
 )
 .reduce_variant()
+.lists(&["split"])
 .results(Results::PerOperand);
 
 /// `driver_all_reduce.<op> %a, ... {rank=R} @dev`.
@@ -448,6 +470,8 @@ pub struct Parts {
     pub variant: Option<ReduceOp>,
     /// Its attribute values, in the row's key order.
     pub attrs: AttrValues,
+    /// Its list attributes that are set, in the row's key order.
+    pub lists: Vec<(&'static str, Vec<u64>)>,
 }
 
 impl Op {
@@ -494,7 +518,7 @@ impl Op {
             Op::Concat { axis, .. } | Op::AllGather { axis } => (None, &[n(*axis)]),
             Op::AllReduce { op } => (Some(*op), &[]),
             Op::Reduce { op, root } => (Some(*op), &[n(*root)]),
-            Op::ReduceScatter { op, axis } => (Some(*op), &[n(*axis)]),
+            Op::ReduceScatter { op, axis, .. } => (Some(*op), &[n(*axis)]),
             Op::DriverAllReduce { op, rank, .. } => (Some(*op), &[n(*rank)]),
             Op::Comm {
                 kind, comm, ranks, ..
@@ -514,10 +538,17 @@ impl Op {
             | Op::Elementwise { .. }
             | Op::Broadcast { .. } => (None, &[]),
         };
+        let lists = match self {
+            Op::ReduceScatter {
+                split: Some(split), ..
+            } => vec![("split", split.iter().map(|e| n(*e)).collect())],
+            _ => Vec::new(),
+        };
         Parts {
             def: self.def(),
             variant,
             attrs: SmallVec::from_slice(attrs),
+            lists,
         }
     }
 }
@@ -547,6 +578,10 @@ mod tests {
             self.asked.push("@".into());
             Ok(Device::cuda(3))
         }
+        fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError> {
+            // Not recorded: list attributes are checked below, by key.
+            Ok(def_lists_probe(key))
+        }
         fn to(&mut self) -> Result<Device, FieldError> {
             self.asked.push("->".into());
             Ok(Device::vulkan(2))
@@ -558,6 +593,11 @@ mod tests {
         fn name(&mut self) -> String {
             "x".into()
         }
+    }
+
+    /// What the probe answers for a list attribute.
+    fn def_lists_probe(key: &str) -> Option<Vec<u64>> {
+        Some(vec![key.len() as u64, 0, 7])
     }
 
     /// Every row builds an op whose parts are that row, with the values
@@ -606,6 +646,16 @@ mod tests {
                 .zip(parts.attrs.iter().copied())
                 .collect();
             assert_eq!(printed, read, "{name}");
+            let lists: Vec<(&str, Vec<u64>)> = def
+                .lists
+                .iter()
+                .map(|k| (*k, def_lists_probe(k).unwrap_or_default()))
+                .collect();
+            assert_eq!(parts.lists, lists, "{name}: list attributes");
+            assert!(
+                def.lists.iter().all(|l| def.attrs.iter().all(|a| a < l)),
+                "{name}: lists print after the integer attributes"
+            );
             assert_eq!(
                 lookup(def.mnemonic).map(|(d, _)| d.mnemonic),
                 Some(def.mnemonic)

@@ -11,7 +11,7 @@
 pub mod defs;
 mod typing;
 
-pub use typing::{comm_type, infer_type, TypeError};
+pub use typing::{comm_type, infer_type, result_types, scatter_extents, TypeError};
 
 use crate::device::Device;
 use defs::Results;
@@ -169,8 +169,14 @@ pub enum Op {
     Broadcast { to: DeviceList },
     /// Every rank gets all shards concatenated along `axis`.
     AllGather { axis: usize },
-    /// Rank i gets the i-th equal slice (along `axis`) of the reduction.
-    ReduceScatter { op: ReduceOp, axis: usize },
+    /// Rank i gets the i-th slice (along `axis`) of the reduction: `split[i]`
+    /// entries, or by default `extent / N` each with the remainder on the
+    /// last rank ([`scatter_extents`]). A zero extent is legal.
+    ReduceScatter {
+        op: ReduceOp,
+        axis: usize,
+        split: Option<Vec<usize>>,
+    },
     /// Rank `rank`'s result of an all-reduce that a collective driver (the
     /// host driver for CPU devices, NCCL for CUDA) carries out over the
     /// operands, which may live on several devices of one kind. It is what

@@ -68,7 +68,7 @@ pub enum TypeError {
         /// Its rank.
         rank: usize,
     },
-    /// A slice that is empty or runs past its axis.
+    /// A slice that runs past its axis.
     #[error("slice {{start={start}, len={len}}} does not fit axis {axis} of extent {extent}")]
     SliceOutOfRange {
         /// First entry.
@@ -132,6 +132,26 @@ pub enum TypeError {
         /// The ranks.
         ranks: usize,
     },
+    /// A `reduce_scatter` split with another count than the ranks.
+    #[error(
+        "reduce_scatter split has {found} extent(s) for {ranks} rank(s); give one extent per rank"
+    )]
+    SplitCount {
+        /// The extents given.
+        found: usize,
+        /// The ranks.
+        ranks: usize,
+    },
+    /// A `reduce_scatter` split that does not add up to the axis extent.
+    #[error("reduce_scatter split adds up to {sum} but axis {axis} has extent {extent}; make the extents add up to {extent}")]
+    SplitSum {
+        /// What the split adds up to (saturated at `usize::MAX`).
+        sum: usize,
+        /// The axis.
+        axis: usize,
+        /// Its extent.
+        extent: usize,
+    },
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
     NoTargets,
@@ -168,7 +188,9 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             let t = operands[0];
             check_axis(*axis, t)?;
             let extent = t.shape[*axis];
-            if *len == 0 || start.checked_add(*len).is_none_or(|end| end > extent) {
+            // A zero `len` is legal (a rank's empty share of a
+            // reduce_scatter), as long as `start` is inside the axis.
+            if start.checked_add(*len).is_none_or(|end| end > extent) {
                 return Err(TypeError::SliceOutOfRange {
                     start: *start,
                     len: *len,
@@ -204,10 +226,71 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             }
             Ok(operands[0].clone())
         }
-        Op::ReduceScatter { axis, .. } => {
+        Op::ReduceScatter { axis, split, .. } => {
             let t = all_equal()?;
             check_axis(*axis, &t)?;
-            split(*axis, &t, n)
+            let extents = scatter_extents(split.as_deref(), *axis, t.shape[*axis], n)?;
+            Ok(t.with_dim(*axis, extents.first().copied().unwrap_or(0)))
+        }
+    }
+}
+
+/// Each result's type where the results of `op` differ (an uneven
+/// `reduce_scatter`), else `None`: every result has [`infer_type`]'s type,
+/// which for a `reduce_scatter` is result 0's.
+pub fn result_types(
+    op: &Op,
+    operands: &[&TensorType],
+) -> Result<Option<Vec<TensorType>>, TypeError> {
+    let t = infer_type(op, operands)?;
+    let Op::ReduceScatter { axis, split, .. } = op else {
+        return Ok(None);
+    };
+    let full = operands[0].shape[*axis];
+    let extents = scatter_extents(split.as_deref(), *axis, full, operands.len())?;
+    if extents.iter().all(|e| Some(e) == extents.first()) {
+        return Ok(None);
+    }
+    Ok(Some(
+        extents.iter().map(|e| t.with_dim(*axis, *e)).collect(),
+    ))
+}
+
+/// Each rank's extent of a `reduce_scatter` of `extent` entries along
+/// `axis` over `ranks` ranks (1 or more): `split` as given, which must have
+/// one extent per rank adding up to `extent`, or by default `extent /
+/// ranks` each with the remainder on the last rank.
+pub fn scatter_extents(
+    split: Option<&[usize]>,
+    axis: usize,
+    extent: usize,
+    ranks: usize,
+) -> Result<Vec<usize>, TypeError> {
+    match split {
+        Some(s) => {
+            if s.len() != ranks {
+                return Err(TypeError::SplitCount {
+                    found: s.len(),
+                    ranks,
+                });
+            }
+            let sum = s
+                .iter()
+                .try_fold(0usize, |acc, e| acc.checked_add(*e))
+                .unwrap_or(usize::MAX);
+            if sum != extent {
+                return Err(TypeError::SplitSum { sum, axis, extent });
+            }
+            Ok(s.to_vec())
+        }
+        None => {
+            let ranks = ranks.max(1);
+            let each = extent / ranks;
+            let mut v = vec![each; ranks];
+            if let Some(last) = v.last_mut() {
+                *last = extent - each * (ranks - 1);
+            }
+            Ok(v)
         }
     }
 }
@@ -343,16 +426,50 @@ mod tests {
         let rs = Op::ReduceScatter {
             op: ReduceOp::Sum,
             axis: 0,
+            split: None,
         };
         assert_eq!(infer_type(&rs, &ops).unwrap().to_string(), "f32[2,2]");
+        assert_eq!(result_types(&rs, &ops).unwrap(), None);
+        // 2 entries over 3 ranks: 0, 0 and the remainder, 2, on the last.
         let rs1 = Op::ReduceScatter {
             op: ReduceOp::Sum,
             axis: 1,
+            split: None,
         };
-        assert!(infer_type(&rs1, &ops)
-            .unwrap_err()
-            .to_string()
-            .contains("cannot split evenly"));
+        let each: Vec<String> = result_types(&rs1, &ops)
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(each, ["f32[6,0]", "f32[6,0]", "f32[6,2]"]);
+        let with = |split: &[usize]| Op::ReduceScatter {
+            op: ReduceOp::Sum,
+            axis: 0,
+            split: Some(split.to_vec()),
+        };
+        let each: Vec<String> = result_types(&with(&[1, 0, 5]), &ops)
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(each, ["f32[1,2]", "f32[0,2]", "f32[5,2]"]);
+        assert_eq!(
+            infer_type(&with(&[1, 5]), &ops).unwrap_err().to_string(),
+            "reduce_scatter split has 2 extent(s) for 3 rank(s); give one extent per rank"
+        );
+        assert_eq!(
+            infer_type(&with(&[1, 2, 4]), &ops).unwrap_err().to_string(),
+            "reduce_scatter split adds up to 7 but axis 0 has extent 6; make the extents add up to 6"
+        );
+        assert!(matches!(
+            infer_type(&with(&[usize::MAX, 2, 4]), &ops),
+            Err(TypeError::SplitSum {
+                sum: usize::MAX,
+                ..
+            })
+        ));
         let r = Op::Reduce {
             op: ReduceOp::Max,
             root: 3,

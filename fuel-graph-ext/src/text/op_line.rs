@@ -19,6 +19,11 @@ use crate::op::{DeviceList, Op, ReduceOp};
 pub(super) struct NodeLine {
     pub op: Op,
     pub ty: TensorType,
+    /// Every result's type, where the line gives one per result
+    /// (`: f32[1], f32[2]`); empty where it gives one for all.
+    pub tys: Vec<TensorType>,
+    /// Byte offset of the first type.
+    pub ty_pos: usize,
     pub number: usize,
     /// Byte offset of the `%` that starts the line.
     pub pos: usize,
@@ -44,13 +49,19 @@ impl Place {
     }
 }
 
+/// An attribute value as written: `7` or `[1, 2, 3]`.
+enum Value {
+    Int(u64),
+    List(Vec<u64>),
+}
+
 /// The pieces of one line, handed out to the row's `build`.
 struct Line<'a> {
     name: Option<String>,
     variant: Option<&'a str>,
     /// (key, value, byte offset of the key), in line order; `build` takes
     /// the ones it knows, and what is left is unknown to the op.
-    attrs: Vec<(&'a str, u64, usize)>,
+    attrs: Vec<(&'a str, Value, usize)>,
     place: Place,
 }
 
@@ -67,7 +78,19 @@ impl Fields for Line<'_> {
             .iter()
             .position(|(a, _, _)| *a == key)
             .ok_or(FieldError::MissingAttr(key))?;
-        Ok(self.attrs.remove(k).1)
+        match self.attrs.remove(k).1 {
+            Value::Int(v) => Ok(v),
+            Value::List(_) => Err(FieldError::WrongForm { key, list: false }),
+        }
+    }
+    fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError> {
+        let Some(k) = self.attrs.iter().position(|(a, _, _)| *a == key) else {
+            return Ok(None);
+        };
+        match self.attrs.remove(k).1 {
+            Value::List(v) => Ok(Some(v)),
+            Value::Int(_) => Err(FieldError::WrongForm { key, list: true }),
+        }
     }
     fn at(&mut self) -> Result<Device, FieldError> {
         match self.place {
@@ -187,14 +210,28 @@ pub(super) fn parse_node_line(
             }
         }
     }
-    let mut attrs: Vec<(&str, u64, usize)> = Vec::new();
+    let mut attrs: Vec<(&str, Value, usize)> = Vec::new();
     if c.eat("{") {
         loop {
             c.skip_ws();
             let apos = c.pos;
             let key = c.ident("an attribute name")?;
             c.expect("=", "`=` after the attribute name")?;
-            let v = c.number("an integer attribute value")?;
+            let v = if c.eat("[") {
+                let mut list = Vec::new();
+                if !c.eat("]") {
+                    loop {
+                        list.push(c.number("an integer in the list")?);
+                        if c.eat("]") {
+                            break;
+                        }
+                        c.expect(",", "`,` or `]` in the list")?;
+                    }
+                }
+                Value::List(list)
+            } else {
+                Value::Int(c.number("an integer attribute value")?)
+            };
             if attrs.iter().any(|(k, _, _)| *k == key) {
                 return Err(c.err_at(apos, format!("attribute `{key}` is given twice")));
             }
@@ -231,7 +268,16 @@ pub(super) fn parse_node_line(
         Place::None
     };
     c.expect(":", "`:` and the result type")?;
+    c.skip_ws();
+    let ty_pos = c.pos;
     let ty = c.tensor_type()?;
+    let mut tys = Vec::new();
+    while c.eat(",") {
+        if tys.is_empty() {
+            tys.push(ty.clone());
+        }
+        tys.push(c.tensor_type()?);
+    }
     if !c.at_end() {
         let found = c.found();
         return Err(c.err(format!(
@@ -264,6 +310,14 @@ pub(super) fn parse_node_line(
             op_pos,
             format!("{{{key}={value}}} does not fit in {bits} bits"),
         ),
+        FieldError::WrongForm { key, list: true } => c.err_at(
+            op_pos,
+            format!("attribute `{key}` of `{mnemonic}` is a list; write `{{{key}=[a, b, ...]}}`"),
+        ),
+        FieldError::WrongForm { key, list: false } => c.err_at(
+            op_pos,
+            format!("attribute `{key}` of `{mnemonic}` is an integer; write `{{{key}=N}}`"),
+        ),
         FieldError::MissingPlacement(Placement::At) => c.err_at(
             place_pos,
             format!("expected `@device` placement on `{mnemonic}`"),
@@ -274,10 +328,11 @@ pub(super) fn parse_node_line(
         ),
     })?;
     if let Some((key, _, apos)) = line.attrs.first() {
-        let known = if def.attrs.is_empty() {
+        let known = if def.attrs.is_empty() && def.lists.is_empty() {
             "none".to_string()
         } else {
-            def.attrs.join(", ")
+            let all: Vec<&str> = def.attrs.iter().chain(def.lists).copied().collect();
+            all.join(", ")
         };
         return Err(c.err_at(
             *apos,
@@ -305,6 +360,8 @@ pub(super) fn parse_node_line(
     Ok(NodeLine {
         op,
         ty,
+        tys,
+        ty_pos,
         number,
         pos,
         declared_results,

@@ -181,3 +181,45 @@ for gname, devs in GROUPS.items():
             outs(n, n),
             topo,
         )
+
+# 6. reduce_scatter with a split (rank i gets i % 3 rows, so rank 0 gets
+# none) and with the default partition of 7 rows (7 // N each, the remainder
+# on the last rank), on every group with every algorithm.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    split = [i % 3 for i in range(n)] if n > 1 else [2]
+    rows = sum(split)
+    default = [7 // n] * (n - 1) + [7 - (7 // n) * (n - 1)]
+    for alg in ALGS:
+        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
+        topo = "peer01.topo" if gname == "mix8" else None
+        peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+        g = gname.replace("-", "_")
+        tys = ", ".join(f"i32[{r},3]" for r in split)
+        case(
+            f"uneven/reduce-scatter-split-{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"reduce_scatter.sum with split={split} over [{', '.join(devs)}] with algorithm={alg}."]
+            + peers,
+            f"reduce_scatter_split_{g}_{alg}",
+            devs,
+            f"i32[{rows},3]",
+            f"  %{n}:{n} = reduce_scatter.sum {shards(n)} {{axis=0, split=[{', '.join(map(str, split))}]}} : {tys}",
+            outs(n, n),
+            topo,
+        )
+        tys = ", ".join(f"f32[2,{r}]" for r in default)
+        if len(set(default)) == 1:
+            tys = f"f32[2,{default[0]}]"
+        case(
+            f"uneven/reduce-scatter-default-{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"reduce_scatter.max of 7 columns, default partition {default}, over [{', '.join(devs)}] with algorithm={alg}."]
+            + peers,
+            f"reduce_scatter_default_{g}_{alg}",
+            devs,
+            "f32[2,7]",
+            f"  %{n}:{n} = reduce_scatter.max {shards(n)} {{axis=1}} : {tys}",
+            outs(n, n),
+            topo,
+        )
