@@ -58,12 +58,13 @@ pub enum CollectiveError {
         found: TensorType,
         expected: TensorType,
     },
-    /// `all_gather` shards that differ outside the gathered axis.
-    #[error("shard {index} has type {found} but shard 0 has {expected}; the shards of `all_gather` may differ only along axis {axis} (pad or reshape the other dims first)")]
+    /// `all_gather` or `all_to_all` shards that differ outside the axis.
+    #[error("shard {index} has type {found} but shard 0 has {expected}; the shards of `{op}` may differ only along axis {axis} (pad or reshape the other dims first)")]
     GatherShapeMismatch {
+        op: &'static str,
         index: usize,
-        found: TensorType,
-        expected: TensorType,
+        found: Box<TensorType>,
+        expected: Box<TensorType>,
         axis: usize,
     },
     /// A shard lives on another device than its rank's.
@@ -99,6 +100,21 @@ pub enum CollectiveError {
         sum: usize,
         axis: usize,
         extent: usize,
+    },
+    /// An `all_to_all` split without N×N extents.
+    #[error("all_to_all split has {found} extent(s) for a group of {size} device(s); give {want}, rank i's piece for rank j at i*{size}+j")]
+    AllToAllSplitCount {
+        found: usize,
+        size: usize,
+        want: usize,
+    },
+    /// An `all_to_all` split row that does not add up to its shard.
+    #[error("all_to_all split row {rank} adds up to {sum} but shard {rank} has extent {extent} along axis {axis}; make row {rank} add up to {extent}")]
+    AllToAllSplitSum {
+        rank: usize,
+        sum: usize,
+        extent: usize,
+        axis: usize,
     },
     /// A collective driver refused or failed (see [`crate::driver::DriverError`]).
     #[error("collective driver: {0}")]
@@ -195,6 +211,23 @@ impl DeviceGroup {
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
         self.check_shards_along("all_gather", shards, Some(axis))?;
         record(shards, Op::AllGather { axis })
+    }
+
+    /// Rank i's shard is cut along `axis` into one piece per rank, piece j
+    /// goes to rank j, and rank j gets what it receives joined in rank
+    /// order. `split` has N×N extents (entry `i*N + j`: what rank i sends
+    /// to rank j; zeros are legal), each row adding up to its shard's
+    /// extent; without one each shard is cut as `reduce_scatter` cuts.
+    /// Shards may differ along `axis` only.
+    pub fn all_to_all(
+        &self,
+        shards: &[LazyTensor],
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.check_shards_along("all_to_all", shards, Some(axis))?;
+        let split = split.map(<[usize]>::to_vec);
+        record(shards, Op::AllToAll { axis, split })
     }
 
     /// Rank `i` gets the `i`-th slice along `axis` of the reduction: equal
@@ -321,9 +354,10 @@ impl DeviceGroup {
                     && (0..found.rank()).all(|a| a == axis || found.shape[a] == expected.shape[a]);
                 if !same_other_axes {
                     return Err(CollectiveError::GatherShapeMismatch {
+                        op,
                         index,
-                        found,
-                        expected,
+                        found: Box::new(found),
+                        expected: Box::new(expected),
                         axis,
                     });
                 }
@@ -388,6 +422,24 @@ impl From<TypeError> for CollectiveError {
             TypeError::SplitSum { sum, axis, extent } => {
                 CollectiveError::SplitSum { sum, axis, extent }
             }
+            TypeError::AllToAllSplitCount { found, ranks, want } => {
+                CollectiveError::AllToAllSplitCount {
+                    found,
+                    size: ranks,
+                    want,
+                }
+            }
+            TypeError::AllToAllSplitSum {
+                rank,
+                sum,
+                extent,
+                axis,
+            } => CollectiveError::AllToAllSplitSum {
+                rank,
+                sum,
+                extent,
+                axis,
+            },
             other => CollectiveError::Build(BuildError::Type(other)),
         }
     }

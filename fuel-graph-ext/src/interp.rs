@@ -402,6 +402,31 @@ fn eval(
                 })
                 .collect())
         }
+        Op::AllToAll { axis, split } => {
+            let tys: Vec<&TensorType> = args.iter().map(|a| &a.ty).collect();
+            let pieces = crate::op::all_to_all_pieces(split.as_deref(), *axis, &tys)
+                .map_err(|e| InterpError::Invalid(e.to_string()))?;
+            // Piece (i, j) starts where the pieces of operand i before j end.
+            let cut = |i: usize, j: usize| -> HostTensor {
+                let start: usize = pieces[i][..j].iter().sum();
+                let len = pieces[i][j];
+                HostTensor {
+                    ty: args[i].ty.with_dim(*axis, len),
+                    data: slice_data(args[i], *axis, start, len),
+                }
+            };
+            Ok((0..args.len())
+                .map(|j| {
+                    let parts: Vec<HostTensor> = (0..args.len()).map(|i| cut(i, j)).collect();
+                    let refs: Vec<&HostTensor> = parts.iter().collect();
+                    let len = parts.iter().map(|p| p.ty.shape[*axis]).sum();
+                    HostTensor {
+                        ty: ty.with_dim(*axis, len),
+                        data: concat_data(&refs, *axis),
+                    }
+                })
+                .collect())
+        }
         Op::ReduceScatter { op, axis, split } => {
             let full = HostTensor {
                 ty: args[0].ty.clone(),

@@ -45,7 +45,7 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
         let d = device(dev);
         let rop = ReduceOp::ALL[attr as usize % 5];
         let axis = attr as usize % ta.rank().max(1);
-        let op = match kind % 10 {
+        let op = match kind % 11 {
             0 => Op::Elementwise {
                 kind: ElementwiseOp::ALL[attr as usize % 4],
                 device: d,
@@ -73,6 +73,13 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
                     .collect::<DeviceList>(),
             },
             8 => Op::AllGather { axis },
+            9 => Op::AllToAll {
+                axis,
+                split: attr.is_multiple_of(2).then(|| {
+                    let e = ta.shape.get(axis).copied().unwrap_or(0);
+                    vec![e, 0, 0, e]
+                }),
+            },
             // Every third one with a split: all on rank 0, none on rank 1.
             _ => Op::ReduceScatter {
                 op: rop,

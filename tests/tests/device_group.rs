@@ -309,3 +309,31 @@ fn identity_comm_is_a_world_of_one() {
         "a world of one records nothing"
     );
 }
+
+#[test]
+fn all_to_all_records_uneven_pieces_and_refuses_bad_shards() {
+    let lg = LazyGraph::new("a2a");
+    let group = DeviceGroup::new(TRIO).unwrap();
+    let xs: Vec<_> = TRIO
+        .iter()
+        .zip([2usize, 0, 4])
+        .enumerate()
+        .map(|(i, (d, r))| lg.input(&format!("x{i}"), *d, f32s(&[r, 3])))
+        .collect();
+    // Rank 0 keeps 1 row and sends 1 to rank 2; rank 2 sends 4 to rank 0.
+    let out = group
+        .all_to_all(&xs, 0, Some(&[1, 0, 1, 0, 0, 0, 4, 0, 0]))
+        .unwrap();
+    let shapes: Vec<String> = out.iter().map(|t| t.ty().to_string()).collect();
+    assert_eq!(shapes, ["f32[5,3]", "f32[0,3]", "f32[1,3]"]);
+    let bad = [
+        lg.input("a", TRIO[0], f32s(&[2, 3])),
+        lg.input("b", TRIO[1], f32s(&[2, 4])),
+        lg.input("c", TRIO[2], f32s(&[2, 3])),
+    ];
+    let e = group.all_to_all(&bad, 0, None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "shard 1 has type f32[2,4] but shard 0 has f32[2,3]; the shards of `all_to_all` may differ only along axis 0 (pad or reshape the other dims first)"
+    );
+}

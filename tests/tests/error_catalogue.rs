@@ -53,6 +53,8 @@ const CASES: &[(&str, Case)] = &[
     ("E0411", group_gather_shape_mismatch),
     ("E0412", group_split_count),
     ("E0413", group_split_sum),
+    ("E0414", group_all_to_all_split_count),
+    ("E0415", group_all_to_all_split_sum),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
     ("E0503", vulkan_index_too_high),
@@ -462,6 +464,18 @@ fn group_split_sum() -> Outcome {
     let group = DeviceGroup::new(CPU01).unwrap();
     let xs = shards(&lg, &CPU01, &f32s(&[4]));
     group_err(group.reduce_scatter_split(&xs, ReduceOp::Sum, 0, &[1, 2]))
+}
+fn group_all_to_all_split_count() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = shards(&lg, &CPU01, &f32s(&[4]));
+    group_err(group.all_to_all(&xs, 0, Some(&[2, 2])))
+}
+fn group_all_to_all_split_sum() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = shards(&lg, &CPU01, &f32s(&[4]));
+    group_err(group.all_to_all(&xs, 0, Some(&[1, 3, 3, 2])))
 }
 fn group_not_divisible() -> Outcome {
     let lg = LazyGraph::new("g");

@@ -60,7 +60,7 @@ struct Case {
 fn case() -> impl Strategy<Value = Case> {
     (
         prop::collection::vec(0..POOL.len(), 1..=8),
-        0..8usize,
+        0..9usize,
         0..ReduceOp::ALL.len(),
         0..DTYPES.len(),
         prop::collection::vec(1..=5usize, 1..=2),
@@ -118,6 +118,17 @@ fn build(c: &Case) -> Graph {
             group
                 .reduce_scatter_split(&xs, c.op, c.axis, &split)
                 .unwrap()
+        }
+        8 => {
+            // Uneven shards, each cut as the default cut does (rank i
+            // holds i % 3 + 1 entries, so some pieces are empty).
+            let xs: Vec<_> = c
+                .devs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| lg.input(&format!("a{i}"), *d, ty.with_dim(c.axis, i % 3 + 1)))
+                .collect();
+            group.all_to_all(&xs, c.axis, None).unwrap()
         }
         _ => {
             // Uneven shards: rank i holds i % 3 entries along the axis.

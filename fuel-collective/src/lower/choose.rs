@@ -13,7 +13,7 @@
 use super::algorithm::{family, Ask, Lowering, ALGORITHMS};
 use super::estimate::{EstimateCache, EstimateKey, Scratch};
 use super::site::CollectiveSite;
-use super::{LowerOptions, NAME};
+use super::{all_to_all, LowerOptions, NAME};
 use crate::cost::Estimate;
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
@@ -86,6 +86,8 @@ pub enum Reason {
     Cheapest,
     /// `algorithm=<name>` asked for it (the cheapest of its candidates).
     Asked(&'static str),
+    /// `exchange=<name>` asked for this `all_to_all` lowering.
+    Exchange(&'static str),
     /// `algorithm=<asked>` has no candidate for this collective, `because`
     /// says why, so the cheapest candidate of `to` was used.
     FellBack {
@@ -143,6 +145,19 @@ pub(super) fn choose(
     let key = EstimateKey::new(site, &scratch);
     let candidates = match cache.get(&key) {
         Some(c) => c.clone(),
+        None if matches!(site.op, Op::AllToAll { .. }) => {
+            // all_to_all has its own two lowerings; `algorithm=` is not
+            // asked.
+            let mut out = Vec::new();
+            for x in all_to_all::BOTH {
+                let lowering = Lowering::AllToAll(x);
+                let estimate = scratch.estimate(site, &lowering, topo)?;
+                out.push(Candidate::Estimated { lowering, estimate });
+            }
+            let c = Arc::new(Candidates::new(out));
+            cache.insert(key, c.clone());
+            c
+        }
         None => {
             let c = estimate_all(&scratch, site, opts, topo)?;
             cache.insert(key, c.clone());
@@ -164,6 +179,10 @@ pub(super) fn choose(
             .map(|(l, _)| *l)
     };
     let (lowering, reason) = match opts.algorithm {
+        _ if matches!(site.op, Op::AllToAll { .. }) => match opts.exchange {
+            Some(x) => (Some(Lowering::AllToAll(x)), Reason::Exchange(x.name())),
+            None => (cheapest(None), Reason::Cheapest),
+        },
         None => (cheapest(None), Reason::Cheapest),
         Some(name) => {
             let asked = family(name)
@@ -220,6 +239,7 @@ impl fmt::Display for Reason {
             Reason::OneRank => f.write_str("one rank, nothing to exchange"),
             Reason::Cheapest => f.write_str("auto: cheapest estimate"),
             Reason::Asked(name) => write!(f, "algorithm={name}"),
+            Reason::Exchange(name) => write!(f, "exchange={name}"),
             Reason::FellBack { asked, to, because } => {
                 write!(f, "algorithm={asked} {because}, fell back to {to}")
             }

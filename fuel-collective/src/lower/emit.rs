@@ -57,7 +57,7 @@ impl Emitter<'_> {
     }
 
     /// One hop of `v` to `d`, which the caller knows is direct.
-    fn hop(&mut self, v: ValueId, d: Device) -> Result<ValueId, Broken> {
+    pub fn hop(&mut self, v: ValueId, d: Device) -> Result<ValueId, Broken> {
         self.tx.hop(self.g, v, d).map_err(|e| self.site.broken(e))
     }
 
@@ -224,6 +224,9 @@ impl Emitter<'_> {
             // One rank: each result is the shard itself.
             return Ok(vec![site.first; site.num_results]);
         };
+        if let (Op::AllToAll { .. }, Lowering::AllToAll(x)) = (&site.op, lowering) {
+            return x.exchange(self);
+        }
         let targets = site.targets();
         match &site.op {
             Op::Broadcast { .. } => {

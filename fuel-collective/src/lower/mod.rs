@@ -7,10 +7,12 @@
 //! to the pure [`crate::cost`] model), `emit.rs` holds the graph surgery
 //! every algorithm uses, [`shape`] the pure planning helpers, and each
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
-//! `tree.rs`, `driver.rs`), registered in `algorithm.rs`. This file only
+//! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `all_to_all.rs`
+//! has `all_to_all`'s own two lowerings. This file only
 //! declares them and says what the folder exports.
 
 mod algorithm;
+mod all_to_all;
 mod choose;
 mod driver;
 mod emit;
@@ -24,6 +26,7 @@ mod star;
 mod tree;
 
 pub use algorithm::Lowering;
+pub use all_to_all::Exchange;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
 pub use estimate::{estimate_graph, graph_steps};

@@ -354,6 +354,19 @@ pub static REDUCE_SCATTER: OpDef = OpDef::new(
 .lists(&["split"])
 .results(Results::PerOperand);
 
+/// `all_to_all %a, ... {axis=A}` or `{axis=A, split=[E00, E01, ...]}`
+/// (N×N extents, rank i's piece for rank j at `i*N + j`).
+pub static ALL_TO_ALL: OpDef =
+    OpDef::new("all_to_all", SHARDS, &["axis"], Placement::Operands, |f| {
+        let axis = usize_attr(f, "axis")?;
+        let split = f
+            .list("split")?
+            .map(|v| v.into_iter().map(|e| e as usize).collect());
+        Ok(Op::AllToAll { axis, split })
+    })
+    .lists(&["split"])
+    .results(Results::PerOperand);
+
 /// `driver_all_reduce.<op> %a, ... {rank=R} @dev`.
 pub static DRIVER_ALL_REDUCE: OpDef =
     OpDef::new("driver_all_reduce", SHARDS, &["rank"], Placement::At, |f| {
@@ -429,6 +442,7 @@ pub static OPS: &[&OpDef] = &[
     &BROADCAST,
     &ALL_GATHER,
     &REDUCE_SCATTER,
+    &ALL_TO_ALL,
     &DRIVER_ALL_REDUCE,
     &COMM_ALL_REDUCE,
     &COMM_BROADCAST,
@@ -495,6 +509,7 @@ impl Op {
             Op::Broadcast { .. } => &BROADCAST,
             Op::AllGather { .. } => &ALL_GATHER,
             Op::ReduceScatter { .. } => &REDUCE_SCATTER,
+            Op::AllToAll { .. } => &ALL_TO_ALL,
             Op::DriverAllReduce { .. } => &DRIVER_ALL_REDUCE,
             Op::Comm { kind, .. } => match kind {
                 CommOp::AllReduce(_) => &COMM_ALL_REDUCE,
@@ -515,7 +530,9 @@ impl Op {
             Op::Slice {
                 axis, start, len, ..
             } => (None, &[n(*axis), n(*len), n(*start)]),
-            Op::Concat { axis, .. } | Op::AllGather { axis } => (None, &[n(*axis)]),
+            Op::Concat { axis, .. } | Op::AllGather { axis } | Op::AllToAll { axis, .. } => {
+                (None, &[n(*axis)])
+            }
             Op::AllReduce { op } => (Some(*op), &[]),
             Op::Reduce { op, root } => (Some(*op), &[n(*root)]),
             Op::ReduceScatter { op, axis, .. } => (Some(*op), &[n(*axis)]),
@@ -540,6 +557,9 @@ impl Op {
         };
         let lists = match self {
             Op::ReduceScatter {
+                split: Some(split), ..
+            }
+            | Op::AllToAll {
                 split: Some(split), ..
             } => vec![("split", split.iter().map(|e| n(*e)).collect())],
             _ => Vec::new(),

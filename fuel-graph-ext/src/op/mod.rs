@@ -11,7 +11,9 @@
 pub mod defs;
 mod typing;
 
-pub use typing::{comm_type, infer_type, result_types, scatter_extents, TypeError};
+pub use typing::{
+    all_to_all_pieces, comm_type, infer_type, result_types, scatter_extents, TypeError,
+};
 
 use crate::device::Device;
 use defs::Results;
@@ -177,6 +179,15 @@ pub enum Op {
         axis: usize,
         split: Option<Vec<usize>>,
     },
+    /// Rank i's operand is cut along `axis` into N pieces, piece j goes to
+    /// rank j, and rank j joins what it receives in rank order. `split`,
+    /// where given, has N×N extents: entry `i*N + j` is what rank i sends
+    /// to rank j; by default each operand is cut as a `reduce_scatter`
+    /// cuts ([`scatter_extents`]). Operands may differ along `axis` only.
+    AllToAll {
+        axis: usize,
+        split: Option<Vec<usize>>,
+    },
     /// Rank `rank`'s result of an all-reduce that a collective driver (the
     /// host driver for CPU devices, NCCL for CUDA) carries out over the
     /// operands, which may live on several devices of one kind. It is what
@@ -240,6 +251,7 @@ impl Op {
                 | Op::Broadcast { .. }
                 | Op::AllGather { .. }
                 | Op::ReduceScatter { .. }
+                | Op::AllToAll { .. }
         )
     }
 
@@ -284,9 +296,10 @@ impl Op {
     /// device of one of its operands.
     pub fn result_place(&self, result: u32) -> ResultPlace {
         match self {
-            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
-                ResultPlace::Operand(result as usize)
-            }
+            Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::AllToAll { .. } => ResultPlace::Operand(result as usize),
             Op::Reduce { root, .. } => ResultPlace::Operand(*root),
             Op::Broadcast { to } => ResultPlace::Device(to.get(result as usize).copied()),
             op => ResultPlace::Device(op.device()),

@@ -152,6 +152,29 @@ pub enum TypeError {
         /// Its extent.
         extent: usize,
     },
+    /// An `all_to_all` split without N×N extents.
+    #[error("all_to_all split has {found} extent(s) for {ranks} rank(s); give {want}, rank i's piece for rank j at i*{ranks}+j")]
+    AllToAllSplitCount {
+        /// The extents given.
+        found: usize,
+        /// The ranks.
+        ranks: usize,
+        /// ranks × ranks.
+        want: usize,
+    },
+    /// An `all_to_all` split row that does not add up to its operand's
+    /// extent.
+    #[error("all_to_all split row {rank} adds up to {sum} but operand {rank} has extent {extent} along axis {axis}; make row {rank} add up to {extent}")]
+    AllToAllSplitSum {
+        /// The rank (row) at fault.
+        rank: usize,
+        /// What the row adds up to (saturated at `usize::MAX`).
+        sum: usize,
+        /// The operand's extent.
+        extent: usize,
+        /// The axis.
+        axis: usize,
+    },
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
     NoTargets,
@@ -201,6 +224,14 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             Ok(t.with_dim(*axis, *len))
         }
         Op::Concat { axis, .. } | Op::AllGather { axis } => joined(op, *axis, operands),
+        Op::AllToAll { axis, split } => {
+            joined(op, *axis, operands)?;
+            let pieces = all_to_all_pieces(split.as_deref(), *axis, operands)?;
+            let got = pieces.iter().fold(0usize, |acc, row| {
+                acc.saturating_add(row.first().copied().unwrap_or(0))
+            });
+            Ok(operands[0].with_dim(*axis, got))
+        }
         Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
         Op::DriverAllReduce { rank, .. } => {
             if *rank >= n {
@@ -243,6 +274,20 @@ pub fn result_types(
     operands: &[&TensorType],
 ) -> Result<Option<Vec<TensorType>>, TypeError> {
     let t = infer_type(op, operands)?;
+    if let Op::AllToAll { axis, split } = op {
+        let pieces = all_to_all_pieces(split.as_deref(), *axis, operands)?;
+        let got: Vec<usize> = (0..operands.len())
+            .map(|j| {
+                pieces.iter().fold(0usize, |acc, row| {
+                    acc.saturating_add(row.get(j).copied().unwrap_or(0))
+                })
+            })
+            .collect();
+        if got.iter().all(|e| Some(e) == got.first()) {
+            return Ok(None);
+        }
+        return Ok(Some(got.iter().map(|e| t.with_dim(*axis, *e)).collect()));
+    }
     let Op::ReduceScatter { axis, split, .. } = op else {
         return Ok(None);
     };
@@ -254,6 +299,54 @@ pub fn result_types(
     Ok(Some(
         extents.iter().map(|e| t.with_dim(*axis, *e)).collect(),
     ))
+}
+
+/// The pieces of an `all_to_all` along `axis` (in range for every operand):
+/// `pieces[i][j]` entries of operand i go to rank j. From `split` (N×N,
+/// row i adding up to operand i's extent) or, by default, each operand cut
+/// as [`scatter_extents`] cuts it.
+pub fn all_to_all_pieces(
+    split: Option<&[usize]>,
+    axis: usize,
+    operands: &[&TensorType],
+) -> Result<Vec<Vec<usize>>, TypeError> {
+    let n = operands.len();
+    match split {
+        Some(s) => {
+            let want = n.saturating_mul(n);
+            if s.len() != want {
+                return Err(TypeError::AllToAllSplitCount {
+                    found: s.len(),
+                    ranks: n,
+                    want,
+                });
+            }
+            s.chunks(n.max(1))
+                .zip(operands)
+                .enumerate()
+                .map(|(rank, (row, t))| {
+                    let extent = t.shape[axis];
+                    let sum = row
+                        .iter()
+                        .try_fold(0usize, |acc, e| acc.checked_add(*e))
+                        .unwrap_or(usize::MAX);
+                    if sum != extent {
+                        return Err(TypeError::AllToAllSplitSum {
+                            rank,
+                            sum,
+                            extent,
+                            axis,
+                        });
+                    }
+                    Ok(row.to_vec())
+                })
+                .collect()
+        }
+        None => operands
+            .iter()
+            .map(|t| scatter_extents(None, axis, t.shape[axis], n))
+            .collect(),
+    }
 }
 
 /// Each rank's extent of a `reduce_scatter` of `extent` entries along
@@ -478,6 +571,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("root 3 is out of range"));
+    }
+
+    #[test]
+    fn all_to_all_types() {
+        let (a, b) = (
+            TensorType::new(DType::F32, &[3, 2]),
+            TensorType::new(DType::F32, &[1, 2]),
+        );
+        // Rank 0 sends 3 rows to rank 1; rank 1 keeps its 1 row.
+        let op = Op::AllToAll {
+            axis: 0,
+            split: Some(vec![0, 3, 0, 1]),
+        };
+        let each: Vec<String> = result_types(&op, &[&a, &b])
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(each, ["f32[0,2]", "f32[4,2]"]);
+        // By default each operand is cut as reduce_scatter cuts it.
+        let op = Op::AllToAll {
+            axis: 0,
+            split: None,
+        };
+        assert_eq!(
+            all_to_all_pieces(None, 0, &[&a, &b]).unwrap(),
+            vec![vec![1, 2], vec![0, 1]]
+        );
+        assert_eq!(infer_type(&op, &[&a, &b]).unwrap().to_string(), "f32[1,2]");
+        let c = TensorType::new(DType::F32, &[3, 4]);
+        assert!(infer_type(&op, &[&a, &c])
+            .unwrap_err()
+            .to_string()
+            .contains("outside axis 0"));
     }
 
     #[test]

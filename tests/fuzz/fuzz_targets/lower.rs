@@ -45,7 +45,7 @@ fuzz_target!(|c: Case| {
     let dtype = DType::ALL[c.dtype as usize % DType::ALL.len()];
     let mut shape: Vec<usize> = c.shape.iter().take(3).map(|d| (*d as usize % 6) + 1).collect();
     let rop = ReduceOp::ALL[c.op as usize % ReduceOp::ALL.len()];
-    let kind = c.kind % 5;
+    let kind = c.kind % 6;
     let axis = if shape.is_empty() { 0 } else { c.axis as usize % shape.len() };
     if kind == 4 {
         if shape.is_empty() {
@@ -67,6 +67,7 @@ fuzz_target!(|c: Case| {
         1 => (Op::Reduce { op: rop, root }, shards),
         2 => (Op::Broadcast { to: devices.iter().copied().collect() }, vec![shards[root]]),
         3 => (Op::AllGather { axis }, shards),
+        5 => (Op::AllToAll { axis, split: None }, shards),
         // A split from the root byte: the whole axis on one rank, none on
         // the others (a zero extent is legal), or the default partition.
         _ => {

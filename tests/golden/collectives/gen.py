@@ -223,3 +223,69 @@ for gname, devs in GROUPS.items():
             outs(n, n),
             topo,
         )
+
+# 7. all_to_all on every group (algorithm= does not apply: the note
+# compares `direct` and `packed`): a split in which rank 0 receives nothing
+# (so the shards are uneven too), and the default cut of 5 rows.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    topo = "peer01.topo" if gname == "mix8" else None
+    peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+    g = gname.replace("-", "_")
+    split = [[0 if j == 0 else (i + j) % 3 + (1 if n == 1 else 0) for j in range(n)] for i in range(n)]
+    rows = [sum(r) for r in split]
+    got = [sum(split[i][j] for i in range(n)) for j in range(n)]
+    flat = ", ".join(str(e) for r in split for e in r)
+    tys = ", ".join(f"i32[{r},2]" for r in got) if len(set(got)) > 1 else f"i32[{got[0]},2]"
+    case_typed(
+        f"uneven/all-to-all-split-{gname}-auto.fir",
+        pipeline("auto"),
+        [f"all_to_all with split={split} over [{', '.join(devs)}]: rank 0 receives nothing."] + peers,
+        f"all_to_all_split_{g}",
+        devs,
+        [f"i32[{r},2]" for r in rows],
+        f"  %{n}:{n} = all_to_all {shards(n)} {{axis=0, split=[{flat}]}} : {tys}",
+        outs(n, n),
+        topo,
+    )
+    default = [5 // n] * (n - 1) + [5 - (5 // n) * (n - 1)]
+    got = [d * n for d in default]
+    tys = ", ".join(f"f32[3,{r}]" for r in got) if len(set(got)) > 1 else f"f32[3,{got[0]}]"
+    case(
+        f"uneven/all-to-all-default-{gname}-auto.fir",
+        pipeline("auto"),
+        [f"all_to_all of 5 columns, each cut {default}, over [{', '.join(devs)}]."] + peers,
+        f"all_to_all_default_{g}",
+        devs,
+        "f32[3,5]",
+        f"  %{n}:{n} = all_to_all {shards(n)} {{axis=1}} : {tys}",
+        outs(n, n),
+        topo,
+    )
+
+# 8. all_to_all with exchange=packed and exchange=direct on the groups whose
+# pieces stage through the CPU: packing joins a source's pieces bound for
+# one staging CPU into one transfer.
+for gname in ["cuda0-vulkan0", "cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
+    devs = GROUPS[gname]
+    n = len(devs)
+    topo = "peer01.topo" if gname == "mix8" else None
+    peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+    g = gname.replace("-", "_")
+    split = [[0 if j == 0 else (i + j) % 3 for j in range(n)] for i in range(n)]
+    rows = [sum(r) for r in split]
+    got = [sum(split[i][j] for i in range(n)) for j in range(n)]
+    flat = ", ".join(str(e) for r in split for e in r)
+    tys = ", ".join(f"i32[{r},2]" for r in got) if len(set(got)) > 1 else f"i32[{got[0]},2]"
+    for ex in ["direct", "packed"]:
+        case_typed(
+            f"uneven/all-to-all-split-{gname}-{ex}.fir",
+            f"lower-collectives{{exchange={ex}}}",
+            [f"all_to_all with split={split} over [{', '.join(devs)}], exchange={ex}."] + peers,
+            f"all_to_all_{ex}_{g}",
+            devs,
+            [f"i32[{r},2]" for r in rows],
+            f"  %{n}:{n} = all_to_all {shards(n)} {{axis=0, split=[{flat}]}} : {tys}",
+            outs(n, n),
+            topo,
+        )
