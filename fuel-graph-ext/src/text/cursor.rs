@@ -160,7 +160,10 @@ impl<'a> Cur<'a> {
         self.pos += len;
         value.ok_or_else(|| {
             let digits = self.text.get(start..self.pos).unwrap_or("");
-            self.err_at(start, format!("{what} `{digits}` is too large"))
+            self.err_at(
+                start,
+                format!("{what} `{digits}` is too large (at most {})", u64::MAX),
+            )
         })
     }
     pub fn ident(&mut self, what: &str) -> Result<&'a str, ParseError> {

@@ -221,7 +221,13 @@ pub(super) fn parse_node_line(
                 let mut list = Vec::new();
                 if !c.eat("]") {
                     loop {
-                        list.push(c.number("an integer in the list")?);
+                        c.skip_ws();
+                        if c.peek("-") {
+                            return Err(c.err(format!(
+                                "`{key}` lists extents, which are 0 or more; write a count of entries, not a negative number"
+                            )));
+                        }
+                        list.push(c.number(&format!("an extent in `{key}`"))?);
                         if c.eat("]") {
                             break;
                         }
