@@ -313,7 +313,7 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
             bytes,
             mode,
         } => match mode {
-            CopyMode::Moves => (on(to), host(from, bytes) + host(to, bytes)),
+            CopyMode::Moves => (on(to), host(from, bytes).saturating_add(host(to, bytes))),
             CopyMode::Shared => (dispatcher, 0),
             CopyMode::Deferred => (on(to), host(to, bytes)),
         },
@@ -321,7 +321,10 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
             device,
             inputs,
             bytes,
-        } => (on(device), host(device, (inputs + 1) * bytes)),
+        } => (
+            on(device),
+            host(device, inputs.saturating_add(1).saturating_mul(bytes)),
+        ),
         StepKind::Driver { device, .. } => (on(device), 0),
         // The caller's bytes are host memory; on a CPU they are lent.
         StepKind::Input { device, bytes } | StepKind::Output { device, bytes } => {
@@ -332,7 +335,7 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
             if device.is_cpu() {
                 (res, 0)
             } else {
-                (res, bytes + host(device, bytes))
+                (res, bytes.saturating_add(host(device, bytes)))
             }
         }
     }
@@ -628,6 +631,30 @@ mod tests {
         let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh.at(bytes) * 1e3);
         assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
         assert!(e.busiest_us > e.critical_path_us);
+    }
+
+    #[test]
+    fn huge_steps_on_host_memory_do_not_overflow() {
+        // A verified type may take up to 2^63 - 1 bytes; a fold of several
+        // such operands on a device in host memory sums past usize (found
+        // by fuel-opt's property test). The estimate saturates instead.
+        let mut t = Topology::default();
+        t.host_memory.insert(DeviceKind::Vulkan);
+        let (h, v) = (Device::cpu(0), Device::vulkan(0));
+        let huge = 1usize << 62;
+        let steps = [
+            compute(v, 4, huge, &[]),
+            hop(h, v, huge, &[]),
+            Step {
+                kind: StepKind::Input {
+                    device: v,
+                    bytes: huge,
+                },
+                deps: vec![],
+            },
+        ];
+        let e = estimate(&t, &steps);
+        assert!(e.total_us().is_finite() && e.total_us() > 0.0, "{e:?}");
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use fuel_graph_ext::lazy::BuildError;
 use fuel_graph_ext::op::DeviceList;
-use fuel_graph_ext::op::TypeError;
+use fuel_graph_ext::op::{scatter_extents, TypeError};
 use fuel_graph_ext::{Device, LazyTensor, Op, ReduceOp, TensorType};
 
 /// Why a collective call was refused. Each message names the fix.
@@ -58,6 +58,15 @@ pub enum CollectiveError {
         found: TensorType,
         expected: TensorType,
     },
+    /// `all_gather` or `all_to_all` shards that differ outside the axis.
+    #[error("shard {index} has type {found} but shard 0 has {expected}; the shards of `{op}` may differ only along axis {axis} (pad or reshape the other dims first)")]
+    GatherShapeMismatch {
+        op: &'static str,
+        index: usize,
+        found: Box<TensorType>,
+        expected: Box<TensorType>,
+        axis: usize,
+    },
     /// A shard lives on another device than its rank's.
     #[error("shard {index} is on {found} but rank {index} of the group is {expected}; call .copy_to({expected}) on it first, or list the devices in shard order")]
     WrongDevice {
@@ -81,6 +90,31 @@ pub enum CollectiveError {
         axis: usize,
         extent: usize,
         size: usize,
+    },
+    /// A `reduce_scatter` split with another count than the group size.
+    #[error("reduce_scatter split has {found} extent(s) for a group of {size} device(s); give one extent per rank")]
+    SplitCount { found: usize, size: usize },
+    /// A `reduce_scatter` split that does not add up to the axis extent.
+    #[error("reduce_scatter split adds up to {sum} but axis {axis} has extent {extent}; make the extents add up to {extent}")]
+    SplitSum {
+        sum: usize,
+        axis: usize,
+        extent: usize,
+    },
+    /// An `all_to_all` split without N×N extents.
+    #[error("all_to_all split has {found} extent(s) for a group of {size} device(s); give {want}, rank i's piece for rank j at i*{size}+j")]
+    AllToAllSplitCount {
+        found: usize,
+        size: usize,
+        want: usize,
+    },
+    /// An `all_to_all` split row that does not add up to its shard.
+    #[error("all_to_all split row {rank} adds up to {sum} but shard {rank} has extent {extent} along axis {axis}; make row {rank} add up to {extent}")]
+    AllToAllSplitSum {
+        rank: usize,
+        sum: usize,
+        extent: usize,
+        axis: usize,
     },
     /// A collective driver refused or failed (see [`crate::driver::DriverError`]).
     #[error("collective driver: {0}")]
@@ -167,22 +201,68 @@ impl DeviceGroup {
         record(std::slice::from_ref(tensor), Op::Broadcast { to })
     }
 
-    /// Every rank gets all shards joined along `axis`, in rank order.
+    /// Every rank gets all shards joined along `axis`, in rank order. The
+    /// shards may differ in extent along `axis` (a zero extent too), and
+    /// nowhere else.
     pub fn all_gather(
         &self,
         shards: &[LazyTensor],
         axis: usize,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
-        self.check_shards("all_gather", shards)?;
+        self.check_shards_along("all_gather", shards, Some(axis))?;
         record(shards, Op::AllGather { axis })
     }
 
-    /// Rank `i` gets the `i`-th equal slice along `axis` of the reduction.
+    /// Rank i's shard is cut along `axis` into one piece per rank, piece j
+    /// goes to rank j, and rank j gets what it receives joined in rank
+    /// order. `split` has N×N extents (entry `i*N + j`: what rank i sends
+    /// to rank j; zeros are legal), each row adding up to its shard's
+    /// extent; without one each shard is cut as `reduce_scatter` cuts.
+    /// Shards may differ along `axis` only.
+    pub fn all_to_all(
+        &self,
+        shards: &[LazyTensor],
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.check_shards_along("all_to_all", shards, Some(axis))?;
+        let split = split.map(<[usize]>::to_vec);
+        record(shards, Op::AllToAll { axis, split })
+    }
+
+    /// Rank `i` gets the `i`-th slice along `axis` of the reduction: equal
+    /// slices, or where the group size does not divide the extent, `extent
+    /// / N` each and the remainder on the last rank.
     pub fn reduce_scatter(
         &self,
         shards: &[LazyTensor],
         op: ReduceOp,
         axis: usize,
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.reduce_scatter_with(shards, op, axis, None)
+    }
+
+    /// Rank `i` gets `split[i]` entries along `axis` of the reduction, in
+    /// rank order (a zero among them is legal). `split` needs one extent per
+    /// rank, adding up to the axis extent. A split equal to the default
+    /// partition is recorded as none, so it prints as a plain
+    /// `reduce_scatter`.
+    pub fn reduce_scatter_split(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+        axis: usize,
+        split: &[usize],
+    ) -> Result<Vec<LazyTensor>, CollectiveError> {
+        self.reduce_scatter_with(shards, op, axis, Some(split))
+    }
+
+    fn reduce_scatter_with(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+        axis: usize,
+        split: Option<&[usize]>,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
         let ty = self.check_shards("reduce_scatter", shards)?;
         // `infer_type` gives each rank an empty slice of an empty axis; a
@@ -194,7 +274,14 @@ impl DeviceGroup {
                 size: self.size(),
             });
         }
-        record(shards, Op::ReduceScatter { op, axis })
+        let split = match (split, ty.shape.get(axis)) {
+            (Some(s), Some(extent)) => {
+                let default = scatter_extents(None, axis, *extent, self.size())?;
+                (s != default.as_slice()).then(|| s.to_vec())
+            }
+            (s, _) => s.map(<[usize]>::to_vec),
+        };
+        record(shards, Op::ReduceScatter { op, axis, split })
     }
 
     fn check_root(&self, root: usize) -> Result<(), CollectiveError> {
@@ -212,6 +299,17 @@ impl DeviceGroup {
         &self,
         op: &'static str,
         shards: &[LazyTensor],
+    ) -> Result<TensorType, CollectiveError> {
+        self.check_shards_along(op, shards, None)
+    }
+
+    /// [`DeviceGroup::check_shards`], where shapes may differ along `along`
+    /// (which must be an axis of shard 0).
+    fn check_shards_along(
+        &self,
+        op: &'static str,
+        shards: &[LazyTensor],
+        along: Option<usize>,
     ) -> Result<TensorType, CollectiveError> {
         let first = shards.first().ok_or(CollectiveError::NoShards {
             op,
@@ -235,6 +333,13 @@ impl DeviceGroup {
             }
         }
         let expected = first.ty();
+        if let Some(axis) = along.filter(|a| *a >= expected.rank()) {
+            return Err(CollectiveError::AxisOutOfRange {
+                axis,
+                rank: expected.rank(),
+                ty: expected,
+            });
+        }
         for (index, (s, want)) in shards.iter().zip(&self.devices).enumerate() {
             let found = s.ty();
             if found.dtype != expected.dtype {
@@ -244,7 +349,19 @@ impl DeviceGroup {
                     expected,
                 });
             }
-            if found != expected {
+            if let Some(axis) = along {
+                let same_other_axes = found.rank() == expected.rank()
+                    && (0..found.rank()).all(|a| a == axis || found.shape[a] == expected.shape[a]);
+                if !same_other_axes {
+                    return Err(CollectiveError::GatherShapeMismatch {
+                        op,
+                        index,
+                        found: Box::new(found),
+                        expected: Box::new(expected),
+                        axis,
+                    });
+                }
+            } else if found != expected {
                 return Err(CollectiveError::ShapeMismatch {
                     index,
                     found,
@@ -298,6 +415,30 @@ impl From<TypeError> for CollectiveError {
                 axis,
                 extent,
                 size: ranks,
+            },
+            TypeError::SplitCount { found, ranks } => {
+                CollectiveError::SplitCount { found, size: ranks }
+            }
+            TypeError::SplitSum { sum, axis, extent } => {
+                CollectiveError::SplitSum { sum, axis, extent }
+            }
+            TypeError::AllToAllSplitCount { found, ranks, want } => {
+                CollectiveError::AllToAllSplitCount {
+                    found,
+                    size: ranks,
+                    want,
+                }
+            }
+            TypeError::AllToAllSplitSum {
+                rank,
+                sum,
+                extent,
+                axis,
+            } => CollectiveError::AllToAllSplitSum {
+                rank,
+                sum,
+                extent,
+                axis,
             },
             other => CollectiveError::Build(BuildError::Type(other)),
         }

@@ -92,9 +92,17 @@ pub fn to_dot(g: &Graph) -> String {
         if let Op::Input { name, .. } = &n.op {
             let _ = write!(label, " \"{name}\"");
         }
-        let attrs = n.op.attrs();
-        if !attrs.is_empty() {
-            let kv: Vec<String> = attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parts = n.op.parts();
+        if !parts.attrs.is_empty() || !parts.lists.is_empty() {
+            let mut kv: Vec<String> =
+                n.op.attrs()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+            for (k, list) in &parts.lists {
+                let each: Vec<String> = list.iter().map(u64::to_string).collect();
+                kv.push(format!("{k}=[{}]", each.join(", ")));
+            }
             let _ = write!(label, " {{{}}}", kv.join(", "));
         }
         match &n.op {
@@ -109,7 +117,12 @@ pub fn to_dot(g: &Graph) -> String {
             }
             _ => {}
         }
-        let _ = write!(label, "\n{}", n.ty);
+        if n.result_tys.is_empty() {
+            let _ = write!(label, "\n{}", n.ty);
+        } else {
+            let each: Vec<String> = n.result_tys.iter().map(ToString::to_string).collect();
+            let _ = write!(label, "\n{}", each.join(", "));
+        }
         let shape = match &n.op {
             Op::Input { .. } => "shape=invhouse",
             Op::Copy { .. } => "shape=cds, fillcolor=\"#fff4c2\"",
@@ -225,6 +238,18 @@ mod tests {
         );
         assert!(dot.contains("// why: because"));
         assert_eq!(dot, to_dot(&parse(src).unwrap()));
+    }
+
+    #[test]
+    fn a_split_and_its_result_types_show() {
+        let src = "graph @d {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = reduce_scatter.sum %0, %1 {axis=0, split=[4, 0]} : f32[4], f32[0]\n  return %2#0, %2#1\n}\n";
+        let g = parse(src).unwrap();
+        assert_eq!(crate::text::print(&g), src);
+        let dot = to_dot(&g);
+        assert!(
+            dot.contains("%2 reduce_scatter.sum {axis=0, split=[4, 0]}\\nf32[4], f32[0]"),
+            "{dot}"
+        );
     }
 
     #[test]

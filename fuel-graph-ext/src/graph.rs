@@ -60,8 +60,11 @@ pub struct Node {
     pub op: Op,
     /// Operands in order.
     pub operands: SmallVec<[ValueId; 4]>,
-    /// The type of every result.
+    /// The type of every result (of result 0 where they differ).
     pub ty: TensorType,
+    /// Each result's type where they differ (an uneven `reduce_scatter`);
+    /// empty when every result is `ty`. Set by [`Graph::set_result_types`].
+    pub result_tys: Vec<TensorType>,
 }
 
 impl Node {
@@ -170,6 +173,7 @@ impl Graph {
                 op,
                 operands: operands.into(),
                 ty,
+                result_tys: Vec::new(),
             },
         );
         for (slot, v) in operands.iter().enumerate() {
@@ -207,6 +211,22 @@ impl Graph {
         if let Some(n) = self.node_mut(id) {
             n.op = op;
             n.ty = ty;
+            n.result_tys.clear();
+        }
+    }
+
+    /// Gives node `id` one type per result (`tys[i]` for result i); where
+    /// they are all one type, that is its `ty` and nothing more is kept.
+    pub fn set_result_types(&mut self, id: NodeId, tys: Vec<TensorType>) {
+        if let Some(n) = self.node_mut(id) {
+            if let Some(first) = tys.first() {
+                n.ty = first.clone();
+            }
+            n.result_tys = if tys.iter().all(|t| *t == n.ty) {
+                Vec::new()
+            } else {
+                tys
+            };
         }
     }
 
@@ -233,7 +253,8 @@ impl Graph {
 
     /// The type of a value.
     pub fn value_type(&self, v: ValueId) -> Option<&TensorType> {
-        self.node(v.node).map(|n| &n.ty)
+        self.node(v.node)
+            .map(|n| n.result_tys.get(v.result as usize).unwrap_or(&n.ty))
     }
 
     /// The device a value lives on: operand i's device for result i of a

@@ -345,11 +345,51 @@ fn eval(
             let d = tensor(ty, concat_data(args, *axis))?;
             Ok(args.iter().map(|_| d.clone()).collect())
         }
-        Op::ReduceScatter { op, axis } => {
-            let full = reduce_all(*op, &args[0].ty, args)?;
-            let len = ty.shape[*axis];
+        Op::AllToAll { axis, split } => {
+            let tys: Vec<&TensorType> = args.iter().map(|a| &a.ty).collect();
+            let pieces = crate::op::all_to_all_pieces(split.as_deref(), *axis, &tys)
+                .map_err(|e| InterpError::Invalid(e.to_string()))?;
+            // Piece (i, j) starts where the pieces of operand i before j end.
+            let cut = |i: usize, j: usize| -> Result<HostTensor, InterpError> {
+                let start: usize = pieces[i][..j].iter().sum();
+                let len = pieces[i][j];
+                tensor(
+                    &args[i].ty.with_dim(*axis, len),
+                    slice_data(args[i], *axis, start, len),
+                )
+            };
             (0..args.len())
-                .map(|i| tensor(ty, slice_data(&full, *axis, i * len, len)))
+                .map(|j| {
+                    let parts = (0..args.len())
+                        .map(|i| cut(i, j))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let refs: Vec<&HostTensor> = parts.iter().collect();
+                    let len = parts.iter().map(|p| p.ty.shape[*axis]).sum();
+                    tensor(&ty.with_dim(*axis, len), concat_data(&refs, *axis))
+                })
+                .collect()
+        }
+        Op::ReduceScatter { op, axis, split } => {
+            let full = reduce_all(*op, &args[0].ty, args)?;
+            // Rank i's slice: `split[i]` entries, or the default partition.
+            let extents = crate::op::scatter_extents(
+                split.as_deref(),
+                *axis,
+                full.ty.shape[*axis],
+                args.len(),
+            )
+            .map_err(|e| InterpError::Invalid(e.to_string()))?;
+            let mut start = 0;
+            extents
+                .iter()
+                .map(|len| {
+                    let t = tensor(
+                        &ty.with_dim(*axis, *len),
+                        slice_data(&full, *axis, start, *len),
+                    );
+                    start += len;
+                    t
+                })
                 .collect()
         }
     }

@@ -10,7 +10,7 @@
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
 use crate::graph::{Graph, ValueId};
-use crate::op::{infer_type, ElementwiseOp, Op, ResultPlace, TypeError};
+use crate::op::{infer_type, result_types, ElementwiseOp, Op, ResultPlace, TypeError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -110,6 +110,8 @@ impl LazyGraph {
         }
         let tys: Vec<&TensorType> = operands.iter().map(|t| &t.ty).collect();
         let ty = infer_type(&op, &tys).map_err(BuildError::Type)?;
+        // One type per result where they differ (an uneven reduce_scatter).
+        let each = result_types(&op, &tys).map_err(BuildError::Type)?;
         let values: Vec<ValueId> = operands.iter().map(|t| t.value).collect();
         // Each result's device, from the operands' known devices: asking
         // the graph would walk back through every collective before it,
@@ -120,7 +122,14 @@ impl LazyGraph {
                 ResultPlace::Operand(k) => operands.get(k).and_then(|t| t.device),
             })
             .collect();
-        let id = self.lock().add_node(op, &values, ty.clone());
+        let id = {
+            let mut g = self.lock();
+            let id = g.add_node(op, &values, ty.clone());
+            if let Some(each) = &each {
+                g.set_result_types(id, each.clone());
+            }
+            id
+        };
         Ok(devices
             .into_iter()
             .enumerate()
@@ -131,7 +140,7 @@ impl LazyGraph {
                     result: r as u32,
                 },
                 device,
-                ty: ty.clone(),
+                ty: each.as_ref().and_then(|e| e.get(r)).unwrap_or(&ty).clone(),
             })
             .collect())
     }

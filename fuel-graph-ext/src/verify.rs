@@ -7,10 +7,12 @@
 //!   the graph is acyclic; operands and outputs are defined; every declared
 //!   type fits ([`TensorType::fits`]: at most 2^63 - 1 bytes, so no size
 //!   computed from it overflows); each node's declared type is the one its
-//!   op infers from its operands (equal shard types for collectives,
-//!   all_gather concatenates, reduce_scatter divides evenly); attributes are
-//!   in range (root, axis, slice bounds, `by`); inputs that share a name
-//!   share a type; a moved value has no other use.
+//!   op infers from its operands (equal shard types for the reducing
+//!   collectives; all_gather concatenates shards that may differ along its
+//!   axis; reduce_scatter splits as its `split` says, or evenly with the
+//!   remainder on the last rank); attributes are in range (root, axis, slice
+//!   bounds, `by`); inputs that share a name share a type; a moved value has
+//!   no other use.
 //! - [`Level::Placement`] adds the rules for a pipeline's output: the
 //!   operands of a non-transfer, non-collective op live on its device, and
 //!   every copy or move is one feasible hop per the [`Topology`]; a driver
@@ -19,11 +21,17 @@
 
 use crate::dtype::{TensorType, MAX_TENSOR_BYTES};
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{infer_type, Op};
+use crate::op::{infer_type, result_types, Op};
 use crate::text::{excerpt, print_lines, Numbering};
 use crate::topology::Topology;
 use std::collections::HashMap;
 use std::fmt;
+
+/// `f32[1], f32[2]`: types as a line declares them.
+fn type_list(tys: &[TensorType]) -> String {
+    let each: Vec<String> = tys.iter().map(ToString::to_string).collect();
+    each.join(", ")
+}
 
 /// Which rules to check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -143,14 +151,28 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
         if !matches!(n.op, Op::Input { .. }) && n.ty.fits() {
             let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
             match infer_type(&n.op, &tys) {
-                Ok(t) if t != n.ty => push(
-                    Some(id),
-                    format!(
-                        "declared type {} but the operands give {t}; declare {t}",
-                        n.ty
-                    ),
-                ),
-                Ok(_) => {}
+                Ok(t) => {
+                    // One type for every result, or one per result where
+                    // they differ (an uneven reduce_scatter).
+                    let want = result_types(&n.op, &tys).ok().flatten();
+                    let ok = match &want {
+                        None => t == n.ty && n.result_tys.is_empty(),
+                        Some(each) => *each == n.result_tys,
+                    };
+                    if !ok {
+                        let want = want.unwrap_or_else(|| vec![t]);
+                        let declared = if n.result_tys.is_empty() {
+                            std::slice::from_ref(&n.ty)
+                        } else {
+                            &n.result_tys
+                        };
+                        let (d, w) = (type_list(declared), type_list(&want));
+                        push(
+                            Some(id),
+                            format!("declared type {d} but the operands give {w}; declare {w}"),
+                        );
+                    }
+                }
                 Err(e) => push(Some(id), e.to_string()),
             }
         }

@@ -45,7 +45,7 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
         let d = device(dev);
         let rop = ReduceOp::ALL[attr as usize % 5];
         let axis = attr as usize % ta.rank().max(1);
-        let op = match kind % 11 {
+        let op = match kind % 12 {
             0 => Op::Elementwise {
                 kind: ElementwiseOp::ALL[attr as usize % 4],
                 device: d,
@@ -77,7 +77,21 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
                 to: DType::ALL[attr as usize % DType::ALL.len()],
                 device: d,
             },
-            _ => Op::ReduceScatter { op: rop, axis },
+            10 => Op::AllToAll {
+                axis,
+                split: attr.is_multiple_of(2).then(|| {
+                    let e = ta.shape.get(axis).copied().unwrap_or(0);
+                    vec![e, 0, 0, e]
+                }),
+            },
+            // Every third one with a split: all on rank 0, none on rank 1.
+            _ => Op::ReduceScatter {
+                op: rop,
+                axis,
+                split: attr
+                    .is_multiple_of(3)
+                    .then(|| vec![ta.shape.get(axis).copied().unwrap_or(0), 0]),
+            },
         };
         let operands: Vec<ValueId> = match &op {
             Op::Copy { .. }
@@ -91,8 +105,13 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
             .iter()
             .map(|v| g.value_type(*v).unwrap().clone())
             .collect();
-        let ty = op::infer_type(&op, &tys.iter().collect::<Vec<_>>()).unwrap_or(ta);
+        let refs: Vec<&TensorType> = tys.iter().collect();
+        let ty = op::infer_type(&op, &refs).unwrap_or(ta);
+        let each = op::result_types(&op, &refs).ok().flatten();
         let id = g.add_node(op, &operands, ty);
+        if let Some(each) = each {
+            g.set_result_types(id, each);
+        }
         let n = g.node(id).unwrap().num_results();
         for r in 0..n as u32 {
             values.push(ValueId {

@@ -234,19 +234,54 @@ fn axis_out_of_range_and_uneven_scatter() {
         );
         assert!(e.to_string().contains("use an axis below 2"), "{e}");
     }
-    let e = group.reduce_scatter(&xs, ReduceOp::Sum, 0).unwrap_err();
+    // 4 rows over 3 ranks: 1 each, and the remainder on the last rank.
+    let rs = group.reduce_scatter(&xs, ReduceOp::Sum, 0).unwrap();
+    let shapes: Vec<String> = rs.iter().map(|t| t.ty().to_string()).collect();
+    assert_eq!(shapes, ["f32[1,2]", "f32[1,2]", "f32[2,2]"]);
+    // A split of its own, with an empty share.
+    let rs = group
+        .reduce_scatter_split(&xs, ReduceOp::Sum, 0, &[3, 0, 1])
+        .unwrap();
+    let shapes: Vec<String> = rs.iter().map(|t| t.ty().to_string()).collect();
+    assert_eq!(shapes, ["f32[3,2]", "f32[0,2]", "f32[1,2]"]);
+    let text = fuel_graph_ext::text::print(&lg.snapshot());
+    assert!(
+        text.contains("{axis=0, split=[3, 0, 1]} : f32[3,2], f32[0,2], f32[1,2]"),
+        "{text}"
+    );
+    // A split equal to the default partition prints as none.
+    let eq = LazyGraph::new("eq");
+    let ys = shards(&eq, &TRIO, &f32s(&[6]));
+    group
+        .reduce_scatter_split(&ys, ReduceOp::Sum, 0, &[2, 2, 2])
+        .unwrap();
+    let text = fuel_graph_ext::text::print(&eq.snapshot());
+    assert!(
+        text.contains("reduce_scatter.sum %0, %1, %2 {axis=0} : f32[2]"),
+        "{text}"
+    );
+    for (split, want) in [
+        (&[1, 3][..], "reduce_scatter split has 2 extent(s) for a group of 3 device(s); give one extent per rank"),
+        (&[1, 1, 1][..], "reduce_scatter split adds up to 3 but axis 0 has extent 4; make the extents add up to 4"),
+    ] {
+        let e = group
+            .reduce_scatter_split(&xs, ReduceOp::Sum, 0, split)
+            .unwrap_err();
+        assert_eq!(e.to_string(), want);
+    }
+    let e = group
+        .reduce_scatter_split(&xs, ReduceOp::Sum, 0, &[usize::MAX, 2, 3])
+        .unwrap_err();
     assert!(
         matches!(
             e,
-            CollectiveError::NotDivisible {
-                extent: 4,
-                size: 3,
+            CollectiveError::SplitSum {
+                sum: usize::MAX,
                 ..
             }
         ),
         "{e}"
     );
-    assert!(e.to_string().contains("pad it to a multiple of 3"), "{e}");
 }
 
 #[test]
@@ -272,5 +307,33 @@ fn identity_comm_is_a_world_of_one() {
         lg.snapshot().node_count(),
         1,
         "a world of one records nothing"
+    );
+}
+
+#[test]
+fn all_to_all_records_uneven_pieces_and_refuses_bad_shards() {
+    let lg = LazyGraph::new("a2a");
+    let group = DeviceGroup::new(TRIO).unwrap();
+    let xs: Vec<_> = TRIO
+        .iter()
+        .zip([2usize, 0, 4])
+        .enumerate()
+        .map(|(i, (d, r))| lg.input(&format!("x{i}"), *d, f32s(&[r, 3])))
+        .collect();
+    // Rank 0 keeps 1 row and sends 1 to rank 2; rank 2 sends 4 to rank 0.
+    let out = group
+        .all_to_all(&xs, 0, Some(&[1, 0, 1, 0, 0, 0, 4, 0, 0]))
+        .unwrap();
+    let shapes: Vec<String> = out.iter().map(|t| t.ty().to_string()).collect();
+    assert_eq!(shapes, ["f32[5,3]", "f32[0,3]", "f32[1,3]"]);
+    let bad = [
+        lg.input("a", TRIO[0], f32s(&[2, 3])),
+        lg.input("b", TRIO[1], f32s(&[2, 4])),
+        lg.input("c", TRIO[2], f32s(&[2, 3])),
+    ];
+    let e = group.all_to_all(&bad, 0, None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "shard 1 has type f32[2,4] but shard 0 has f32[2,3]; the shards of `all_to_all` may differ only along axis 0 (pad or reshape the other dims first)"
     );
 }

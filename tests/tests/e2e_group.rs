@@ -178,3 +178,193 @@ fn host_driver_all_reduce_on_cpu_arenas() {
         assert_no_leaks(&exe);
     }
 }
+
+/// An all_gather of uneven shards (`rows[i]` rows on rank i, a zero among
+/// them allowed), lowered with `algorithm`, run, and compared with the
+/// interpreter's meaning of the unlowered graph.
+fn uneven_gather_check(devices: &[Device], rows: &[usize], algorithm: &str) {
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let g = LazyGraph::new("uneven");
+    let xs: Vec<_> = devices
+        .iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(i, (d, r))| g.input(&format!("x{i}"), *d, TensorType::new(DType::F32, &[*r, 3])))
+        .collect();
+    let total: usize = rows.iter().sum();
+    for t in group.all_gather(&xs, 0).unwrap() {
+        assert_eq!(t.ty().shape.as_slice(), &[total, 3]);
+        g.output(&t).unwrap();
+    }
+    let original = g.snapshot();
+    let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
+    let lowered = lower(&original, &pipeline);
+    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    let inputs = deterministic_inputs(&original);
+    let want = interpret(&original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
+    assert_eq!(got.len(), devices.len());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = g.check_same(w) {
+            panic!("{algorithm}: result {k} differs: {e}");
+        }
+        assert_eq!(g.ty.num_elements(), total * 3);
+    }
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn uneven_all_gather_on_cpus_every_algorithm() {
+    let devs = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
+    for alg in ALGORITHMS {
+        uneven_gather_check(&devs, &[2, 0, 5], alg);
+        uneven_gather_check(&devs, &[1365, 1365, 1366], alg);
+    }
+}
+
+#[test]
+fn uneven_all_gather_cpu_and_vulkan() {
+    let devs = [Device::cpu(0), Device::vulkan(0), Device::cpu(1)];
+    if !devices_or_skip("uneven_all_gather_cpu_and_vulkan", &devs) {
+        return;
+    }
+    for alg in ALGORITHMS {
+        uneven_gather_check(&devs, &[0, 3, 1], alg);
+    }
+}
+
+/// A reduce_scatter with `split` (or the default partition where `None`)
+/// of `rows` rows, lowered with `algorithm`, run, and compared with the
+/// interpreter's meaning of the unlowered graph.
+fn uneven_scatter_check(devices: &[Device], rows: usize, split: Option<&[usize]>, algorithm: &str) {
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let g = LazyGraph::new("uneven_rs");
+    let ty = TensorType::new(DType::F32, &[rows, 3]);
+    let xs = shards(&g, devices, &ty);
+    let outs = match split {
+        Some(s) => group.reduce_scatter_split(&xs, ReduceOp::Sum, 0, s),
+        None => group.reduce_scatter(&xs, ReduceOp::Sum, 0),
+    }
+    .unwrap();
+    for t in &outs {
+        g.output(t).unwrap();
+    }
+    let original = g.snapshot();
+    let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
+    let lowered = lower(&original, &pipeline);
+    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+    let inputs = deterministic_inputs(&original);
+    let want = interpret(&original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
+    assert_eq!(got.len(), devices.len());
+    let mut total = 0;
+    for (k, ((g, w), t)) in got.iter().zip(&want).zip(&outs).enumerate() {
+        if let Err(e) = g.check_same(w) {
+            panic!("{algorithm}: result {k} differs: {e}");
+        }
+        assert_eq!(g.ty.num_elements(), t.ty().num_elements());
+        total += t.ty().shape[0];
+    }
+    assert_eq!(total, rows);
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn uneven_reduce_scatter_on_cpus_every_algorithm() {
+    let devs = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
+    for alg in ALGORITHMS {
+        uneven_scatter_check(&devs, 7, Some(&[3, 0, 4]), alg);
+        uneven_scatter_check(&devs, 4096, None, alg);
+    }
+}
+
+#[test]
+fn uneven_reduce_scatter_cpu_and_vulkan() {
+    let devs = [Device::cpu(0), Device::vulkan(0), Device::cpu(1)];
+    if !devices_or_skip("uneven_reduce_scatter_cpu_and_vulkan", &devs) {
+        return;
+    }
+    for alg in ALGORITHMS {
+        uneven_scatter_check(&devs, 5, Some(&[2, 0, 3]), alg);
+        uneven_scatter_check(&devs, 5, Some(&[0, 5, 0]), alg);
+        uneven_scatter_check(&devs, 8, None, alg);
+    }
+}
+
+/// An all_to_all of shards with `rows[i]` rows on rank i and `split` (or
+/// the default cut), lowered with `exchange=` (`None`: the cost model's
+/// choice), run, and compared with the interpreter.
+fn all_to_all_check(
+    devices: &[Device],
+    rows: &[usize],
+    split: Option<&[usize]>,
+    exchange: Option<&str>,
+) {
+    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
+    let g = LazyGraph::new("a2a");
+    let xs: Vec<_> = devices
+        .iter()
+        .zip(rows)
+        .enumerate()
+        .map(|(i, (d, r))| g.input(&format!("x{i}"), *d, TensorType::new(DType::F32, &[*r, 2])))
+        .collect();
+    let outs = group.all_to_all(&xs, 0, split).unwrap();
+    for t in &outs {
+        g.output(t).unwrap();
+    }
+    let original = g.snapshot();
+    let pipeline = match exchange {
+        Some(x) => fuel_collective::pipeline_with(&format!("exchange={x}")),
+        None => fuel_collective::pipeline_with("algorithm=auto"),
+    };
+    let lowered = lower(&original, &pipeline);
+    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{exchange:?}: {e}"));
+    let inputs = deterministic_inputs(&original);
+    let want = interpret(&original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{exchange:?} on {devices:?}: {e}"));
+    assert_eq!(got.len(), devices.len());
+    let mut total = 0;
+    for (k, ((g, w), t)) in got.iter().zip(&want).zip(&outs).enumerate() {
+        if let Err(e) = g.check_same(w) {
+            panic!("{exchange:?}: result {k} differs: {e}");
+        }
+        assert_eq!(g.ty.num_elements(), t.ty().num_elements());
+        total += t.ty().shape[0];
+    }
+    assert_eq!(total, rows.iter().sum::<usize>(), "every row arrives once");
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn all_to_all_on_cpus() {
+    let devs = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
+    for x in [None, Some("direct"), Some("packed")] {
+        // Rank 1 receives nothing; rank 2 sends everything to rank 0.
+        all_to_all_check(&devs, &[3, 2, 4], Some(&[1, 0, 2, 1, 0, 1, 4, 0, 0]), x);
+        all_to_all_check(&devs, &[7, 7, 7], None, x);
+    }
+}
+
+#[test]
+fn all_to_all_across_cpu_and_vulkan() {
+    let devs = [
+        Device::vulkan(0),
+        Device::cpu(0),
+        Device::vulkan(1),
+        Device::cpu(1),
+    ];
+    if !devices_or_skip("all_to_all_across_cpu_and_vulkan", &devs) {
+        return;
+    }
+    let split = [0, 1, 2, 0, 0, 2, 1, 1, 0, 0, 0, 3, 0, 1, 1, 0];
+    for x in [None, Some("direct"), Some("packed")] {
+        all_to_all_check(&devs, &[3, 4, 3, 2], Some(&split), x);
+        all_to_all_check(&devs, &[5, 5, 5, 5], None, x);
+    }
+}

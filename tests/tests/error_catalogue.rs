@@ -58,6 +58,11 @@ const CASES: &[(&str, Case)] = &[
     ("E0408", group_root_out_of_range),
     ("E0409", group_axis_out_of_range),
     ("E0410", group_not_divisible),
+    ("E0411", group_gather_shape_mismatch),
+    ("E0412", group_split_count),
+    ("E0413", group_split_sum),
+    ("E0414", group_all_to_all_split_count),
+    ("E0415", group_all_to_all_split_sum),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
     ("E0503", vulkan_index_too_high),
@@ -579,10 +584,43 @@ fn group_axis_out_of_range() -> Outcome {
     let group = DeviceGroup::new(CPU01).unwrap();
     group_err(group.all_gather(&shards(&lg, &CPU01, &f32s(&[4, 2])), 2))
 }
+fn group_gather_shape_mismatch() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = [
+        lg.input("x", Device::cpu(0), f32s(&[2, 3])),
+        lg.input("y", Device::cpu(1), f32s(&[1, 4])),
+    ];
+    group_err(group.all_gather(&xs, 0))
+}
+fn group_split_count() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = shards(&lg, &CPU01, &f32s(&[4]));
+    group_err(group.reduce_scatter_split(&xs, ReduceOp::Sum, 0, &[1, 1, 2]))
+}
+fn group_split_sum() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = shards(&lg, &CPU01, &f32s(&[4]));
+    group_err(group.reduce_scatter_split(&xs, ReduceOp::Sum, 0, &[1, 2]))
+}
+fn group_all_to_all_split_count() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = shards(&lg, &CPU01, &f32s(&[4]));
+    group_err(group.all_to_all(&xs, 0, Some(&[2, 2])))
+}
+fn group_all_to_all_split_sum() -> Outcome {
+    let lg = LazyGraph::new("g");
+    let group = DeviceGroup::new(CPU01).unwrap();
+    let xs = shards(&lg, &CPU01, &f32s(&[4]));
+    group_err(group.all_to_all(&xs, 0, Some(&[1, 3, 3, 2])))
+}
 fn group_not_divisible() -> Outcome {
     let lg = LazyGraph::new("g");
     let group = DeviceGroup::new(CPU01).unwrap();
-    group_err(group.reduce_scatter(&shards(&lg, &CPU01, &f32s(&[5])), ReduceOp::Sum, 0))
+    group_err(group.reduce_scatter(&shards(&lg, &CPU01, &f32s(&[0])), ReduceOp::Sum, 0))
 }
 
 // ---- devices (E05) ----------------------------------------------------------

@@ -216,7 +216,7 @@ fn bad_options_are_errors_that_say_what_to_write() {
     let e = run(MIX8, "lower-collectives{chunks=3}").unwrap_err();
     assert!(
         e.to_string()
-            .contains("known options: algorithm, arity, reduce_at"),
+            .contains("known options: algorithm, arity, exchange, reduce_at"),
         "{e}"
     );
 }

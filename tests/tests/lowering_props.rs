@@ -60,7 +60,7 @@ struct Case {
 fn case() -> impl Strategy<Value = Case> {
     (
         prop::collection::vec(0..POOL.len(), 1..=8),
-        0..5usize,
+        0..9usize,
         0..ReduceOp::ALL.len(),
         0..DTYPES.len(),
         prop::collection::vec(1..=5usize, 1..=2),
@@ -108,7 +108,38 @@ fn build(c: &Case) -> Graph {
         1 => vec![group.reduce(&xs, c.op, c.root).unwrap()],
         2 => group.broadcast(&xs[c.root], c.root).unwrap(),
         3 => group.all_gather(&xs, c.axis).unwrap(),
-        _ => group.reduce_scatter(&xs, c.op, c.axis).unwrap(),
+        4 | 6 => group.reduce_scatter(&xs, c.op, c.axis).unwrap(),
+        5 => {
+            // Uneven: the whole axis on rank `root`, nothing elsewhere.
+            let extent = c.shape[c.axis];
+            let split: Vec<usize> = (0..c.devs.len())
+                .map(|r| if r == c.root { extent } else { 0 })
+                .collect();
+            group
+                .reduce_scatter_split(&xs, c.op, c.axis, &split)
+                .unwrap()
+        }
+        8 => {
+            // Uneven shards, each cut as the default cut does (rank i
+            // holds i % 3 + 1 entries, so some pieces are empty).
+            let xs: Vec<_> = c
+                .devs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| lg.input(&format!("a{i}"), *d, ty.with_dim(c.axis, i % 3 + 1)))
+                .collect();
+            group.all_to_all(&xs, c.axis, None).unwrap()
+        }
+        _ => {
+            // Uneven shards: rank i holds i % 3 entries along the axis.
+            let xs: Vec<_> = c
+                .devs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| lg.input(&format!("u{i}"), *d, ty.with_dim(c.axis, i % 3)))
+                .collect();
+            group.all_gather(&xs, c.axis).unwrap()
+        }
     };
     for o in &outs {
         lg.output(o).unwrap();

@@ -13,7 +13,7 @@
 
 use super::emit::{Emitter, Held};
 use super::site::{Broken, CollectiveSite};
-use super::{driver, hierarchical, ring, star, tree, LowerOptions};
+use super::{all_to_all, driver, hierarchical, ring, star, tree, LowerOptions};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ReduceOp, Topology};
 use std::fmt;
@@ -99,6 +99,9 @@ macro_rules! register_algorithms {
         pub enum Lowering {
             /// A group of one rank: every result is the shard itself.
             Identity,
+            /// An `all_to_all`'s pieces, sent directly or packed per
+            /// staging CPU (not an `algorithm=` choice).
+            AllToAll(all_to_all::Exchange),
             $($(#[$doc])* $variant($module::$ty),)+
         }
 
@@ -107,6 +110,7 @@ macro_rules! register_algorithms {
             pub(super) fn algorithm(&self) -> Option<&dyn Algorithm> {
                 match self {
                     Lowering::Identity => None,
+                    Lowering::AllToAll(x) => Some(x),
                     $(Lowering::$variant(a) => Some(a),)+
                 }
             }
@@ -115,6 +119,7 @@ macro_rules! register_algorithms {
             pub fn name(&self) -> &'static str {
                 match self {
                     Lowering::Identity => "identity",
+                    Lowering::AllToAll(x) => x.name(),
                     $(Lowering::$variant(_) => {
                         const FAMILY: Family = $family;
                         FAMILY.name

@@ -13,7 +13,7 @@
 use super::algorithm::{family, Ask, Family, Lowering, ALGORITHMS};
 use super::estimate::{EstimateCache, EstimateKey, Scratch};
 use super::site::CollectiveSite;
-use super::{LowerOptions, NAME};
+use super::{all_to_all, LowerOptions, NAME};
 use crate::cost::Estimate;
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
@@ -25,8 +25,11 @@ use std::sync::Arc;
 pub struct Decision {
     /// The collective, as it was in the graph.
     pub op: Op,
-    /// Its shard type.
+    /// Its shard type (operand 0's).
     pub ty: TensorType,
+    /// Each shard's type, in rank order, where they differ (an uneven
+    /// `all_gather`); empty when every shard is `ty`.
+    pub uneven: Vec<TensorType>,
     /// Its operands' devices, in rank order.
     pub devices: Vec<Device>,
     /// The lowering used.
@@ -88,6 +91,8 @@ pub enum Reason {
     Cheapest,
     /// `algorithm=<name>` asked for it (the cheapest of its candidates).
     Asked(&'static str),
+    /// `exchange=<name>` asked for this `all_to_all` lowering.
+    Exchange(&'static str),
     /// `algorithm=<asked>` has no candidate for this collective, `because`
     /// says why, so the cheapest candidate of `to` was used.
     FellBack {
@@ -132,6 +137,7 @@ pub(super) fn choose(
     let decision = |lowering, reason, candidates| Decision {
         op: site.op.clone(),
         ty: site.ty.clone(),
+        uneven: site.uneven.clone(),
         devices: site.devs.clone(),
         lowering,
         reason,
@@ -146,6 +152,19 @@ pub(super) fn choose(
     let key = EstimateKey::new(site, &scratch);
     let candidates = match cache.get(&key) {
         Some(c) => c.clone(),
+        None if matches!(site.op, Op::AllToAll { .. }) => {
+            // all_to_all has its own two lowerings; `algorithm=` is not
+            // asked.
+            let mut out = Vec::new();
+            for x in all_to_all::BOTH {
+                let lowering = Lowering::AllToAll(x);
+                let estimate = scratch.estimate(site, &lowering, topo)?;
+                out.push(Candidate::Estimated { lowering, estimate });
+            }
+            let c = Arc::new(Candidates::new(out));
+            cache.insert(key, c.clone());
+            c
+        }
         None => {
             let c = estimate_all(&scratch, site, opts, topo)?;
             cache.insert(key, c.clone());
@@ -167,6 +186,10 @@ pub(super) fn choose(
             .map(|(l, _)| *l)
     };
     let (lowering, reason) = match opts.algorithm {
+        _ if matches!(site.op, Op::AllToAll { .. }) => match opts.exchange {
+            Some(x) => (Some(Lowering::AllToAll(x)), Reason::Exchange(x.name())),
+            None => (cheapest(None), Reason::Cheapest),
+        },
         None => (cheapest(None), Reason::Cheapest),
         Some(name) => {
             let asked = family(name)
@@ -247,6 +270,7 @@ impl fmt::Display for Reason {
             Reason::OneRank => f.write_str("one rank, nothing to exchange"),
             Reason::Cheapest => f.write_str("auto: cheapest estimate"),
             Reason::Asked(name) => write!(f, "algorithm={name}"),
+            Reason::Exchange(name) => write!(f, "exchange={name}"),
             Reason::FellBack { asked, to, because } => {
                 write!(f, "algorithm={asked} {because}, fell back to {to}")
             }
@@ -269,8 +293,8 @@ impl fmt::Display for Candidate {
 }
 
 /// Devices as a comma list.
-fn list(f: &mut fmt::Formatter<'_>, devices: &[Device]) -> fmt::Result {
-    for (i, d) in devices.iter().enumerate() {
+fn list(f: &mut fmt::Formatter<'_>, items: &[impl fmt::Display]) -> fmt::Result {
+    for (i, d) in items.iter().enumerate() {
         if i > 0 {
             f.write_str(", ")?;
         }
@@ -290,6 +314,14 @@ impl fmt::Display for Decision {
                 list(f, &self.devices)?;
                 f.write_str(" to [")?;
                 list(f, to)?;
+                f.write_str("]")?;
+            }
+            op if !self.uneven.is_empty() => {
+                let total: usize = self.uneven.iter().map(TensorType::size_bytes).sum();
+                write!(f, "{NAME}: {} of uneven shards [", op.mnemonic())?;
+                list(f, &self.uneven)?;
+                write!(f, "] ({total} B in all) over [")?;
+                list(f, &self.devices)?;
                 f.write_str("]")?;
             }
             op => {

@@ -57,7 +57,7 @@ impl Emitter<'_> {
     }
 
     /// One hop of `v` to `d`, which the caller knows is direct.
-    fn hop(&mut self, v: ValueId, d: Device) -> Result<ValueId, Broken> {
+    pub fn hop(&mut self, v: ValueId, d: Device) -> Result<ValueId, Broken> {
         self.tx.hop(self.g, v, d).map_err(|e| self.site.broken(e))
     }
 
@@ -235,6 +235,9 @@ impl Emitter<'_> {
             // One rank: each result is the shard itself.
             return Ok(vec![site.first; site.num_results]);
         };
+        if let (Op::AllToAll { .. }, Lowering::AllToAll(x)) = (&site.op, lowering) {
+            return x.exchange(self);
+        }
         let targets = site.targets();
         match &site.op {
             Op::Broadcast { .. } => {
@@ -242,8 +245,18 @@ impl Emitter<'_> {
                 Ok(pick(&held, &targets))
             }
             Op::AllGather { axis } => {
-                let held = site
-                    .vals
+                // A shard of no elements adds nothing to the join: it stays
+                // home (unless every shard is empty; then shard 0 goes).
+                let mut live = Vec::with_capacity(site.vals.len());
+                for v in &site.vals {
+                    if self.ty(*v)?.num_elements() > 0 {
+                        live.push(*v);
+                    }
+                }
+                if live.is_empty() {
+                    live.push(site.first);
+                }
+                let held = live
                     .iter()
                     .map(|v| alg.spread(self, *v, &targets))
                     .collect::<Result<Vec<_>, _>>()?;
@@ -288,17 +301,15 @@ impl Emitter<'_> {
         let total = self.finish(op, total, n)?;
         match site.op {
             Op::Reduce { root, .. } => Ok(vec![self.to(total, site.device(root)?)?]),
-            Op::ReduceScatter { axis, .. } => {
-                let extent = site
-                    .ty
-                    .shape
-                    .get(axis)
-                    .copied()
-                    .ok_or_else(|| site.broken(format!("axis {axis} is out of range")))?;
-                let len = extent / n.max(1);
-                (0..n)
-                    .map(|i| {
-                        let s = self.slice(total, axis, i * len, len)?;
+            Op::ReduceScatter { .. } => {
+                let (axis, chunks) = site
+                    .scatter()?
+                    .ok_or_else(|| site.broken("a reduce_scatter without a split"))?;
+                chunks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (start, len))| {
+                        let s = self.slice(total, axis, *start, *len)?;
                         self.to(s, site.device(i)?)
                     })
                     .collect()

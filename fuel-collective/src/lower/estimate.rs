@@ -68,7 +68,9 @@ impl Scratch {
                     name: format!("s{i}"),
                     device,
                 };
-                let here = graph.add_value(input, &[], site.ty.clone());
+                // Each shard's own type: `all_gather` shards may differ.
+                let ty = g.value_type(root).unwrap_or(&site.ty).clone();
+                let here = graph.add_value(input, &[], ty);
                 map.insert(root, here);
                 // ...then copy every chain hanging off it, breadth first.
                 let mut queue = vec![(root, here)];

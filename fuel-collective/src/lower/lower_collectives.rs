@@ -1,8 +1,8 @@
 //! The `lower-collectives` pass: turn every collective node into copies and
 //! local ops.
 //!
-//! **Matches** every `all_reduce`, `reduce`, `broadcast`, `all_gather` and
-//! `reduce_scatter` node, in topological order.
+//! **Matches** every `all_reduce`, `reduce`, `broadcast`, `all_gather`,
+//! `reduce_scatter` and `all_to_all` node, in topological order.
 //!
 //! **Produces** `copy` chains, n-ary element-wise ops (one op with all the
 //! inputs that meet at a device, never a chain of binary ops, except in the
@@ -56,8 +56,14 @@
 //! the reduction point and sends each rank its slice; its ring form is the
 //! first half of the ring all-reduce, cut along the op's own axis. Where the
 //! ring cannot cut (one rank, a scalar, or no axis with an entry per rank)
-//! it falls back to the tree, and the note says so. A group of one rank
-//! needs no exchange: results are the shard itself.
+//! it falls back to the tree, and the note says so. Uneven shards: an
+//! `all_gather`'s shards may differ along its axis (empty ones stay home),
+//! and a `reduce_scatter` slices each rank's share, its split or the
+//! default partition (the ring only where every share has an entry).
+//! `all_to_all` does not use the algorithms: its pieces go `direct`, or
+//! `packed` per staging CPU (`exchange=`, else the cheaper estimate; see
+//! `all_to_all.rs`). A group of one rank needs no exchange: results are the
+//! shard itself.
 //!
 //! Every choice is recorded as a [`Decision`] (the lowering, the reason,
 //! every candidate's estimate), which the pass keeps until its next run
@@ -70,7 +76,7 @@
 use super::emit::Emitter;
 use super::estimate::EstimateCache;
 use super::site::CollectiveSite;
-use super::{algorithm, choose, Decision};
+use super::{algorithm, choose, Decision, Exchange};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassManager, PassOptions};
 use fuel_graph_ext::passes::Transfers;
@@ -92,6 +98,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "children per node of the tree algorithm, 2 or more (default 2)",
     ),
     (
+        "exchange",
+        "how all_to_all moves its pieces: direct or packed (default: the cheaper estimate)",
+    ),
+    (
         "reduce_at",
         "the device where star and hierarchical combine, e.g. cpu:0",
     ),
@@ -107,6 +117,9 @@ pub struct LowerOptions {
     pub reduce_at: Option<Device>,
     /// Children per tree node.
     pub arity: usize,
+    /// How `all_to_all` moves its pieces (`exchange=`), or `None` for the
+    /// cheaper estimate.
+    pub exchange: Option<Exchange>,
 }
 
 impl Default for LowerOptions {
@@ -115,6 +128,21 @@ impl Default for LowerOptions {
             algorithm: None,
             reduce_at: None,
             arity: 2,
+            exchange: None,
+        }
+    }
+}
+
+/// The value of `exchange=`.
+struct ExchangeOption(Exchange);
+
+impl FromStr for ExchangeOption {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "direct" => Ok(ExchangeOption(Exchange { packed: false })),
+            "packed" => Ok(ExchangeOption(Exchange { packed: true })),
+            _ => Err("expected direct or packed".into()),
         }
     }
 }
@@ -147,6 +175,7 @@ impl LowerOptions {
             opts.algorithm = a;
         }
         opts.reduce_at = o.parse::<Device>("reduce_at")?;
+        opts.exchange = o.parse::<ExchangeOption>("exchange")?.map(|e| e.0);
         if let Some(k) = o.parse::<usize>("arity")? {
             if k < 2 {
                 return Err(PassError::BadOption {

@@ -9,10 +9,12 @@
 //! every algorithm uses, [`shape`] the pure planning helpers, and each
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
 //! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `widen.rs` casts
-//! the shards of a narrow `Mean` to its accumulator first. This file only
+//! the shards of a narrow `Mean` to its accumulator first; `all_to_all.rs`
+//! has `all_to_all`'s own two lowerings. This file only
 //! declares them and says what the folder exports.
 
 mod algorithm;
+mod all_to_all;
 mod choose;
 mod closed;
 mod driver;
@@ -28,6 +30,7 @@ mod tree;
 mod widen;
 
 pub use algorithm::Lowering;
+pub use all_to_all::Exchange;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use driver::Driver;
 pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps, imported_hop};

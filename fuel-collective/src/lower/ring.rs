@@ -34,11 +34,14 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
     let n = site.ranks();
     let unfit = match &site.op {
         Op::Broadcast { .. } | Op::AllGather { .. } => None,
-        Op::ReduceScatter { axis, .. } => match site.ty.shape.get(*axis) {
-            Some(&extent) => shape::chunks(extent, n)
-                .is_none()
-                .then(|| format!("axis {axis} has {extent} entries for {n} ranks")),
-            None => Some(format!("{} has no axis {axis}", site.ty)),
+        // The ring's chunks are the ranks' shares, so each must have an
+        // entry (the default partition of `extent` >= `n` entries does).
+        Op::ReduceScatter { axis, .. } => match site.scatter() {
+            Ok(Some((_, chunks))) => chunks
+                .iter()
+                .position(|(_, len)| *len == 0)
+                .map(|r| format!("rank {r}'s share of axis {axis} is empty")),
+            _ => Some(format!("{} has no axis {axis}", site.ty)),
         },
         _ => shape::ring_axis(&site.ty.shape, n)
             .is_none()
@@ -125,7 +128,10 @@ impl Algorithm for Ring {
                             .ok_or_else(|| site.broken(format!("rank {c} is not on the ring")))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                (axis, cut(axis)?, ends)
+                let (_, chunks) = site
+                    .scatter()?
+                    .ok_or_else(|| site.broken("a reduce_scatter without a split"))?;
+                (axis, chunks, ends)
             }
             _ => {
                 let axis = shape::ring_axis(&site.ty.shape, n)

@@ -6,8 +6,12 @@
 //! from the node (which the pass removes at the end).
 
 use fuel_graph_ext::graph::{NodeId, ValueId};
+use fuel_graph_ext::op::scatter_extents;
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, TensorType};
+
+/// Each rank's `(start, len)` along a `reduce_scatter`'s axis.
+pub(super) type Shares = Vec<(usize, usize)>;
 
 /// One collective, read off the graph.
 #[derive(Clone, Debug)]
@@ -20,8 +24,11 @@ pub(super) struct CollectiveSite {
     pub vals: Vec<ValueId>,
     /// Each operand's device, in rank order.
     pub devs: Vec<Device>,
-    /// The shard type.
+    /// The shard type (operand 0's).
     pub ty: TensorType,
+    /// Each operand's type, in rank order, where they differ (the shards
+    /// of an uneven `all_gather`); empty when every shard is `ty`.
+    pub uneven: Vec<TensorType>,
     /// How many results the node has.
     pub num_results: usize,
     /// The dtype a `Mean` is cast back to once divided, when its shards
@@ -51,12 +58,22 @@ impl CollectiveSite {
             .value_type(first)
             .cloned()
             .ok_or_else(|| format!("operand 0 of `{}` is undefined", n.op.mnemonic()))?;
+        let tys: Vec<TensorType> = vals
+            .iter()
+            .map(|v| g.value_type(*v).cloned().unwrap_or_else(|| ty.clone()))
+            .collect();
+        let uneven = if tys.iter().all(|t| *t == ty) {
+            Vec::new()
+        } else {
+            tys
+        };
         Ok(CollectiveSite {
             op: n.op.clone(),
             first,
             vals,
             devs,
             ty,
+            uneven,
             num_results: n.num_results(),
             narrow: None,
         })
@@ -81,6 +98,32 @@ impl CollectiveSite {
             Op::AllReduce { op } | Op::Reduce { op, .. } | Op::ReduceScatter { op, .. } => Some(op),
             _ => None,
         }
+    }
+
+    /// A `reduce_scatter`'s axis and each rank's `(start, len)` along it
+    /// (its split, or the default partition); `None` for other ops.
+    pub fn scatter(&self) -> Result<Option<(usize, Shares)>, Broken> {
+        let Op::ReduceScatter { axis, split, .. } = &self.op else {
+            return Ok(None);
+        };
+        let extent = self
+            .ty
+            .shape
+            .get(*axis)
+            .copied()
+            .ok_or_else(|| self.broken(format!("axis {axis} is out of range")))?;
+        let extents = scatter_extents(split.as_deref(), *axis, extent, self.ranks())
+            .map_err(|e| self.broken(e))?;
+        let mut start = 0;
+        let chunks = extents
+            .into_iter()
+            .map(|len| {
+                let c = (start, len);
+                start += len;
+                c
+            })
+            .collect();
+        Ok(Some((*axis, chunks)))
     }
 
     /// A `reduce`'s root rank.

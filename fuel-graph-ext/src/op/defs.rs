@@ -92,6 +92,8 @@ pub trait Fields {
     fn attr(&mut self, key: &'static str) -> Result<u64, FieldError>;
     /// The dtype attribute `key`.
     fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError>;
+    /// The optional list attribute `key` (`split=[1,2,3]`).
+    fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError>;
     /// The `@device` placement.
     fn at(&mut self) -> Result<Device, FieldError>;
     /// The `-> device` placement.
@@ -137,6 +139,14 @@ pub enum FieldError {
     },
     /// No placement of the form the op takes.
     MissingPlacement(Placement),
+    /// Attribute `key` written as a list where it takes an integer
+    /// (`list: false`), or the other way round.
+    WrongForm {
+        /// The attribute.
+        key: &'static str,
+        /// Whether it takes a list.
+        list: bool,
+    },
 }
 
 /// Reads attribute `key` as a count or index.
@@ -167,6 +177,9 @@ pub struct OpDef {
     pub arity: Arity,
     /// Its attributes, sorted by key: the order `{...}` prints.
     pub attrs: &'static [&'static str],
+    /// Its optional list attributes (`split=[...]`), sorted by key; they
+    /// print after the integer ones, so each sorts after all of those.
+    pub lists: &'static [&'static str],
     /// How its line places it.
     pub placement: Placement,
     /// How many results it has.
@@ -215,6 +228,7 @@ impl OpDef {
             named: false,
             arity,
             attrs,
+            lists: &[],
             placement,
             results: Results::One,
             build,
@@ -233,6 +247,10 @@ impl OpDef {
             named: true,
             ..self
         }
+    }
+    /// Takes the optional list attributes `lists`.
+    const fn lists(self, lists: &'static [&'static str]) -> OpDef {
+        OpDef { lists, ..self }
     }
     /// Has `results` results.
     const fn results(self, results: Results) -> OpDef {
@@ -370,7 +388,7 @@ pub static ALL_GATHER: OpDef =
     })
     .results(Results::PerOperand);
 
-/// `reduce_scatter.<op> %a, ... {axis=A}`.
+/// `reduce_scatter.<op> %a, ... {axis=A}` or `{axis=A, split=[E0, ...]}`.
 pub static REDUCE_SCATTER: OpDef = OpDef::new(
     "reduce_scatter",
     SHARDS,
@@ -379,11 +397,28 @@ pub static REDUCE_SCATTER: OpDef = OpDef::new(
     |f| {
         let op = f.reduce_op()?;
         let axis = usize_attr(f, "axis")?;
-        Ok(Op::ReduceScatter { op, axis })
+        let split = f
+            .list("split")?
+            .map(|v| v.into_iter().map(|e| e as usize).collect());
+        Ok(Op::ReduceScatter { op, axis, split })
     },
 )
 .reduce_variant()
+.lists(&["split"])
 .results(Results::PerOperand);
+
+/// `all_to_all %a, ... {axis=A}` or `{axis=A, split=[E00, E01, ...]}`
+/// (N×N extents, rank i's piece for rank j at `i*N + j`).
+pub static ALL_TO_ALL: OpDef =
+    OpDef::new("all_to_all", SHARDS, &["axis"], Placement::Operands, |f| {
+        let axis = usize_attr(f, "axis")?;
+        let split = f
+            .list("split")?
+            .map(|v| v.into_iter().map(|e| e as usize).collect());
+        Ok(Op::AllToAll { axis, split })
+    })
+    .lists(&["split"])
+    .results(Results::PerOperand);
 
 /// `driver_all_reduce.<op> %a, ... {rank=R} @dev`.
 pub static DRIVER_ALL_REDUCE: OpDef =
@@ -461,6 +496,7 @@ pub static OPS: &[&OpDef] = &[
     &BROADCAST,
     &ALL_GATHER,
     &REDUCE_SCATTER,
+    &ALL_TO_ALL,
     &DRIVER_ALL_REDUCE,
     &COMM_ALL_REDUCE,
     &COMM_BROADCAST,
@@ -502,6 +538,8 @@ pub struct Parts {
     pub variant: Option<ReduceOp>,
     /// Its attribute values, in the row's key order.
     pub attrs: AttrValues,
+    /// Its list attributes that are set, in the row's key order.
+    pub lists: Vec<(&'static str, Vec<u64>)>,
 }
 
 impl Op {
@@ -526,6 +564,7 @@ impl Op {
             Op::Broadcast { .. } => &BROADCAST,
             Op::AllGather { .. } => &ALL_GATHER,
             Op::ReduceScatter { .. } => &REDUCE_SCATTER,
+            Op::AllToAll { .. } => &ALL_TO_ALL,
             Op::DriverAllReduce { .. } => &DRIVER_ALL_REDUCE,
             Op::Comm { kind, .. } => match kind {
                 CommOp::AllReduce(_) => &COMM_ALL_REDUCE,
@@ -547,10 +586,12 @@ impl Op {
             Op::Slice {
                 axis, start, len, ..
             } => (None, &[n(*axis), n(*len), n(*start)]),
-            Op::Concat { axis, .. } | Op::AllGather { axis } => (None, &[n(*axis)]),
+            Op::Concat { axis, .. } | Op::AllGather { axis } | Op::AllToAll { axis, .. } => {
+                (None, &[n(*axis)])
+            }
             Op::AllReduce { op } => (Some(*op), &[]),
             Op::Reduce { op, root } => (Some(*op), &[n(*root)]),
-            Op::ReduceScatter { op, axis } => (Some(*op), &[n(*axis)]),
+            Op::ReduceScatter { op, axis, .. } => (Some(*op), &[n(*axis)]),
             Op::DriverAllReduce { op, rank, .. } => (Some(*op), &[n(*rank)]),
             Op::Comm {
                 kind, comm, ranks, ..
@@ -570,10 +611,20 @@ impl Op {
             | Op::Elementwise { .. }
             | Op::Broadcast { .. } => (None, &[]),
         };
+        let lists = match self {
+            Op::ReduceScatter {
+                split: Some(split), ..
+            }
+            | Op::AllToAll {
+                split: Some(split), ..
+            } => vec![("split", split.iter().map(|e| *e as u64).collect())],
+            _ => Vec::new(),
+        };
         Parts {
             def: self.def(),
             variant,
             attrs: SmallVec::from_slice(attrs),
+            lists,
         }
     }
 }
@@ -613,6 +664,10 @@ mod tests {
             self.asked.push("@".into());
             Ok(Device::cuda(3))
         }
+        fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError> {
+            // Not recorded: list attributes are checked below, by key.
+            Ok(def_lists_probe(key))
+        }
         fn to(&mut self) -> Result<Device, FieldError> {
             self.asked.push("->".into());
             Ok(Device::vulkan(2))
@@ -624,6 +679,11 @@ mod tests {
         fn name(&mut self) -> String {
             "x".into()
         }
+    }
+
+    /// What the probe answers for a list attribute.
+    fn def_lists_probe(key: &str) -> Option<Vec<u64>> {
+        Some(vec![key.len() as u64, 0, 7])
     }
 
     /// Every row builds an op whose parts are that row, with the values
@@ -679,6 +739,16 @@ mod tests {
                 .zip(parts.attrs.iter().copied())
                 .collect();
             assert_eq!(printed, read, "{name}");
+            let lists: Vec<(&str, Vec<u64>)> = def
+                .lists
+                .iter()
+                .map(|k| (*k, def_lists_probe(k).unwrap_or_default()))
+                .collect();
+            assert_eq!(parts.lists, lists, "{name}: list attributes");
+            assert!(
+                def.lists.iter().all(|l| def.attrs.iter().all(|a| a < l)),
+                "{name}: lists print after the integer attributes"
+            );
             assert_eq!(
                 lookup(def.mnemonic).map(|(d, _)| d.mnemonic),
                 Some(def.mnemonic)

@@ -11,7 +11,10 @@
 pub mod defs;
 mod typing;
 
-pub use typing::{cast_defined, comm_type, infer_type, TypeError};
+pub use typing::{
+    all_to_all_pieces, cast_defined, comm_type, infer_type, result_types, scatter_extents,
+    TypeError,
+};
 
 use crate::device::Device;
 use crate::dtype::DType;
@@ -178,8 +181,23 @@ pub enum Op {
     Broadcast { to: DeviceList },
     /// Every rank gets all shards concatenated along `axis`.
     AllGather { axis: usize },
-    /// Rank i gets the i-th equal slice (along `axis`) of the reduction.
-    ReduceScatter { op: ReduceOp, axis: usize },
+    /// Rank i gets the i-th slice (along `axis`) of the reduction: `split[i]`
+    /// entries, or by default `extent / N` each with the remainder on the
+    /// last rank ([`scatter_extents`]). A zero extent is legal.
+    ReduceScatter {
+        op: ReduceOp,
+        axis: usize,
+        split: Option<Vec<usize>>,
+    },
+    /// Rank i's operand is cut along `axis` into N pieces, piece j goes to
+    /// rank j, and rank j joins what it receives in rank order. `split`,
+    /// where given, has N×N extents: entry `i*N + j` is what rank i sends
+    /// to rank j; by default each operand is cut as a `reduce_scatter`
+    /// cuts ([`scatter_extents`]). Operands may differ along `axis` only.
+    AllToAll {
+        axis: usize,
+        split: Option<Vec<usize>>,
+    },
     /// Rank `rank`'s result of an all-reduce that a collective driver (the
     /// host driver for CPU devices, NCCL for CUDA) carries out over the
     /// operands, which may live on several devices of one kind. It is what
@@ -243,6 +261,7 @@ impl Op {
                 | Op::Broadcast { .. }
                 | Op::AllGather { .. }
                 | Op::ReduceScatter { .. }
+                | Op::AllToAll { .. }
         )
     }
 
@@ -287,9 +306,10 @@ impl Op {
     /// device of one of its operands.
     pub fn result_place(&self, result: u32) -> ResultPlace {
         match self {
-            Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => {
-                ResultPlace::Operand(result as usize)
-            }
+            Op::AllReduce { .. }
+            | Op::AllGather { .. }
+            | Op::ReduceScatter { .. }
+            | Op::AllToAll { .. } => ResultPlace::Operand(result as usize),
             Op::Reduce { root, .. } => ResultPlace::Operand(*root),
             Op::Broadcast { to } => ResultPlace::Device(to.get(result as usize).copied()),
             op => ResultPlace::Device(op.device()),

@@ -68,7 +68,7 @@ pub enum TypeError {
         /// Its rank.
         rank: usize,
     },
-    /// A slice that is empty or runs past its axis.
+    /// A slice that runs past its axis.
     #[error("slice {{start={start}, len={len}}} does not fit axis {axis} of extent {extent}")]
     SliceOutOfRange {
         /// First entry.
@@ -80,9 +80,12 @@ pub enum TypeError {
         /// The axis's extent.
         extent: usize,
     },
-    /// A `concat` operand that differs outside the joined axis.
-    #[error("operand {index} of `concat` has type {found}, which does not match {first} outside axis {axis}")]
+    /// A `concat` or `all_gather` operand that differs outside the joined
+    /// axis (along it, operands may differ).
+    #[error("operand {index} of `{op}` has type {found}, which does not match {first} outside axis {axis}; operands may differ only along axis {axis} (pad or reshape the others first)")]
     ConcatMismatch {
+        /// The op's mnemonic.
+        op: String,
         /// The operand.
         index: usize,
         /// Its type.
@@ -128,6 +131,49 @@ pub enum TypeError {
         extent: usize,
         /// The ranks.
         ranks: usize,
+    },
+    /// A `reduce_scatter` split with another count than the ranks.
+    #[error(
+        "reduce_scatter split has {found} extent(s) for {ranks} rank(s); give one extent per rank"
+    )]
+    SplitCount {
+        /// The extents given.
+        found: usize,
+        /// The ranks.
+        ranks: usize,
+    },
+    /// A `reduce_scatter` split that does not add up to the axis extent.
+    #[error("reduce_scatter split adds up to {sum} but axis {axis} has extent {extent}; make the extents add up to {extent}")]
+    SplitSum {
+        /// What the split adds up to (saturated at `usize::MAX`).
+        sum: usize,
+        /// The axis.
+        axis: usize,
+        /// Its extent.
+        extent: usize,
+    },
+    /// An `all_to_all` split without N×N extents.
+    #[error("all_to_all split has {found} extent(s) for {ranks} rank(s); give {want}, rank i's piece for rank j at i*{ranks}+j")]
+    AllToAllSplitCount {
+        /// The extents given.
+        found: usize,
+        /// The ranks.
+        ranks: usize,
+        /// ranks × ranks.
+        want: usize,
+    },
+    /// An `all_to_all` split row that does not add up to its operand's
+    /// extent.
+    #[error("all_to_all split row {rank} adds up to {sum} but operand {rank} has extent {extent} along axis {axis}; make row {rank} add up to {extent}")]
+    AllToAllSplitSum {
+        /// The rank (row) at fault.
+        rank: usize,
+        /// What the row adds up to (saturated at `usize::MAX`).
+        sum: usize,
+        /// The operand's extent.
+        extent: usize,
+        /// The axis.
+        axis: usize,
     },
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
@@ -209,7 +255,9 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             let t = operands[0];
             check_axis(*axis, t)?;
             let extent = t.shape[*axis];
-            if *len == 0 || start.checked_add(*len).is_none_or(|end| end > extent) {
+            // A zero `len` is legal (a rank's empty share of a
+            // reduce_scatter), as long as `start` is inside the axis.
+            if start.checked_add(*len).is_none_or(|end| end > extent) {
                 return Err(TypeError::SliceOutOfRange {
                     start: *start,
                     len: *len,
@@ -219,27 +267,14 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             }
             Ok(t.with_dim(*axis, *len))
         }
-        Op::Concat { axis, .. } => {
-            let first = operands[0];
-            check_axis(*axis, first)?;
-            let mut total = 0usize;
-            for (i, t) in operands.iter().enumerate() {
-                let same_other_axes = t.dtype == first.dtype
-                    && t.rank() == first.rank()
-                    && (0..t.rank()).all(|a| a == *axis || t.shape[a] == first.shape[a]);
-                if !same_other_axes {
-                    return Err(TypeError::ConcatMismatch {
-                        index: i,
-                        found: Box::new((*t).clone()),
-                        first: Box::new(first.clone()),
-                        axis: *axis,
-                    });
-                }
-                total = total
-                    .checked_add(t.shape[*axis])
-                    .ok_or_else(|| too_large(op, *axis))?;
-            }
-            fitting(op, *axis, first.with_dim(*axis, total))
+        Op::Concat { axis, .. } | Op::AllGather { axis } => joined(op, *axis, operands),
+        Op::AllToAll { axis, split } => {
+            joined(op, *axis, operands)?;
+            let pieces = all_to_all_pieces(split.as_deref(), *axis, operands)?;
+            let got = pieces.iter().fold(0usize, |acc, row| {
+                acc.saturating_add(row.first().copied().unwrap_or(0))
+            });
+            Ok(operands[0].with_dim(*axis, got))
         }
         Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
         Op::DriverAllReduce { rank, .. } => {
@@ -266,18 +301,133 @@ pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeE
             }
             Ok(operands[0].clone())
         }
-        Op::AllGather { axis } => {
+        Op::ReduceScatter { axis, split, .. } => {
             let t = all_equal()?;
             check_axis(*axis, &t)?;
-            let extent = t.shape[*axis]
-                .checked_mul(n)
-                .ok_or_else(|| too_large(op, *axis))?;
-            fitting(op, *axis, t.with_dim(*axis, extent))
+            let extents = scatter_extents(split.as_deref(), *axis, t.shape[*axis], n)?;
+            Ok(t.with_dim(*axis, extents.first().copied().unwrap_or(0)))
         }
-        Op::ReduceScatter { axis, .. } => {
-            let t = all_equal()?;
-            check_axis(*axis, &t)?;
-            split(*axis, &t, n)
+    }
+}
+
+/// Each result's type where the results of `op` differ (an uneven
+/// `reduce_scatter`), else `None`: every result has [`infer_type`]'s type,
+/// which for a `reduce_scatter` is result 0's.
+pub fn result_types(
+    op: &Op,
+    operands: &[&TensorType],
+) -> Result<Option<Vec<TensorType>>, TypeError> {
+    let t = infer_type(op, operands)?;
+    if let Op::AllToAll { axis, split } = op {
+        let pieces = all_to_all_pieces(split.as_deref(), *axis, operands)?;
+        let got: Vec<usize> = (0..operands.len())
+            .map(|j| {
+                pieces.iter().fold(0usize, |acc, row| {
+                    acc.saturating_add(row.get(j).copied().unwrap_or(0))
+                })
+            })
+            .collect();
+        if got.iter().all(|e| Some(e) == got.first()) {
+            return Ok(None);
+        }
+        return Ok(Some(got.iter().map(|e| t.with_dim(*axis, *e)).collect()));
+    }
+    let Op::ReduceScatter { axis, split, .. } = op else {
+        return Ok(None);
+    };
+    let full = operands[0].shape[*axis];
+    let extents = scatter_extents(split.as_deref(), *axis, full, operands.len())?;
+    if extents.iter().all(|e| Some(e) == extents.first()) {
+        return Ok(None);
+    }
+    Ok(Some(
+        extents.iter().map(|e| t.with_dim(*axis, *e)).collect(),
+    ))
+}
+
+/// The pieces of an `all_to_all` along `axis` (in range for every operand):
+/// `pieces[i][j]` entries of operand i go to rank j. From `split` (N×N,
+/// row i adding up to operand i's extent) or, by default, each operand cut
+/// as [`scatter_extents`] cuts it.
+pub fn all_to_all_pieces(
+    split: Option<&[usize]>,
+    axis: usize,
+    operands: &[&TensorType],
+) -> Result<Vec<Vec<usize>>, TypeError> {
+    let n = operands.len();
+    match split {
+        Some(s) => {
+            let want = n.saturating_mul(n);
+            if s.len() != want {
+                return Err(TypeError::AllToAllSplitCount {
+                    found: s.len(),
+                    ranks: n,
+                    want,
+                });
+            }
+            s.chunks(n.max(1))
+                .zip(operands)
+                .enumerate()
+                .map(|(rank, (row, t))| {
+                    let extent = t.shape[axis];
+                    let sum = row
+                        .iter()
+                        .try_fold(0usize, |acc, e| acc.checked_add(*e))
+                        .unwrap_or(usize::MAX);
+                    if sum != extent {
+                        return Err(TypeError::AllToAllSplitSum {
+                            rank,
+                            sum,
+                            extent,
+                            axis,
+                        });
+                    }
+                    Ok(row.to_vec())
+                })
+                .collect()
+        }
+        None => operands
+            .iter()
+            .map(|t| scatter_extents(None, axis, t.shape[axis], n))
+            .collect(),
+    }
+}
+
+/// Each rank's extent of a `reduce_scatter` of `extent` entries along
+/// `axis` over `ranks` ranks (1 or more): `split` as given, which must have
+/// one extent per rank adding up to `extent`, or by default `extent /
+/// ranks` each with the remainder on the last rank.
+pub fn scatter_extents(
+    split: Option<&[usize]>,
+    axis: usize,
+    extent: usize,
+    ranks: usize,
+) -> Result<Vec<usize>, TypeError> {
+    match split {
+        Some(s) => {
+            if s.len() != ranks {
+                return Err(TypeError::SplitCount {
+                    found: s.len(),
+                    ranks,
+                });
+            }
+            let sum = s
+                .iter()
+                .try_fold(0usize, |acc, e| acc.checked_add(*e))
+                .unwrap_or(usize::MAX);
+            if sum != extent {
+                return Err(TypeError::SplitSum { sum, axis, extent });
+            }
+            Ok(s.to_vec())
+        }
+        None => {
+            let ranks = ranks.max(1);
+            let each = extent / ranks;
+            let mut v = vec![each; ranks];
+            if let Some(last) = v.last_mut() {
+                *last = extent - each * (ranks - 1);
+            }
+            Ok(v)
         }
     }
 }
@@ -351,6 +501,33 @@ fn check_arity(op: &Op, n: usize) -> Result<(), TypeError> {
     }
 }
 
+/// `operands` joined along `axis`, in order (`concat`, and what every rank
+/// of an `all_gather` gets): they may differ in extent along `axis` (a zero
+/// extent included) and nowhere else.
+fn joined(op: &Op, axis: usize, operands: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let first = operands[0];
+    check_axis(axis, first)?;
+    let mut total = 0usize;
+    for (i, t) in operands.iter().enumerate() {
+        let same_other_axes = t.dtype == first.dtype
+            && t.rank() == first.rank()
+            && (0..t.rank()).all(|a| a == axis || t.shape[a] == first.shape[a]);
+        if !same_other_axes {
+            return Err(TypeError::ConcatMismatch {
+                op: op.mnemonic(),
+                index: i,
+                found: Box::new((*t).clone()),
+                first: Box::new(first.clone()),
+                axis,
+            });
+        }
+        total = total
+            .checked_add(t.shape[axis])
+            .ok_or_else(|| too_large(op, axis))?;
+    }
+    fitting(op, axis, first.with_dim(axis, total))
+}
+
 fn check_axis(axis: usize, t: &TensorType) -> Result<(), TypeError> {
     if axis >= t.rank() {
         Err(TypeError::AxisOutOfRange {
@@ -393,19 +570,72 @@ mod tests {
                 .to_string(),
             "f32[18,2]"
         );
+        // Uneven shards (a zero extent too) gather to the sum of extents;
+        // any other dim that differs is refused, naming the axis.
+        let (a, b, z) = (
+            TensorType::new(DType::F32, &[3, 2]),
+            TensorType::new(DType::F32, &[5, 2]),
+            TensorType::new(DType::F32, &[0, 2]),
+        );
+        assert_eq!(
+            infer_type(&Op::AllGather { axis: 0 }, &[&a, &b, &z])
+                .unwrap()
+                .to_string(),
+            "f32[8,2]"
+        );
+        assert_eq!(
+            infer_type(&Op::AllGather { axis: 1 }, &[&a, &b])
+                .unwrap_err()
+                .to_string(),
+            "operand 1 of `all_gather` has type f32[5,2], which does not match f32[3,2] outside axis 1; operands may differ only along axis 1 (pad or reshape the others first)"
+        );
         let rs = Op::ReduceScatter {
             op: ReduceOp::Sum,
             axis: 0,
+            split: None,
         };
         assert_eq!(infer_type(&rs, &ops).unwrap().to_string(), "f32[2,2]");
+        assert_eq!(result_types(&rs, &ops).unwrap(), None);
+        // 2 entries over 3 ranks: 0, 0 and the remainder, 2, on the last.
         let rs1 = Op::ReduceScatter {
             op: ReduceOp::Sum,
             axis: 1,
+            split: None,
         };
-        assert!(infer_type(&rs1, &ops)
-            .unwrap_err()
-            .to_string()
-            .contains("cannot split evenly"));
+        let each: Vec<String> = result_types(&rs1, &ops)
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(each, ["f32[6,0]", "f32[6,0]", "f32[6,2]"]);
+        let with = |split: &[usize]| Op::ReduceScatter {
+            op: ReduceOp::Sum,
+            axis: 0,
+            split: Some(split.to_vec()),
+        };
+        let each: Vec<String> = result_types(&with(&[1, 0, 5]), &ops)
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(each, ["f32[1,2]", "f32[0,2]", "f32[5,2]"]);
+        assert_eq!(
+            infer_type(&with(&[1, 5]), &ops).unwrap_err().to_string(),
+            "reduce_scatter split has 2 extent(s) for 3 rank(s); give one extent per rank"
+        );
+        assert_eq!(
+            infer_type(&with(&[1, 2, 4]), &ops).unwrap_err().to_string(),
+            "reduce_scatter split adds up to 7 but axis 0 has extent 6; make the extents add up to 6"
+        );
+        assert!(matches!(
+            infer_type(&with(&[usize::MAX, 2, 4]), &ops),
+            Err(TypeError::SplitSum {
+                sum: usize::MAX,
+                ..
+            })
+        ));
         let r = Op::Reduce {
             op: ReduceOp::Max,
             root: 3,
@@ -414,6 +644,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("root 3 is out of range"));
+    }
+
+    #[test]
+    fn all_to_all_types() {
+        let (a, b) = (
+            TensorType::new(DType::F32, &[3, 2]),
+            TensorType::new(DType::F32, &[1, 2]),
+        );
+        // Rank 0 sends 3 rows to rank 1; rank 1 keeps its 1 row.
+        let op = Op::AllToAll {
+            axis: 0,
+            split: Some(vec![0, 3, 0, 1]),
+        };
+        let each: Vec<String> = result_types(&op, &[&a, &b])
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(each, ["f32[0,2]", "f32[4,2]"]);
+        // By default each operand is cut as reduce_scatter cuts it.
+        let op = Op::AllToAll {
+            axis: 0,
+            split: None,
+        };
+        assert_eq!(
+            all_to_all_pieces(None, 0, &[&a, &b]).unwrap(),
+            vec![vec![1, 2], vec![0, 1]]
+        );
+        assert_eq!(infer_type(&op, &[&a, &b]).unwrap().to_string(), "f32[1,2]");
+        let c = TensorType::new(DType::F32, &[3, 4]);
+        assert!(infer_type(&op, &[&a, &c])
+            .unwrap_err()
+            .to_string()
+            .contains("outside axis 0"));
     }
 
     #[test]

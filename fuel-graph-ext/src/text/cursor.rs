@@ -169,7 +169,11 @@ impl<'a> Cur<'a> {
             let digits = self.text.get(start..self.pos).unwrap_or("");
             self.err_at(
                 start,
-                format!("{what} `{}` is too large", excerpt::token(digits)),
+                format!(
+                    "{what} `{}` is too large (at most {})",
+                    excerpt::token(digits),
+                    u64::MAX
+                ),
             )
         })
     }

@@ -20,6 +20,11 @@ use crate::op::{DeviceList, Op, ReduceOp};
 pub(super) struct NodeLine {
     pub op: Op,
     pub ty: TensorType,
+    /// Every result's type, where the line gives one per result
+    /// (`: f32[1], f32[2]`); empty where it gives one for all.
+    pub tys: Vec<TensorType>,
+    /// Byte offset of the first type.
+    pub ty_pos: usize,
     pub number: usize,
     /// Byte offset of the `%` that starts the line.
     pub pos: usize,
@@ -45,11 +50,12 @@ impl Place {
     }
 }
 
-/// An attribute's value as written: a number or a name.
-#[derive(Clone, Copy)]
+/// An attribute's value as written: a number, a name or a list
+/// (`7`, `f16`, `[1, 2, 3]`).
 enum Written<'a> {
     Int(u64),
     Name(&'a str),
+    List(Vec<u64>),
 }
 
 /// The pieces of one line, handed out to the row's `build`.
@@ -87,9 +93,11 @@ impl Fields for Line<'_> {
                 key,
                 found: n.to_string(),
             }),
+            Written::List(_) => Err(FieldError::WrongForm { key, list: false }),
         }
     }
     fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError> {
+        let expected = || DType::ALL.map(DType::as_str).join(", ");
         match self.take(key)? {
             Written::Name(n) => n.parse().map_err(|message: String| FieldError::NotDType {
                 key,
@@ -99,9 +107,25 @@ impl Fields for Line<'_> {
                 key,
                 found: format!(
                     "`{{{key}=...}}` takes a dtype, found `{v}`: expected one of {}",
-                    DType::ALL.map(DType::as_str).join(", ")
+                    expected()
                 ),
             }),
+            Written::List(_) => Err(FieldError::NotDType {
+                key,
+                found: format!(
+                    "`{{{key}=...}}` takes a dtype, found a list: expected one of {}",
+                    expected()
+                ),
+            }),
+        }
+    }
+    fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError> {
+        if !self.attrs.iter().any(|(a, _, _)| *a == key) {
+            return Ok(None);
+        }
+        match self.take(key)? {
+            Written::List(v) => Ok(Some(v)),
+            Written::Int(_) | Written::Name(_) => Err(FieldError::WrongForm { key, list: true }),
         }
     }
     fn at(&mut self) -> Result<Device, FieldError> {
@@ -235,9 +259,28 @@ pub(super) fn parse_node_line(
             let key = c.ident("an attribute name")?;
             c.expect("=", "`=` after the attribute name")?;
             c.skip_ws();
-            // A number, or a name (a dtype); an op reads its attributes as
-            // the kind it takes.
-            let v = if c.rest().starts_with(|ch: char| ch.is_ascii_alphabetic()) {
+            // A list, a number, or a name (a dtype); an op reads its
+            // attributes as the kind it takes.
+            let v = if c.eat("[") {
+                let mut list = Vec::new();
+                if !c.eat("]") {
+                    loop {
+                        c.skip_ws();
+                        if c.peek("-") {
+                            return Err(c.err(format!(
+                                "`{}` lists extents, which are 0 or more; write a count of entries, not a negative number",
+                                excerpt::token(key)
+                            )));
+                        }
+                        list.push(c.number(&format!("an extent in `{}`", excerpt::token(key)))?);
+                        if c.eat("]") {
+                            break;
+                        }
+                        c.expect(",", "`,` or `]` in the list")?;
+                    }
+                }
+                Written::List(list)
+            } else if c.rest().starts_with(|ch: char| ch.is_ascii_alphabetic()) {
                 Written::Name(c.ident("an attribute value")?)
             } else {
                 Written::Int(c.number("an integer attribute value")?)
@@ -281,7 +324,16 @@ pub(super) fn parse_node_line(
         Place::None
     };
     c.expect(":", "`:` and the result type")?;
+    c.skip_ws();
+    let ty_pos = c.pos;
     let ty = c.tensor_type()?;
+    let mut tys = Vec::new();
+    while c.eat(",") {
+        if tys.is_empty() {
+            tys.push(ty.clone());
+        }
+        tys.push(c.tensor_type()?);
+    }
     if !c.at_end() {
         let found = c.found();
         return Err(c.err(format!(
@@ -319,6 +371,14 @@ pub(super) fn parse_node_line(
             format!("attribute `{key}` of `{mnemonic}` takes an integer, found `{found}`"),
         ),
         FieldError::NotDType { found, .. } => c.err_at(op_pos, found),
+        FieldError::WrongForm { key, list: true } => c.err_at(
+            op_pos,
+            format!("attribute `{key}` of `{mnemonic}` is a list; write `{{{key}=[a, b, ...]}}`"),
+        ),
+        FieldError::WrongForm { key, list: false } => c.err_at(
+            op_pos,
+            format!("attribute `{key}` of `{mnemonic}` is an integer; write `{{{key}=N}}`"),
+        ),
         FieldError::MissingPlacement(Placement::At) => c.err_at(
             place_pos,
             format!("expected `@device` placement on `{mnemonic}`"),
@@ -329,10 +389,11 @@ pub(super) fn parse_node_line(
         ),
     })?;
     if let Some((key, _, apos)) = line.attrs.first() {
-        let known = if def.attrs.is_empty() {
+        let known = if def.attrs.is_empty() && def.lists.is_empty() {
             "none".to_string()
         } else {
-            def.attrs.join(", ")
+            let all: Vec<&str> = def.attrs.iter().chain(def.lists).copied().collect();
+            all.join(", ")
         };
         return Err(c.err_at(
             *apos,
@@ -363,6 +424,8 @@ pub(super) fn parse_node_line(
     Ok(NodeLine {
         op,
         ty,
+        tys,
+        ty_pos,
         number,
         pos,
         declared_results,

@@ -215,15 +215,31 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         }
         let node = parse_node_line(&mut c, &mut refs)?;
         let operands = refs.len() - first;
+        let results = node.op.num_results(operands);
+        if !node.tys.is_empty() && node.tys.len() != results {
+            return Err(c.err_at(
+                node.ty_pos,
+                format!(
+                    "expected one type, or one per result ({results}), on `{}`; found {}",
+                    node.op.mnemonic(),
+                    node.tys.len()
+                ),
+            ));
+        }
+        let multi = node.op.is_multi_result();
+        let id = g.add_node(node.op, &[], node.ty);
+        if !node.tys.is_empty() {
+            g.set_result_types(id, node.tys);
+        }
         decls.push(Decl {
             number: node.number,
             line: line_no,
             pos: node.pos,
             declared_results: node.declared_results,
             refs: first..refs.len(),
-            multi: node.op.is_multi_result(),
-            results: node.op.num_results(operands),
-            id: g.add_node(node.op, &[], node.ty),
+            multi,
+            results,
+            id,
         });
     }
     if !closed {

@@ -5,6 +5,7 @@
 //! order, placement form.
 
 use crate::device::Device;
+use crate::dtype::TensorType;
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::defs::{AttrValue, Placement};
 use crate::op::Op;
@@ -192,7 +193,7 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         s.push_str(if i == 0 { " " } else { ", " });
         num.push_name(s, g, *v);
     }
-    if !parts.attrs.is_empty() {
+    if !parts.attrs.is_empty() || !parts.lists.is_empty() {
         s.push_str(" {");
         for (i, (k, v)) in parts.def.attrs.iter().zip(&parts.attrs).enumerate() {
             if i > 0 {
@@ -204,6 +205,20 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
                 AttrValue::Int(n) => push_num(s, *n),
                 AttrValue::DType(d) => s.push_str(d.as_str()),
             }
+        }
+        for (i, (k, list)) in parts.lists.iter().enumerate() {
+            if i > 0 || !parts.attrs.is_empty() {
+                s.push_str(", ");
+            }
+            s.push_str(k);
+            s.push_str("=[");
+            for (j, v) in list.iter().enumerate() {
+                if j > 0 {
+                    s.push_str(", ");
+                }
+                push_num(s, *v);
+            }
+            s.push(']');
         }
         s.push('}');
     }
@@ -233,16 +248,30 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         Placement::Operands => {}
     }
     s.push_str(" : ");
-    s.push_str(n.ty.dtype.as_str());
+    if n.result_tys.is_empty() {
+        push_type(s, &n.ty);
+    } else {
+        for (i, t) in n.result_tys.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            push_type(s, t);
+        }
+    }
+    true
+}
+
+/// `f32[2,3]`.
+fn push_type(s: &mut String, t: &TensorType) {
+    s.push_str(t.dtype.as_str());
     s.push('[');
-    for (i, d) in n.ty.shape.iter().enumerate() {
+    for (i, d) in t.shape.iter().enumerate() {
         if i > 0 {
             s.push(',');
         }
         push_num(s, *d as u64);
     }
     s.push(']');
-    true
 }
 
 /// Escapes `"` and `\` (and control characters) in an input name.

@@ -83,7 +83,7 @@ fuzz_target!(|c: Case| {
     let dtype = DType::ALL[c.dtype as usize % DType::ALL.len()];
     let mut shape: Vec<usize> = c.shape.iter().take(3).map(|d| (*d as usize % 6) + 1).collect();
     let rop = ReduceOp::ALL[c.op as usize % ReduceOp::ALL.len()];
-    let kind = c.kind % 5;
+    let kind = c.kind % 6;
     let axis = if shape.is_empty() { 0 } else { c.axis as usize % shape.len() };
     if kind == 4 {
         if shape.is_empty() {
@@ -140,7 +140,16 @@ fuzz_target!(|c: Case| {
         1 => (Op::Reduce { op: rop, root }, shards),
         2 => (Op::Broadcast { to: devices.iter().copied().collect() }, vec![shards[root]]),
         3 => (Op::AllGather { axis }, shards),
-        _ => (Op::ReduceScatter { op: rop, axis }, shards),
+        5 => (Op::AllToAll { axis, split: None }, shards),
+        // A split from the root byte: the whole axis on one rank, none on
+        // the others (a zero extent is legal), or the default partition.
+        _ => {
+            let split = (c.root % 2 == 1).then(|| {
+                let extent = shape.get(axis).copied().unwrap_or(0);
+                (0..n).map(|r| if r == root { extent } else { 0 }).collect()
+            });
+            (Op::ReduceScatter { op: rop, axis, split }, shards)
+        }
     };
     // Half-precision products of the deterministic inputs (up to 4^8) round,
     // and the lowering may multiply in another order than the interpreter,
@@ -151,7 +160,11 @@ fuzz_target!(|c: Case| {
     }
     let tys: Vec<&TensorType> = operands.iter().map(|_| &ty).collect();
     let Ok(out_ty) = op::infer_type(&op, &tys) else { return };
+    let each = op::result_types(&op, &tys).ok().flatten();
     let id = g.add_node(op, &operands, out_ty);
+    if let Some(each) = each {
+        g.set_result_types(id, each);
+    }
     let results = g.node(id).map_or(0, |x| x.num_results());
     g.set_outputs((0..results as u32).map(|r| ValueId { node: id, result: r }).collect());
     let mut topo = Topology::default();

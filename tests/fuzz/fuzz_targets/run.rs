@@ -147,7 +147,11 @@ fuzz_target!(|c: Case| {
                     0 => Op::AllReduce { op: rop },
                     1 => Op::Reduce { op: rop, root: *root as usize % n },
                     2 => Op::AllGather { axis: 0 },
-                    _ => Op::ReduceScatter { op: rop, axis: 0 },
+                    _ => Op::ReduceScatter {
+                        op: rop,
+                        axis: 0,
+                        split: None,
+                    },
                 };
                 let tys: Vec<&TensorType> = shards.iter().map(|s| &s.ty).collect();
                 let Ok(out) = op::infer_type(&op, &tys) else { continue };

@@ -159,3 +159,149 @@ graph @shared_staging {
   return %4#1, %3#0, %2#1
 }
 """)
+
+
+def case_typed(path, passes, why, name, devs, tys, body_op, results, topology=None):
+    """Like `case`, but shard i has type tys[i] (uneven shards)."""
+    lines = [f"// RUN: --passes {passes}" + (f" --topology {topology}" if topology else "")]
+    lines += [f"// {w}" for w in why]
+    lines.append(f"graph @{name} {{")
+    for i, (d, ty) in enumerate(zip(devs, tys)):
+        lines.append(f'  %{i} = input "s{i}" @{d} : {ty}')
+    lines.append(body_op)
+    lines.append(f"  return {results}")
+    lines.append("}")
+    full = os.path.join(HERE, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+# 5. all_gather of uneven shards on every group with every algorithm: rank i
+# holds i % 3 rows (rank 0 holds none), and every rank gets all of them.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    rows = [i % 3 for i in range(n)]
+    for alg in ALGS:
+        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
+        topo = "peer01.topo" if gname == "mix8" else None
+        case_typed(
+            f"uneven/all-gather-{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"all_gather of uneven shards ({rows} rows) over [{', '.join(devs)}] with algorithm={alg}."]
+            + (["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []),
+            f"all_gather_uneven_{gname.replace('-', '_')}_{alg}",
+            devs,
+            [f"i32[{r},3]" for r in rows],
+            f"  %{n}:{n} = all_gather {shards(n)} {{axis=0}} : i32[{sum(rows)},3]",
+            outs(n, n),
+            topo,
+        )
+
+# 6. reduce_scatter with a split (rank i gets i % 3 rows, so rank 0 gets
+# none) and with the default partition of 7 rows (7 // N each, the remainder
+# on the last rank), on every group with every algorithm.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    split = [i % 3 for i in range(n)] if n > 1 else [2]
+    rows = sum(split)
+    default = [7 // n] * (n - 1) + [7 - (7 // n) * (n - 1)]
+    for alg in ALGS:
+        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
+        topo = "peer01.topo" if gname == "mix8" else None
+        peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+        g = gname.replace("-", "_")
+        tys = ", ".join(f"i32[{r},3]" for r in split)
+        case(
+            f"uneven/reduce-scatter-split-{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"reduce_scatter.sum with split={split} over [{', '.join(devs)}] with algorithm={alg}."]
+            + peers,
+            f"reduce_scatter_split_{g}_{alg}",
+            devs,
+            f"i32[{rows},3]",
+            f"  %{n}:{n} = reduce_scatter.sum {shards(n)} {{axis=0, split=[{', '.join(map(str, split))}]}} : {tys}",
+            outs(n, n),
+            topo,
+        )
+        tys = ", ".join(f"f32[2,{r}]" for r in default)
+        if len(set(default)) == 1:
+            tys = f"f32[2,{default[0]}]"
+        case(
+            f"uneven/reduce-scatter-default-{gname}-{alg}.fir",
+            pipeline(alg, extra),
+            [f"reduce_scatter.max of 7 columns, default partition {default}, over [{', '.join(devs)}] with algorithm={alg}."]
+            + peers,
+            f"reduce_scatter_default_{g}_{alg}",
+            devs,
+            "f32[2,7]",
+            f"  %{n}:{n} = reduce_scatter.max {shards(n)} {{axis=1}} : {tys}",
+            outs(n, n),
+            topo,
+        )
+
+# 7. all_to_all on every group (algorithm= does not apply: the note
+# compares `direct` and `packed`): a split in which rank 0 receives nothing
+# (so the shards are uneven too), and the default cut of 5 rows.
+for gname, devs in GROUPS.items():
+    n = len(devs)
+    topo = "peer01.topo" if gname == "mix8" else None
+    peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+    g = gname.replace("-", "_")
+    split = [[0 if j == 0 else (i + j) % 3 + (1 if n == 1 else 0) for j in range(n)] for i in range(n)]
+    rows = [sum(r) for r in split]
+    got = [sum(split[i][j] for i in range(n)) for j in range(n)]
+    flat = ", ".join(str(e) for r in split for e in r)
+    tys = ", ".join(f"i32[{r},2]" for r in got) if len(set(got)) > 1 else f"i32[{got[0]},2]"
+    case_typed(
+        f"uneven/all-to-all-split-{gname}-auto.fir",
+        pipeline("auto"),
+        [f"all_to_all with split={split} over [{', '.join(devs)}]: rank 0 receives nothing."] + peers,
+        f"all_to_all_split_{g}",
+        devs,
+        [f"i32[{r},2]" for r in rows],
+        f"  %{n}:{n} = all_to_all {shards(n)} {{axis=0, split=[{flat}]}} : {tys}",
+        outs(n, n),
+        topo,
+    )
+    default = [5 // n] * (n - 1) + [5 - (5 // n) * (n - 1)]
+    got = [d * n for d in default]
+    tys = ", ".join(f"f32[3,{r}]" for r in got) if len(set(got)) > 1 else f"f32[3,{got[0]}]"
+    case(
+        f"uneven/all-to-all-default-{gname}-auto.fir",
+        pipeline("auto"),
+        [f"all_to_all of 5 columns, each cut {default}, over [{', '.join(devs)}]."] + peers,
+        f"all_to_all_default_{g}",
+        devs,
+        "f32[3,5]",
+        f"  %{n}:{n} = all_to_all {shards(n)} {{axis=1}} : {tys}",
+        outs(n, n),
+        topo,
+    )
+
+# 8. all_to_all with exchange=packed and exchange=direct on the groups whose
+# pieces stage through the CPU: packing joins a source's pieces bound for
+# one staging CPU into one transfer.
+for gname in ["cuda0-vulkan0", "cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
+    devs = GROUPS[gname]
+    n = len(devs)
+    topo = "peer01.topo" if gname == "mix8" else None
+    peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+    g = gname.replace("-", "_")
+    split = [[0 if j == 0 else (i + j) % 3 for j in range(n)] for i in range(n)]
+    rows = [sum(r) for r in split]
+    got = [sum(split[i][j] for i in range(n)) for j in range(n)]
+    flat = ", ".join(str(e) for r in split for e in r)
+    tys = ", ".join(f"i32[{r},2]" for r in got) if len(set(got)) > 1 else f"i32[{got[0]},2]"
+    for ex in ["direct", "packed"]:
+        case_typed(
+            f"uneven/all-to-all-split-{gname}-{ex}.fir",
+            f"lower-collectives{{exchange={ex}}}",
+            [f"all_to_all with split={split} over [{', '.join(devs)}], exchange={ex}."] + peers,
+            f"all_to_all_{ex}_{g}",
+            devs,
+            [f"i32[{r},2]" for r in rows],
+            f"  %{n}:{n} = all_to_all {shards(n)} {{axis=0, split=[{flat}]}} : {tys}",
+            outs(n, n),
+            topo,
+        )
