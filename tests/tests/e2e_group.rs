@@ -198,21 +198,9 @@ fn uneven_gather_check(devices: &[Device], rows: &[usize], algorithm: &str) {
     }
     let original = g.snapshot();
     let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
-    let lowered = lower(&original, &pipeline);
-    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
-    let inputs = deterministic_inputs(&original);
-    let want = interpret(&original, &inputs).unwrap();
-    let got = exe
-        .run_host(&inputs)
-        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
-    assert_eq!(got.len(), devices.len());
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        if let Err(e) = g.check_same(w) {
-            panic!("{algorithm}: result {k} differs: {e}");
-        }
-        assert_eq!(g.ty.num_elements(), total * 3);
+    for r in lower_run_exactly(&original, &pipeline, devices, algorithm) {
+        assert_eq!(r.ty.num_elements(), total * 3);
     }
-    assert_no_leaks(&exe);
 }
 
 #[test]
@@ -253,24 +241,13 @@ fn uneven_scatter_check(devices: &[Device], rows: usize, split: Option<&[usize]>
     }
     let original = g.snapshot();
     let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
-    let lowered = lower(&original, &pipeline);
-    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
-    let inputs = deterministic_inputs(&original);
-    let want = interpret(&original, &inputs).unwrap();
-    let got = exe
-        .run_host(&inputs)
-        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
-    assert_eq!(got.len(), devices.len());
+    let got = lower_run_exactly(&original, &pipeline, devices, algorithm);
     let mut total = 0;
-    for (k, ((g, w), t)) in got.iter().zip(&want).zip(&outs).enumerate() {
-        if let Err(e) = g.check_same(w) {
-            panic!("{algorithm}: result {k} differs: {e}");
-        }
-        assert_eq!(g.ty.num_elements(), t.ty().num_elements());
+    for (r, t) in got.iter().zip(&outs) {
+        assert_eq!(r.ty.num_elements(), t.ty().num_elements());
         total += t.ty().shape[0];
     }
     assert_eq!(total, rows);
-    assert_no_leaks(&exe);
 }
 
 #[test]
@@ -321,24 +298,13 @@ fn all_to_all_check(
         Some(x) => fuel_collective::pipeline_with(&format!("exchange={x}")),
         None => fuel_collective::pipeline_with("algorithm=auto"),
     };
-    let lowered = lower(&original, &pipeline);
-    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{exchange:?}: {e}"));
-    let inputs = deterministic_inputs(&original);
-    let want = interpret(&original, &inputs).unwrap();
-    let got = exe
-        .run_host(&inputs)
-        .unwrap_or_else(|e| panic!("{exchange:?} on {devices:?}: {e}"));
-    assert_eq!(got.len(), devices.len());
+    let got = lower_run_exactly(&original, &pipeline, devices, &format!("{exchange:?}"));
     let mut total = 0;
-    for (k, ((g, w), t)) in got.iter().zip(&want).zip(&outs).enumerate() {
-        if let Err(e) = g.check_same(w) {
-            panic!("{exchange:?}: result {k} differs: {e}");
-        }
-        assert_eq!(g.ty.num_elements(), t.ty().num_elements());
+    for (r, t) in got.iter().zip(&outs) {
+        assert_eq!(r.ty.num_elements(), t.ty().num_elements());
         total += t.ty().shape[0];
     }
     assert_eq!(total, rows.iter().sum::<usize>(), "every row arrives once");
-    assert_no_leaks(&exe);
 }
 
 #[test]
@@ -367,4 +333,30 @@ fn all_to_all_across_cpu_and_vulkan() {
         all_to_all_check(&devs, &[3, 4, 3, 2], Some(&split), x);
         all_to_all_check(&devs, &[5, 5, 5, 5], None, x);
     }
+}
+
+/// Lowers `original` with `pipeline`, runs it on `devices` and checks every
+/// result against the interpreter's meaning of `original`, bit for bit,
+/// with nothing left allocated; returns the results.
+fn lower_run_exactly(
+    original: &fuel_graph_ext::Graph,
+    pipeline: &str,
+    devices: &[Device],
+    what: &str,
+) -> Vec<fuel_graph_ext::interp::HostTensor> {
+    let lowered = lower(original, pipeline);
+    let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let inputs = deterministic_inputs(original);
+    let want = interpret(original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{what} on {devices:?}: {e}"));
+    assert_eq!(got.len(), devices.len());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = g.check_same(w) {
+            panic!("{what}: result {k} differs: {e}");
+        }
+    }
+    assert_no_leaks(&exe);
+    got
 }

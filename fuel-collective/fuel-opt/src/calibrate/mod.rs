@@ -368,6 +368,43 @@ pub fn measure(
     Ok(topo)
 }
 
+/// Sets a fixed part (a latency or a fixed cost) and a curve of `t`.
+type SetFigures<'a> = dyn Fn(&mut Topology, Option<f64>, Curve) + 'a;
+
+/// Fits what `set` sets to `g`, one graph timed at growing sizes: the
+/// fixed part from the smallest (when `fixed` gives its value now), then
+/// the curve's point at each larger size (in microseconds per byte, which
+/// the model is affine in).
+fn fit_sweep(t: &mut Topology, g: &[Timed], fixed: Option<f64>, curve: Curve, set: &SetFigures) {
+    let mut c = sized(curve);
+    set(t, None, c);
+    if let Some(now) = fixed {
+        let x = solve1(
+            |x| {
+                let mut u = t.clone();
+                set(&mut u, Some(x), c);
+                g[0].model(&u)
+            },
+            now,
+            g[0].us,
+        );
+        set(t, Some(clamp(x)), c);
+    }
+    for (k, timed) in g.iter().enumerate().skip(1) {
+        let inv = solve1(
+            |y| {
+                let mut u = t.clone();
+                set(&mut u, None, with_point(c, k - 1, y));
+                timed.model(&u)
+            },
+            per_byte(c.points()[k - 1].1),
+            timed.us,
+        );
+        c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+        set(t, None, c);
+    }
+}
+
 /// Fits every figure to the measurements, eight times over.
 fn fit(m: &Measured, base: &Topology) -> Topology {
     let mut t = base.clone();
@@ -457,74 +494,31 @@ fn fit(m: &Measured, base: &Topology) -> Topology {
         // each larger size (microseconds per byte, which the model is
         // affine in).
         for (class, _, _, g) in &m.links {
-            let set = |u: &mut Topology, lat: Option<f64>, c: Curve| {
-                let mut l = u.link(*class);
-                l.latency_us = lat.unwrap_or(l.latency_us);
-                l.bandwidth = c;
-                u.set_link(*class, l);
-            };
-            let mut c = sized(t.link(*class).bandwidth);
-            set(&mut t, None, c);
-            let lat = solve1(
-                |x| {
-                    let mut u = t.clone();
-                    set(&mut u, Some(x), c);
-                    g[0].model(&u)
+            let now = t.link(*class);
+            fit_sweep(
+                &mut t,
+                g,
+                Some(now.latency_us),
+                now.bandwidth,
+                &|u, lat, c| {
+                    let mut l = u.link(*class);
+                    l.latency_us = lat.unwrap_or(l.latency_us);
+                    l.bandwidth = c;
+                    u.set_link(*class, l);
                 },
-                t.link(*class).latency_us,
-                g[0].us,
             );
-            set(&mut t, Some(clamp(lat)), c);
-            for (k, timed) in g.iter().enumerate().skip(1) {
-                let inv = solve1(
-                    |y| {
-                        let mut u = t.clone();
-                        set(&mut u, None, with_point(c, k - 1, y));
-                        timed.model(&u)
-                    },
-                    per_byte(c.points()[k - 1].1),
-                    timed.us,
-                );
-                c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
-                set(&mut t, None, c);
-            }
         }
         // Computation: the fixed cost from the smallest add (CPUs: from
         // the div chain, above), then the throughput at each larger size.
         for (kind, g) in &m.adds {
-            let set = |u: &mut Topology, fixed: Option<f64>, c: Curve| {
+            let now = t.compute(*kind);
+            let fixed = (*kind != DeviceKind::Cpu).then_some(now.fixed_us);
+            fit_sweep(&mut t, g, fixed, now.gbps, &|u, fixed, c| {
                 let mut cost = u.compute(*kind);
                 cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
                 cost.gbps = c;
                 u.set_compute(*kind, cost);
-            };
-            let mut c = sized(t.compute(*kind).gbps);
-            set(&mut t, None, c);
-            if *kind != DeviceKind::Cpu {
-                let fixed = solve1(
-                    |x| {
-                        let mut u = t.clone();
-                        set(&mut u, Some(x), c);
-                        g[0].model(&u)
-                    },
-                    t.compute(*kind).fixed_us,
-                    g[0].us,
-                );
-                set(&mut t, Some(clamp(fixed)), c);
-            }
-            for (k, timed) in g.iter().enumerate().skip(1) {
-                let inv = solve1(
-                    |y| {
-                        let mut u = t.clone();
-                        set(&mut u, None, with_point(c, k - 1, y));
-                        timed.model(&u)
-                    },
-                    per_byte(c.points()[k - 1].1),
-                    timed.us,
-                );
-                c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
-                set(&mut t, None, c);
-            }
+            });
         }
         // Deferred copies.
         for (class, g) in &m.deferred {
