@@ -123,7 +123,6 @@ impl VkDev {
         &self,
         dtype: DType,
         op: u32,
-        by: u32,
         ins: &[&VkBuf],
         dst: &VkBuf,
         n: usize,
@@ -131,7 +130,8 @@ impl VkDev {
         faults: &Faults,
     ) -> Result<(), ExecError> {
         let pipe = self.pipeline(dtype)?.pipeline;
-        self.dispatch_on(pipe, ins.len() as u32, op, by, ins, dst, n, onto, faults)
+        // The fold kernel reads no divisor (division has its own kernel).
+        self.dispatch_on(pipe, ins.len() as u32, op, 0, ins, dst, n, onto, faults)
     }
 
     /// One dispatch of `pipe` over `n` invocations, with `count`, `op`, `by`
@@ -262,7 +262,7 @@ impl VkDev {
     ) -> Result<(), ExecError> {
         let op = fold_code(kind);
         for chunk in more.chunks(MAX_ARITY) {
-            self.dispatch(dtype, op, 0, chunk, dst, n, true, faults)?;
+            self.dispatch(dtype, op, chunk, dst, n, true, faults)?;
         }
         Ok(())
     }
@@ -279,7 +279,7 @@ impl VkDev {
     ) -> Result<(), ExecError> {
         let op = fold_code(kind);
         let (head, mut rest) = ins.split_at(ins.len().min(MAX_ARITY));
-        self.dispatch(dtype, op, 0, head, dst, n, false, faults)?;
+        self.dispatch(dtype, op, head, dst, n, false, faults)?;
         // Longer folds continue from the partial result in a scratch buffer.
         while !rest.is_empty() {
             let take = rest.len().min(MAX_ARITY - 1);
@@ -298,7 +298,7 @@ impl VkDev {
             )?;
             let mut chunk: Vec<&VkBuf> = vec![&acc];
             chunk.extend_from_slice(&rest[..take]);
-            self.dispatch(dtype, op, 0, &chunk, dst, n, false, faults)?;
+            self.dispatch(dtype, op, &chunk, dst, n, false, faults)?;
             rest = &rest[take..];
         }
         Ok(())

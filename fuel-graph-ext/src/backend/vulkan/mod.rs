@@ -438,7 +438,7 @@ mod tests {
         assert!(i32s(&got) == want, "fold onto the destination is wrong");
         // A dispatch that binds its destination as an operand too is refused.
         let e = dev
-            .dispatch(DType::I32, 0, 0, &[&acc, refs[0]], &acc, n, false, &faults)
+            .dispatch(DType::I32, 0, &[&acc, refs[0]], &acc, n, false, &faults)
             .unwrap_err()
             .to_string();
         assert!(e.contains("bound its destination as an operand"), "{e}");
