@@ -9,7 +9,7 @@
 //! ranks and devices) match on it instead of checking again.
 
 use super::defs::Arity;
-use super::{CommOp, Op};
+use super::{CommOp, Op, ReduceOp};
 use crate::dtype::{DType, TensorType, MAX_TENSOR_BYTES};
 
 /// Why operands do not fit an op. Each message names the problem and, where
@@ -187,6 +187,17 @@ pub enum TypeError {
         /// The joined axis.
         axis: usize,
     },
+    /// A `Mean` whose shards fit but whose accumulator
+    /// ([`DType::mean_accumulator`]) of the same shape would not.
+    #[error("`{op}` of {ty} sums in {acc}, and {acc} of that shape takes more than {max} bytes (2^63 - 1), the most one tensor can address; use a smaller shape", max = MAX_TENSOR_BYTES)]
+    MeanTooLarge {
+        /// The op's mnemonic.
+        op: String,
+        /// The operands' type.
+        ty: Box<TensorType>,
+        /// The accumulator dtype.
+        acc: DType,
+    },
     /// A `cast` between dtypes it does not convert.
     #[error("`cast` from {from} to {to} is not defined: it converts between float dtypes or between integer dtypes (bool included); {hint}")]
     CastUndefined {
@@ -220,6 +231,41 @@ pub fn cast_defined(from: DType, to: DType) -> Result<(), TypeError> {
 /// Checks operand types against `op` and returns the result type (shared by
 /// every result of a multi-result node).
 pub fn infer_type(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let out = infer_unchecked(op, operands)?;
+    mean_fits(op, operands)?;
+    Ok(out)
+}
+
+/// A `Mean` sums in its accumulator (`lower-collectives`, the drivers and
+/// the interpreter all do), so the accumulator of the operands' shape must
+/// fit too: an `i8[2^61]` fits, its `i64` sum does not.
+fn mean_fits(op: &Op, operands: &[&TensorType]) -> Result<(), TypeError> {
+    let mean = match op {
+        Op::AllReduce { op: r }
+        | Op::Reduce { op: r, .. }
+        | Op::ReduceScatter { op: r, .. }
+        | Op::DriverAllReduce { op: r, .. }
+        | Op::Comm {
+            kind: CommOp::AllReduce(r) | CommOp::ReduceScatter { op: r, .. },
+            ..
+        } => *r == ReduceOp::Mean,
+        _ => false,
+    };
+    let Some(t) = operands.first().filter(|_| mean) else {
+        return Ok(());
+    };
+    let acc = t.dtype.mean_accumulator();
+    if TensorType::new(acc, &t.shape).fits() {
+        return Ok(());
+    }
+    Err(TypeError::MeanTooLarge {
+        op: op.mnemonic(),
+        ty: Box::new((*t).clone()),
+        acc,
+    })
+}
+
+fn infer_unchecked(op: &Op, operands: &[&TensorType]) -> Result<TensorType, TypeError> {
     let n = operands.len();
     check_arity(op, n)?;
     // Past the arity check, operand 0 exists for every op but an input.
