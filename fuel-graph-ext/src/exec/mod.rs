@@ -88,6 +88,8 @@ pub struct Executable {
     /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
     /// become that output tensor without a copy.
     sole: Vec<bool>,
+    /// The graph's input names: a run given any other name is refused.
+    input_names: BTreeSet<String>,
 }
 
 /// Per-run state kept between runs so a run allocates no vectors of its
@@ -377,6 +379,7 @@ impl<'g> Compiler<'g> {
             inline,
             keep,
             sole,
+            input_names: g.inputs().into_iter().map(|(_, name)| name.to_string()).collect(),
         })
     }
 }
@@ -544,6 +547,13 @@ impl Executable {
                     });
                 }
                 data[i] = Some(t.shared());
+            }
+        }
+        // Every input name is present, so a longer map holds a name the
+        // graph does not have (a typo would otherwise be ignored).
+        if inputs.len() > self.input_names.len() {
+            if let Some(name) = inputs.keys().find(|k| !self.input_names.contains(*k)) {
+                return Err(ExecError::unknown_input(name, &self.input_names));
             }
         }
         // Outputs on host arenas write straight into the caller's previous
