@@ -125,10 +125,54 @@ pub enum CollectiveError {
 }
 
 /// An ordered set of devices taking part in single-process collectives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Recording, lowering and running, in full (the lazy path):
+///
+/// ```
+/// use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
+/// use fuel_graph_ext::{exec, DType, Device, LazyGraph, ReduceOp, Tensor, TensorType, Topology};
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+///
+/// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+/// let graph = LazyGraph::new("step");
+/// let ty = TensorType::new(DType::F32, &[2]);
+/// let shards: Vec<_> = group.devices().iter().enumerate()
+///     .map(|(i, d)| graph.input(&format!("g{i}"), *d, ty.clone()))
+///     .collect();
+/// let sums = group.all_reduce(&shards, ReduceOp::Sum)?;   // records; nothing runs
+/// for s in &sums { graph.output(s)?; }
+///
+/// let mut g = graph.snapshot();
+/// fuel_collective::run_pipeline(&mut g, DEFAULT_PIPELINE, Arc::new(Topology::default()), Default::default())?;
+/// let exe = exec::compile(&g, &[])?;                     // once
+/// let inputs = BTreeMap::from([
+///     ("g0".to_string(), Tensor::from_slice(&[2], &[1.0f32, 2.0])?),
+///     ("g1".to_string(), Tensor::from_slice(&[2], &[10.0f32, 20.0])?),
+/// ]);
+/// let out = graph.results(exe.run(&inputs)?)?;           // as often as needed
+/// assert_eq!(out.vec::<f32>(&sums[1])?, [11.0, 22.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The eager shortcut, [`DeviceGroup::all_reduce_now`], does all of that in
+/// one call and compiles once per shape.
+#[derive(Clone, Debug)]
 pub struct DeviceGroup {
     devices: Vec<Device>,
+    /// Executables of the eager calls (`*_now`), shared by clones.
+    pub(crate) eager: std::sync::Arc<crate::eager::Cache>,
 }
+
+impl PartialEq for DeviceGroup {
+    /// Groups of the same devices in the same order are equal (their
+    /// eager caches are not compared).
+    fn eq(&self, other: &DeviceGroup) -> bool {
+        self.devices == other.devices
+    }
+}
+
+impl Eq for DeviceGroup {}
 
 impl DeviceGroup {
     /// A group of `devices` in rank order; the first is the leader. Devices
@@ -138,7 +182,10 @@ impl DeviceGroup {
         if devices.is_empty() {
             return Err(CollectiveError::EmptyGroup);
         }
-        Ok(DeviceGroup { devices })
+        Ok(DeviceGroup {
+            devices,
+            eager: Default::default(),
+        })
     }
 
     /// The number of ranks.

@@ -22,6 +22,7 @@
 pub mod comm;
 pub mod cost;
 mod driver_comm;
+pub mod eager;
 pub mod group;
 pub mod lower;
 
@@ -38,6 +39,7 @@ pub use driver::{
     JoinOptions,
 };
 pub use driver_comm::DriverCommunicator;
+pub use eager::EagerError;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
 
