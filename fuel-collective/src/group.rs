@@ -205,6 +205,20 @@ impl DeviceGroup {
     }
 
     /// Every rank gets the reduction of all shards, on its own device.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let sums = group.all_reduce(&shards, ReduceOp::Sum)?;
+    /// assert_eq!(sums.len(), 2);
+    /// assert_eq!(sums[1].device(), Some(Device::cpu(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn all_reduce(
         &self,
         shards: &[LazyTensor],
@@ -215,6 +229,19 @@ impl DeviceGroup {
     }
 
     /// The reduction of all shards, on rank `root`'s device.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let max = group.reduce(&shards, ReduceOp::Max, 1)?; // on rank 1 only
+    /// assert_eq!(max.device(), Some(Device::cpu(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reduce(
         &self,
         shards: &[LazyTensor],
@@ -229,6 +256,19 @@ impl DeviceGroup {
     }
 
     /// `tensor`, which must live on rank `root`'s device, on every rank.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let copies = group.broadcast(&shards[0], 0)?; // rank 0's tensor everywhere
+    /// assert_eq!(copies[1].ty(), TensorType::new(DType::F32, &[4]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn broadcast(
         &self,
         tensor: &LazyTensor,
@@ -251,6 +291,19 @@ impl DeviceGroup {
     /// Every rank gets all shards joined along `axis`, in rank order. The
     /// shards may differ in extent along `axis` (a zero extent too), and
     /// nowhere else.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let all = group.all_gather(&shards, 0)?;
+    /// assert_eq!(all[0].ty(), TensorType::new(DType::F32, &[8]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn all_gather(
         &self,
         shards: &[LazyTensor],
@@ -266,6 +319,19 @@ impl DeviceGroup {
     /// to rank j; zeros are legal), each row adding up to its shard's
     /// extent; without one each shard is cut as `reduce_scatter` cuts.
     /// Shards may differ along `axis` only.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let swapped = group.all_to_all(&shards, 0, None)?; // two halves each way
+    /// assert_eq!(swapped[1].ty(), TensorType::new(DType::F32, &[4]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn all_to_all(
         &self,
         shards: &[LazyTensor],
@@ -280,6 +346,19 @@ impl DeviceGroup {
     /// Rank `i` gets the `i`-th slice along `axis` of the reduction: equal
     /// slices, or where the group size does not divide the extent, `extent
     /// / N` each and the remainder on the last rank.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let halves = group.reduce_scatter(&shards, ReduceOp::Sum, 0)?;
+    /// assert_eq!(halves[1].ty(), TensorType::new(DType::F32, &[2]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reduce_scatter(
         &self,
         shards: &[LazyTensor],

@@ -59,6 +59,20 @@ struct Shared {
 }
 
 /// A graph that lazy tensors record into. Cheap to clone (shared).
+///
+/// ```
+/// use fuel_graph_ext::{text, DType, Device, LazyGraph, TensorType};
+///
+/// let graph = LazyGraph::new("scale");
+/// let x = graph.input("x", Device::cpu(0), TensorType::new(DType::F32, &[4]));
+/// let y = x.copy_to(Device::cpu(1))?;  // recorded, nothing moves
+/// let z = y.add(&y)?.slice(0, 1, 2)?;  // types are checked as you go
+/// assert_eq!(z.ty(), TensorType::new(DType::F32, &[2]));
+/// graph.output(&z)?;
+/// assert!(text::print(&graph.snapshot()).contains("slice"));
+/// assert!(x.add(&y).is_err()); // cpu:0 and cpu:1: copy one first
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct LazyGraph {
     inner: Arc<Shared>,

@@ -160,6 +160,21 @@ pub fn vulkan_import_setting() -> Result<bool, String> {
 
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
 /// list means "the devices the graph uses".
+///
+/// ```
+/// use fuel_graph_ext::{exec, DType, Device, LazyGraph, Tensor, TensorType};
+/// use std::collections::BTreeMap;
+///
+/// let graph = LazyGraph::new("g");
+/// let x = graph.input("x", Device::cpu(0), TensorType::new(DType::I64, &[2]));
+/// let y = x.copy_to(Device::cpu(1))?.mul(&x.copy_to(Device::cpu(1))?)?;
+/// graph.output(&y)?;
+/// let exe = exec::compile(&graph.snapshot(), &[])?; // opens cpu:0 and cpu:1, plans buffers
+/// assert_eq!(exe.devices(), [Device::cpu(0), Device::cpu(1)]);
+/// let inputs = BTreeMap::from([("x".to_string(), Tensor::from_slice(&[2], &[3i64, -4])?)]);
+/// assert_eq!(exe.run(&inputs)?[0].to_vec::<i64>()?, [9, 16]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn compile(g: &Graph, devices: &[Device]) -> Result<Executable, ExecError> {
     Compiler::new(g).devices(devices).compile()
 }
@@ -487,6 +502,23 @@ impl Executable {
     /// already there of the right type whose bytes nobody else shares are
     /// overwritten in place, so a loop that passes the same vector every
     /// time allocates no output memory after the first run.
+    ///
+    /// ```
+    /// use fuel_graph_ext::{exec, DType, Device, LazyGraph, Tensor, TensorType};
+    /// use std::collections::BTreeMap;
+    ///
+    /// let graph = LazyGraph::new("g");
+    /// let x = graph.input("x", Device::cpu(0), TensorType::new(DType::F32, &[3]));
+    /// graph.output(&x.add(&x)?)?;
+    /// let exe = exec::compile(&graph.snapshot(), &[])?;
+    /// let mut outputs = Vec::new();
+    /// for step in 0..3 {
+    ///     let x = Tensor::from_slice(&[3], &[step as f32; 3])?;
+    ///     exe.run_into(&BTreeMap::from([("x".to_string(), x)]), &mut outputs)?;
+    /// }
+    /// assert_eq!(outputs[0].to_vec::<f32>()?, [4.0; 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// Several threads may run one executable at once, rayon tasks
     /// included: runs share no lock while they compute (a graph with
