@@ -33,11 +33,11 @@
 //!    [`LazyTensor`](fuel_graph_ext::LazyTensor)s: inputs, element-wise ops
 //!    and the group's collectives ([`DeviceGroup::all_reduce`], ...), with
 //!    nothing running yet.
-//! 4. **Lowering.** A [`PassManager`](fuel_graph_ext::PassManager) built
+//! 4. **Lowering.** A [`PassManager`] built
 //!    from a pipeline string ([`DEFAULT_PIPELINE`], or
 //!    [`pipeline_with`]`("algorithm=ring")`) rewrites each collective into
 //!    copies and local ops, choosing an algorithm with the [`cost`] model
-//!    and a [`Topology`](fuel_graph_ext::Topology). The result prints as
+//!    and a [`Topology`]. The result prints as
 //!    text IR ([`fuel_graph_ext::text::print`]) and DOT
 //!    ([`fuel_graph_ext::dot`]).
 //! 5. **Running.** [`exec::compile`](fuel_graph_ext::exec::compile) opens
