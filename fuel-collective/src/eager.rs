@@ -181,7 +181,11 @@ impl DeviceGroup {
         let graph = LazyGraph::new(&format!("eager_{kind:?}").to_lowercase());
         let shards: Vec<LazyTensor> = types
             .iter()
-            .zip(self.devices().iter().chain(std::iter::repeat(&self.leader())))
+            .zip(
+                self.devices()
+                    .iter()
+                    .chain(std::iter::repeat(&self.leader())),
+            )
             .enumerate()
             .map(|(i, (ty, d))| graph.input(&input_name(i), *d, ty.clone()))
             .collect();
@@ -217,7 +221,11 @@ impl DeviceGroup {
 
     /// A broadcast's tensors: one per rank, all of one type (as the
     /// collectives with shards require).
-    fn check_broadcast_now(&self, types: &[TensorType], root: usize) -> Result<(), CollectiveError> {
+    fn check_broadcast_now(
+        &self,
+        types: &[TensorType],
+        root: usize,
+    ) -> Result<(), CollectiveError> {
         if types.len() != self.size() {
             return Err(CollectiveError::ShardCount {
                 op: "broadcast",

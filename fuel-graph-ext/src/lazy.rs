@@ -8,11 +8,11 @@
 //! a pass pipeline and an executor.
 
 use crate::device::Device;
-use crate::exec::{ExecError, Tensor};
-use crate::outputs::Outputs;
 use crate::dtype::{DType, TensorType};
+use crate::exec::{ExecError, Tensor};
 use crate::graph::{Graph, ValueId};
 use crate::op::{infer_type, result_types, ElementwiseOp, Op, ResultPlace, TypeError};
+use crate::outputs::Outputs;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -53,7 +53,10 @@ fn the_other_collectives_run_eagerly() {
     let mut t = vec![floats(&[1.0, 2.0]), floats(&[3.0])];
     group.all_gather_now(&mut t, 0).unwrap();
     assert_eq!(t[1].to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
-    let mut t = vec![floats(&[1.0, 2.0, 3.0, 4.0]), floats(&[10.0, 20.0, 30.0, 40.0])];
+    let mut t = vec![
+        floats(&[1.0, 2.0, 3.0, 4.0]),
+        floats(&[10.0, 20.0, 30.0, 40.0]),
+    ];
     group.reduce_scatter_now(&mut t, ReduceOp::Sum, 0).unwrap();
     assert_eq!(t[0].to_vec::<f32>().unwrap(), [11.0, 22.0]);
     assert_eq!(t[1].to_vec::<f32>().unwrap(), [33.0, 44.0]);

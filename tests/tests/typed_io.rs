@@ -30,7 +30,10 @@ fn round_trip<T: Element, W: Element>(data: &[T]) {
         bits(&out.named("y").unwrap().to_vec::<T>().unwrap()),
         bits(data)
     );
-    assert_eq!(out.get(&y).unwrap().ty(), &TensorType::new(T::DTYPE, &shape));
+    assert_eq!(
+        out.get(&y).unwrap().ty(),
+        &TensorType::new(T::DTYPE, &shape)
+    );
     let wrong = out.vec::<W>(&y).unwrap_err().to_string();
     assert_eq!(
         wrong,
@@ -79,7 +82,10 @@ fn ints(v: &[i32]) -> Tensor {
 #[test]
 fn input_names_must_be_the_graphs() {
     let (graph, s, exe) = sum();
-    let mut inputs = BTreeMap::from([("a".to_string(), ints(&[1, 2])), ("b".to_string(), ints(&[10, 20]))]);
+    let mut inputs = BTreeMap::from([
+        ("a".to_string(), ints(&[1, 2])),
+        ("b".to_string(), ints(&[10, 20])),
+    ]);
     let out = graph.results(exe.run(&inputs).unwrap()).unwrap();
     assert_eq!(out.vec::<i32>(&s).unwrap(), [11, 22]);
     // A misspelt extra name is refused, not ignored.
@@ -95,7 +101,10 @@ fn input_names_must_be_the_graphs() {
 #[test]
 fn lookups_that_cannot_succeed_are_errors() {
     let (graph, s, exe) = sum();
-    let inputs = BTreeMap::from([("a".to_string(), ints(&[1, 2])), ("b".to_string(), ints(&[3, 4]))]);
+    let inputs = BTreeMap::from([
+        ("a".to_string(), ints(&[1, 2])),
+        ("b".to_string(), ints(&[3, 4])),
+    ]);
     let results = exe.run(&inputs).unwrap();
     let out = graph.results(results.clone()).unwrap();
     assert_eq!(out.named("s").unwrap().to_vec::<i32>().unwrap(), [4, 6]);
@@ -109,13 +118,20 @@ fn lookups_that_cannot_succeed_are_errors() {
         "the tensor (i32[2] on cpu:0) was not recorded as an output; call graph.output(&t) on it before taking the snapshot"
     );
     let other = LazyGraph::new("other");
-    let o = other.input("a", Device::cpu(0), TensorType::new(fuel_graph_ext::DType::I32, &[2]));
+    let o = other.input(
+        "a",
+        Device::cpu(0),
+        TensorType::new(fuel_graph_ext::DType::I32, &[2]),
+    );
     assert!(matches!(out.get(&o), Err(ExecError::ResultOfAnotherGraph)));
     // An output recorded after the snapshot: the counts differ.
     graph.output(&twice).unwrap();
     assert!(matches!(
         graph.results(results),
-        Err(ExecError::ResultCount { recorded: 2, given: 1 })
+        Err(ExecError::ResultCount {
+            recorded: 2,
+            given: 1
+        })
     ));
     assert_eq!(
         graph.output_named("s", &twice).unwrap_err().to_string(),

@@ -394,7 +394,11 @@ impl<'g> Compiler<'g> {
             inline,
             keep,
             sole,
-            input_names: g.inputs().into_iter().map(|(_, name)| name.to_string()).collect(),
+            input_names: g
+                .inputs()
+                .into_iter()
+                .map(|(_, name)| name.to_string())
+                .collect(),
         })
     }
 }
