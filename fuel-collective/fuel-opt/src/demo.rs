@@ -160,6 +160,12 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let measured_us = scenario::median_us(&mut times);
     let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
 
+    outln!(
+        "== inputs (one per rank, deterministic: the README's `--interpret` gives the formula)"
+    )?;
+    for (name, t) in &host_inputs {
+        outln!("  {name:<10} {}", t.digest())?;
+    }
     outln!("== results (checked against the reference interpreter)")?;
     outln!(
         "  {:<4} {:<12} {:<10} {:<8} digest",
@@ -191,6 +197,14 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         )?;
     }
 
+    if first.len() > n {
+        outln!(
+            "  the all_gather rows equal the all_reduce rows: each rank's reduce_scatter slice is"
+        )?;
+        outln!(
+            "  its part of the same sum, and all_gather joins the slices back into the whole sum"
+        )?;
+    }
     outln!("== bytes moved per link")?;
     // Shared host copies and host-to-Vulkan copies that run as views of
     // imported host memory both move nothing.
