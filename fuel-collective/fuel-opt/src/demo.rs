@@ -130,7 +130,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         lowered.node_count()
     )?;
 
-    let mut written = dumped;
+    let mut written = drop_unchanged(dumped)?;
     match render_svgs(&out, &written) {
         Ok(list) => written.extend(list),
         Err(hint) => outln!("  {hint}")?,
@@ -300,6 +300,37 @@ fn costs(devices: &[Device]) -> Result<Topology, Failure> {
         topo.source()
     )?;
     Ok(topo)
+}
+
+/// Drops the dump of every pass that changed nothing (its `.fir` is the
+/// step before it, byte for byte, and so is its `.dot`), saying "no
+/// change" for it instead, and returns the files kept.
+fn drop_unchanged(mut dumped: Vec<PathBuf>) -> Result<Vec<PathBuf>, Failure> {
+    dumped.sort();
+    let mut previous: Option<String> = None;
+    let mut dropped: Vec<PathBuf> = Vec::new();
+    for fir in dumped
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "fir"))
+    {
+        let text = std::fs::read_to_string(fir)
+            .map_err(|e| Failure::input(format!("cannot read {}: {e}", fir.display())))?;
+        if previous.as_deref() == Some(text.as_str()) {
+            let dot = fir.with_extension("dot");
+            for f in [fir, &dot] {
+                std::fs::remove_file(f)
+                    .map_err(|e| Failure::input(format!("cannot remove {}: {e}", f.display())))?;
+                dropped.push(f.clone());
+            }
+            let step = fir
+                .file_stem()
+                .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+            outln!("  {step}: no change (no file written)")?;
+        }
+        previous = Some(text);
+    }
+    dumped.retain(|p| !dropped.contains(p));
+    Ok(dumped)
 }
 
 /// Renders each dumped `.dot` to an `.svg` beside it with graphviz (its
