@@ -205,7 +205,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             "  its part of the same sum, and all_gather joins the slices back into the whole sum"
         )?;
     }
-    outln!("== bytes moved per link")?;
+    outln!("== bytes per link (a shared copy reads its source's buffer: no bytes move)")?;
     // Shared host copies and host-to-Vulkan copies that run as views of
     // imported host memory both move nothing.
     let mut elided = exe.shared_copies();
@@ -213,21 +213,29 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let traffic = scenario::link_traffic(&lowered, &elided);
     let mut total: usize = 0;
     for ((from, to), t) in &traffic {
-        let shared = match t.shared {
-            0 => String::new(),
-            k if k == t.copies => " (shared, no bytes moved)".to_string(),
-            k => format!(" ({k} shared, no bytes moved)"),
-        };
-        outln!(
-            "  {:<22} {:>10} in {} cop{}{shared}",
-            format!("{from} -> {to}"),
-            human_bytes(t.bytes),
+        let all = t.bytes.saturating_add(t.shared_bytes);
+        let copies = format!(
+            "{} cop{}",
             t.copies,
             if t.copies == 1 { "y" } else { "ies" }
+        );
+        let shared = match t.shared {
+            0 => String::new(),
+            k if k == t.copies => ", all shared without copying".to_string(),
+            k => format!(
+                ", of which {} ({k} cop{}) shared without copying",
+                human_bytes(t.shared_bytes),
+                if k == 1 { "y" } else { "ies" }
+            ),
+        };
+        outln!(
+            "  {:<22} {:>10} in {copies}{shared}",
+            format!("{from} -> {to}"),
+            human_bytes(all),
         )?;
         total = total.saturating_add(t.bytes);
     }
-    outln!("  {:<22} {:>10}", "total", human_bytes(total))?;
+    outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
 
     let est = estimate_run(&lowered, &topo);
     outln!("== time")?;

@@ -194,10 +194,10 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
         stdout.contains("all 6 results match the reference interpreter"),
         "{stdout}"
     );
-    assert!(stdout.contains("== bytes moved per link"), "{stdout}");
+    assert!(stdout.contains("== bytes per link"), "{stdout}");
     // On host arenas the copies into the root share the shards' buffers.
     assert!(
-        stdout.contains("0 B in 1 copy (shared, no bytes moved)"),
+        stdout.contains("408 B in 1 copy, all shared without copying"),
         "{stdout}"
     );
     assert!(stdout.contains("estimated (model)"), "{stdout}");
