@@ -123,6 +123,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0820", cli_bench_too_large),
     ("E0821", cli_env_not_utf8),
     ("E0822", cli_stale_cache),
+    ("E0850", cli_bench_plot_unwritable),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -1080,6 +1081,25 @@ fn cli_demo_elements_too_large() -> Outcome {
 }
 fn cli_bench_no_sizes() -> Outcome {
     cli_err(&["bench", "--sizes", ""], None, &[])
+}
+fn cli_bench_plot_unwritable() -> Outcome {
+    cli_err(
+        &[
+            "bench",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--sizes",
+            "4K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--plot",
+            "no-such-dir/p.svg",
+        ],
+        None,
+        &[],
+    )
 }
 fn cli_count_too_large() -> Outcome {
     cli_err(&["bench", "--iters", "18446744073709551615"], None, &[])

@@ -448,3 +448,54 @@ fn bench_validate_prints_estimates_measurements_and_a_summary() {
     assert!(table.contains("# costs: defaults"), "{table}");
     assert!(table.contains("# auto: the measured best at "), "{table}");
 }
+
+#[test]
+fn bench_plot_draws_one_line_per_algorithm_and_the_bound() {
+    let dir = std::env::temp_dir().join(format!("fuel-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("bench.svg");
+    let out = fuel_opt(
+        &[
+            "bench",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--sizes",
+            "4K,16K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--csv",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Every fixed algorithm at every size: 8 rows after the header.
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        9,
+        "{}",
+        text(&out.stdout)
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(picture.starts_with("<svg"), "{picture}");
+    for label in [
+        "star",
+        "hierarchical",
+        "ring",
+        "tree",
+        "host bound",
+        "bus bandwidth (GB/s)",
+        "bytes per rank",
+    ] {
+        assert!(
+            picture.contains(&format!("\n{label}\n")),
+            "no `{label}` in the plot"
+        );
+    }
+    // One circle per measured point (2 sizes x 4 algorithms).
+    assert_eq!(picture.matches("<circle").count(), 8, "{picture}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
