@@ -57,6 +57,36 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 type CacheKey = (u64, usize, ValueId);
 
 /// One rank of an SPMD world whose collectives go through driver `D`.
+///
+/// Four ranks on four threads, each with its own CPU device, over the
+/// in-process [`HostDriver`](crate::HostDriver):
+///
+/// ```
+/// use fuel_collective::{CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, HostDriver};
+/// use fuel_graph_ext::{interp::HostTensor, DType, Device, LazyGraph, ReduceOp, TensorType};
+/// use std::time::Duration;
+///
+/// let id = HostDriver::group_id(&CommunicationId::new("doc-example"))?;
+/// let ranks: Vec<_> = (0..4usize).map(|rank| {
+///     let id = id.clone();
+///     std::thread::spawn(move || -> Result<Vec<f32>, String> {
+///         let comm = HostDriver::join(id, 4, rank).map_err(|e| e.to_string())?;
+///         let dev = HostDriver::open(Device::cpu(rank as u32)).map_err(|e| e.to_string())?;
+///         let c = DriverCommunicator::<HostDriver>::new(comm, dev, Duration::from_secs(10));
+///         let g = LazyGraph::new("rank");
+///         let x = g.input("x", Device::cpu(0), TensorType::new(DType::F32, &[2]));
+///         let y = c.all_reduce(&x, ReduceOp::Sum).map_err(|e| e.to_string())?;
+///         let mine = HostTensor::from_slice(&[2], &[rank as f32, 1.0]).map_err(|e| e.to_string())?;
+///         c.bind("x", mine);
+///         let sum = c.evaluate(&y).map_err(|e| e.to_string())?;
+///         sum.to_vec::<f32>().map_err(|e| e.to_string())
+///     })
+/// }).collect();
+/// for r in ranks {
+///     assert_eq!(r.join().expect("rank thread")?, [6.0, 4.0]); // 0+1+2+3, 1+1+1+1
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct DriverCommunicator<D: CollectiveDriver> {
     rank: Arc<RankComm<D>>,
     id: u32,

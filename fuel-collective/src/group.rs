@@ -125,10 +125,54 @@ pub enum CollectiveError {
 }
 
 /// An ordered set of devices taking part in single-process collectives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Recording, lowering and running, in full (the lazy path):
+///
+/// ```
+/// use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
+/// use fuel_graph_ext::{exec, DType, Device, LazyGraph, ReduceOp, Tensor, TensorType, Topology};
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+///
+/// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+/// let graph = LazyGraph::new("step");
+/// let ty = TensorType::new(DType::F32, &[2]);
+/// let shards: Vec<_> = group.devices().iter().enumerate()
+///     .map(|(i, d)| graph.input(&format!("g{i}"), *d, ty.clone()))
+///     .collect();
+/// let sums = group.all_reduce(&shards, ReduceOp::Sum)?;   // records; nothing runs
+/// for s in &sums { graph.output(s)?; }
+///
+/// let mut g = graph.snapshot();
+/// fuel_collective::run_pipeline(&mut g, DEFAULT_PIPELINE, Arc::new(Topology::default()), Default::default())?;
+/// let exe = exec::compile(&g, &[])?;                     // once
+/// let inputs = BTreeMap::from([
+///     ("g0".to_string(), Tensor::from_slice(&[2], &[1.0f32, 2.0])?),
+///     ("g1".to_string(), Tensor::from_slice(&[2], &[10.0f32, 20.0])?),
+/// ]);
+/// let out = graph.results(exe.run(&inputs)?)?;           // as often as needed
+/// assert_eq!(out.vec::<f32>(&sums[1])?, [11.0, 22.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The eager shortcut, [`DeviceGroup::all_reduce_now`], does all of that in
+/// one call and compiles once per shape.
+#[derive(Clone, Debug)]
 pub struct DeviceGroup {
     devices: Vec<Device>,
+    /// Executables of the eager calls (`*_now`), shared by clones.
+    pub(crate) eager: std::sync::Arc<crate::eager::Cache>,
 }
+
+impl PartialEq for DeviceGroup {
+    /// Groups of the same devices in the same order are equal (their
+    /// eager caches are not compared).
+    fn eq(&self, other: &DeviceGroup) -> bool {
+        self.devices == other.devices
+    }
+}
+
+impl Eq for DeviceGroup {}
 
 impl DeviceGroup {
     /// A group of `devices` in rank order; the first is the leader. Devices
@@ -138,7 +182,10 @@ impl DeviceGroup {
         if devices.is_empty() {
             return Err(CollectiveError::EmptyGroup);
         }
-        Ok(DeviceGroup { devices })
+        Ok(DeviceGroup {
+            devices,
+            eager: Default::default(),
+        })
     }
 
     /// The number of ranks.
@@ -158,6 +205,20 @@ impl DeviceGroup {
     }
 
     /// Every rank gets the reduction of all shards, on its own device.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let sums = group.all_reduce(&shards, ReduceOp::Sum)?;
+    /// assert_eq!(sums.len(), 2);
+    /// assert_eq!(sums[1].device(), Some(Device::cpu(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn all_reduce(
         &self,
         shards: &[LazyTensor],
@@ -168,6 +229,19 @@ impl DeviceGroup {
     }
 
     /// The reduction of all shards, on rank `root`'s device.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let max = group.reduce(&shards, ReduceOp::Max, 1)?; // on rank 1 only
+    /// assert_eq!(max.device(), Some(Device::cpu(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reduce(
         &self,
         shards: &[LazyTensor],
@@ -182,6 +256,19 @@ impl DeviceGroup {
     }
 
     /// `tensor`, which must live on rank `root`'s device, on every rank.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let copies = group.broadcast(&shards[0], 0)?; // rank 0's tensor everywhere
+    /// assert_eq!(copies[1].ty(), TensorType::new(DType::F32, &[4]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn broadcast(
         &self,
         tensor: &LazyTensor,
@@ -204,6 +291,19 @@ impl DeviceGroup {
     /// Every rank gets all shards joined along `axis`, in rank order. The
     /// shards may differ in extent along `axis` (a zero extent too), and
     /// nowhere else.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let all = group.all_gather(&shards, 0)?;
+    /// assert_eq!(all[0].ty(), TensorType::new(DType::F32, &[8]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn all_gather(
         &self,
         shards: &[LazyTensor],
@@ -219,6 +319,19 @@ impl DeviceGroup {
     /// to rank j; zeros are legal), each row adding up to its shard's
     /// extent; without one each shard is cut as `reduce_scatter` cuts.
     /// Shards may differ along `axis` only.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let swapped = group.all_to_all(&shards, 0, None)?; // two halves each way
+    /// assert_eq!(swapped[1].ty(), TensorType::new(DType::F32, &[4]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn all_to_all(
         &self,
         shards: &[LazyTensor],
@@ -233,6 +346,19 @@ impl DeviceGroup {
     /// Rank `i` gets the `i`-th slice along `axis` of the reduction: equal
     /// slices, or where the group size does not divide the extent, `extent
     /// / N` each and the remainder on the last rank.
+    ///
+    /// ```
+    /// use fuel_collective::DeviceGroup;
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    ///
+    /// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+    /// let graph = LazyGraph::new("g");
+    /// let ty = TensorType::new(DType::F32, &[4]);
+    /// let shards = [graph.input("a", Device::cpu(0), ty.clone()), graph.input("b", Device::cpu(1), ty)];
+    /// let halves = group.reduce_scatter(&shards, ReduceOp::Sum, 0)?;
+    /// assert_eq!(halves[1].ty(), TensorType::new(DType::F32, &[2]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reduce_scatter(
         &self,
         shards: &[LazyTensor],

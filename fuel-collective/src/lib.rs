@@ -18,10 +18,58 @@
 //! [`registry`] gives a pass registry with every pass of the project, and
 //! [`run_pipeline`] builds a pipeline from it and runs it: the one way
 //! `fuel-opt`, the benches and the tests run a pipeline.
+//!
+//! # A two-minute tour
+//!
+//! 1. **Devices and a group.** A [`Device`](fuel_graph_ext::Device) is
+//!    `cpu:N`, `cuda:N` or `vulkan:N`; a [`DeviceGroup`] is an ordered list
+//!    of them, rank `i` being device `i`.
+//! 2. **The shortcut.** [`DeviceGroup::all_reduce_now`] takes one host
+//!    [`Tensor`](fuel_graph_ext::Tensor) per rank (made with
+//!    [`Tensor::from_slice`](fuel_graph_ext::Tensor::from_slice) from
+//!    `&[f32]`, `&[half::f16]`, ...) and replaces each with the result; it
+//!    compiles once per shape and runs every call after that.
+//! 3. **The lazy path.** A [`LazyGraph`](fuel_graph_ext::LazyGraph) records
+//!    [`LazyTensor`](fuel_graph_ext::LazyTensor)s: inputs, element-wise ops
+//!    and the group's collectives ([`DeviceGroup::all_reduce`], ...), with
+//!    nothing running yet.
+//! 4. **Lowering.** A [`PassManager`] built
+//!    from a pipeline string ([`DEFAULT_PIPELINE`], or
+//!    [`pipeline_with`]`("algorithm=ring")`) rewrites each collective into
+//!    copies and local ops, choosing an algorithm with the [`cost`] model
+//!    and a [`Topology`]. The result prints as
+//!    text IR ([`fuel_graph_ext::text::print`]) and DOT
+//!    ([`fuel_graph_ext::dot`]).
+//! 5. **Running.** [`exec::compile`](fuel_graph_ext::exec::compile) opens
+//!    the devices once; [`Executable::run`](fuel_graph_ext::Executable::run)
+//!    (or `run_into`, which reuses output buffers) runs it with named
+//!    inputs, and [`LazyGraph::results`](fuel_graph_ext::LazyGraph::results)
+//!    finds each output by the handle it was recorded with.
+//! 6. **One rank per thread or process.** [`DriverCommunicator`] records
+//!    `comm.*` collectives that a [`CollectiveDriver`] ([`HostDriver`],
+//!    NCCL, MPI) runs at execution time.
+//!
+//! ```
+//! use fuel_collective::DeviceGroup;
+//! use fuel_graph_ext::{Device, ReduceOp, Tensor};
+//!
+//! let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1)])?;
+//! let mut shards = vec![Tensor::from_slice(&[2], &[1i32, 2])?, Tensor::from_slice(&[2], &[10i32, 20])?];
+//! group.all_reduce_now(&mut shards, ReduceOp::Sum)?;
+//! assert_eq!(shards[0].to_vec::<i32>()?, [11, 22]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Every error names the problem and its fix; `docs/errors.md` lists them
+//! all with their exact messages.
+
+// docs.rs builds with `--cfg docsrs`: mark what each feature adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod comm;
 pub mod cost;
 mod driver_comm;
+pub mod eager;
 pub mod group;
 pub mod lower;
 
@@ -38,6 +86,7 @@ pub use driver::{
     JoinOptions,
 };
 pub use driver_comm::DriverCommunicator;
+pub use eager::EagerError;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
 
@@ -66,7 +115,19 @@ pub fn pipeline_with(lower_options: &str) -> String {
     }
 }
 
-/// Adds this crate's passes (`lower-collectives`) to `r`.
+/// Adds this crate's passes (`lower-collectives`) to `r`, so a graph
+/// compiler's own registry can name it in a pipeline.
+///
+/// ```
+/// use fuel_graph_ext::{DebugOptions, PassContext, PassManager, PassRegistry};
+///
+/// let mut registry = PassRegistry::with_builtin();
+/// fuel_collective::register(&mut registry);
+/// let pipeline = "lower-collectives{algorithm=ring},insert-cross-device-copies,cse,dce";
+/// let pm = PassManager::new(&registry, pipeline, PassContext::default(), DebugOptions::default())?;
+/// # let _ = pm;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn register(r: &mut PassRegistry) {
     r.register(PassInfo {
         name: lower::NAME,
@@ -91,6 +152,25 @@ pub fn registry() -> PassRegistry {
 /// pass manager, whose passes keep what they found in the run (read
 /// `lower-collectives`' choices with [`lower::decisions`]). A bad pipeline
 /// string and a failing pass are both a [`PassError`].
+///
+/// ```
+/// use fuel_collective::{pipeline_with, run_pipeline, DeviceGroup};
+/// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
+/// use std::sync::Arc;
+///
+/// let group = DeviceGroup::new([Device::cpu(0), Device::cpu(1), Device::cpu(2)])?;
+/// let graph = LazyGraph::new("g");
+/// let ty = TensorType::new(DType::F32, &[6]);
+/// let shards: Vec<_> = group.devices().iter().enumerate()
+///     .map(|(i, d)| graph.input(&format!("x{i}"), *d, ty.clone())).collect();
+/// for t in group.all_reduce(&shards, ReduceOp::Sum)? { graph.output(&t)?; }
+///
+/// let mut g = graph.snapshot();
+/// run_pipeline(&mut g, &pipeline_with("algorithm=star"), Arc::new(Topology::default()), Default::default())?;
+/// let text = fuel_graph_ext::text::print(&g);
+/// assert!(text.contains("copy") && !text.contains("= all_reduce")); // lowered
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn run_pipeline(
     g: &mut Graph,
     pipeline: &str,

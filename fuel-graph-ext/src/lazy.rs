@@ -9,8 +9,11 @@
 
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
+use crate::exec::{ExecError, Tensor};
 use crate::graph::{Graph, ValueId};
 use crate::op::{infer_type, result_types, ElementwiseOp, Op, ResultPlace, TypeError};
+use crate::outputs::Outputs;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -41,15 +44,35 @@ pub enum BuildError {
     /// The op needs at least one operand.
     #[error("`{0}` needs at least one tensor")]
     Empty(String),
+    /// Two outputs were given one name.
+    #[error("an output is already named \"{0}\"; give each output its own name")]
+    OutputNameTaken(String),
 }
 
 #[derive(Debug)]
 struct Shared {
     id: u64,
     graph: Mutex<Graph>,
+    /// Output names given by [`LazyGraph::output_named`]: name to the
+    /// output's position in return order.
+    names: Mutex<BTreeMap<String, usize>>,
 }
 
 /// A graph that lazy tensors record into. Cheap to clone (shared).
+///
+/// ```
+/// use fuel_graph_ext::{text, DType, Device, LazyGraph, TensorType};
+///
+/// let graph = LazyGraph::new("scale");
+/// let x = graph.input("x", Device::cpu(0), TensorType::new(DType::F32, &[4]));
+/// let y = x.copy_to(Device::cpu(1))?;  // recorded, nothing moves
+/// let z = y.add(&y)?.slice(0, 1, 2)?;  // types are checked as you go
+/// assert_eq!(z.ty(), TensorType::new(DType::F32, &[2]));
+/// graph.output(&z)?;
+/// assert!(text::print(&graph.snapshot()).contains("slice"));
+/// assert!(x.add(&y).is_err()); // cpu:0 and cpu:1: copy one first
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct LazyGraph {
     inner: Arc<Shared>,
@@ -63,6 +86,7 @@ impl LazyGraph {
             inner: Arc::new(Shared {
                 id,
                 graph: Mutex::new(Graph::new(name)),
+                names: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -145,8 +169,28 @@ impl LazyGraph {
             .collect())
     }
 
-    /// Marks `t` as a returned value.
+    /// Marks `t` as a returned value. A run's results are in the order of
+    /// these calls; [`LazyGraph::results`] finds them by `t` instead.
     pub fn output(&self, t: &LazyTensor) -> Result<(), BuildError> {
+        self.push_output(t).map(|_| ())
+    }
+
+    /// Marks `t` as a returned value called `name`, so that
+    /// [`Outputs::named`] finds it. A name may be used once per graph.
+    pub fn output_named(&self, name: &str, t: &LazyTensor) -> Result<(), BuildError> {
+        let mut names = self.inner.names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.contains_key(name) {
+            return Err(BuildError::OutputNameTaken(crate::text::excerpt::token(
+                name,
+            )));
+        }
+        let position = self.push_output(t)?;
+        names.insert(name.to_string(), position);
+        Ok(())
+    }
+
+    /// Pushes `t` to the outputs and returns its position.
+    fn push_output(&self, t: &LazyTensor) -> Result<usize, BuildError> {
         if t.graph.id() != self.id() {
             return Err(BuildError::MixedGraphs {
                 index: 0,
@@ -154,8 +198,26 @@ impl LazyGraph {
                 other: t.graph.id(),
             });
         }
-        self.lock().push_output(t.value);
-        Ok(())
+        let mut g = self.lock();
+        g.push_output(t.value);
+        Ok(g.outputs().len() - 1)
+    }
+
+    /// The tensors a run of this graph returned (of an executable compiled
+    /// from its lowered [`snapshot`](Self::snapshot)), to be found by the
+    /// handle each output was recorded with ([`Outputs::get`]) or by its
+    /// name ([`Outputs::named`]). Lowering keeps the outputs' order, so
+    /// the k-th tensor is the k-th recorded output; a count that differs
+    /// from the outputs recorded is an error.
+    pub fn results(&self, tensors: Vec<Tensor>) -> Result<Outputs, ExecError> {
+        let values = self.lock().outputs().to_vec();
+        let names = self
+            .inner
+            .names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Outputs::new(self.id(), values, names, tensors)
     }
 
     /// A copy of the graph as recorded so far.

@@ -63,6 +63,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0413", group_split_sum),
     ("E0414", group_all_to_all_split_count),
     ("E0415", group_all_to_all_split_sum),
+    ("E0450", output_name_taken),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
     ("E0503", vulkan_index_too_high),
@@ -95,6 +96,11 @@ const CASES: &[(&str, Case)] = &[
     ("E0721", exec_thread_limit),
     ("E0722", interp_out_of_memory),
     ("E0723", exec_region_list),
+    ("E0750", exec_unknown_input),
+    ("E0751", results_count),
+    ("E0752", results_of_another_graph),
+    ("E0753", results_not_an_output),
+    ("E0754", results_unknown_name),
     ("E0801", cli_no_input),
     ("E0802", cli_unreadable_file),
     ("E0803", cli_parse_error),
@@ -117,6 +123,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0820", cli_bench_too_large),
     ("E0821", cli_env_not_utf8),
     ("E0822", cli_stale_cache),
+    ("E0850", cli_bench_plot_unwritable),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -373,7 +380,10 @@ fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome 
         .map_err(|e| Skip(format!("cannot run fuel-opt: {e}")))?;
     if let Some(mut i) = child.stdin.take() {
         use std::io::Write;
-        i.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        // fuel-opt may refuse its arguments before it reads stdin.
+        if let Err(e) = i.write_all(stdin.unwrap_or("").as_bytes()) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+        }
     }
     let out = child.wait_with_output().unwrap();
     assert_eq!(
@@ -747,6 +757,64 @@ fn typed_data_of_the_wrong_length() -> Outcome {
     }
 }
 
+/// A graph `s = a + b` on cpu:0 with `s` named "s", and the results of
+/// one run of it (the cases of issue 18's typed outputs).
+fn named_sum() -> (LazyGraph, fuel_graph_ext::LazyTensor, Vec<exec::Tensor>) {
+    let graph = LazyGraph::new("sum");
+    let ty = TensorType::new(DType::F32, &[2]);
+    let a = graph.input("a", Device::cpu(0), ty.clone());
+    let b = graph.input("b", Device::cpu(0), ty);
+    let s = a.add(&b).unwrap();
+    graph.output_named("s", &s).unwrap();
+    let exe = exec::compile(&graph.snapshot(), &[]).unwrap();
+    let t = exec::Tensor::from_slice(&[2], &[1.0f32, 2.0]).unwrap();
+    let inputs = [("a".to_string(), t.clone()), ("b".to_string(), t)].into();
+    let results = exe.run(&inputs).unwrap();
+    (graph, s, results)
+}
+fn output_name_taken() -> Outcome {
+    let (graph, s, _) = named_sum();
+    Ok(graph.output_named("s", &s).unwrap_err().to_string())
+}
+fn exec_unknown_input() -> Outcome {
+    let graph = LazyGraph::new("sum");
+    let ty = TensorType::new(DType::F32, &[2]);
+    let a = graph.input("grad0", Device::cpu(0), ty.clone());
+    let b = graph.input("grad1", Device::cpu(0), ty);
+    graph.output(&a.add(&b).unwrap()).unwrap();
+    let exe = exec::compile(&graph.snapshot(), &[]).unwrap();
+    let t = exec::Tensor::from_slice(&[2], &[1.0f32, 2.0]).unwrap();
+    let inputs = [
+        ("grad0".to_string(), t.clone()),
+        ("grad1".to_string(), t.clone()),
+        ("grad_1".to_string(), t),
+    ]
+    .into();
+    Ok(exe.run(&inputs).unwrap_err().to_string())
+}
+fn results_count() -> Outcome {
+    let (graph, s, results) = named_sum();
+    graph.output(&s.add(&s).unwrap()).unwrap();
+    Ok(graph.results(results).unwrap_err().to_string())
+}
+fn results_of_another_graph() -> Outcome {
+    let (graph, _, results) = named_sum();
+    let other = LazyGraph::new("other");
+    let x = other.input("a", Device::cpu(0), TensorType::new(DType::F32, &[2]));
+    let out = graph.results(results).unwrap();
+    Ok(out.get(&x).unwrap_err().to_string())
+}
+fn results_not_an_output() -> Outcome {
+    let (graph, s, results) = named_sum();
+    let out = graph.results(results).unwrap();
+    Ok(out.get(&s.add(&s).unwrap()).unwrap_err().to_string())
+}
+fn results_unknown_name() -> Outcome {
+    let (graph, _, results) = named_sum();
+    let out = graph.results(results).unwrap();
+    Ok(out.named("sum").unwrap_err().to_string())
+}
+
 fn spmd_mean_on_nccl() -> Outcome {
     use fuel_collective::{Communicator, DriverCommunicator};
     let gpu = Device::cuda(0);
@@ -1013,6 +1081,25 @@ fn cli_demo_elements_too_large() -> Outcome {
 }
 fn cli_bench_no_sizes() -> Outcome {
     cli_err(&["bench", "--sizes", ""], None, &[])
+}
+fn cli_bench_plot_unwritable() -> Outcome {
+    cli_err(
+        &[
+            "bench",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--sizes",
+            "4K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--plot",
+            "no-such-dir/p.svg",
+        ],
+        None,
+        &[],
+    )
 }
 fn cli_count_too_large() -> Outcome {
     cli_err(&["bench", "--iters", "18446744073709551615"], None, &[])

@@ -76,7 +76,14 @@ pub struct BenchArgs {
     /// and the measured best, and summarise (see `validate.rs`).
     #[arg(long)]
     validate: bool,
+    /// Measure every fixed algorithm (star, hierarchical, ring, tree) and
+    /// draw bus bandwidth against size, log axes, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
+
+/// The algorithms `--plot` draws, one line each.
+const PLOTTED: [&str; 4] = ["star", "hierarchical", "ring", "tree"];
 
 /// One measured row.
 #[derive(Clone, Debug)]
@@ -180,6 +187,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             "ratio"
         )?;
     }
+    let mut plotted: Vec<Row> = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         if progress {
             let done = i * 30 / sizes.len();
@@ -193,41 +201,41 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             ));
             let _ = std::io::stderr().flush();
         }
-        let row = measure(
-            &devices,
-            dtype,
-            op,
-            &a.algorithm,
-            size,
-            a.iters,
-            a.warmup,
-            &topo,
-        )?;
-        let ratio = if row.bound > 0.0 {
-            row.algbw / row.bound
-        } else {
-            0.0
+        let algorithms: Vec<&str> = match &a.plot {
+            Some(_) => PLOTTED.to_vec(),
+            None => vec![a.algorithm.as_str()],
         };
-        if a.csv {
-            outln!(
-                "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
-                row.size,
-                row.count,
-                dtype,
-                op,
-                row.algorithm,
-                row.time_us,
-                row.algbw,
-                row.busbw,
-                row.wrong,
-                row.bound,
-                ratio
+        for algorithm in algorithms {
+            let row = measure(
+                &devices, dtype, op, algorithm, size, a.iters, a.warmup, &topo,
             )?;
-        } else {
-            outln!(
+            let ratio = if row.bound > 0.0 {
+                row.algbw / row.bound
+            } else {
+                0.0
+            };
+            if a.csv {
+                outln!(
+                    "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
+                    row.size,
+                    row.count,
+                    dtype,
+                    op,
+                    row.algorithm,
+                    row.time_us,
+                    row.algbw,
+                    row.busbw,
+                    row.wrong,
+                    row.bound,
+                    ratio
+                )?;
+            } else {
+                outln!(
                 " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2}",
                 row.size, row.count, dtype.as_str(), op.as_str(), row.algorithm, row.time_us, row.algbw, row.busbw, row.wrong, row.bound, ratio
             )?;
+            }
+            plotted.push(row);
         }
     }
     if progress {
@@ -238,6 +246,17 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             sizes.len(),
             ""
         ));
+    }
+    if let Some(path) = &a.plot {
+        let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        let title = format!("all_reduce.{op} of {dtype} over [{}]", names.join(", "));
+        let drawn = crate::plot::draw(path, &plotted, n, &title)?;
+        if !a.csv {
+            match drawn {
+                true => outln!("# plot: {}", path.display())?,
+                false => outln!("# plot: nothing drawn, every bus bandwidth is 0")?,
+            }
+        }
     }
     Ok(())
 }

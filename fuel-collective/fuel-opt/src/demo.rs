@@ -130,7 +130,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         lowered.node_count()
     )?;
 
-    let mut written = dumped;
+    let mut written = drop_unchanged(dumped)?;
     match render_svgs(&out, &written) {
         Ok(list) => written.extend(list),
         Err(hint) => outln!("  {hint}")?,
@@ -160,6 +160,12 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let measured_us = scenario::median_us(&mut times);
     let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
 
+    outln!(
+        "== inputs (one per rank, deterministic: the README's `--interpret` gives the formula)"
+    )?;
+    for (name, t) in &host_inputs {
+        outln!("  {name:<10} {}", t.digest())?;
+    }
     outln!("== results (checked against the reference interpreter)")?;
     outln!(
         "  {:<4} {:<12} {:<10} {:<8} digest",
@@ -191,7 +197,15 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         )?;
     }
 
-    outln!("== bytes moved per link")?;
+    if first.len() > n {
+        outln!(
+            "  the all_gather rows equal the all_reduce rows: each rank's reduce_scatter slice is"
+        )?;
+        outln!(
+            "  its part of the same sum, and all_gather joins the slices back into the whole sum"
+        )?;
+    }
+    outln!("== bytes per link (a shared copy reads its source's buffer: no bytes move)")?;
     // Shared host copies and host-to-Vulkan copies that run as views of
     // imported host memory both move nothing.
     let mut elided = exe.shared_copies();
@@ -199,21 +213,29 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let traffic = scenario::link_traffic(&lowered, &elided);
     let mut total: usize = 0;
     for ((from, to), t) in &traffic {
-        let shared = match t.shared {
-            0 => String::new(),
-            k if k == t.copies => " (shared, no bytes moved)".to_string(),
-            k => format!(" ({k} shared, no bytes moved)"),
-        };
-        outln!(
-            "  {:<22} {:>10} in {} cop{}{shared}",
-            format!("{from} -> {to}"),
-            human_bytes(t.bytes),
+        let all = t.bytes.saturating_add(t.shared_bytes);
+        let copies = format!(
+            "{} cop{}",
             t.copies,
             if t.copies == 1 { "y" } else { "ies" }
+        );
+        let shared = match t.shared {
+            0 => String::new(),
+            k if k == t.copies => ", all shared without copying".to_string(),
+            k => format!(
+                ", of which {} ({k} cop{}) shared without copying",
+                human_bytes(t.shared_bytes),
+                if k == 1 { "y" } else { "ies" }
+            ),
+        };
+        outln!(
+            "  {:<22} {:>10} in {copies}{shared}",
+            format!("{from} -> {to}"),
+            human_bytes(all),
         )?;
         total = total.saturating_add(t.bytes);
     }
-    outln!("  {:<22} {:>10}", "total", human_bytes(total))?;
+    outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
 
     let est = estimate_run(&lowered, &topo);
     outln!("== time")?;
@@ -286,6 +308,37 @@ fn costs(devices: &[Device]) -> Result<Topology, Failure> {
         topo.source()
     )?;
     Ok(topo)
+}
+
+/// Drops the dump of every pass that changed nothing (its `.fir` is the
+/// step before it, byte for byte, and so is its `.dot`), saying "no
+/// change" for it instead, and returns the files kept.
+fn drop_unchanged(mut dumped: Vec<PathBuf>) -> Result<Vec<PathBuf>, Failure> {
+    dumped.sort();
+    let mut previous: Option<String> = None;
+    let mut dropped: Vec<PathBuf> = Vec::new();
+    for fir in dumped
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "fir"))
+    {
+        let text = std::fs::read_to_string(fir)
+            .map_err(|e| Failure::input(format!("cannot read {}: {e}", fir.display())))?;
+        if previous.as_deref() == Some(text.as_str()) {
+            let dot = fir.with_extension("dot");
+            for f in [fir, &dot] {
+                std::fs::remove_file(f)
+                    .map_err(|e| Failure::input(format!("cannot remove {}: {e}", f.display())))?;
+                dropped.push(f.clone());
+            }
+            let step = fir
+                .file_stem()
+                .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+            outln!("  {step}: no change (no file written)")?;
+        }
+        previous = Some(text);
+    }
+    dumped.retain(|p| !dropped.contains(p));
+    Ok(dumped)
 }
 
 /// Renders each dumped `.dot` to an `.svg` beside it with graphviz (its

@@ -14,6 +14,7 @@ mod demo;
 mod input;
 mod outdir;
 mod output;
+mod plot;
 mod run;
 mod scenario;
 mod sizes;

@@ -183,6 +183,8 @@ pub struct LinkTraffic {
     /// buffer (no bytes moved; see `exec::Executable::shared_copies`, and
     /// `imported_copies` for host-to-Vulkan views).
     pub shared: usize,
+    /// Bytes of the shared copies (which move none of them).
+    pub shared_bytes: usize,
 }
 
 /// Traffic per (source, destination) link in a lowered graph, as an
@@ -200,6 +202,7 @@ pub fn link_traffic(
                 e.copies += 1;
                 if shared.contains(&id) {
                     e.shared += 1;
+                    e.shared_bytes = e.shared_bytes.saturating_add(n.ty.size_bytes());
                 } else {
                     e.bytes = e.bytes.saturating_add(n.ty.size_bytes());
                 }

@@ -194,10 +194,10 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
         stdout.contains("all 6 results match the reference interpreter"),
         "{stdout}"
     );
-    assert!(stdout.contains("== bytes moved per link"), "{stdout}");
+    assert!(stdout.contains("== bytes per link"), "{stdout}");
     // On host arenas the copies into the root share the shards' buffers.
     assert!(
-        stdout.contains("0 B in 1 copy (shared, no bytes moved)"),
+        stdout.contains("408 B in 1 copy, all shared without copying"),
         "{stdout}"
     );
     assert!(stdout.contains("estimated (model)"), "{stdout}");
@@ -447,4 +447,55 @@ fn bench_validate_prints_estimates_measurements_and_a_summary() {
     assert!(table.contains("est/meas"), "{table}");
     assert!(table.contains("# costs: defaults"), "{table}");
     assert!(table.contains("# auto: the measured best at "), "{table}");
+}
+
+#[test]
+fn bench_plot_draws_one_line_per_algorithm_and_the_bound() {
+    let dir = std::env::temp_dir().join(format!("fuel-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("bench.svg");
+    let out = fuel_opt(
+        &[
+            "bench",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--sizes",
+            "4K,16K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--csv",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Every fixed algorithm at every size: 8 rows after the header.
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        9,
+        "{}",
+        text(&out.stdout)
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(picture.starts_with("<svg"), "{picture}");
+    for label in [
+        "star",
+        "hierarchical",
+        "ring",
+        "tree",
+        "host bound",
+        "bus bandwidth (GB/s)",
+        "bytes per rank",
+    ] {
+        assert!(
+            picture.contains(&format!("\n{label}\n")),
+            "no `{label}` in the plot"
+        );
+    }
+    // One circle per measured point (2 sizes x 4 algorithms).
+    assert_eq!(picture.matches("<circle").count(), 8, "{picture}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -91,6 +91,43 @@ pub enum ExecError {
     /// No tensor was given for an input.
     #[error("no data for input \"{0}\"; pass one tensor per input name")]
     MissingInput(String),
+    /// A tensor was given for a name that is not one of the graph's inputs.
+    #[error("the graph has no input named \"{name}\" (its inputs: {known}); fix the name, or leave that tensor out")]
+    UnknownInput {
+        /// The name given.
+        name: String,
+        /// The graph's input names, quoted (the first few).
+        known: String,
+    },
+    /// `LazyGraph::results` got another number of tensors than the graph
+    /// records outputs.
+    #[error("the graph records {recorded} output(s) but {given} result tensor(s) were given; pass what a run of this graph's snapshot returned, and record every output before taking the snapshot")]
+    ResultCount {
+        /// Outputs the lazy graph recorded.
+        recorded: usize,
+        /// Tensors given.
+        given: usize,
+    },
+    /// `Outputs::get` was asked for a tensor of another lazy graph.
+    #[error("the tensor belongs to another LazyGraph than these results; look it up in the results of its own graph")]
+    ResultOfAnotherGraph,
+    /// `Outputs::get` was asked for a tensor that was never an output.
+    #[error("the tensor ({value}) was not recorded as an output; call graph.output(&t) on it before taking the snapshot")]
+    NotAnOutput {
+        /// Its type and device.
+        value: String,
+    },
+    /// `Outputs::named` was asked for a name no output has.
+    #[error("no output is named \"{name}\" (named outputs: {known}); name it with graph.output_named, or fix the name")]
+    UnknownOutput {
+        /// The name asked for.
+        name: String,
+        /// The output names, quoted (the first few).
+        known: String,
+    },
+    /// Typed data read or written as the wrong Rust type.
+    #[error(transparent)]
+    Elem(#[from] crate::elem::ElemError),
     /// An input tensor has the wrong type.
     #[error("input \"{name}\" is declared {want} but the data is {got}; pass a tensor of the declared type")]
     InputType {
@@ -199,4 +236,30 @@ pub enum ExecError {
     /// A bug in the executor.
     #[error("internal executor error: {0}; please report it")]
     Internal(String),
+}
+
+impl ExecError {
+    /// [`ExecError::UnknownInput`] for `name`, listing the first few of the
+    /// graph's `known` names (each quoted and cut as messages quote input).
+    pub(crate) fn unknown_input(
+        name: &str,
+        known: &std::collections::BTreeSet<String>,
+    ) -> ExecError {
+        const SHOWN: usize = 8;
+        let mut list: Vec<String> = known
+            .iter()
+            .take(SHOWN)
+            .map(|k| format!("\"{}\"", crate::text::excerpt::token(k)))
+            .collect();
+        if known.len() > SHOWN {
+            list.push(format!("and {} more", known.len() - SHOWN));
+        }
+        if list.is_empty() {
+            list.push("none".into());
+        }
+        ExecError::UnknownInput {
+            name: crate::text::excerpt::token(name),
+            known: list.join(", "),
+        }
+    }
 }

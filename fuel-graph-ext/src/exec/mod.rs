@@ -88,6 +88,8 @@ pub struct Executable {
     /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
     /// become that output tensor without a copy.
     sole: Vec<bool>,
+    /// The graph's input names: a run given any other name is refused.
+    input_names: BTreeSet<String>,
 }
 
 /// Per-run state kept between runs so a run allocates no vectors of its
@@ -158,6 +160,21 @@ pub fn vulkan_import_setting() -> Result<bool, String> {
 
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
 /// list means "the devices the graph uses".
+///
+/// ```
+/// use fuel_graph_ext::{exec, DType, Device, LazyGraph, Tensor, TensorType};
+/// use std::collections::BTreeMap;
+///
+/// let graph = LazyGraph::new("g");
+/// let x = graph.input("x", Device::cpu(0), TensorType::new(DType::I64, &[2]));
+/// let y = x.copy_to(Device::cpu(1))?.mul(&x.copy_to(Device::cpu(1))?)?;
+/// graph.output(&y)?;
+/// let exe = exec::compile(&graph.snapshot(), &[])?; // opens cpu:0 and cpu:1, plans buffers
+/// assert_eq!(exe.devices(), [Device::cpu(0), Device::cpu(1)]);
+/// let inputs = BTreeMap::from([("x".to_string(), Tensor::from_slice(&[2], &[3i64, -4])?)]);
+/// assert_eq!(exe.run(&inputs)?[0].to_vec::<i64>()?, [9, 16]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn compile(g: &Graph, devices: &[Device]) -> Result<Executable, ExecError> {
     Compiler::new(g).devices(devices).compile()
 }
@@ -377,6 +394,11 @@ impl<'g> Compiler<'g> {
             inline,
             keep,
             sole,
+            input_names: g
+                .inputs()
+                .into_iter()
+                .map(|(_, name)| name.to_string())
+                .collect(),
         })
     }
 }
@@ -485,6 +507,23 @@ impl Executable {
     /// overwritten in place, so a loop that passes the same vector every
     /// time allocates no output memory after the first run.
     ///
+    /// ```
+    /// use fuel_graph_ext::{exec, DType, Device, LazyGraph, Tensor, TensorType};
+    /// use std::collections::BTreeMap;
+    ///
+    /// let graph = LazyGraph::new("g");
+    /// let x = graph.input("x", Device::cpu(0), TensorType::new(DType::F32, &[3]));
+    /// graph.output(&x.add(&x)?)?;
+    /// let exe = exec::compile(&graph.snapshot(), &[])?;
+    /// let mut outputs = Vec::new();
+    /// for step in 0..3 {
+    ///     let x = Tensor::from_slice(&[3], &[step as f32; 3])?;
+    ///     exe.run_into(&BTreeMap::from([("x".to_string(), x)]), &mut outputs)?;
+    /// }
+    /// assert_eq!(outputs[0].to_vec::<f32>()?, [4.0; 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// Several threads may run one executable at once, rayon tasks
     /// included: runs share no lock while they compute (a graph with
     /// `comm.*` steps runs one run at a time, in call order per thread).
@@ -544,6 +583,13 @@ impl Executable {
                     });
                 }
                 data[i] = Some(t.shared());
+            }
+        }
+        // Every input name is present, so a longer map holds a name the
+        // graph does not have (a typo would otherwise be ignored).
+        if inputs.len() > self.input_names.len() {
+            if let Some(name) = inputs.keys().find(|k| !self.input_names.contains(*k)) {
+                return Err(ExecError::unknown_input(name, &self.input_names));
             }
         }
         // Outputs on host arenas write straight into the caller's previous

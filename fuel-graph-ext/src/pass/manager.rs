@@ -26,6 +26,23 @@ pub struct PassManager {
 impl PassManager {
     /// Builds the pipeline `pipeline` from `registry`; `debug` says whether
     /// to verify after each pass and what to print and dump.
+    ///
+    /// A pipeline is a comma list of pass names, each with options in
+    /// braces if it has any (`fuel-opt passes` lists them):
+    ///
+    /// ```
+    /// use fuel_graph_ext::{text, DebugOptions, PassContext, PassManager, PassRegistry};
+    ///
+    /// let mut g = text::parse(
+    ///     "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : f32[4]\n  %2 = add %0, %0 @cpu:0 : f32[4]\n  return %1, %2\n}\n",
+    /// )?;
+    /// let registry = PassRegistry::with_builtin();
+    /// let mut pm = PassManager::new(&registry, "cse,dce", PassContext::default(), DebugOptions::default())?;
+    /// pm.run(&mut g)?;
+    /// assert_eq!(text::print(&g).matches("= add").count(), 1); // cse merged the two adds
+    /// assert!(PassManager::new(&registry, "cse,dcee", PassContext::default(), DebugOptions::default()).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(
         registry: &PassRegistry,
         pipeline: &str,

@@ -447,6 +447,20 @@ impl Topology {
     /// an earlier line set, but not set it to something else: that is an
     /// error naming both lines, as are unknown directives, device kinds and
     /// link classes, and a `driver` for a kind that has none.
+    ///
+    /// From a file (`fuel-opt --topology FILE` reads one the same way):
+    ///
+    /// ```
+    /// use fuel_graph_ext::{Device, Topology};
+    ///
+    /// let path = std::env::temp_dir().join(format!("fuel-doc-{}.topo", std::process::id()));
+    /// std::fs::write(&path, "# two CUDA GPUs with a direct link\npeer cuda:0 cuda:1\nstaging cpu:1\n")?;
+    /// let topology = Topology::parse(&std::fs::read_to_string(&path)?)?;
+    /// std::fs::remove_file(&path)?;
+    /// assert_eq!(topology.staging, Device::cpu(1));
+    /// assert!(Topology::parse("peer cuda:0").is_err()); // the error names the line
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn parse(text: &str) -> Result<Topology, String> {
         let mut t = Topology::default().with_source(Source::File(None));
         // What each setting was set to, and on which line.
