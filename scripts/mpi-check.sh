@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds fuel-collective with the `mpi` feature and runs the MpiDriver checks:
-# `examples/mpi_driver.rs` on 4 processes (every collective, every dtype),
+# `examples/mpi_driver.rs` on 4 processes (all_reduce, send/recv, the SPMD
+# communicator), `examples/mpi_collectives.rs` on 4 (every MPI collective,
+# every dtype and op, exact against an oracle; rank-identical floats; no
+# fallback fold; disagreeing ranks; a join naming exactly the missing rank),
 # then `examples/mpi_threads.rs` on 2 processes (two threads per process,
 # each on a group of its own, calling MPI at the same time; finalize refused
 # while a communicator lives). Installs nothing: it needs Open MPI (mpirun,
@@ -12,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 command -v mpirun >/dev/null || { echo "mpi-check: mpirun not found (install openmpi-bin)" >&2; exit 2; }
 
-cargo build -p fuel-collective --features mpi --example mpi_driver --example mpi_threads
+cargo build -p fuel-collective --features mpi --example mpi_driver --example mpi_collectives --example mpi_threads
 dir="${CARGO_TARGET_DIR:-target}/debug/examples"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
@@ -35,6 +38,7 @@ run() {
 }
 
 run mpi_driver 4 300
+run mpi_collectives 4 300
 # Before MPI ran at MPI_THREAD_MULTIPLE with a communicator per group, this
 # deadlocked (the two threads' collectives met each other on one world).
 run mpi_threads 2 120

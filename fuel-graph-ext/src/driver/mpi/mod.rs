@@ -6,9 +6,10 @@
 //! the MPI communicator itself and each collective completes before it
 //! returns: it takes a ticket on the destination's fence, waits (at most the
 //! op timeout) for the source's writes and its turn, calls MPI, then settles
-//! the ticket. `all_reduce` is an `MPI_Allgather` of the bytes followed by
-//! the same rank-order fold as the host driver, so every element type and
-//! reduce op is supported and every rank gets bit-identical results.
+//! the ticket. The collectives are MPI's own (`ops`, routed by `route` so
+//! every rank gets bit-identical results; `calls` makes the ranks agree on
+//! each call first); every MPI call's code is checked (`raw`), the
+//! communicator running under `MPI_ERRORS_RETURN`.
 //!
 //! Threads: MPI is initialised on the first `join` at
 //! `MPI_THREAD_MULTIPLE`, and the level MPI provides is checked (also when
@@ -17,9 +18,9 @@
 //! threads run side by side. [`MpiDriver::finalize`], which a program must
 //! call before it exits, refuses while any communicator or join is left.
 //!
-//! Join timeout: `MPI_Comm_create_group` has none, so it runs on a helper
-//! thread and `join` gives up after the join timeout; the error lists every
-//! other rank, because MPI does not say which ranks have arrived.
+//! Join timeout: the ranks first tell each other they have arrived
+//! (`arrive`), so a timeout lists exactly the ranks never heard from; then
+//! `MPI_Comm_create_group`, which has no timeout, runs on a helper thread.
 
 mod arrive;
 mod calls;
