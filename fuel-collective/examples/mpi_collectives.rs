@@ -45,7 +45,7 @@ fn value(d: DType, r: usize, i: usize) -> f64 {
             [-2.0, -1.0, -0.5, 0.5, 1.0, 1.5, 2.0][k]
         }
         DType::I8 | DType::I16 | DType::I32 | DType::I64 => k as f64 - 3.0,
-        DType::Bool => f64::from(u8::from(i % 3 != 0 || r == i % 4)),
+        DType::Bool => f64::from(u8::from(!i.is_multiple_of(3) || r == i % 4)),
         _ => k as f64,
     }
 }

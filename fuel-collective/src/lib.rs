@@ -24,6 +24,7 @@ pub mod cost;
 mod driver_comm;
 pub mod group;
 pub mod lower;
+pub mod world;
 
 /// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
 pub use fuel_graph_ext::driver;
@@ -40,6 +41,7 @@ pub use driver::{
 pub use driver_comm::DriverCommunicator;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
+pub use world::WorldGroup;
 
 use fuel_graph_ext::pass::{
     DebugOptions, PassContext, PassError, PassInfo, PassManager, PassRegistry,
