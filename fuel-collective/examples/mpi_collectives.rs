@@ -332,6 +332,65 @@ fn disagreements(c: &Ctx) -> Res<()> {
     Ok(())
 }
 
+/// World groups whose processes disagree fail on every process, naming
+/// the first difference: the last process brings one device where the
+/// others bring two; then it all-reduces i32 where the others use f32.
+fn world_disagreements(c: &Ctx) -> Res<()> {
+    use fuel_collective::{CollectiveError, DriverCommunicator, WorldGroup};
+    use fuel_graph_ext::{LazyGraph, Topology};
+    let (r, n) = (c.rank, c.n);
+    let last = r == n - 1;
+    let dc = DriverCommunicator::<MpiDriver>::new(join("mpi-world-count", n, r)?, c.dev.clone(), T);
+    let devs: Vec<Device> = (0..if last { 1 } else { 2 }).map(Device::cpu).collect();
+    match WorldGroup::new(&dc, devs) {
+        Err(CollectiveError::WorldDeviceCount { peer, .. })
+            if peer == if last { 0 } else { n - 1 } => {}
+        other => {
+            return Err(format!(
+                "world with unequal device counts: got {:?}",
+                other.err()
+            ))
+        }
+    }
+    drop(dc);
+    let dc = DriverCommunicator::<MpiDriver>::new(join("mpi-world-dtype", n, r)?, c.dev.clone(), T);
+    let world =
+        WorldGroup::new(&dc, [Device::cpu(0), Device::cpu(1)]).map_err(|x| x.to_string())?;
+    let d = if last { DType::I32 } else { DType::F32 };
+    let g = LazyGraph::new("world-dtype");
+    let ty = TensorType::new(d, &[4]);
+    let shards = [
+        g.input("a", Device::cpu(0), ty.clone()),
+        g.input("b", Device::cpu(1), ty.clone()),
+    ];
+    let outs = world
+        .all_reduce(&shards, ReduceOp::Sum)
+        .map_err(|x| x.to_string())?;
+    let exe = world
+        .compile(
+            &outs.iter().collect::<Vec<_>>(),
+            Arc::new(Topology::default()),
+        )
+        .map_err(|x| x.to_string())?;
+    let zero = HostTensor::new(ty, vec![0.0; 4]);
+    let inputs = [("a".to_string(), zero.clone()), ("b".to_string(), zero)]
+        .into_iter()
+        .collect();
+    match exe.run_host(&inputs) {
+        Err(e)
+            if e.to_string().contains("mismatch")
+                && e.to_string()
+                    .contains(&format!("rank {}", if last { 0 } else { n - 1 })) =>
+        {
+            Ok(())
+        }
+        other => Err(format!(
+            "world all_reduce with unequal dtypes: got {:?}",
+            other.map(|_| ()).map_err(|x| x.to_string())
+        )),
+    }
+}
+
 /// Every rank but the last joins; each must name exactly the last.
 fn missing_rank(c: &Ctx) -> Res<()> {
     let (r, n) = (c.rank, c.n);
@@ -379,6 +438,7 @@ fn run() -> Res<usize> {
         ));
     }
     disagreements(&c)?;
+    world_disagreements(&c)?;
     missing_rank(&c)?;
     drop(c);
     Ok(rank)
@@ -388,7 +448,7 @@ fn main() {
     let res = run();
     let res = MpiDriver::finalize().map_err(|x| x.to_string()).and(res);
     match res {
-        Ok(rank) => println!("PROOF rank {rank} ok: 13 dtypes x 5 ops through all_reduce/reduce_scatter(_v)/reduce, all_gather(_v)/broadcast/all_to_all_v exact; float results rank-identical; no fallback fold; disagreements fail every rank; join names exactly the missing rank"),
+        Ok(rank) => println!("PROOF rank {rank} ok: 13 dtypes x 5 ops through all_reduce/reduce_scatter(_v)/reduce, all_gather(_v)/broadcast/all_to_all_v exact; float results rank-identical; no fallback fold; disagreements (driver and world) fail every rank; join names exactly the missing rank"),
         Err(msg) => {
             eprintln!("FAIL: {msg}");
             std::process::exit(1);

@@ -38,7 +38,7 @@ use fuel_graph_ext::driver::CollectiveDriver;
 use fuel_graph_ext::exec::{Compiler, Executable};
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{
-    DType, Device, DeviceKind, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology,
+    DType, Device, DeviceKind, Graph, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology,
 };
 use std::sync::Arc;
 
@@ -340,14 +340,14 @@ impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
             .collect()
     }
 
-    /// Compiles this process's graph with `outputs` as its results: the
-    /// local collectives lowered for `topology` (`DEFAULT_PIPELINE`), the
-    /// communicator handed to the executor.
-    pub fn compile(
+    /// This process's graph with `outputs` as its results, lowered for
+    /// `topology` (`DEFAULT_PIPELINE`: the local collectives become copy
+    /// chains; the `comm.*` nodes stay for the executor).
+    pub fn lower(
         &self,
         outputs: &[&LazyTensor],
         topology: Arc<Topology>,
-    ) -> Result<Executable, CollectiveError> {
+    ) -> Result<Graph, CollectiveError> {
         let first = outputs
             .first()
             .ok_or_else(|| CollectiveError::Driver("compile needs at least one output".into()))?;
@@ -362,7 +362,13 @@ impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
         .map_err(|e| {
             CollectiveError::Driver(format!("lowering process {}'s graph: {e}", self.process()))
         })?;
-        Compiler::new(&g)
+        Ok(g)
+    }
+
+    /// Compiles a graph [`WorldGroup::lower`] gave, with the communicator
+    /// handed to the executor.
+    pub fn compile_lowered(&self, g: &Graph) -> Result<Executable, CollectiveError> {
+        Compiler::new(g)
             .communicator(self.comm.id(), self.comm.graph_comm())
             .compile()
             .map_err(|e| {
@@ -371,6 +377,15 @@ impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
                     self.process()
                 ))
             })
+    }
+
+    /// [`WorldGroup::lower`] then [`WorldGroup::compile_lowered`].
+    pub fn compile(
+        &self,
+        outputs: &[&LazyTensor],
+        topology: Arc<Topology>,
+    ) -> Result<Executable, CollectiveError> {
+        self.compile_lowered(&self.lower(outputs, topology)?)
     }
 
     fn check_root(&self, root: usize) -> Result<(), CollectiveError> {
