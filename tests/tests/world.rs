@@ -92,6 +92,9 @@ fn expected(case: Case, d: DType, n: usize, g: usize) -> HostTensor {
     }
 }
 
+/// A process's graph (outputs set), inputs and results.
+type Run = (Graph, BTreeMap<String, HostTensor>, Vec<HostTensor>);
+
 /// One process: records `case`, compiles, runs. Returns its graph (with
 /// the outputs set), its inputs and its results, one per local device
 /// that gets one.
@@ -100,7 +103,7 @@ fn process(
     devices: &[Device],
     case: Case,
     d: DType,
-) -> Result<(Graph, BTreeMap<String, HostTensor>, Vec<HostTensor>), CollectiveError> {
+) -> Result<Run, CollectiveError> {
     let world = WorldGroup::new(comm, devices.iter().copied())?;
     let (p, k) = (world.process(), devices.len());
     let g = LazyGraph::new(&format!("world-p{p}"));
