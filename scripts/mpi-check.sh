@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Builds fuel-collective with the `mpi` feature and runs the MpiDriver checks:
-# `examples/mpi_driver.rs` on 4 processes (every collective, every dtype),
+# `examples/mpi_driver.rs` on 4 processes (all_reduce, send/recv, the SPMD
+# communicator), `examples/mpi_collectives.rs` on 4 (every MPI collective,
+# every dtype and op, exact against an oracle; rank-identical floats; no
+# fallback fold; disagreeing ranks; a join naming exactly the missing rank),
 # then `examples/mpi_threads.rs` on 2 processes (two threads per process,
 # each on a group of its own, calling MPI at the same time; finalize refused
 # while a communicator lives). Installs nothing: it needs Open MPI (mpirun,
 # libmpi) and libclang already present, e.g.
 #   apt-get install -y libopenmpi-dev openmpi-bin libclang-dev clang
-# Exits non-zero if the build fails or any rank of either run fails.
+# Then builds fuel-opt with MPI by the README's command
+# (`cargo build --release -p fuel-opt --features mpi`; MPI_CHECK_PROFILE=debug
+# builds a debug one instead, for a quick local run) and runs
+# `fuel-opt demo --world` with P=2 and P=4, each with `--devices cpu:0` and
+# `--devices cpu:0,vulkan:0`: every rank must print PROOF.
+# Exits non-zero if a build fails or any rank of any run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v mpirun >/dev/null || { echo "mpi-check: mpirun not found (install openmpi-bin)" >&2; exit 2; }
 
-cargo build -p fuel-collective --features mpi --example mpi_driver --example mpi_threads
+cargo build -p fuel-collective --features mpi --example mpi_driver --example mpi_collectives --example mpi_threads
 dir="${CARGO_TARGET_DIR:-target}/debug/examples"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
@@ -20,8 +28,9 @@ trap 'rm -f "$out"' EXIT
 # run EXAMPLE N SECONDS: mpirun -n N, every rank must print one PROOF line.
 run() {
   local name=$1 n=$2 limit=$3
+  shift 3
   # --oversubscribe: this runs on 2-core machines; --allow-run-as-root: CI runs as root.
-  if ! timeout "$limit" mpirun -n "$n" --oversubscribe --allow-run-as-root "$dir/$name" | tee "$out"; then
+  if ! timeout "$limit" mpirun -n "$n" --oversubscribe --allow-run-as-root "$dir/$name" "$@" | tee "$out"; then
     echo "mpi-check: $name: mpirun failed or hung (limit ${limit}s)" >&2
     exit 1
   fi
@@ -35,6 +44,23 @@ run() {
 }
 
 run mpi_driver 4 300
+run mpi_collectives 4 300
 # Before MPI ran at MPI_THREAD_MULTIPLE with a communicator per group, this
 # deadlocked (the two threads' collectives met each other on one world).
 run mpi_threads 2 120
+
+# The world demo: fuel-opt built with MPI, P processes x k local devices.
+profile="${MPI_CHECK_PROFILE:-release}"
+if [ "$profile" = release ]; then
+  cargo build --release -p fuel-opt --features mpi
+else
+  cargo build -p fuel-opt --features mpi
+fi
+dir="${CARGO_TARGET_DIR:-target}/$profile"
+demo_out="$(mktemp -d)"
+trap 'rm -f "$out"; rm -rf "$demo_out"' EXIT
+for n in 2 4; do
+  for devices in cpu:0 cpu:0,vulkan:0; do
+    run fuel-opt "$n" 300 demo --world --devices "$devices" --elements 4096 --runs 2 --out "$demo_out"
+  done
+done

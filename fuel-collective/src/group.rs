@@ -116,6 +116,15 @@ pub enum CollectiveError {
         extent: usize,
         axis: usize,
     },
+    /// The processes of a `WorldGroup` bring different numbers of local
+    /// devices (`crate::world`).
+    #[error("process {process} has {mine} local device(s) but process {peer} has {theirs}; every process of a world group must bring the same number of devices")]
+    WorldDeviceCount {
+        process: usize,
+        mine: usize,
+        peer: usize,
+        theirs: usize,
+    },
     /// A collective driver refused or failed (see [`crate::driver::DriverError`]).
     #[error("collective driver: {0}")]
     Driver(String),

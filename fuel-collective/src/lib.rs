@@ -72,6 +72,7 @@ mod driver_comm;
 pub mod eager;
 pub mod group;
 pub mod lower;
+pub mod world;
 
 /// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
 pub use fuel_graph_ext::driver;
@@ -89,6 +90,7 @@ pub use driver_comm::DriverCommunicator;
 pub use eager::EagerError;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
+pub use world::WorldGroup;
 
 use fuel_graph_ext::pass::{
     DebugOptions, PassContext, PassError, PassInfo, PassManager, PassRegistry,

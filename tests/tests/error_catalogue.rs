@@ -63,6 +63,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0413", group_split_sum),
     ("E0414", group_all_to_all_split_count),
     ("E0415", group_all_to_all_split_sum),
+    ("E0440", world_device_count),
     ("E0450", output_name_taken),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
@@ -631,6 +632,32 @@ fn group_not_divisible() -> Outcome {
     let lg = LazyGraph::new("g");
     let group = DeviceGroup::new(CPU01).unwrap();
     group_err(group.reduce_scatter(&shards(&lg, &CPU01, &f32s(&[0])), ReduceOp::Sum, 0))
+}
+
+/// Three processes (threads on `HostDriver`) build a world group, process
+/// 2 with one device and the others with two; process 0's error.
+fn world_device_count() -> Outcome {
+    let id = driver_group("catalogue-world");
+    let ranks: Vec<_> = (0..3)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let comm =
+                    HostDriver::join_with(id, 3, rank, JoinOptions::with_timeout(DRIVER_WAIT))
+                        .unwrap();
+                let dev = HostDriver::open(Device::cpu(0)).unwrap();
+                let c =
+                    fuel_collective::DriverCommunicator::<HostDriver>::new(comm, dev, DRIVER_WAIT);
+                let devs: Vec<Device> = (0..if rank == 2 { 1 } else { 2 })
+                    .map(Device::cpu)
+                    .collect();
+                fuel_collective::WorldGroup::new(&c, devs)
+                    .err()
+                    .map(|e| e.to_string())
+            })
+        })
+        .collect();
+    let mut errs: Vec<Option<String>> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    Ok(errs.swap_remove(0).expect("process 0 must fail"))
 }
 
 // ---- devices (E05) ----------------------------------------------------------

@@ -33,13 +33,13 @@ pub struct DemoArgs {
     /// Devices to use, e.g. `cpu:0,cpu:1,vulkan:0` (default: 4 CPU devices
     /// plus every Vulkan and CUDA device found).
     #[arg(long)]
-    devices: Option<String>,
+    pub(crate) devices: Option<String>,
     /// Elements per shard (rounded up to a multiple of the group size).
     #[arg(long, default_value_t = 1 << 18)]
-    elements: usize,
+    pub(crate) elements: usize,
     /// Element type.
     #[arg(long, default_value = "f32")]
-    dtype: String,
+    pub(crate) dtype: String,
     /// Reduce op: sum, prod, max, min or mean.
     #[arg(long, default_value = "sum")]
     op: String,
@@ -48,10 +48,13 @@ pub struct DemoArgs {
     algorithm: String,
     /// Where to write the dumps.
     #[arg(long, default_value = "out/demo")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Timed runs after the first (the median is reported).
     #[arg(long, default_value_t = 5)]
-    runs: usize,
+    pub(crate) runs: usize,
+    /// Across MPI processes: `mpirun -n P fuel-opt demo --world` (feature `mpi`; see `world.rs`).
+    #[arg(long)]
+    pub(crate) world: bool,
 }
 
 fn hint_for(kind: DeviceKind) -> &'static str {

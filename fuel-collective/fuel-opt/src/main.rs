@@ -19,6 +19,7 @@ mod run;
 mod scenario;
 mod sizes;
 mod validate;
+mod world;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
@@ -154,6 +155,7 @@ fn main() -> ExitCode {
         .and_then(|()| check_env())
         .and_then(|()| match cli.command {
             Some(Command::Devices) => run::devices(),
+            Some(Command::Demo(a)) if a.world => world::demo(&a),
             Some(Command::Demo(a)) => demo::demo(&a),
             Some(Command::Bench(a)) => bench::bench(&a),
             Some(Command::Calibrate(a)) => calibrate::calibrate(&a),

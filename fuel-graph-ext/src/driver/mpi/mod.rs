@@ -6,9 +6,10 @@
 //! the MPI communicator itself and each collective completes before it
 //! returns: it takes a ticket on the destination's fence, waits (at most the
 //! op timeout) for the source's writes and its turn, calls MPI, then settles
-//! the ticket. `all_reduce` is an `MPI_Allgather` of the bytes followed by
-//! the same rank-order fold as the host driver, so every element type and
-//! reduce op is supported and every rank gets bit-identical results.
+//! the ticket. The collectives are MPI's own (`ops`, routed by `route` so
+//! every rank gets bit-identical results; `calls` makes the ranks agree on
+//! each call first); every MPI call's code is checked (`raw`), the
+//! communicator running under `MPI_ERRORS_RETURN`.
 //!
 //! Threads: MPI is initialised on the first `join` at
 //! `MPI_THREAD_MULTIPLE`, and the level MPI provides is checked (also when
@@ -17,25 +18,32 @@
 //! threads run side by side. [`MpiDriver::finalize`], which a program must
 //! call before it exits, refuses while any communicator or join is left.
 //!
-//! Join timeout: `MPI_Comm_create_group` has none, so it runs on a helper
-//! thread and `join` gives up after the join timeout; the error lists every
-//! other rank, because MPI does not say which ranks have arrived.
+//! Join timeout: the ranks first tell each other they have arrived
+//! (`arrive`), so a timeout lists exactly the ranks never heard from; then
+//! `MPI_Comm_create_group`, which has no timeout, runs on a helper thread.
+
+mod arrive;
+mod calls;
+mod ops;
+mod p2p;
+mod raw;
+mod route;
 
 use super::common::{
-    backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lock, whole_elements, IdTable,
+    backend_error, check_p2p, check_rank, check_src_dst, lock, whole_elements, IdTable,
 };
 use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
 };
 use crate::backend::cpu::Arena;
-use crate::backend::fault::Faults;
 use crate::backend::Buf;
 use crate::device::{Device, DeviceKind};
 use crate::dtype::DType;
 use crate::op::ReduceOp;
+use calls::Sig;
+use mpi::raw::AsRaw;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
-use mpi::traits::{CommunicatorCollectives, Destination, Source};
 use mpi::Threading;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -152,6 +160,9 @@ pub struct MpiCommunicator {
     ranks: usize,
     opts: JoinOptions,
     stream: MpiCommStream,
+    /// The first failure (an MPI error, ranks that disagreed): every later
+    /// call refuses with it, because the ranks' calls no longer pair up.
+    failed: Mutex<Option<String>>,
     /// Keeps MPI initialised while the communicator lives (`None` when the
     /// program initialised MPI itself).
     _universe: Option<Arc<Universe>>,
@@ -160,6 +171,30 @@ pub struct MpiCommunicator {
 // SAFETY: see the type's doc: at MPI_THREAD_MULTIPLE any thread may call
 // MPI, and the type is not Sync, so its own calls never overlap.
 unsafe impl Send for MpiCommunicator {}
+
+impl MpiCommunicator {
+    /// The raw `MPI_Comm`.
+    fn raw(&self) -> mpi::ffi::MPI_Comm {
+        self.comm.as_raw()
+    }
+    /// `Poisoned` once a call has failed: the ranks' calls no longer pair up.
+    fn healthy(&self) -> Result<(), DriverError> {
+        match &*lock(&self.failed) {
+            None => Ok(()),
+            Some(reason) => Err(DriverError::Poisoned {
+                rank: self.rank,
+                reason: reason.clone(),
+            }),
+        }
+    }
+    /// Records `r`'s failure, if any (the first one stays), and passes it on.
+    fn note<T>(&self, r: Result<T, DriverError>) -> Result<T, DriverError> {
+        if let Err(e) = &r {
+            lock(&self.failed).get_or_insert_with(|| e.to_string());
+        }
+        r
+    }
+}
 
 impl MpiDriver {
     /// Finalises MPI, if this driver initialised it, once no communicator
@@ -270,8 +305,10 @@ impl MpiDriver {
                 ),
             });
         }
-        // Tags 0..=32767 are valid everywhere (MPI_TAG_UB is at least that).
-        let tag = (id.0 % 32768) as i32;
+        // Tags 0..=32767 are valid everywhere (MPI_TAG_UB is at least that):
+        // the communicator is made under `tag`, arrivals are told under
+        // `tag + 16384`.
+        let tag = (id.0 % 16384) as i32;
         {
             let mut joining = lock(&JOINING);
             let joining = joining.get_or_insert_with(HashMap::new);
@@ -300,6 +337,30 @@ impl MpiDriver {
                 }
             }
         }
+        let started = std::time::Instant::now();
+        let heard = arrive::arrivals(rank, ranks, tag + 16384, id.0, opts.join_timeout);
+        let unjoin = || {
+            if let Some(j) = lock(&JOINING).as_mut() {
+                j.remove(&tag);
+            }
+        };
+        match heard {
+            Ok(Ok(())) => {}
+            Ok(Err(missing)) => {
+                unjoin();
+                return Err(DriverError::JoinTimeout {
+                    group,
+                    rank,
+                    ranks,
+                    missing,
+                    waited_ms: opts.join_timeout.as_millis() as u64,
+                });
+            }
+            Err(e) => {
+                unjoin();
+                return Err(e);
+            }
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         let helper_universe = universe.clone();
         let spawned = std::thread::Builder::new()
@@ -322,7 +383,8 @@ impl MpiDriver {
             }
             return Err(backend("spawn the join thread", e));
         }
-        let comm = match rx.recv_timeout(opts.join_timeout) {
+        let left = opts.join_timeout.saturating_sub(started.elapsed());
+        let comm = match rx.recv_timeout(left.max(Duration::from_millis(1))) {
             Ok((Some(Comm(c)), _helper_handle)) => c,
             Ok((None, _helper_handle)) => {
                 return Err(backend(
@@ -331,21 +393,26 @@ impl MpiDriver {
                 ))
             }
             Err(_) => {
-                return Err(DriverError::JoinTimeout {
-                    group,
+                // Every rank was heard from, so none is missing: one left
+                // between saying so and making the communicator.
+                return Err(DriverError::Timeout {
                     rank,
-                    ranks,
-                    missing: (0..ranks).filter(|r| *r != rank).collect(),
+                    op: "join",
+                    waiting_for: format!(
+                        "MPI_Comm_create_group of group `{group}` after every rank had arrived (a rank gave up or exited in between)"
+                    ),
                     waited_ms: opts.join_timeout.as_millis() as u64,
-                })
+                });
             }
         };
+        raw::errors_return(comm.as_raw())?;
         Ok(MpiCommunicator {
             comm,
             rank,
             ranks,
             opts,
             stream: MpiCommStream(NEXT_STREAM.fetch_add(1, Ordering::Relaxed)),
+            failed: Mutex::new(None),
             _universe: universe,
         })
     }
@@ -379,11 +446,12 @@ fn completing(
         None => (None, dst.begin_write()),
     };
     let (timeout, rank) = (comm.opts.op_timeout, comm.rank);
-    let res = ticket.wait_turn(timeout, rank, op).and_then(|()| {
+    let res = comm.healthy().and_then(|()| {
+        ticket.wait_turn(timeout, rank, op)?;
         if let Some((s, p)) = point {
             s.wait_point(p, timeout, rank, op)?;
         }
-        f()
+        comm.note(f())
     });
     match res {
         Ok(()) => {
@@ -471,54 +539,73 @@ impl CollectiveDriver for MpiDriver {
         op: ReduceOp,
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
-        Self::check(comm, stream)?;
-        let need = check_src_dst(
-            "all_reduce",
-            dtype.size_bytes(),
-            (count, src.bytes),
-            (count, dst.bytes),
-        )?;
-        completing(comm, "all_reduce", Some(&src.fence), &dst.fence, || {
-            // Every rank first agrees on the size, so a mismatch is an error
-            // on every rank instead of undefined behaviour inside MPI.
-            let mut sizes = vec![0u64; comm.ranks];
-            comm.comm.all_gather_into(&(need as u64), &mut sizes[..]);
-            if let Some((peer, theirs)) = sizes.iter().enumerate().find(|(_, s)| **s != need as u64)
-            {
-                return Err(DriverError::Mismatch {
-                    op: "all_reduce",
-                    rank: comm.rank,
-                    mine: format!("{need} bytes"),
-                    peer,
-                    theirs: format!("{theirs} bytes"),
-                });
-            }
-            // Every rank's bytes, gathered into one aligned buffer of the
-            // destination's arena, then folded there in rank order. The
-            // source and the destination are locked one after the other:
-            // in place they are one buffer.
-            let arena = lock(&dst.buffer)
-                .get()
-                .map(|b| b.arena().clone())
-                .ok_or_else(|| backend("alloc", "the destination is not a host buffer"))?;
-            let mut all = arena
-                .alloc(need * comm.ranks, &Faults::default())
-                .map_err(|e| backend("alloc", e))?;
-            {
-                let src_held = lock(&src.buffer);
-                comm.comm
-                    .all_gather_into(bytes_of(&src_held, need)?, all.bytes_mut());
-            }
-            let shards: Vec<&[u8]> = all.bytes().chunks(need.max(1)).take(comm.ranks).collect();
-            let mut out = lock(&dst.buffer);
-            fold_ranks(
-                MpiDriver::NAME,
-                dtype,
-                op,
-                &shards,
-                bytes_mut_of(&mut out, need)?,
-            )
+        let es = dtype.size_bytes();
+        let need = check_src_dst("all_reduce", es, (count, src.bytes), (count, dst.bytes))?;
+        let sig = Sig::new(0, dtype, count).op(op);
+        calls::run(comm, stream, sig, src, need, dst, need, |c, s, d| {
+            ops::all_reduce(c, dtype, op, s, d)
         })
+    }
+
+    fn all_gather(
+        comm: &MpiCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        count: usize,
+        stream: MpiCommStream,
+    ) -> Result<bool, DriverError> {
+        let es = dtype.size_bytes();
+        let total = count.saturating_mul(comm.ranks);
+        let need = check_src_dst("all_gather", es, (count, src.bytes), (total, dst.bytes))?;
+        let counts = vec![count; comm.ranks];
+        let sig = Sig::new(2, dtype, count);
+        calls::run(comm, stream, sig, src, need, dst, total * es, |c, s, d| {
+            ops::all_gather(c, dtype, &counts, s, d)
+        })?;
+        Ok(true)
+    }
+
+    fn broadcast(
+        comm: &MpiCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        count: usize,
+        root: usize,
+        stream: MpiCommStream,
+    ) -> Result<bool, DriverError> {
+        check_rank(root, comm.ranks)?;
+        let es = dtype.size_bytes();
+        let need = check_src_dst("broadcast", es, (count, src.bytes), (count, dst.bytes))?;
+        let sig = Sig::new(3, dtype, count).root(root);
+        calls::run(comm, stream, sig, src, need, dst, need, |c, s, d| {
+            if c.rank == root {
+                d.copy_from_slice(s);
+            }
+            ops::broadcast(c, dtype, root, d)
+        })?;
+        Ok(true)
+    }
+
+    fn reduce_scatter(
+        comm: &MpiCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        count: usize,
+        op: ReduceOp,
+        stream: MpiCommStream,
+    ) -> Result<bool, DriverError> {
+        let es = dtype.size_bytes();
+        let total = count.saturating_mul(comm.ranks);
+        let need = check_src_dst("reduce_scatter", es, (total, src.bytes), (count, dst.bytes))?;
+        let counts = vec![count; comm.ranks];
+        let sig = Sig::new(1, dtype, count).op(op);
+        calls::run(comm, stream, sig, src, need, dst, count * es, |c, s, d| {
+            ops::reduce_scatter(c, dtype, op, &counts, s, d)
+        })?;
+        Ok(true)
     }
 
     fn send(
@@ -530,6 +617,7 @@ impl CollectiveDriver for MpiDriver {
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
         Self::check(comm, stream)?;
+        comm.healthy()?;
         let need = check_p2p(
             "send",
             comm.rank,
@@ -541,10 +629,8 @@ impl CollectiveDriver for MpiDriver {
         )?;
         src.fence.wait(comm.opts.op_timeout, comm.rank, "send")?;
         let held = lock(&src.buffer);
-        comm.comm
-            .process_at_rank(peer as i32)
-            .send(bytes_of(&held, need)?);
-        Ok(())
+        let r = p2p::send(comm, bytes_of(&held, need)?, peer);
+        comm.note(r)
     }
 
     fn recv(
@@ -566,18 +652,10 @@ impl CollectiveDriver for MpiDriver {
             dst.bytes,
         )?;
         completing(comm, "recv", None, &dst.fence, || {
-            let (data, _status) = comm.comm.process_at_rank(peer as i32).receive_vec::<u8>();
-            if data.len() != need {
-                return Err(DriverError::Mismatch {
-                    op: "send/recv",
-                    rank: comm.rank,
-                    mine: format!("recv of {count} {dtype} elements ({need} bytes)"),
-                    peer,
-                    theirs: format!("send of {} bytes", data.len()),
-                });
-            }
-            bytes_mut_of(&mut lock(&dst.buffer), need)?.copy_from_slice(&data);
-            Ok(())
+            let mut held = lock(&dst.buffer);
+            p2p::recv(comm, bytes_mut_of(&mut held, need)?, peer, || {
+                format!("recv of {count} {dtype} elements ({need} bytes)")
+            })
         })
     }
 
