@@ -19,6 +19,7 @@
 //! [`run_pipeline`] builds a pipeline from it and runs it: the one way
 //! `fuel-opt`, the benches and the tests run a pipeline.
 
+pub mod combine;
 pub mod comm;
 pub mod cost;
 mod driver_comm;
@@ -48,9 +49,9 @@ use fuel_graph_ext::{Graph, Topology};
 use std::sync::Arc;
 
 /// The pipeline that takes a graph with collectives to one an executor can
-/// run: lower the collectives, legalise every remaining edge, then clean up.
+/// run: merge small independent all-reduces, lower the collectives, legalise every remaining edge, then clean up.
 pub const DEFAULT_PIPELINE: &str =
-    "lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
+    "combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
 
 /// [`DEFAULT_PIPELINE`] with options for `lower-collectives`, such as
 /// `algorithm=ring` (empty for the defaults).
@@ -66,8 +67,21 @@ pub fn pipeline_with(lower_options: &str) -> String {
     }
 }
 
-/// Adds this crate's passes (`lower-collectives`) to `r`.
+/// Adds this crate's passes (`combine-collectives`, `lower-collectives`)
+/// to `r`.
 pub fn register(r: &mut PassRegistry) {
+    r.register(PassInfo {
+        name: combine::NAME,
+        summary: "merge independent all_reduces of one group, op and dtype into one over their joined shards, where the cost model says it pays",
+        options: combine::OPTIONS,
+        ctor: |o, cx| {
+            let opts = combine::CombineOptions::from_pass_options(o)?;
+            Ok(Box::new(combine::CombineCollectives::new(
+                opts,
+                cx.topology.clone(),
+            )))
+        },
+    });
     r.register(PassInfo {
         name: lower::NAME,
         summary: "lower every collective into copies (staged through a CPU where needed), n-ary element-wise ops, div, slice and concat",
