@@ -83,6 +83,10 @@ pub struct BenchArgs {
     /// With `combine-collectives` (on, the default pipeline) or without.
     #[arg(long, value_enum, default_value = "on")]
     combine: crate::many::Combine,
+    /// `combine-collectives{threshold=..}` (bytes per rank, e.g. 8M)
+    /// instead of the cost model's threshold.
+    #[arg(long)]
+    combine_threshold: Option<String>,
 }
 
 /// One measured row.
@@ -214,7 +218,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             a.iters,
             a.warmup,
             &topo,
-            (a.count, a.combine),
+            (a.count, a.combine, a.combine_threshold.as_deref()),
         )?;
         let ratio = if row.bound > 0.0 {
             row.algbw / row.bound
@@ -266,7 +270,7 @@ pub fn measure(
     iters: usize,
     warmup: usize,
     topo: &Arc<Topology>,
-    (many, combine): (usize, crate::many::Combine),
+    (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
 ) -> Result<Row, Failure> {
     let n = devices.len();
     let count = (size / dtype.size_bytes()).max(1);
@@ -276,7 +280,7 @@ pub fn measure(
     } else {
         crate::many::build(devices, &ty, op, many)?
     };
-    let pipeline = crate::many::pipeline(scenario::pipeline(algorithm), combine);
+    let pipeline = crate::many::pipeline(scenario::pipeline(algorithm), combine, threshold);
     let (lowered, decisions, _) = scenario::lower(&g, &pipeline, topo, None)?;
     let exe = exec::compile_with(&lowered, devices, topo).map_err(|e| {
         let hint = fitting_size(&e, size).map_or(String::new(), |s| {

@@ -21,10 +21,18 @@ pub enum Combine {
 }
 
 /// `pipeline` (a default pipeline, possibly with options) with
-/// `combine-collectives` taken out for [`Combine::Off`].
-pub fn pipeline(pipeline: String, combine: Combine) -> String {
+/// `combine-collectives` taken out for [`Combine::Off`], or given
+/// `threshold` for [`Combine::On`].
+pub fn pipeline(pipeline: String, combine: Combine, threshold: Option<&str>) -> String {
     match combine {
-        Combine::On => pipeline,
+        Combine::On => match threshold {
+            Some(t) => pipeline.replacen(
+                fuel_collective::combine::NAME,
+                &format!("{}{{threshold={t}}}", fuel_collective::combine::NAME),
+                1,
+            ),
+            None => pipeline,
+        },
         Combine::Off => pipeline
             .split(',')
             .filter(|p| !p.trim_start().starts_with(fuel_collective::combine::NAME))
@@ -64,12 +72,17 @@ mod tests {
     fn off_takes_the_pass_out_and_on_keeps_it() {
         let p = fuel_collective::pipeline_with("algorithm=ring");
         assert!(p.starts_with("combine-collectives,"), "{p}");
-        let off = pipeline(p.clone(), Combine::Off);
+        let off = pipeline(p.clone(), Combine::Off, Some("4M"));
         assert!(!off.contains("combine"), "{off}");
         assert!(
             off.starts_with("lower-collectives{algorithm=ring}"),
             "{off}"
         );
-        assert_eq!(pipeline(p.clone(), Combine::On), p);
+        assert_eq!(pipeline(p.clone(), Combine::On, None), p);
+        let on = pipeline(p, Combine::On, Some("4M"));
+        assert!(
+            on.starts_with("combine-collectives{threshold=4M},lower"),
+            "{on}"
+        );
     }
 }
