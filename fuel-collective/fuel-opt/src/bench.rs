@@ -87,6 +87,10 @@ pub struct BenchArgs {
     /// instead of the cost model's threshold.
     #[arg(long)]
     combine_threshold: Option<String>,
+    /// `lower-collectives{transport=..}`: f32 crosses devices as bf16, f16,
+    /// bf16-staged or f16-staged (off by default).
+    #[arg(long)]
+    transport: Option<String>,
 }
 
 /// One measured row.
@@ -219,6 +223,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             a.warmup,
             &topo,
             (a.count, a.combine, a.combine_threshold.as_deref()),
+            a.transport.as_deref(),
         )?;
         let ratio = if row.bound > 0.0 {
             row.algbw / row.bound
@@ -271,6 +276,7 @@ pub fn measure(
     warmup: usize,
     topo: &Arc<Topology>,
     (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
+    transport: Option<&str>,
 ) -> Result<Row, Failure> {
     let n = devices.len();
     let count = (size / dtype.size_bytes()).max(1);
@@ -280,7 +286,11 @@ pub fn measure(
     } else {
         crate::many::build(devices, &ty, op, many)?
     };
-    let pipeline = crate::many::pipeline(scenario::pipeline(algorithm), combine, threshold);
+    let pipeline = crate::many::pipeline(
+        crate::many::with_transport(scenario::pipeline(algorithm), transport),
+        combine,
+        threshold,
+    );
     let (lowered, decisions, _) = scenario::lower(&g, &pipeline, topo, None)?;
     let exe = exec::compile_with(&lowered, devices, topo).map_err(|e| {
         let hint = fitting_size(&e, size).map_or(String::new(), |s| {

@@ -1,6 +1,7 @@
 //! `fuel-opt bench --count K --combine on|off`: K independent all_reduces
 //! per iteration, as one training step's gradients, lowered with or without
-//! `combine-collectives`.
+//! `combine-collectives`; and `--transport`, the lowering's narrow
+//! transport.
 //!
 //! [`build`] records them with `DeviceGroup` (the shards of all_reduce k
 //! are inputs `g{k}_{r}` on device r); [`pipeline`] is the bench's pipeline
@@ -38,6 +39,19 @@ pub fn pipeline(pipeline: String, combine: Combine, threshold: Option<&str>) -> 
             .filter(|p| !p.trim_start().starts_with(fuel_collective::combine::NAME))
             .collect::<Vec<_>>()
             .join(","),
+    }
+}
+
+/// `pipeline` with `transport=` added to its `lower-collectives`.
+pub fn with_transport(pipeline: String, transport: Option<&str>) -> String {
+    let Some(t) = transport else { return pipeline };
+    let name = fuel_collective::lower::NAME;
+    match pipeline.find(&format!("{name}{{")) {
+        Some(at) => {
+            let open = at + name.len() + 1;
+            format!("{}transport={t}, {}", &pipeline[..open], &pipeline[open..])
+        }
+        None => pipeline.replacen(name, &format!("{name}{{transport={t}}}"), 1),
     }
 }
 
@@ -79,7 +93,7 @@ mod tests {
             "{off}"
         );
         assert_eq!(pipeline(p.clone(), Combine::On, None), p);
-        let on = pipeline(p, Combine::On, Some("4M"));
+        let on = pipeline(p.clone(), Combine::On, Some("4M"));
         assert!(
             on.starts_with("combine-collectives{threshold=4M},lower"),
             "{on}"
