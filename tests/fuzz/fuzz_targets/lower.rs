@@ -2,7 +2,7 @@
 //! groups, dtypes, shapes, collective kinds and every `lower-collectives`
 //! algorithm, the shards sometimes `cast` to another dtype first, and
 //! sometimes a second all_reduce (independent, or a chain) with
-//! `combine-collectives` in front. It must never panic, the output must verify, and the reference
+//! `combine-collectives` in front, and sometimes a narrow `transport=`. It must never panic, the output must verify, and the reference
 //! interpreter must give the same values before and after.
 //!
 //! Two draws aim at issue 14's classes. `huge` swaps one extent for a value
@@ -203,7 +203,13 @@ fuzz_target!(|c: Case| {
         return;
     }
     let alg = ALGORITHMS[c.algorithm as usize % ALGORITHMS.len()];
-    let opts = if alg == "tree" { format!("algorithm=tree, arity={}", c.arity % 4 + 2) } else { format!("algorithm={alg}") };
+    let mut opts = if alg == "tree" { format!("algorithm=tree, arity={}", c.arity % 4 + 2) } else { format!("algorithm={alg}") };
+    // Narrow transport (star only): it rounds, so the values are not
+    // compared bit for bit below; the output must still verify.
+    let transport = ["bf16", "f16", "bf16-staged", "f16-staged"].get(c.combine as usize / 16 % 8).copied();
+    if let Some(t) = transport {
+        opts = format!("algorithm=star, transport={t}");
+    }
     let pipeline = format!("{combine}lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
     let before = g.clone();
     if let Err(e) = fuel_collective::run_pipeline(&mut g, &pipeline, topo.clone(), DebugOptions::verifying()) {
@@ -221,6 +227,10 @@ fuzz_target!(|c: Case| {
     let want = interpret(&before, &inputs).unwrap_or_else(|e| panic!("{e}"));
     let got = interpret(&g, &inputs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(want.len(), got.len());
+    if transport.is_some() {
+        // Rounded on the wire: tests/tests/transport.rs checks the bound.
+        return;
+    }
     for (k, (a, b)) in got.iter().zip(&want).enumerate() {
         if let Err(e) = a.check_same(b) {
             panic!("result {k}: {e}\nbefore:\n{}\nafter:\n{}", text::print(&before), text::print(&g));
