@@ -213,7 +213,14 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
     assert!(
         files
             .iter()
-            .any(|f| f.ends_with("01-lower-collectives.fir")),
+            .any(|f| f.ends_with("02-lower-collectives.fir")),
+        "{files:?}"
+    );
+    // The default pipeline starts with combine-collectives.
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("01-combine-collectives.fir")),
         "{files:?}"
     );
     for f in &files {
