@@ -66,6 +66,7 @@
 // docs.rs builds with `--cfg docsrs`: mark what each feature adds.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod combine;
 pub mod comm;
 pub mod cost;
 mod driver_comm;
@@ -99,9 +100,9 @@ use fuel_graph_ext::{Graph, Topology};
 use std::sync::Arc;
 
 /// The pipeline that takes a graph with collectives to one an executor can
-/// run: lower the collectives, legalise every remaining edge, then clean up.
+/// run: merge small independent all-reduces, lower the collectives, legalise every remaining edge, then clean up.
 pub const DEFAULT_PIPELINE: &str =
-    "lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
+    "combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
 
 /// [`DEFAULT_PIPELINE`] with options for `lower-collectives`, such as
 /// `algorithm=ring` (empty for the defaults).
@@ -117,8 +118,8 @@ pub fn pipeline_with(lower_options: &str) -> String {
     }
 }
 
-/// Adds this crate's passes (`lower-collectives`) to `r`, so a graph
-/// compiler's own registry can name it in a pipeline.
+/// Adds this crate's passes (`combine-collectives`, `lower-collectives`)
+/// to `r`, so a graph compiler's own registry can name them in a pipeline.
 ///
 /// ```
 /// use fuel_graph_ext::{DebugOptions, PassContext, PassManager, PassRegistry};
@@ -131,6 +132,18 @@ pub fn pipeline_with(lower_options: &str) -> String {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn register(r: &mut PassRegistry) {
+    r.register(PassInfo {
+        name: combine::NAME,
+        summary: "merge independent all_reduces of one group, op and dtype into one over their joined shards, where the cost model says it pays",
+        options: combine::OPTIONS,
+        ctor: |o, cx| {
+            let opts = combine::CombineOptions::from_pass_options(o)?;
+            Ok(Box::new(combine::CombineCollectives::new(
+                opts,
+                cx.topology.clone(),
+            )))
+        },
+    });
     r.register(PassInfo {
         name: lower::NAME,
         summary: "lower every collective into copies (staged through a CPU where needed), n-ary element-wise ops, div, slice and concat",

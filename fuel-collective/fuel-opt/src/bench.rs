@@ -80,6 +80,21 @@ pub struct BenchArgs {
     /// draw bus bandwidth against size, log axes, into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<std::path::PathBuf>,
+    /// Independent all_reduces of the given size per iteration (a training
+    /// step's gradients); sizes and bandwidths count all of them.
+    #[arg(long, default_value_t = 1)]
+    count: usize,
+    /// With `combine-collectives` (on, the default pipeline) or without.
+    #[arg(long, value_enum, default_value = "on")]
+    combine: crate::many::Combine,
+    /// `combine-collectives{threshold=..}` (bytes per rank, e.g. 8M)
+    /// instead of the cost model's threshold.
+    #[arg(long)]
+    combine_threshold: Option<String>,
+    /// `lower-collectives{transport=..}`: f32 crosses devices as bf16, f16,
+    /// bf16-staged or f16-staged (off by default).
+    #[arg(long)]
+    transport: Option<String>,
 }
 
 /// The algorithms `--plot` draws, one line each.
@@ -116,6 +131,9 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     }
     scenario::check_count("--iters", a.iters)?;
     scenario::check_count("--warmup", a.warmup)?;
+    if a.count == 0 || a.count > 10_000 {
+        return Err(Failure::input("--count must be 1 to 10000"));
+    }
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
     if a.calibrate {
@@ -159,10 +177,12 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     } else {
         let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
         outln!(
-            "# fuel-opt bench: all_reduce over [{}], {} iters after {} warmup, median times",
+            "# fuel-opt bench: {} all_reduce over [{}], {} iters after {} warmup, median times, combine {:?}",
+            a.count,
             names.join(", "),
             a.iters,
-            a.warmup
+            a.warmup,
+            a.combine
         )?;
         outln!(
             "# bound: host n-ary add + {} memcpys of the result{}, same run",
@@ -207,7 +227,16 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         };
         for algorithm in algorithms {
             let row = measure(
-                &devices, dtype, op, algorithm, size, a.iters, a.warmup, &topo,
+                &devices,
+                dtype,
+                op,
+                algorithm,
+                size,
+                a.iters,
+                a.warmup,
+                &topo,
+                (a.count, a.combine, a.combine_threshold.as_deref()),
+                a.transport.as_deref(),
             )?;
             let ratio = if row.bound > 0.0 {
                 row.algbw / row.bound
@@ -272,12 +301,23 @@ pub fn measure(
     iters: usize,
     warmup: usize,
     topo: &Arc<Topology>,
+    (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
+    transport: Option<&str>,
 ) -> Result<Row, Failure> {
     let n = devices.len();
     let count = (size / dtype.size_bytes()).max(1);
     let ty = TensorType::new(dtype, &[count]);
-    let g = scenario::build(devices, &ty, op, Shape::AllReduce)?;
-    let (lowered, decisions, _) = scenario::lower(&g, &scenario::pipeline(algorithm), topo, None)?;
+    let g = if many == 1 {
+        scenario::build(devices, &ty, op, Shape::AllReduce)?
+    } else {
+        crate::many::build(devices, &ty, op, many)?
+    };
+    let pipeline = crate::many::pipeline(
+        crate::many::with_transport(scenario::pipeline(algorithm), transport),
+        combine,
+        threshold,
+    );
+    let (lowered, decisions, _) = scenario::lower(&g, &pipeline, topo, None)?;
     let exe = exec::compile_with(&lowered, devices, topo).map_err(|e| {
         let hint = fitting_size(&e, size).map_or(String::new(), |s| {
             format!(
@@ -288,7 +328,7 @@ pub fn measure(
         Failure::input(format!("compile failed: {e}{hint}"))
     })?;
     let (time_us, wrong) = time_runs(&g, &exe, iters, warmup)?;
-    let bytes = count * dtype.size_bytes();
+    let bytes = count * dtype.size_bytes() * many;
     let algbw = bytes as f64 / (time_us * 1e3);
     let busbw = if n > 1 {
         algbw * 2.0 * (n - 1) as f64 / n as f64

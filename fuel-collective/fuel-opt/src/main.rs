@@ -12,6 +12,7 @@ mod bench;
 mod calibrate;
 mod demo;
 mod input;
+mod many;
 mod outdir;
 mod output;
 mod plot;

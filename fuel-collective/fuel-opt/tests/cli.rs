@@ -145,7 +145,7 @@ fn bad_input_is_an_error_not_a_panic() {
     let cases: &[(&[&str], Option<&str>, &str)] = &[
         (&["-"], Some("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4\n}\n"), "2:32: expected `,` or `]`"),
         (&["-"], Some("hello"), "1:1: expected `graph @name {`"),
-        (&["-", "--passes", "frobnicate"], Some(good), "unknown pass `frobnicate`; known passes: cse, dce"),
+        (&["-", "--passes", "frobnicate"], Some(good), "unknown pass `frobnicate`; known passes: combine-collectives, cse, dce"),
         (&["-", "--passes", "cse{depth=3}"], Some(good), "unknown option `depth` for pass `cse`; known options: none"),
         (&["-", "--passes", "cse,"], Some(good), "expected a pass name after the last `,`"),
         (
@@ -213,7 +213,14 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
     assert!(
         files
             .iter()
-            .any(|f| f.ends_with("01-lower-collectives.fir")),
+            .any(|f| f.ends_with("02-lower-collectives.fir")),
+        "{files:?}"
+    );
+    // The default pipeline starts with combine-collectives.
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("01-combine-collectives.fir")),
         "{files:?}"
     );
     for f in &files {

@@ -76,6 +76,7 @@
 use super::emit::Emitter;
 use super::estimate::EstimateCache;
 use super::site::CollectiveSite;
+use super::transport::{self, Transport};
 use super::{algorithm, choose, Decision, Exchange};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassManager, PassOptions};
@@ -105,6 +106,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
         "reduce_at",
         "the device where star and hierarchical combine, e.g. cpu:0",
     ),
+    (
+        "transport",
+        "bf16, f16, bf16-staged or f16-staged: f32 data crosses devices (or only the staging hops) narrow; off by default (see transport.rs)",
+    ),
 ];
 
 /// What the pass was asked to do.
@@ -120,6 +125,9 @@ pub struct LowerOptions {
     /// How `all_to_all` moves its pieces (`exchange=`), or `None` for the
     /// cheaper estimate.
     pub exchange: Option<Exchange>,
+    /// `transport=`: f32 copies across devices travel narrow (never by
+    /// default).
+    pub transport: Option<Transport>,
 }
 
 impl Default for LowerOptions {
@@ -129,6 +137,7 @@ impl Default for LowerOptions {
             reduce_at: None,
             arity: 2,
             exchange: None,
+            transport: None,
         }
     }
 }
@@ -186,6 +195,20 @@ impl LowerOptions {
             }
             opts.arity = k;
         }
+        opts.transport = o.parse::<Transport>("transport")?;
+        if let Some(t) = opts.transport {
+            match opts.algorithm {
+                None => opts.algorithm = Some("star"),
+                Some("star") => {}
+                Some(other) => {
+                    return Err(PassError::BadOption {
+                        pass: o.pass.clone(),
+                        option: "transport".into(),
+                        message: format!("cannot use `{t}` with algorithm={other}: narrow transport lowers with star, where each element is rounded at most twice; use algorithm=star or auto"),
+                    })
+                }
+            }
+        }
         Ok(opts)
     }
 }
@@ -241,6 +264,10 @@ impl Pass for LowerCollectives {
             .into_iter()
             .filter(|id| g.node(*id).is_some_and(|n| n.op.is_collective()))
             .collect();
+        let before: std::collections::BTreeSet<NodeId> = match self.opts.transport {
+            Some(_) => g.node_ids().collect(),
+            None => Default::default(),
+        };
         for id in &targets {
             let site = CollectiveSite::read(g, *id).map_err(fail)?;
             let (site, widened) = super::widen::widen_mean(g, site).map_err(fail)?;
@@ -277,6 +304,11 @@ impl Pass for LowerCollectives {
             g.remove_node(*id);
             g.add_note(note);
             self.decisions.push(decision);
+        }
+        if let Some(t) = self.opts.transport {
+            let made = g.node_ids().filter(|id| !before.contains(id)).collect();
+            let n = transport::narrow(g, &self.topo, &made, t);
+            g.add_note(transport::note(t, n));
         }
         Ok(Changed::from_bool(!targets.is_empty()))
     }

@@ -10,7 +10,8 @@
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
 //! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `widen.rs` casts
 //! the shards of a narrow `Mean` to its accumulator first; `all_to_all.rs`
-//! has `all_to_all`'s own two lowerings. This file only
+//! has `all_to_all`'s own two lowerings; `transport.rs` makes f32 copies
+//! travel as bf16/f16 (`transport=`). This file only
 //! declares them and says what the folder exports.
 
 mod algorithm;
@@ -26,6 +27,7 @@ mod ring;
 pub mod shape;
 mod site;
 mod star;
+mod transport;
 mod tree;
 mod widen;
 
@@ -38,4 +40,5 @@ pub use hierarchical::Hierarchical;
 pub use lower_collectives::{decisions, LowerCollectives, LowerOptions, NAME, OPTIONS};
 pub use ring::Ring;
 pub use star::Star;
+pub use transport::Transport;
 pub use tree::Tree;

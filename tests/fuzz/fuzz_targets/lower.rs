@@ -1,6 +1,8 @@
 //! Arbitrary structured graphs through the whole default pipeline: random
 //! groups, dtypes, shapes, collective kinds and every `lower-collectives`
-//! algorithm, the shards sometimes `cast` to another dtype first. It must never panic, the output must verify, and the reference
+//! algorithm, the shards sometimes `cast` to another dtype first, and
+//! sometimes a second all_reduce (independent, or a chain) with
+//! `combine-collectives` in front, and sometimes a narrow `transport=`. It must never panic, the output must verify, and the reference
 //! interpreter must give the same values before and after.
 //!
 //! Two draws aim at issue 14's classes. `huge` swaps one extent for a value
@@ -36,6 +38,7 @@ struct Case {
     cast_to: Option<u8>,
     huge: u8,
     chain: u8,
+    combine: u8,
 }
 
 /// Extents near the limits: below, at and past what a tensor can address.
@@ -167,6 +170,28 @@ fuzz_target!(|c: Case| {
     }
     let results = g.node(id).map_or(0, |x| x.num_results());
     g.set_outputs((0..results as u32).map(|r| ValueId { node: id, result: r }).collect());
+    // combine-collectives: for an all_reduce, a second one over the same
+    // shards (independent, may merge) or over the first one's results (a
+    // chain, must not merge), run with the model's threshold or a given one.
+    let combine = if c.combine % 2 == 1 && kind == 0 {
+        let second: Vec<ValueId> = if c.combine & 2 != 0 {
+            (0..results as u32).map(|r| ValueId { node: id, result: r }).collect()
+        } else {
+            operands_again(&g, id)
+        };
+        let op2 = Op::AllReduce { op: rop };
+        let id2 = g.add_node(op2, &second, g.node(id).map(|x| x.ty.clone()).unwrap_or(ty.clone()));
+        for r in 0..results as u32 {
+            g.push_output(ValueId { node: id2, result: r });
+        }
+        match c.combine / 4 % 3 {
+            0 => "combine-collectives,".to_string(),
+            1 => "combine-collectives{threshold=1K},".to_string(),
+            _ => "combine-collectives{threshold=1G},".to_string(),
+        }
+    } else {
+        String::new()
+    };
     let mut topo = Topology::default();
     if c.peers {
         topo = topo.with_peer(0, 1);
@@ -178,8 +203,14 @@ fuzz_target!(|c: Case| {
         return;
     }
     let alg = ALGORITHMS[c.algorithm as usize % ALGORITHMS.len()];
-    let opts = if alg == "tree" { format!("algorithm=tree, arity={}", c.arity % 4 + 2) } else { format!("algorithm={alg}") };
-    let pipeline = format!("lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
+    let mut opts = if alg == "tree" { format!("algorithm=tree, arity={}", c.arity % 4 + 2) } else { format!("algorithm={alg}") };
+    // Narrow transport (star only): it rounds, so the values are not
+    // compared bit for bit below; the output must still verify.
+    let transport = ["bf16", "f16", "bf16-staged", "f16-staged"].get(c.combine as usize / 16 % 8).copied();
+    if let Some(t) = transport {
+        opts = format!("algorithm=star, transport={t}");
+    }
+    let pipeline = format!("{combine}lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
     let before = g.clone();
     if let Err(e) = fuel_collective::run_pipeline(&mut g, &pipeline, topo.clone(), DebugOptions::verifying()) {
         panic!("{pipeline} failed on a valid graph: {e}\n{}", text::print(&before));
@@ -196,9 +227,18 @@ fuzz_target!(|c: Case| {
     let want = interpret(&before, &inputs).unwrap_or_else(|e| panic!("{e}"));
     let got = interpret(&g, &inputs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(want.len(), got.len());
+    if transport.is_some() {
+        // Rounded on the wire: tests/tests/transport.rs checks the bound.
+        return;
+    }
     for (k, (a, b)) in got.iter().zip(&want).enumerate() {
         if let Err(e) = a.check_same(b) {
             panic!("result {k}: {e}\nbefore:\n{}\nafter:\n{}", text::print(&before), text::print(&g));
         }
     }
 });
+
+/// The operands of node `id`, in order.
+fn operands_again(g: &Graph, id: fuel_graph_ext::graph::NodeId) -> Vec<ValueId> {
+    g.node(id).map(|n| n.operands.to_vec()).unwrap_or_default()
+}

@@ -1,0 +1,115 @@
+//! The cost model's figures for `combine-collectives`, per group: what one
+//! all-reduce costs by size, and what one merged item's copies cost.
+//!
+//! The all-reduce's line goes through two estimates of the lowering
+//! `lower-collectives` would pick (auto), one of a single row and one of
+//! 16 MiB per rank, each lowered on a scratch graph and priced with
+//! [`crate::lower::estimate_graph`], so the figures follow the topology
+//! (calibrated or not) exactly as the lowering's own choice does. An item's
+//! copies are its share of the `concat` and its `slice` on every rank,
+//! priced as the executor runs them (a host kernel on a host arena, a
+//! same-device region copy on a GPU) under the runner the group's devices
+//! get (summed
+//! over ranks on the inline runner, which runs one step at a time; the
+//! busiest rank, plus the dispatcher's work, on the threaded one).
+
+use super::plan::{Line, Model};
+use super::{Key, NAME};
+use crate::cost::{self, StepKind};
+use crate::lower::{estimate_graph, LowerCollectives, LowerOptions};
+use fuel_graph_ext::exec::schedule::CopyMode;
+use fuel_graph_ext::graph::ValueId;
+use fuel_graph_ext::pass::{Pass, PassError};
+use fuel_graph_ext::topology::Runner;
+use fuel_graph_ext::{Graph, Op, TensorType, Topology};
+use std::sync::Arc;
+
+/// The large size the all-reduce line is drawn to, bytes per rank.
+const LARGE: usize = 16 << 20;
+
+/// The estimate of one all-reduce of `rows` rows of `key`, lowered as
+/// `lower-collectives` would.
+fn all_reduce_us(key: &Key, rows: usize, topo: &Arc<Topology>) -> Result<f64, PassError> {
+    let mut shape = vec![rows];
+    shape.extend_from_slice(&key.rest);
+    let ty = TensorType::new(key.dtype, &shape);
+    let mut g = Graph::new("combine_scratch");
+    let shards: Vec<ValueId> = key
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            g.add_value(
+                Op::Input {
+                    name: format!("s{i}"),
+                    device: *d,
+                },
+                &[],
+                ty.clone(),
+            )
+        })
+        .collect();
+    let id = g.add_node(Op::AllReduce { op: key.op }, &shards, ty);
+    for r in 0..shards.len() {
+        g.push_output(ValueId {
+            node: id,
+            result: r as u32,
+        });
+    }
+    LowerCollectives::new(LowerOptions::default(), topo.clone())
+        .run(&mut g)
+        .map_err(|e| PassError::internal(NAME, format!("pricing a scratch all_reduce: {e}")))?;
+    Ok(estimate_graph(&g, topo).total_us())
+}
+
+/// What one merged item of `bytes` per rank costs in copies.
+fn item_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
+    let runner = cost::runner_for(key.devices.iter().copied());
+    let per_rank = key.devices.iter().map(|d| {
+        // A host arena slices with a kernel; a GPU with a region copy
+        // (`vkCmdCopyBuffer`, a device-local copy).
+        let kind = |b: usize| {
+            if d.is_cpu() {
+                StepKind::Compute {
+                    device: *d,
+                    inputs: 1,
+                    bytes: b,
+                }
+            } else {
+                StepKind::Transfer {
+                    from: *d,
+                    to: *d,
+                    bytes: b,
+                    mode: CopyMode::Moves,
+                }
+            }
+        };
+        let step = |b: usize| cost::step_us(topo, runner, &kind(b), bytes);
+        // Its slice, and its bytes in the concat (whose fixed cost the
+        // bucket pays once).
+        step(bytes) + step(bytes) - step(0)
+    });
+    match runner {
+        Runner::Inline => per_rank.sum(),
+        Runner::Threaded => {
+            per_rank.fold(0.0, f64::max)
+                + key.devices.len() as f64 * topo.runner(runner).dispatch_us
+        }
+    }
+}
+
+/// The model for `key`'s group.
+pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError> {
+    let row = key.dtype.size_bytes() * key.rest.iter().product::<usize>();
+    let row = row.max(1);
+    let large_rows = (LARGE / row).max(2);
+    let small = (row, all_reduce_us(key, 1, topo)?);
+    let large = (large_rows * row, all_reduce_us(key, large_rows, topo)?);
+    Ok(Model {
+        collective: Line::through(small, large),
+        per_item: Line::through(
+            (row, item_us(key, row, topo)),
+            (large.0, item_us(key, large.0, topo)),
+        ),
+    })
+}

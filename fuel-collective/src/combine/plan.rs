@@ -1,0 +1,311 @@
+//! The bucketing plan of `combine-collectives`, with no graph in sight.
+//!
+//! A collective costs a fixed part (its steps' latencies and fixed costs,
+//! paid however small it is) plus a part per byte. Merging an item into a
+//! bucket saves the item's fixed part, and costs it a share of the bucket's
+//! `concat` and one `slice` per rank ([`Model`]). An item joins a bucket only
+//! when that pays, when the bucket stays within the threshold (bytes per
+//! rank), and when the caller's independence check agrees: merging two
+//! collectives with a path between them would make a cycle. [`buckets`]
+//! places items first fit, in the order given (topological order), so the
+//! plan is deterministic.
+//!
+//! The default threshold is where the fixed part falls to a sixteenth of a
+//! bucket's time ([`Model::default_threshold`]): past it, a bigger bucket
+//! saves at most a few percent more, while its memory grows with it (a
+//! bucket holds its joined operands and its result at once: twice its bytes
+//! per rank on every rank).
+
+/// A cost line: `fixed_us + per_byte_us * bytes`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Line {
+    /// Microseconds paid at any size.
+    pub fixed_us: f64,
+    /// Microseconds per byte.
+    pub per_byte_us: f64,
+}
+
+impl Line {
+    /// The line through two measured points `(bytes, us)`; a negative slope
+    /// or intercept (rounding in the model) is clamped to zero.
+    pub fn through(a: (usize, f64), b: (usize, f64)) -> Line {
+        let dx = b.0 as f64 - a.0 as f64;
+        let per_byte_us = if dx > 0.0 {
+            ((b.1 - a.1) / dx).max(0.0)
+        } else {
+            0.0
+        };
+        Line {
+            fixed_us: (a.1 - per_byte_us * a.0 as f64).max(0.0),
+            per_byte_us,
+        }
+    }
+
+    /// Microseconds at `bytes`.
+    pub fn at(&self, bytes: usize) -> f64 {
+        self.fixed_us + self.per_byte_us * bytes as f64
+    }
+}
+
+/// What merging costs and saves for one kind of collective (one group, op
+/// and dtype).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Model {
+    /// One collective alone, by bytes per rank.
+    pub collective: Line,
+    /// What one merged item adds: its share of the `concat` on every rank
+    /// and its `slice` on every rank, by its bytes per rank.
+    pub per_item: Line,
+}
+
+/// Sixteen times the fixed cost, less one: a bucket of
+/// `FIXED_SHARE * fixed / per_byte` bytes spends 1/16 of its time on the
+/// fixed part.
+const FIXED_SHARE: f64 = 15.0;
+
+/// The largest default threshold, bytes per rank (the memory bound: a
+/// bucket needs twice this on each rank while it runs).
+pub const MAX_DEFAULT_THRESHOLD: usize = 64 << 20;
+
+impl Model {
+    /// True when merging an item of `bytes` per rank saves more than it
+    /// costs: the collective's fixed part exceeds the item's copies.
+    pub fn worth(&self, bytes: usize) -> bool {
+        self.collective.fixed_us > self.per_item.at(bytes)
+    }
+
+    /// The default threshold, bytes per rank: the bucket size where the
+    /// fixed part is 1/16 of the collective's time, at most
+    /// [`MAX_DEFAULT_THRESHOLD`] (and that when the model has no cost per
+    /// byte).
+    pub fn default_threshold(&self) -> usize {
+        let c = self.collective;
+        if c.per_byte_us <= 0.0 {
+            return MAX_DEFAULT_THRESHOLD;
+        }
+        let t = FIXED_SHARE * c.fixed_us / c.per_byte_us;
+        if t >= MAX_DEFAULT_THRESHOLD as f64 {
+            MAX_DEFAULT_THRESHOLD
+        } else {
+            t.max(0.0) as usize
+        }
+    }
+
+    /// Microseconds saved by merging items of these sizes into one
+    /// collective (negative: a loss).
+    pub fn saving_us(&self, sizes: &[usize]) -> f64 {
+        let apart: f64 = sizes.iter().map(|b| self.collective.at(*b)).sum();
+        let total: usize = sizes.iter().sum();
+        let together =
+            self.collective.at(total) + sizes.iter().map(|b| self.per_item.at(*b)).sum::<f64>();
+        apart - together
+    }
+}
+
+/// One collective the plan may merge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item<K> {
+    /// What must match for two items to merge (kind, group, op, dtype,
+    /// shape outside the joined axis).
+    pub key: K,
+    /// Bytes per rank.
+    pub bytes: usize,
+}
+
+/// Why an item was left alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Alone {
+    /// Larger than the threshold.
+    TooLarge,
+    /// Its copies would cost more than the fixed part it saves.
+    NotWorth,
+    /// Every bucket it fits in depends on it or it on them, and nothing
+    /// else could join it.
+    NoPartner,
+}
+
+/// The plan: buckets of two or more items (indices into the items, in
+/// order), and the items left alone with why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Buckets to merge, each of two or more items.
+    pub buckets: Vec<Vec<usize>>,
+    /// Items left as they are.
+    pub alone: Vec<(usize, Alone)>,
+}
+
+impl Plan {
+    /// Keeps the buckets `pays` accepts; the others' items are left alone
+    /// as [`Alone::NotWorth`].
+    pub fn keep_if(mut self, mut pays: impl FnMut(&[usize]) -> bool) -> Plan {
+        let (keep, drop): (Vec<_>, Vec<_>) = self.buckets.into_iter().partition(|b| pays(b));
+        self.buckets = keep;
+        self.alone
+            .extend(drop.into_iter().flatten().map(|i| (i, Alone::NotWorth)));
+        self.alone.sort_unstable();
+        self
+    }
+}
+
+/// Places `items` into buckets, first fit in the order given.
+///
+/// `worth(i)` says whether item `i` pays for merging at all (see
+/// [`Model::worth`]). `independent(buckets, b, i)` says whether item `i`
+/// may join bucket `b` given every bucket planned so far (the caller checks
+/// that no path joins them once every bucket is seen as one node). A
+/// bucket never exceeds `threshold(key)` bytes.
+pub fn buckets<K: Eq>(
+    items: &[Item<K>],
+    threshold: impl Fn(&K) -> usize,
+    mut worth: impl FnMut(usize) -> bool,
+    mut independent: impl FnMut(&[Vec<usize>], usize, usize) -> bool,
+) -> Plan {
+    let mut open: Vec<Vec<usize>> = Vec::new();
+    let mut sums: Vec<usize> = Vec::new();
+    let mut alone = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        let threshold = threshold(&it.key);
+        if it.bytes > threshold {
+            alone.push((i, Alone::TooLarge));
+            continue;
+        }
+        if !worth(i) {
+            alone.push((i, Alone::NotWorth));
+            continue;
+        }
+        let fit = (0..open.len()).find(|&b| {
+            items[open[b][0]].key == it.key
+                && sums[b] + it.bytes <= threshold
+                && independent(&open, b, i)
+        });
+        match fit {
+            Some(b) => {
+                open[b].push(i);
+                sums[b] += it.bytes;
+            }
+            None => {
+                open.push(vec![i]);
+                sums.push(it.bytes);
+            }
+        }
+    }
+    let mut plan = Plan::default();
+    for b in open {
+        if b.len() >= 2 {
+            plan.buckets.push(b);
+        } else {
+            alone.push((b[0], Alone::NoPartner));
+        }
+    }
+    alone.sort_unstable();
+    plan.alone = alone;
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(sizes: &[usize]) -> Vec<Item<u8>> {
+        sizes.iter().map(|&bytes| Item { key: 0, bytes }).collect()
+    }
+
+    #[test]
+    fn buckets_stay_within_the_threshold_and_keep_order() {
+        let p = buckets(
+            &items(&[40, 40, 40, 10, 100]),
+            |_| 100,
+            |_| true,
+            |_, _, _| true,
+        );
+        assert_eq!(p.buckets, vec![vec![0, 1, 3]]);
+        assert_eq!(p.alone, vec![(2, Alone::NoPartner), (4, Alone::NoPartner)]);
+    }
+
+    #[test]
+    fn larger_than_threshold_and_unprofitable_items_stay_alone() {
+        let p = buckets(
+            &items(&[10, 500, 10, 10]),
+            |_| 100,
+            |i| i != 3,
+            |_, _, _| true,
+        );
+        assert_eq!(p.buckets, vec![vec![0, 2]]);
+        assert_eq!(p.alone, vec![(1, Alone::TooLarge), (3, Alone::NotWorth)]);
+    }
+
+    #[test]
+    fn different_keys_never_share_a_bucket() {
+        let its = vec![
+            Item { key: 'a', bytes: 1 },
+            Item { key: 'b', bytes: 1 },
+            Item { key: 'a', bytes: 1 },
+            Item { key: 'b', bytes: 1 },
+        ];
+        let p = buckets(&its, |_| 100, |_| true, |_, _, _| true);
+        assert_eq!(p.buckets, vec![vec![0, 2], vec![1, 3]]);
+    }
+
+    #[test]
+    fn dependent_items_go_to_another_bucket() {
+        // Item 1 depends on item 0; 2 is free.
+        let p = buckets(
+            &items(&[1, 1, 1]),
+            |_| 100,
+            |_| true,
+            |open, b, i| !(i == 1 && open[b].contains(&0)),
+        );
+        assert_eq!(p.buckets, vec![vec![0, 2]]);
+        assert_eq!(p.alone, vec![(1, Alone::NoPartner)]);
+    }
+
+    #[test]
+    fn buckets_that_do_not_pay_are_dropped() {
+        let p = buckets(&items(&[1, 1, 1, 1]), |_| 2, |_| true, |_, _, _| true);
+        assert_eq!(p.buckets, vec![vec![0, 1], vec![2, 3]]);
+        let p = p.keep_if(|b| b[0] == 2);
+        assert_eq!(p.buckets, vec![vec![2, 3]]);
+        assert_eq!(p.alone, vec![(0, Alone::NotWorth), (1, Alone::NotWorth)]);
+    }
+
+    #[test]
+    fn the_default_threshold_leaves_a_sixteenth_to_the_fixed_cost() {
+        let m = Model {
+            collective: Line {
+                fixed_us: 200.0,
+                per_byte_us: 0.001,
+            },
+            per_item: Line {
+                fixed_us: 5.0,
+                per_byte_us: 0.0001,
+            },
+        };
+        let t = m.default_threshold();
+        assert_eq!(t, 3_000_000);
+        let c = m.collective;
+        let share = c.fixed_us / c.at(t);
+        assert!((share - 1.0 / 16.0).abs() < 1e-9, "{share}");
+        // With no cost per byte, the memory cap.
+        let flat = Model {
+            collective: Line {
+                fixed_us: 1.0,
+                per_byte_us: 0.0,
+            },
+            ..m
+        };
+        assert_eq!(flat.default_threshold(), MAX_DEFAULT_THRESHOLD);
+        // Worth it while the item's copies cost less than the fixed part.
+        assert!(m.worth(64 << 10));
+        assert!(!m.worth(4 << 20));
+        assert!(m.saving_us(&[65536; 100]) > 0.0);
+    }
+
+    #[test]
+    fn a_line_through_two_points() {
+        let l = Line::through((4, 12.0), (1004, 112.0));
+        assert!((l.per_byte_us - 0.1).abs() < 1e-12);
+        assert!((l.fixed_us - 11.6).abs() < 1e-9);
+        let flat = Line::through((4, 12.0), (1004, 10.0));
+        assert_eq!(flat.per_byte_us, 0.0);
+    }
+}
