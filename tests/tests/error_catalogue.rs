@@ -124,6 +124,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0820", cli_bench_too_large),
     ("E0821", cli_env_not_utf8),
     ("E0822", cli_stale_cache),
+    ("E0823", cli_bench_collective_with_count),
     ("E0850", cli_bench_plot_unwritable),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
@@ -1124,6 +1125,13 @@ fn cli_bench_plot_unwritable() -> Outcome {
             "--plot",
             "no-such-dir/p.svg",
         ],
+        None,
+        &[],
+    )
+}
+fn cli_bench_collective_with_count() -> Outcome {
+    cli_err(
+        &["bench", "--collective", "all_gather", "--count", "4"],
         None,
         &[],
     )

@@ -1,17 +1,20 @@
 //! `fuel-opt bench`: collective benchmarks in the nccl-tests format.
 //!
-//! For each size (bytes per rank) it records an all_reduce with
-//! `DeviceGroup`, lowers it, compiles it once, and times `Executable::run_into`
-//! into one reused output vector
-//! (median over `--iters` after `--warmup`). `algbw` is bytes per rank over
-//! the median time and `busbw = algbw * 2(n-1)/n`. `#wrong` counts elements
-//! that differ from the reference interpreter in the last run.
+//! For each size (bytes per rank) it records the collective of
+//! `--collective` (all_reduce by default; `collective.rs` has the others)
+//! with `DeviceGroup`, lowers it, compiles it once, and times
+//! `Executable::run_into` into one reused output vector (median over
+//! `--iters` after `--warmup`). `algbw` is the collective's data size (the
+//! bytes per rank; all_gather's gathered result) over the median time, and
+//! `busbw` is `algbw` times nccl-tests' factor (`2(n-1)/n` for all_reduce).
+//! `#wrong` counts elements that differ from the reference interpreter in
+//! the last run.
 //!
 //! In the same run it measures the host's own bound for the same data
-//! movement: one n-ary add over the n shards plus n-1 memcpys of the result,
-//! done with plain loops on host memory (the faster of one thread and
-//! the CPU kernels' own rayon pool). The add works on
-//! integers of the element's width, because the bound is about memory
+//! movement (for all_reduce one n-ary add over the n shards plus n-1
+//! memcpys of the result), done with plain loops on host memory (the
+//! faster of one thread and the CPU kernels' own rayon pool). The add works
+//! on integers of the element's width, because the bound is about memory
 //! traffic, not arithmetic. `ratio = algbw / bound` says how close to that
 //! limit the collective runs. For groups with Vulkan devices the bound adds
 //! each Vulkan device's own download and upload of the bytes per rank
@@ -21,6 +24,7 @@
 //! staging buffer otherwise; the header names it): when transfers get
 //! faster, the bound gets faster with them.
 
+use crate::collective::Collective;
 use crate::outln;
 use crate::scenario::{self, Shape};
 use crate::sizes::{format_size, parse_sizes};
@@ -76,6 +80,11 @@ pub struct BenchArgs {
     /// and the measured best, and summarise (see `validate.rs`).
     #[arg(long)]
     validate: bool,
+    /// The collective to time: all_reduce, all_gather, reduce_scatter,
+    /// broadcast or all_to_all (`--count`, `--combine` and `--transport`
+    /// apply to all_reduce only).
+    #[arg(long, value_enum, default_value = "all_reduce")]
+    collective: crate::collective::Collective,
     /// Measure every fixed algorithm (star, hierarchical, ring, tree) and
     /// draw bus bandwidth against size, log axes, into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
@@ -134,6 +143,15 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     if a.count == 0 || a.count > 10_000 {
         return Err(Failure::input("--count must be 1 to 10000"));
     }
+    let collective = a.collective;
+    if collective != Collective::AllReduce
+        && (a.count != 1 || a.transport.is_some() || a.validate || a.calibrate)
+    {
+        return Err(Failure::input(format!(
+            "--collective {} times one collective as recorded: --count, --transport, --validate and --calibrate go with all_reduce only; leave them out or use --collective all_reduce",
+            collective.name()
+        )));
+    }
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
     if a.calibrate {
@@ -177,16 +195,17 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     } else {
         let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
         outln!(
-            "# fuel-opt bench: {} all_reduce over [{}], {} iters after {} warmup, median times, combine {:?}",
+            "# fuel-opt bench: {} {} over [{}], {} iters after {} warmup, median times, combine {:?}",
             a.count,
+            collective.name(),
             names.join(", "),
             a.iters,
             a.warmup,
             a.combine
         )?;
         outln!(
-            "# bound: host n-ary add + {} memcpys of the result{}, same run",
-            n.saturating_sub(1),
+            "# bound: {}{}, same run",
+            bound_words(collective, n),
             match vulkan_transfer_path(&devices) {
                 Some(path) => format!(" + each Vulkan device's own download and upload ({path})"),
                 None => String::new(),
@@ -237,6 +256,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
                 &topo,
                 (a.count, a.combine, a.combine_threshold.as_deref()),
                 a.transport.as_deref(),
+                collective,
             )?;
             let ratio = if row.bound > 0.0 {
                 row.algbw / row.bound
@@ -278,7 +298,11 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     }
     if let Some(path) = &a.plot {
         let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-        let title = format!("all_reduce.{op} of {dtype} over [{}]", names.join(", "));
+        let title = format!(
+            "{}.{op} of {dtype} over [{}]",
+            collective.name(),
+            names.join(", ")
+        );
         let drawn = crate::plot::draw(path, &plotted, n, &title)?;
         if !a.csv {
             match drawn {
@@ -288,6 +312,20 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The header's words for the host bound of `c` over `n` ranks.
+fn bound_words(c: Collective, n: usize) -> String {
+    let m = n.saturating_sub(1);
+    match c {
+        Collective::AllReduce => format!("host n-ary add + {m} memcpys of the result"),
+        Collective::ReduceScatter => {
+            "host n-ary add + one memcpy of the slices out of the result".into()
+        }
+        Collective::AllGather => format!("{} host memcpys of a shard", n * n),
+        Collective::Broadcast => format!("{m} host memcpys of the shard"),
+        Collective::AllToAll => format!("{n} host memcpys of a shard, in pieces"),
+    }
 }
 
 /// Measures one size.
@@ -303,11 +341,14 @@ pub fn measure(
     topo: &Arc<Topology>,
     (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
     transport: Option<&str>,
+    collective: Collective,
 ) -> Result<Row, Failure> {
     let n = devices.len();
-    let count = (size / dtype.size_bytes()).max(1);
+    let count = collective.count(n, size, dtype.size_bytes());
     let ty = TensorType::new(dtype, &[count]);
-    let g = if many == 1 {
+    let g = if collective != Collective::AllReduce {
+        collective.build(devices, &ty, op)?
+    } else if many == 1 {
         scenario::build(devices, &ty, op, Shape::AllReduce)?
     } else {
         crate::many::build(devices, &ty, op, many)?
@@ -329,16 +370,13 @@ pub fn measure(
     })?;
     let (time_us, wrong) = time_runs(&g, &exe, iters, warmup)?;
     let bytes = count * dtype.size_bytes() * many;
-    let algbw = bytes as f64 / (time_us * 1e3);
-    let busbw = if n > 1 {
-        algbw * 2.0 * (n - 1) as f64 / n as f64
-    } else {
-        algbw
-    };
-    let bound_us = host_bound_us(n, bytes, dtype.size_bytes(), iters, warmup)?
+    let data = collective.data_bytes(n, bytes);
+    let algbw = data as f64 / (time_us * 1e3);
+    let busbw = algbw * collective.bus_factor(n);
+    let bound_us = collective.bound_us(n, bytes, dtype.size_bytes(), iters, warmup)?
         + staging_bound_us(devices, bytes, iters, warmup)?;
     let bound = if bound_us > 0.0 {
-        bytes as f64 / (bound_us * 1e3)
+        data as f64 / (bound_us * 1e3)
     } else {
         0.0
     };
@@ -418,24 +456,28 @@ fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -
     }
 }
 
-/// Median microseconds of the host bound: an n-ary add of `n` buffers of
-/// `bytes` into one, then `n - 1` copies of it, on host memory. It is timed
-/// on one thread and split over the CPU kernels' own rayon pool
-/// (`cpu::on_kernel_threads`) and the faster of the two counts, so the
-/// bound pays no thread start-up the executor does not pay either.
-pub fn host_bound_us(
+/// Median microseconds of a data movement on host memory: with `add`, an
+/// n-ary add of `n` buffers of `bytes` into one and then `copies` copies
+/// of the sum; without, `copies` copies of `bytes` read from the `n`
+/// buffers in turn. It is timed on one thread and split over the CPU
+/// kernels' own rayon pool (`cpu::on_kernel_threads`) and the faster of the
+/// two counts, so the bound pays no thread start-up the executor does not
+/// pay either.
+pub fn host_moves_us(
     n: usize,
+    add: bool,
+    copies: usize,
     bytes: usize,
     elem: usize,
     iters: usize,
     warmup: usize,
 ) -> Result<f64, Failure> {
     let words = bytes.div_ceil(8);
-    let inputs: Vec<Vec<u64>> = (0..n)
+    let inputs: Vec<Vec<u64>> = (0..n.max(1))
         .map(|i| host_vec(words, i as u64 + 1))
         .collect::<Result<_, _>>()?;
-    let mut out = host_vec(words, 0u64)?;
-    let mut copies: Vec<Vec<u64>> = (0..n.saturating_sub(1))
+    let mut out = host_vec(if add { words } else { 0 }, 0u64)?;
+    let mut dsts: Vec<Vec<u64>> = (0..copies)
         .map(|_| host_vec(words, 0u64))
         .collect::<Result<_, _>>()?;
     let mut best = f64::INFINITY;
@@ -444,9 +486,12 @@ pub fn host_bound_us(
         for it in 0..warmup + iters {
             let t = Instant::now();
             let mut work = || {
-                parallel_add(&inputs, &mut out, elem, threads);
-                for c in copies.iter_mut() {
-                    parallel_copy(&out, c, threads);
+                if add {
+                    parallel_add(&inputs, &mut out, elem, threads);
+                }
+                for (k, c) in dsts.iter_mut().enumerate() {
+                    let src = if add { &out } else { &inputs[k % inputs.len()] };
+                    parallel_copy(src, c, threads);
                 }
             };
             if threads > 1 {
@@ -460,7 +505,7 @@ pub fn host_bound_us(
         }
         best = best.min(scenario::median_us(&mut times));
     }
-    std::hint::black_box(&copies);
+    std::hint::black_box(&dsts);
     Ok(best)
 }
 

@@ -10,6 +10,7 @@
 
 mod bench;
 mod calibrate;
+mod collective;
 mod demo;
 mod input;
 mod many;

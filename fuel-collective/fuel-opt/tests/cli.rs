@@ -216,11 +216,15 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
             .any(|f| f.ends_with("02-lower-collectives.fir")),
         "{files:?}"
     );
-    // The default pipeline starts with combine-collectives.
+    // The default pipeline starts with combine-collectives, which finds
+    // nothing to merge in the demo (one all_reduce): it is reported as
+    // unchanged, and no file repeats the input.
     assert!(
-        files
-            .iter()
-            .any(|f| f.ends_with("01-combine-collectives.fir")),
+        stdout.contains("01-combine-collectives: no change"),
+        "{stdout}"
+    );
+    assert!(
+        !files.iter().any(|f| f.contains("combine-collectives")),
         "{files:?}"
     );
     for f in &files {
@@ -505,4 +509,56 @@ fn bench_plot_draws_one_line_per_algorithm_and_the_bound() {
     // One circle per measured point (2 sizes x 4 algorithms).
     assert_eq!(picture.matches("<circle").count(), 8, "{picture}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_every_collective_is_right_with_nccl_tests_factors() {
+    // Three ranks, so the reduce_scatter and all_to_all pieces are rounded
+    // up to even ones; busbw / algbw is nccl-tests' factor for each.
+    for (collective, factor) in [
+        ("all_reduce", 4.0 / 3.0),
+        ("all_gather", 2.0 / 3.0),
+        ("reduce_scatter", 2.0 / 3.0),
+        ("broadcast", 1.0),
+        ("all_to_all", 2.0 / 3.0),
+    ] {
+        let out = fuel_opt(
+            &[
+                "bench",
+                "--collective",
+                collective,
+                "--devices",
+                "cpu:0,cpu:1,cpu:2",
+                "--sizes",
+                "4K",
+                "--iters",
+                "2",
+                "--warmup",
+                "0",
+                "--csv",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{collective}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let rows: Vec<Vec<&str>> = stdout
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .collect();
+        assert_eq!(rows.len(), 1, "{stdout}");
+        let row = &rows[0];
+        assert_eq!(row[8], "0", "{collective}: wrong elements in {stdout}");
+        let algbw: f64 = row[6].parse().unwrap();
+        let busbw: f64 = row[7].parse().unwrap();
+        assert!(algbw > 0.0, "{stdout}");
+        assert!(
+            // The CSV rounds to 4 decimals, a few percent of a small algbw.
+            (busbw / algbw / factor - 1.0).abs() < 0.05,
+            "{collective}: busbw/algbw {} against {factor}",
+            busbw / algbw
+        );
+        let bound: f64 = row[9].parse().unwrap();
+        assert!(bound > 0.0, "{collective}: no host bound in {stdout}");
+    }
 }
