@@ -226,7 +226,7 @@ fn the_environment_turns_import_off_and_bad_values_are_refused() {
         String::from_utf8_lossy(&bad.stdout).into_owned() + &String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success());
     assert!(
-        text.contains("FUEL_VULKAN_IMPORT is `yes`, which is not a setting"),
+        text.contains("FUEL_VULKAN_IMPORT=`yes` is not valid: it takes 0 or 1"),
         "{text}"
     );
 }

@@ -23,21 +23,15 @@ use std::ptr::NonNull;
 pub const IMPORT_VAR: &str = "FUEL_VULKAN_IMPORT";
 
 /// `FUEL_VULKAN_IMPORT`: unset, empty or `1` imports host buffers, `0`
-/// copies them; anything else is an error naming the variable.
+/// copies them; anything else is an error naming the variable (read by
+/// [`crate::env::flag`], like every other setting).
 pub fn import_setting() -> Result<bool, String> {
-    match std::env::var(IMPORT_VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(true),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!(
-            "{IMPORT_VAR} is not valid UTF-8; set it to 1 (import host buffers, the default) or 0 (copy them), or unset it"
-        )),
-        Ok(v) => match v.trim() {
-            "" | "1" => Ok(true),
-            "0" => Ok(false),
-            other => Err(format!(
-                "{IMPORT_VAR} is `{other}`, which is not a setting; set it to 1 (import host buffers, the default) or 0 (copy them), or unset it"
-            )),
-        },
-    }
+    crate::env::flag(
+        IMPORT_VAR,
+        true,
+        "1 imports host buffers into Vulkan, 0 copies them",
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// What a device that imports host memory keeps.
