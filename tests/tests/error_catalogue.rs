@@ -382,7 +382,9 @@ fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome 
         .map_err(|e| Skip(format!("cannot run fuel-opt: {e}")))?;
     if let Some(mut i) = child.stdin.take() {
         use std::io::Write;
-        // fuel-opt may refuse its arguments before it reads stdin.
+        // A case that fails before reading its input may exit first: a
+        // broken pipe here is that, and its exit status and message below
+        // are what the case checks.
         if let Err(e) = i.write_all(stdin.unwrap_or("").as_bytes()) {
             assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
         }

@@ -213,10 +213,10 @@ fn bad_options_are_errors_that_say_what_to_write() {
     assert!(matches!(e, PassError::BadOption { .. }), "{e}");
     let e = run(MIX8, "lower-collectives{reduce_at=gpu:0}").unwrap_err();
     assert!(e.to_string().contains("expected `cpu:N`"), "{e}");
-    let e = run(MIX8, "lower-collectives{chunks=3}").unwrap_err();
+    let e = run(MIX8, "lower-collectives{pieces=3}").unwrap_err();
     assert!(
         e.to_string()
-            .contains("known options: algorithm, arity, exchange, reduce_at"),
+            .contains("known options: algorithm, arity, chunks, exchange, reduce_at"),
         "{e}"
     );
 }

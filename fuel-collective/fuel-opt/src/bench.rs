@@ -104,6 +104,10 @@ pub struct BenchArgs {
     /// bf16-staged or f16-staged (off by default).
     #[arg(long)]
     transport: Option<String>,
+    /// `lower-collectives{chunks=..}`: values relayed through the staging
+    /// CPU travel in pieces (auto or 1..64; off by default).
+    #[arg(long)]
+    chunks: Option<String>,
 }
 
 /// The algorithms `--plot` draws, one line each.
@@ -255,7 +259,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
                 a.warmup,
                 &topo,
                 (a.count, a.combine, a.combine_threshold.as_deref()),
-                a.transport.as_deref(),
+                (a.transport.as_deref(), a.chunks.as_deref()),
                 collective,
             )?;
             let ratio = if row.bound > 0.0 {
@@ -340,7 +344,7 @@ pub fn measure(
     warmup: usize,
     topo: &Arc<Topology>,
     (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
-    transport: Option<&str>,
+    (transport, chunks): (Option<&str>, Option<&str>),
     collective: Collective,
 ) -> Result<Row, Failure> {
     let n = devices.len();
@@ -354,7 +358,11 @@ pub fn measure(
         crate::many::build(devices, &ty, op, many)?
     };
     let pipeline = crate::many::pipeline(
-        crate::many::with_transport(scenario::pipeline(algorithm), transport),
+        crate::many::with_lower_option(
+            crate::many::with_transport(scenario::pipeline(algorithm), transport),
+            "chunks",
+            chunks,
+        ),
         combine,
         threshold,
     );

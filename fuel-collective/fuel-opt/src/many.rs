@@ -1,7 +1,7 @@
 //! `fuel-opt bench --count K --combine on|off`: K independent all_reduces
 //! per iteration, as one training step's gradients, lowered with or without
 //! `combine-collectives`; and `--transport`, the lowering's narrow
-//! transport.
+//! transport; and `--chunks`, its pipelined staged hops.
 //!
 //! [`build`] records them with `DeviceGroup` (the shards of all_reduce k
 //! are inputs `g{k}_{r}` on device r); [`pipeline`] is the bench's pipeline
@@ -44,14 +44,20 @@ pub fn pipeline(pipeline: String, combine: Combine, threshold: Option<&str>) -> 
 
 /// `pipeline` with `transport=` added to its `lower-collectives`.
 pub fn with_transport(pipeline: String, transport: Option<&str>) -> String {
-    let Some(t) = transport else { return pipeline };
+    with_lower_option(pipeline, "transport", transport)
+}
+
+/// `pipeline` with `key=value` added to its `lower-collectives` (unchanged
+/// for `None`).
+pub fn with_lower_option(pipeline: String, key: &str, value: Option<&str>) -> String {
+    let Some(t) = value else { return pipeline };
     let name = fuel_collective::lower::NAME;
     match pipeline.find(&format!("{name}{{")) {
         Some(at) => {
             let open = at + name.len() + 1;
-            format!("{}transport={t}, {}", &pipeline[..open], &pipeline[open..])
+            format!("{}{key}={t}, {}", &pipeline[..open], &pipeline[open..])
         }
-        None => pipeline.replacen(name, &format!("{name}{{transport={t}}}"), 1),
+        None => pipeline.replacen(name, &format!("{name}{{{key}={t}}}"), 1),
     }
 }
 

@@ -73,6 +73,7 @@
 //! [`PassError`] naming the collective, never a made-up value.
 //!
 
+use super::chunks::{self, Chunks};
 use super::emit::Emitter;
 use super::estimate::EstimateCache;
 use super::site::CollectiveSite;
@@ -97,6 +98,10 @@ pub const OPTIONS: &[(&str, &str)] = &[
     (
         "arity",
         "children per node of the tree algorithm, 2 or more (default 2)",
+    ),
+    (
+        "chunks",
+        "auto or 1..64: cut each value relayed through the staging CPU into pieces whose hops overlap; auto asks the cost model; off by default (see chunks.rs)",
     ),
     (
         "exchange",
@@ -128,6 +133,8 @@ pub struct LowerOptions {
     /// `transport=`: f32 copies across devices travel narrow (never by
     /// default).
     pub transport: Option<Transport>,
+    /// `chunks=`: staged relays travel in pieces (never by default).
+    pub chunks: Option<Chunks>,
 }
 
 impl Default for LowerOptions {
@@ -138,6 +145,7 @@ impl Default for LowerOptions {
             arity: 2,
             exchange: None,
             transport: None,
+            chunks: None,
         }
     }
 }
@@ -196,6 +204,7 @@ impl LowerOptions {
             opts.arity = k;
         }
         opts.transport = o.parse::<Transport>("transport")?;
+        opts.chunks = o.parse::<Chunks>("chunks")?;
         if let Some(t) = opts.transport {
             match opts.algorithm {
                 None => opts.algorithm = Some("star"),
@@ -264,10 +273,11 @@ impl Pass for LowerCollectives {
             .into_iter()
             .filter(|id| g.node(*id).is_some_and(|n| n.op.is_collective()))
             .collect();
-        let before: std::collections::BTreeSet<NodeId> = match self.opts.transport {
-            Some(_) => g.node_ids().collect(),
-            None => Default::default(),
-        };
+        let before: std::collections::BTreeSet<NodeId> =
+            match (self.opts.transport, self.opts.chunks) {
+                (None, None) => Default::default(),
+                _ => g.node_ids().collect(),
+            };
         for id in &targets {
             let site = CollectiveSite::read(g, *id).map_err(fail)?;
             let (site, widened) = super::widen::widen_mean(g, site).map_err(fail)?;
@@ -309,6 +319,11 @@ impl Pass for LowerCollectives {
             let made = g.node_ids().filter(|id| !before.contains(id)).collect();
             let n = transport::narrow(g, &self.topo, &made, t);
             g.add_note(transport::note(t, n));
+        }
+        if let Some(c) = self.opts.chunks {
+            let made = g.node_ids().filter(|id| !before.contains(id)).collect();
+            let cut = chunks::pipeline(g, &self.topo, &made, c);
+            g.add_note(chunks::note(c, &cut));
         }
         Ok(Changed::from_bool(!targets.is_empty()))
     }

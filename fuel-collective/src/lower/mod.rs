@@ -11,12 +11,14 @@
 //! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `widen.rs` casts
 //! the shards of a narrow `Mean` to its accumulator first; `all_to_all.rs`
 //! has `all_to_all`'s own two lowerings; `transport.rs` makes f32 copies
-//! travel as bf16/f16 (`transport=`). This file only
+//! travel as bf16/f16 (`transport=`), `chunks.rs` cuts values relayed
+//! through the staging CPU into overlapping pieces (`chunks=`). This file only
 //! declares them and says what the folder exports.
 
 mod algorithm;
 mod all_to_all;
 mod choose;
+mod chunks;
 mod closed;
 mod driver;
 mod emit;
@@ -34,6 +36,7 @@ mod widen;
 pub use algorithm::Lowering;
 pub use all_to_all::Exchange;
 pub use choose::{Candidate, Candidates, Decision, Reason};
+pub use chunks::Chunks;
 pub use driver::Driver;
 pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps, imported_hop};
 pub use hierarchical::Hierarchical;

@@ -2,7 +2,7 @@
 //! groups, dtypes, shapes, collective kinds and every `lower-collectives`
 //! algorithm, the shards sometimes `cast` to another dtype first, and
 //! sometimes a second all_reduce (independent, or a chain) with
-//! `combine-collectives` in front, and sometimes a narrow `transport=`. It must never panic, the output must verify, and the reference
+//! `combine-collectives` in front, and sometimes a narrow `transport=` or `chunks=`. It must never panic, the output must verify, and the reference
 //! interpreter must give the same values before and after.
 //!
 //! Two draws aim at issue 14's classes. `huge` swaps one extent for a value
@@ -209,6 +209,10 @@ fuzz_target!(|c: Case| {
     let transport = ["bf16", "f16", "bf16-staged", "f16-staged"].get(c.combine as usize / 16 % 8).copied();
     if let Some(t) = transport {
         opts = format!("algorithm=star, transport={t}");
+    }
+    // Pipelined staged hops: bit-exact, so compared like the rest.
+    if let Some(k) = [None, Some("auto"), Some("2"), Some("5")][c.arity as usize / 4 % 4] {
+        opts = format!("{opts}, chunks={k}");
     }
     let pipeline = format!("{combine}lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
     let before = g.clone();
