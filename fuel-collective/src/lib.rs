@@ -25,6 +25,7 @@ mod driver_comm;
 pub mod group;
 pub mod lower;
 pub mod world;
+pub mod world_cost;
 
 /// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
 pub use fuel_graph_ext::driver;

@@ -48,6 +48,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0315", cache_damaged),
     ("E0316", cache_stale),
     ("E0317", cache_unwritable),
+    ("E0340", topology_bad_process_line),
     ("E0401", group_empty),
     ("E0402", group_no_shards),
     ("E0403", group_shard_count),
@@ -483,6 +484,10 @@ fn topology_unknown_kind() -> Outcome {
 }
 fn topology_unknown_link_class() -> Outcome {
     topology_err("link warp bandwidth=1\n")
+}
+
+fn topology_bad_process_line() -> Outcome {
+    topology_err("process speed=3\n")
 }
 
 /// A calibration cache folder of this test's own, holding `text` as the
