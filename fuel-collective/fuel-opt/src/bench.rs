@@ -76,7 +76,14 @@ pub struct BenchArgs {
     /// and the measured best, and summarise (see `validate.rs`).
     #[arg(long)]
     validate: bool,
+    /// Across MPI processes (`mpirun -n P`, feature `mpi`): a world
+    /// all_reduce over P x the local `--devices`, beside raw MPI_Allreduce.
+    #[arg(long)]
+    world: bool,
 }
+
+#[path = "world_bench.rs"]
+mod world_bench;
 
 /// One measured row.
 #[derive(Clone, Debug)]
@@ -101,6 +108,9 @@ pub struct Row {
 
 /// Runs the benchmark.
 pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
+    if a.world {
+        return world_bench::bench(a);
+    }
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
     let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
