@@ -119,6 +119,10 @@ const CASES: &[(&str, Case)] = &[
     ("E0820", cli_bench_too_large),
     ("E0821", cli_env_not_utf8),
     ("E0822", cli_stale_cache),
+    ("E0840", cli_world_bench_without_mpi),
+    ("E0841", cli_world_bench_outside_mpirun),
+    ("E0842", cli_plan_bad_world),
+    ("E0843", cli_plan_no_process_count),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
     ("E0903", driver_unsupported_elem),
@@ -385,6 +389,36 @@ fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome 
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8(out.stderr).unwrap())
+}
+
+/// `bench --world` from a fuel-opt built without MPI (skipped for one built
+/// with it, which answers E0841 instead).
+fn cli_world_bench_without_mpi() -> Outcome {
+    let e = cli_err(&["bench", "--world"], None, &[])?;
+    if e.contains("runs under MPI") {
+        return Err(Skip("this fuel-opt was built with MPI".into()));
+    }
+    Ok(e)
+}
+
+/// `bench --world` from a fuel-opt built with MPI, started without
+/// `mpirun` (skipped for one built without MPI, which answers E0840).
+fn cli_world_bench_outside_mpirun() -> Outcome {
+    let e = cli_err(&["bench", "--world"], None, &[])?;
+    if e.contains("built without it") {
+        return Err(Skip(
+            "this fuel-opt was built without MPI (`cargo build -p fuel-opt --features mpi` runs this case)".into(),
+        ));
+    }
+    Ok(e)
+}
+
+fn cli_plan_bad_world() -> Outcome {
+    cli_err(&["plan", "4x[cuda:3..1]"], None, &[])
+}
+
+fn cli_plan_no_process_count() -> Outcome {
+    cli_err(&["plan", "[cpu:0]"], None, &[])
 }
 
 /// [`cli_err`] under `ulimit -v KB` (so the host's figure is the limit, the

@@ -56,7 +56,8 @@ mod imp {
             .find_map(|n| std::env::var(n).ok())
             .ok_or_else(|| {
                 Failure::input(format!(
-                    "bench --world runs under MPI: launch it as `mpirun -n P fuel-opt bench --world` (none of {names:?} is set)"
+                    "bench --world runs under MPI, and neither {} is set: launch it as `mpirun -n P fuel-opt bench --world --devices cpu:0`",
+                    names.join(" nor ")
                 ))
             })?
             .parse()
