@@ -13,7 +13,8 @@
 # (`cargo build --release -p fuel-opt --features mpi`; MPI_CHECK_PROFILE=debug
 # builds a debug one instead, for a quick local run) and runs
 # `fuel-opt demo --world` with P=2 and P=4, each with `--devices cpu:0` and
-# `--devices cpu:0,vulkan:0`: every rank must print PROOF.
+# `--devices cpu:0,vulkan:0`: every rank must print PROOF; then
+# `fuel-opt bench --world` at 64K on 2 x [cpu:0,vulkan:0] and 4 x [cpu:0].
 # Exits non-zero if a build fails or any rank of any run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,4 +64,20 @@ for n in 2 4; do
   for devices in cpu:0 cpu:0,vulkan:0; do
     run fuel-opt "$n" 300 demo --world --devices "$devices" --elements 4096 --runs 2 --out "$demo_out"
   done
+done
+
+# The world benchmark: one small size, so CI stays fast. It checks its
+# results bit for bit and fails on a wrong element; rank 0 prints one row.
+for spec in "2 cpu:0,vulkan:0" "4 cpu:0"; do
+  # shellcheck disable=SC2086 # split "P DEVICES" into $1 and $2
+  set -- $spec
+  if ! timeout 120 mpirun -n "$1" --oversubscribe --allow-run-as-root "$dir/fuel-opt" bench --world --devices "$2" --sizes 64K --iters 2 --warmup 1 | tee "$out"; then
+    echo "mpi-check: bench --world on $1 x [$2] failed or hung" >&2
+    exit 1
+  fi
+  if ! grep -Eq '^ +64K +16384 +f32 .* 0 ' "$out"; then
+    echo "mpi-check: bench --world on $1 x [$2] printed no row with 0 wrong" >&2
+    exit 1
+  fi
+  echo "mpi-check: bench --world on $1 x [$2] passed"
 done

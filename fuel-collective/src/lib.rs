@@ -74,6 +74,7 @@ pub mod eager;
 pub mod group;
 pub mod lower;
 pub mod world;
+pub mod world_cost;
 
 /// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
 pub use fuel_graph_ext::driver;

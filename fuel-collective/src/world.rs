@@ -10,10 +10,12 @@
 //!    (`reduce` or `all_gather` onto the hub), lowered by
 //!    `lower-collectives` with every algorithm and the cost model;
 //! 2. one `comm.*` node per process on the hub, the local device through
-//!    which the process talks to the others: the first local device of the
+//!    which the process talks to the others: the local device of the
 //!    driver's kind (a CPU for the host and MPI drivers, a CUDA device for
-//!    NCCL), or, when the process has none, that kind's device 0, reached
-//!    by a copy (staged through the host by `split-cross-vendor-copies`);
+//!    NCCL) whose local part the cost model prices lowest
+//!    ([`crate::world_cost`], with the topology's links), or, when the
+//!    process has none, that kind's device 0, reached by a copy (staged
+//!    through the host by `split-cross-vendor-copies`);
 //! 3. the local spread: a `DeviceGroup::broadcast` from the hub, or for
 //!    `reduce_scatter` one slice per local device, so only the slices a
 //!    process needs cross between processes and each local device receives
@@ -37,9 +39,7 @@ use crate::{CollectiveError, Communicator, DeviceGroup, DriverCommunicator};
 use fuel_graph_ext::driver::CollectiveDriver;
 use fuel_graph_ext::exec::{Compiler, Executable};
 use fuel_graph_ext::interp::HostTensor;
-use fuel_graph_ext::{
-    DType, Device, DeviceKind, Graph, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology,
-};
+use fuel_graph_ext::{DType, Device, Graph, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
 use std::sync::Arc;
 
 /// The input name [`WorldGroup::new`] binds for its agreement step.
@@ -52,28 +52,29 @@ pub struct WorldGroup<'c, D: CollectiveDriver> {
     hub: Device,
 }
 
-/// Where the hub sits for `devices` and a driver of `kind`: the first
-/// local device of that kind, else that kind's device 0.
-pub fn pick_hub(devices: &[Device], kind: DeviceKind) -> Device {
-    devices
-        .iter()
-        .copied()
-        .find(|d| d.kind == kind)
-        .unwrap_or(Device { kind, index: 0 })
-}
-
 impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
     /// This process's part of a world: its local `devices` in local rank
     /// order, talking to the other processes through `comm` (rank p of P).
     /// Compares the local device count with every process (eager: every
     /// process must call `new` at the same point), failing on every
-    /// process if any differs.
+    /// process if any differs. The hub is chosen with the documented
+    /// default topology; [`WorldGroup::with_topology`] takes the machine's.
     pub fn new(
         comm: &'c DriverCommunicator<D>,
         devices: impl IntoIterator<Item = Device>,
     ) -> Result<Self, CollectiveError> {
+        Self::with_topology(comm, devices, &Topology::default())
+    }
+
+    /// [`WorldGroup::new`], with the hub chosen by the cost model for
+    /// `topology` ([`crate::world_cost::pick_hub`]).
+    pub fn with_topology(
+        comm: &'c DriverCommunicator<D>,
+        devices: impl IntoIterator<Item = Device>,
+        topology: &Topology,
+    ) -> Result<Self, CollectiveError> {
         let local = DeviceGroup::new(devices)?;
-        let hub = pick_hub(local.devices(), D::KIND);
+        let hub = crate::world_cost::pick_hub(topology, local.devices(), D::KIND);
         let g = LazyGraph::new("world-agree");
         let ty = TensorType::new(DType::I64, &[1]);
         let x = g.input(AGREE_INPUT, hub, ty.clone());

@@ -48,6 +48,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0315", cache_damaged),
     ("E0316", cache_stale),
     ("E0317", cache_unwritable),
+    ("E0340", topology_bad_process_line),
     ("E0401", group_empty),
     ("E0402", group_no_shards),
     ("E0403", group_shard_count),
@@ -125,6 +126,10 @@ const CASES: &[(&str, Case)] = &[
     ("E0821", cli_env_not_utf8),
     ("E0822", cli_stale_cache),
     ("E0823", cli_bench_collective_with_count),
+    ("E0840", cli_world_bench_without_mpi),
+    ("E0841", cli_world_bench_outside_mpirun),
+    ("E0842", cli_plan_bad_world),
+    ("E0843", cli_plan_no_process_count),
     ("E0850", cli_bench_plot_unwritable),
     ("E0901", driver_join_timeout),
     ("E0902", driver_bad_rank),
@@ -399,6 +404,36 @@ fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome 
     Ok(String::from_utf8(out.stderr).unwrap())
 }
 
+/// `bench --world` from a fuel-opt built without MPI (skipped for one built
+/// with it, which answers E0841 instead).
+fn cli_world_bench_without_mpi() -> Outcome {
+    let e = cli_err(&["bench", "--world"], None, &[])?;
+    if e.contains("runs under MPI") {
+        return Err(Skip("this fuel-opt was built with MPI".into()));
+    }
+    Ok(e)
+}
+
+/// `bench --world` from a fuel-opt built with MPI, started without
+/// `mpirun` (skipped for one built without MPI, which answers E0840).
+fn cli_world_bench_outside_mpirun() -> Outcome {
+    let e = cli_err(&["bench", "--world"], None, &[])?;
+    if e.contains("built without it") {
+        return Err(Skip(
+            "this fuel-opt was built without MPI (`cargo build -p fuel-opt --features mpi` runs this case)".into(),
+        ));
+    }
+    Ok(e)
+}
+
+fn cli_plan_bad_world() -> Outcome {
+    cli_err(&["plan", "4x[cuda:3..1]"], None, &[])
+}
+
+fn cli_plan_no_process_count() -> Outcome {
+    cli_err(&["plan", "[cpu:0]"], None, &[])
+}
+
 /// [`cli_err`] under `ulimit -v KB` (so the host's figure is the limit, the
 /// same on every machine with more memory than that) with extra
 /// environment; standard input is empty.
@@ -496,6 +531,10 @@ fn topology_unknown_kind() -> Outcome {
 }
 fn topology_unknown_link_class() -> Outcome {
     topology_err("link warp bandwidth=1\n")
+}
+
+fn topology_bad_process_line() -> Outcome {
+    topology_err("process speed=3\n")
 }
 
 /// A calibration cache folder of this test's own, holding `text` as the

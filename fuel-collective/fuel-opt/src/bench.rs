@@ -108,7 +108,14 @@ pub struct BenchArgs {
     /// CPU travel in pieces (auto or 1..64; off by default).
     #[arg(long)]
     chunks: Option<String>,
+    /// Across MPI processes (`mpirun -n P`, feature `mpi`): a world
+    /// all_reduce over P x the local `--devices`, beside raw MPI_Allreduce.
+    #[arg(long)]
+    world: bool,
 }
+
+#[path = "world_bench.rs"]
+mod world_bench;
 
 /// The algorithms `--plot` draws, one line each.
 const PLOTTED: [&str; 4] = ["star", "hierarchical", "ring", "tree"];
@@ -136,6 +143,17 @@ pub struct Row {
 
 /// Runs the benchmark.
 pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
+    if a.collective != Collective::AllReduce
+        && (a.count != 1 || a.transport.is_some() || a.validate || a.calibrate || a.world)
+    {
+        return Err(Failure::input(format!(
+            "--collective {} times one collective as recorded: --count, --transport, --validate, --calibrate and --world go with all_reduce only; leave them out or use --collective all_reduce",
+            a.collective.name()
+        )));
+    }
+    if a.world {
+        return world_bench::bench(a);
+    }
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
     let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
@@ -148,14 +166,6 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         return Err(Failure::input("--count must be 1 to 10000"));
     }
     let collective = a.collective;
-    if collective != Collective::AllReduce
-        && (a.count != 1 || a.transport.is_some() || a.validate || a.calibrate)
-    {
-        return Err(Failure::input(format!(
-            "--collective {} times one collective as recorded: --count, --transport, --validate and --calibrate go with all_reduce only; leave them out or use --collective all_reduce",
-            collective.name()
-        )));
-    }
     let found = scenario::discover();
     let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
     if a.calibrate {

@@ -22,6 +22,7 @@ mod scenario;
 mod sizes;
 mod validate;
 mod world;
+mod world_plan;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
@@ -61,6 +62,9 @@ enum Command {
     /// Measure this machine's cost figures for a group of devices and keep
     /// them in the calibration cache, where lowering finds them.
     Calibrate(calibrate::CalibrateArgs),
+    /// Estimate a world all_reduce (P processes x local devices) against a
+    /// flat ring, by the cost model alone: no device opened, no MPI.
+    Plan(world_plan::PlanArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -161,6 +165,7 @@ fn main() -> ExitCode {
             Some(Command::Demo(a)) => demo::demo(&a),
             Some(Command::Bench(a)) => bench::bench(&a),
             Some(Command::Calibrate(a)) => calibrate::calibrate(&a),
+            Some(Command::Plan(a)) => world_plan::plan(&a),
             Some(Command::Passes) => list_passes(),
             None => opt(&cli.opt),
         })

@@ -214,9 +214,19 @@ pub struct Topology {
     /// integrated GPU, or lavapipe. Their transfers and kernels load host
     /// memory on both ends.
     pub host_memory: BTreeSet<DeviceKind>,
+    /// The link between two processes of a world (`fuel_collective::world`):
+    /// what one inter-process message costs, whatever carries it (shared
+    /// memory on one machine, a network between machines).
+    process: LinkCost,
     /// Where the figures come from.
     source: Source,
 }
+
+/// The default process link: 12 GB/s and 5 µs, roughly a 100 Gb/s
+/// InfiniBand or RoCE link between machines, as seen by MPI (an estimate,
+/// not measured here: no such network is at hand). Processes on one machine
+/// talk faster through shared memory; a `process` line says so.
+pub const DEFAULT_PROCESS_LINK: (f64, f64) = (12.0, 5.0);
 
 impl Default for Topology {
     /// The documented defaults (`docs/lowering.md`): figures `fuel-opt
@@ -290,6 +300,7 @@ impl Default for Topology {
             runners,
             drivers: BTreeSet::new(),
             host_memory: BTreeSet::new(),
+            process: LinkCost::new(DEFAULT_PROCESS_LINK.0, DEFAULT_PROCESS_LINK.1),
             source: Source::Defaults,
         }
     }
@@ -386,6 +397,16 @@ impl Topology {
         self.links.insert(class, cost);
     }
 
+    /// Cost of one message between two processes of a world.
+    pub fn process_link(&self) -> LinkCost {
+        self.process
+    }
+
+    /// Overrides the cost of the process link.
+    pub fn set_process_link(&mut self, cost: LinkCost) {
+        self.process = cost;
+    }
+
     /// Cost of computing on a device of `kind`.
     pub fn compute(&self, kind: DeviceKind) -> ComputeCost {
         self.compute.get(&kind).copied().unwrap_or(ComputeCost {
@@ -441,7 +462,8 @@ impl Topology {
     /// Parses a topology file. Lines (with `#` comments):
     /// `peer cuda:0 cuda:1`, `staging cpu:1`, `driver cuda`,
     /// `link host-cuda bandwidth=25 latency=10 deferred=25`,
-    /// `reduce cpu 20 fixed=0.1`, `runner threaded step=15 run=20`.
+    /// `reduce cpu 20 fixed=0.1`, `runner threaded step=15 run=20`,
+    /// `process bandwidth=12 latency=5` (between the processes of a world).
     ///
     /// Every figure is a finite number above zero. A line may repeat what
     /// an earlier line set, but not set it to something else: that is an
@@ -636,9 +658,32 @@ impl Topology {
                         .unwrap_or_else(|| cost.bandwidth.points().last().map_or(1.0, |p| p.1));
                     t.set_link(class, cost);
                 }
+                ["process", rest @ ..] => {
+                    let mut cost = t.process;
+                    for kv in rest {
+                        match kv.split_once('=') {
+                            Some(("bandwidth", v)) => {
+                                cost.bandwidth = curve("bandwidth", v, "bandwidth=12")?;
+                                cost.deferred_gbps =
+                                    cost.bandwidth.points().last().map_or(1.0, |p| p.1);
+                                set("the process bandwidth".into(), cost.bandwidth.to_string())?;
+                            }
+                            Some(("latency", v)) => {
+                                cost.latency_us = figure("latency", v, "microseconds", "latency=5")?;
+                                set("the process latency".into(), cost.latency_us.to_string())?;
+                            }
+                            _ => {
+                                return Err(err(format!(
+                                    "`process` takes bandwidth=GBPS and latency=US (the link between the processes of a world), found `{kv}`"
+                                )))
+                            }
+                        }
+                    }
+                    t.process = cost;
+                }
                 _ => {
                     return Err(err(
-                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` or `runner inline|threaded step=.. run=.. dispatch=..`"
+                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
                             .into(),
                     ))
                 }
@@ -676,6 +721,14 @@ impl Topology {
         }
         for (k, c) in &self.compute {
             let _ = writeln!(s, "reduce {k} {} fixed={}", c.gbps, c.fixed_us);
+        }
+        let default = Topology::default().process;
+        if self.process != default {
+            let _ = writeln!(
+                s,
+                "process bandwidth={} latency={}",
+                self.process.bandwidth, self.process.latency_us
+            );
         }
         for (c, l) in &self.links {
             let _ = writeln!(

@@ -154,3 +154,30 @@ fn a_setting_may_repeat_but_not_change() {
         assert!(e.contains("keep one of the two lines"), "{e}");
     }
 }
+
+#[test]
+fn process_link_defaults_parse_and_round_trip() {
+    let d = Topology::default();
+    assert_eq!(d.process_link(), LinkCost::new(12.0, 5.0));
+    // The default writes no line, so existing files and caches keep their text.
+    assert!(!d.to_text().contains("process"));
+    let t = Topology::parse("process bandwidth=3 latency=0.5\nprocess latency=0.5\n").unwrap();
+    assert_eq!(t.process_link(), LinkCost::new(3.0, 0.5));
+    assert!(t.to_text().contains("process bandwidth=3 latency=0.5"));
+    assert_eq!(
+        Topology::parse(&t.to_text()).unwrap().process_link(),
+        t.process_link()
+    );
+    let e = Topology::parse("process speed=3\n").unwrap_err();
+    assert!(
+        e.contains("`process` takes bandwidth=GBPS and latency=US"),
+        "{e}"
+    );
+    let e = Topology::parse("process latency=0\n").unwrap_err();
+    assert!(e.contains("bad latency `0`"), "{e}");
+    let e = Topology::parse("process latency=1\nprocess latency=2\n").unwrap_err();
+    assert!(
+        e.contains("sets the process latency to 2, but line 1 set it to 1"),
+        "{e}"
+    );
+}

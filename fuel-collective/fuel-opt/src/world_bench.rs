@@ -1,0 +1,217 @@
+//! `mpirun -n P fuel-opt bench --world`: nccl-tests-style rows for a world
+//! all_reduce over P processes × the local `--devices` (feature `mpi`),
+//! each beside the raw `MPI_Allreduce` of the same bytes on host buffers,
+//! measured in the same run, and the ratio.
+//!
+//! Every process records the world all_reduce (`WorldGroup`, hub chosen
+//! with the `--topology` figures), lowers and compiles it once per size,
+//! checks its results bit for bit once (small integers, exact in any
+//! order), then times `--iters` runs after `--warmup`, each started after
+//! an `MPI_Barrier`; the raw bound is timed the same way: an
+//! `MPI_Allreduce` (MPI_FLOAT, MPI_SUM) of the same number of bytes per
+//! process on host vectors, straight through rsmpi, outside the driver.
+//! Rank 0 prints its own medians. `busbw` is `algbw · 2(n-1)/n` with n =
+//! P·k ranks; the bound's is with n = P (its ranks are processes).
+
+use super::BenchArgs;
+use crate::Failure;
+
+/// Runs the world benchmark (feature `mpi`).
+#[cfg(not(feature = "mpi"))]
+pub fn bench(_a: &BenchArgs) -> Result<(), Failure> {
+    Err(Failure::input(
+        "bench --world needs MPI, and this fuel-opt was built without it; build it with `cargo build --release -p fuel-opt --features mpi` and launch it with `mpirun -n P target/release/fuel-opt bench --world --devices cpu:0`",
+    ))
+}
+
+/// Runs the world benchmark (feature `mpi`).
+#[cfg(feature = "mpi")]
+pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
+    let res = imp::bench(a);
+    // Every communicator is gone once `imp::bench` returns.
+    let fin = fuel_collective::MpiDriver::finalize().map_err(|e| Failure::input(e.to_string()));
+    res.and(fin)
+}
+
+#[cfg(feature = "mpi")]
+mod imp {
+    use super::{BenchArgs, Failure};
+    use crate::outln;
+    use crate::sizes::{format_size, parse_sizes};
+    use fuel_collective::{
+        CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
+    };
+    use fuel_graph_ext::interp::HostTensor;
+    use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    use mpi::collective::SystemOperation;
+    use mpi::topology::SimpleCommunicator;
+    use mpi::traits::{Communicator, CommunicatorCollectives};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    fn env_rank(names: &[&str]) -> Result<usize, Failure> {
+        names
+            .iter()
+            .find_map(|n| std::env::var(n).ok())
+            .ok_or_else(|| {
+                Failure::input(format!(
+                    "bench --world runs under MPI, and neither {} is set: launch it as `mpirun -n P fuel-opt bench --world --devices cpu:0`",
+                    names.join(" nor ")
+                ))
+            })?
+            .parse()
+            .map_err(|e| Failure::input(format!("a bad MPI rank variable: {e}")))
+    }
+
+    /// Global rank `g`'s element `j`: small integers, exact in every sum.
+    fn value(g: usize, j: usize) -> f64 {
+        ((g * 3 + j * 5) % 7) as f64 - 3.0
+    }
+
+    fn median(mut v: Vec<Duration>) -> f64 {
+        v.sort();
+        v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    }
+
+    pub(super) fn bench(a: &BenchArgs) -> Result<(), Failure> {
+        let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
+        let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
+        if a.iters == 0 {
+            return Err(Failure::input("--iters must be at least 1"));
+        }
+        let p = env_rank(&["OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
+        let np = env_rank(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
+        let devices: Vec<Device> = a
+            .devices
+            .split(',')
+            .map(|d| {
+                d.trim()
+                    .parse::<Device>()
+                    .map_err(|e| Failure::input(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        let topo = Arc::new(crate::load_topology(
+            a.topology.as_ref(),
+            &devices,
+            crate::input::DEFAULT_MAX_INPUT,
+        )?);
+        let k = devices.len();
+        let n = np * k;
+        let fail = |e: &dyn std::fmt::Display| Failure::mismatch(format!("process {p}: {e}"));
+        let id = MpiDriver::group_id(&CommunicationId::new("fuel-opt-bench-world"))
+            .map_err(|e| fail(&e))?;
+        let comm = MpiDriver::join(id, np, p).map_err(|e| fail(&e))?;
+        let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
+        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300));
+        let world =
+            WorldGroup::with_topology(&c, devices.iter().copied(), &topo).map_err(|e| fail(&e))?;
+        let raw = SimpleCommunicator::world();
+        let names: Vec<String> = devices.iter().map(Device::to_string).collect();
+        if p == 0 {
+            outln!(
+                "# fuel-opt bench --world: all_reduce.sum over {np} processes x [{}] (hub {}), {} iters after {} warmup, rank 0's medians, each run after an MPI_Barrier",
+                names.join(","),
+                world.hub(),
+                a.iters,
+                a.warmup
+            )?;
+            outln!(
+                "# bound: raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers, same run; ratio = time / bound time"
+            )?;
+            outln!(
+                "#{:>11} {:>10} {:>6} {:>10} {:>12} {:>12} {:>7} {:>14} {:>12} {:>6}",
+                "size",
+                "count",
+                "type",
+                "time(us)",
+                "algbw(GB/s)",
+                "busbw(GB/s)",
+                "#wrong",
+                "bound(us)",
+                "bound busbw",
+                "ratio"
+            )?;
+        }
+        for size in sizes {
+            let count = (size / dtype.size_bytes()).max(1);
+            let bytes = count * dtype.size_bytes();
+            let g = LazyGraph::new(&format!("bench-world-p{p}"));
+            let ty = TensorType::new(dtype, &[count]);
+            let mut inputs = BTreeMap::new();
+            let shards: Vec<_> = devices
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let name = format!("s{i}");
+                    let vals = (0..count).map(|j| value(p * k + i, j)).collect();
+                    inputs.insert(name.clone(), HostTensor::new(ty.clone(), vals));
+                    g.input(&name, *d, ty.clone())
+                })
+                .collect();
+            let sums = world
+                .all_reduce(&shards, ReduceOp::Sum)
+                .map_err(|e| fail(&e))?;
+            let outs: Vec<_> = sums.iter().collect();
+            let exe = world.compile(&outs, topo.clone()).map_err(|e| fail(&e))?;
+            let want = HostTensor::new(
+                ty.clone(),
+                (0..count)
+                    .map(|j| (0..n).map(|q| value(q, j)).sum())
+                    .collect(),
+            );
+            let got = exe.run_host(&inputs).map_err(|e| fail(&e))?;
+            let wrong: usize = got.iter().map(|r| r.differences(&want)).sum();
+            let mut times = Vec::new();
+            for i in 0..a.warmup + a.iters {
+                raw.barrier();
+                let t = Instant::now();
+                exe.run_host(&inputs).map_err(|e| fail(&e))?;
+                if i >= a.warmup {
+                    times.push(t.elapsed());
+                }
+            }
+            let time_us = median(times);
+            let src = vec![1.0f32; bytes.div_ceil(4)];
+            let mut dst = vec![0.0f32; src.len()];
+            let mut bound = Vec::new();
+            for i in 0..a.warmup + a.iters {
+                raw.barrier();
+                let t = Instant::now();
+                raw.all_reduce_into(&src[..], &mut dst[..], SystemOperation::sum());
+                if i >= a.warmup {
+                    bound.push(t.elapsed());
+                }
+            }
+            if dst.first() != Some(&(raw.size() as f32)) {
+                return Err(fail(&"the raw MPI_Allreduce bound gave a wrong sum"));
+            }
+            let bound_us = median(bound);
+            if p == 0 {
+                let algbw = bytes as f64 / (time_us * 1e3);
+                let bus = |ranks: usize| 2.0 * (ranks as f64 - 1.0) / ranks as f64;
+                let bound_bus = bytes as f64 / (bound_us * 1e3) * bus(np);
+                outln!(
+                    "{:>12} {:>10} {:>6} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>14.1} {:>12.3} {:>6.2}",
+                    format_size(bytes),
+                    count,
+                    dtype.to_string(),
+                    time_us,
+                    algbw,
+                    algbw * bus(n),
+                    wrong,
+                    bound_us,
+                    bound_bus,
+                    time_us / bound_us
+                )?;
+            }
+            if wrong > 0 {
+                return Err(fail(&format!(
+                    "{wrong} wrong elements at {} bytes",
+                    format_size(bytes)
+                )));
+            }
+        }
+        Ok(())
+    }
+}

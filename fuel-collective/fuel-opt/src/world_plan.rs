@@ -1,0 +1,193 @@
+//! `fuel-opt plan WORLD`: what the world lowering picks for a world all_reduce
+//! and what it is estimated to cost, beside a flat ring over all ranks, by
+//! the cost model alone: no device is opened and no MPI is needed.
+//!
+//! A world is written `Px[DEVICES]` (P processes, each with the same local
+//! devices) or `[DEVICES]` with `--processes`; a device list may hold
+//! ranges such as `cuda:0..3`. The topology is `--topology FILE`, else the
+//! documented defaults (not this machine's calibration cache: a plan is
+//! for machines other than this one). The inter-process driver is NCCL's
+//! kind (cuda) when the topology has `driver cuda` and a process has a CUDA
+//! device, else the host's (cpu, MPI). The figures come from
+//! `fuel_collective::world_cost`.
+
+use crate::outln;
+use crate::sizes::{format_size, parse_size, parse_sizes};
+use crate::Failure;
+use fuel_collective::world_cost::{flat_ring_us, world_all_reduce_us};
+use fuel_graph_ext::{Device, DeviceKind, Topology};
+
+/// `fuel-opt plan` options.
+#[derive(clap::Args, Debug)]
+pub struct PlanArgs {
+    /// The world: `64x[cuda:0..3,vulkan:0,cpu:0]`, or `[cpu:0]` with --processes.
+    world: String,
+    /// Process counts: a list (`2,8`) or a doubling range (`2..1024`);
+    /// default: the P of the world.
+    #[arg(long)]
+    processes: Option<String>,
+    /// Bytes per rank.
+    #[arg(long, default_value = "1M")]
+    size: String,
+    /// A topology file (default: the documented defaults).
+    #[arg(long)]
+    topology: Option<std::path::PathBuf>,
+}
+
+fn bad(world: &str, why: &str) -> Failure {
+    Failure::input(format!(
+        "bad world `{world}`: {why}; write it as Px[DEVICES], e.g. 64x[cuda:0..3,vulkan:0,cpu:0]"
+    ))
+}
+
+/// Parses `Px[DEVICES]` or `[DEVICES]`: P (if given) and the local devices.
+pub fn parse_world(s: &str) -> Result<(Option<usize>, Vec<Device>), Failure> {
+    let (p, rest) = match s.split_once('x') {
+        Some((p, rest)) if rest.starts_with('[') => {
+            let p: usize = p
+                .trim()
+                .parse()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| bad(s, &format!("`{p}` is not a process count above 0")))?;
+            (Some(p), rest)
+        }
+        _ => (None, s),
+    };
+    let inner = rest
+        .trim()
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .ok_or_else(|| bad(s, "the devices must be in brackets"))?;
+    let mut devices = Vec::new();
+    for item in inner.split(',').map(str::trim) {
+        match item.split_once("..") {
+            Some((first, last)) => {
+                let d: Device =
+                    first
+                        .parse()
+                        .map_err(|e: fuel_graph_ext::device::ParseDeviceError| {
+                            bad(s, &e.to_string())
+                        })?;
+                let end: u32 =
+                    last.parse().ok().filter(|e| *e >= d.index).ok_or_else(|| {
+                        bad(s, &format!("`{item}` is not a range like cuda:0..3"))
+                    })?;
+                devices.extend((d.index..=end).map(|index| Device {
+                    kind: d.kind,
+                    index,
+                }));
+            }
+            None => {
+                devices.push(item.parse().map_err(
+                    |e: fuel_graph_ext::device::ParseDeviceError| bad(s, &e.to_string()),
+                )?)
+            }
+        }
+    }
+    let mut seen = devices.clone();
+    seen.sort();
+    seen.dedup();
+    if seen.len() != devices.len() {
+        return Err(bad(s, "a device is listed twice"));
+    }
+    Ok((p, devices))
+}
+
+/// Runs `fuel-opt plan`.
+pub fn plan(a: &PlanArgs) -> Result<(), Failure> {
+    let (p, devices) = parse_world(&a.world)?;
+    let counts =
+        match (&a.processes, p) {
+            (Some(list), _) => {
+                parse_sizes(list).map_err(|e| Failure::input(format!("--processes: {e}")))?
+            }
+            (None, Some(p)) => vec![p],
+            (None, None) => return Err(Failure::input(
+                "plan needs a process count: write the world as Px[DEVICES] or pass --processes",
+            )),
+        };
+    let bytes = parse_size(&a.size).map_err(|e| Failure::input(format!("--size: {e}")))?;
+    let topo = match &a.topology {
+        Some(_) => crate::load_topology(
+            a.topology.as_ref(),
+            &devices,
+            crate::input::DEFAULT_MAX_INPUT,
+        )?,
+        None => Topology::default(),
+    };
+    let kind = if topo.drivers.contains(&DeviceKind::Cuda)
+        && devices.iter().any(|d| d.kind == DeviceKind::Cuda)
+    {
+        DeviceKind::Cuda
+    } else {
+        DeviceKind::Cpu
+    };
+    let names: Vec<String> = devices.iter().map(Device::to_string).collect();
+    let link = topo.process_link();
+    outln!(
+        "# fuel-opt plan: world all_reduce of {} per rank over P x [{}], driver {kind}, {} (estimates only, no device opened)",
+        format_size(bytes),
+        names.join(","),
+        topo.source()
+    )?;
+    outln!(
+        "# process link {} GB/s, {} us; world = local part on the hub + ring over P processes; flat = one ring over all P*k ranks",
+        link.bandwidth,
+        link.latency_us
+    )?;
+    outln!(
+        "#{:>6} {:>7} {:>10} {:>14} {:>14} {:>8}",
+        "P",
+        "ranks",
+        "hub",
+        "world(us)",
+        "flat ring(us)",
+        "flat/world"
+    )?;
+    for p in counts {
+        let (hub, world) = world_all_reduce_us(&topo, &devices, kind, p, bytes);
+        let flat = flat_ring_us(&topo, &devices, p, bytes);
+        outln!(
+            "{:>7} {:>7} {:>10} {:>14.1} {:>14.1} {:>8.2}",
+            p,
+            p * devices.len(),
+            hub.to_string(),
+            world,
+            flat,
+            flat / world
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worlds_parse_with_ranges_and_refuse_mistakes() {
+        let (p, d) = parse_world("64x[cuda:0..3,vulkan:0,cpu:0]").unwrap();
+        assert_eq!(p, Some(64));
+        let names: Vec<String> = d.iter().map(Device::to_string).collect();
+        assert_eq!(
+            names,
+            ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "vulkan:0", "cpu:0"]
+        );
+        assert_eq!(
+            parse_world("[cpu:0]").unwrap(),
+            (None, vec![Device::cpu(0)])
+        );
+        for (bad, says) in [
+            ("0x[cpu:0]", "`0` is not a process count"),
+            ("2xcpu:0", "in brackets"),
+            ("2x[cpu:0,cpu:0]", "listed twice"),
+            ("2x[cuda:0..1,cuda:1]", "listed twice"),
+            ("2x[tpu:0]", "bad world `2x[tpu:0]`"),
+            ("2x[cuda:2..1]", "not a range"),
+        ] {
+            let e = parse_world(bad).unwrap_err().message;
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
