@@ -31,8 +31,8 @@
 //! [`unique_id_from_env`], hex text).
 
 use super::common::{
-    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, lend_buf, lock, reclaim_buf,
-    whole_elements, Held, IdTable, Shared,
+    adopt_buf, backend_error, check_counts, check_p2p, check_rank, check_src_dst, lend_buf, lock,
+    reclaim_buf, whole_elements, Held, IdTable, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cuda::{self, guarded, CudaBuf, CudaDev, INSTALL_HINT};
@@ -614,6 +614,53 @@ impl CollectiveDriver for NcclDriver {
                     .map_err(|e| backend("device pointer", e))?;
                 nccl("ncclRecv", r)
             })
+        })
+    }
+
+    fn all_to_all(
+        comm: &NcclCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: sys::ncclDataType_t,
+        send: &[usize],
+        recv: &[usize],
+        stream: NcclCommStream,
+    ) -> Result<(), DriverError> {
+        comm.check(stream)?;
+        let ts = check_counts(Self::NAME, "all_to_all", send, comm.ranks)?;
+        let tr = check_counts(Self::NAME, "all_to_all", recv, comm.ranks)?;
+        let es = elem_bytes(dtype);
+        check_src_dst("all_to_all", es, (ts, src.bytes), (tr, dst.bytes))?;
+        // NCCL has no all-to-all of its own: one ncclSend and one ncclRecv
+        // per peer (itself included), launched together as one group.
+        collective(comm, "ncclSend/ncclRecv", src, dst, |sp, dp, cs| {
+            result::group_start()?;
+            let (mut so, mut ro) = (0u64, 0u64);
+            for peer in 0..comm.ranks {
+                // SAFETY: `src` holds the sum of `send` and `dst` the sum
+                // of `recv` elements (checked); each run lies inside them.
+                unsafe {
+                    result::send(
+                        (sp + so) as *const c_void,
+                        send[peer],
+                        dtype,
+                        peer as i32,
+                        comm.raw,
+                        cs,
+                    )?;
+                    result::recv(
+                        (dp + ro) as *mut c_void,
+                        recv[peer],
+                        dtype,
+                        peer as i32,
+                        comm.raw,
+                        cs,
+                    )?;
+                }
+                so += (send[peer] * es) as u64;
+                ro += (recv[peer] * es) as u64;
+            }
+            result::group_end()
         })
     }
 

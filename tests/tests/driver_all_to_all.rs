@@ -1,0 +1,172 @@
+//! `CollectiveDriver::all_to_all` over `HostDriver` ranks that are threads:
+//! even and uneven splits, one where a rank receives nothing, each checked
+//! against the reference interpreter's `all_to_all` of the same operands;
+//! and ranks that disagree on the split, which fail every rank (E0960)
+//! instead of hanging.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_collective::{
+    CollectiveDriver, CommunicationId, Driver, DriverError, HostDriver, JoinOptions,
+};
+use fuel_graph_ext::interp::{interpret, HostTensor};
+use fuel_graph_ext::{text, DType, Device, TensorType};
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Rank `rank`'s operand: `rows` rows of 2 i32 values, distinct per rank.
+fn operand(rank: usize, rows: usize) -> HostTensor {
+    let ty = TensorType::new(DType::I32, &[rows, 2]);
+    let data = (0..rows * 2)
+        .map(|i| (rank * 100 + i) as f64 - 7.0)
+        .collect();
+    HostTensor::new(ty, data)
+}
+
+/// Runs `f(rank)` on `n` threads and gives the results in rank order;
+/// panics if a rank hangs past a minute.
+fn on_ranks<T: Send + 'static>(
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let (tx, rx) = mpsc::channel();
+    for rank in 0..n {
+        let (tx, f) = (tx.clone(), f.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send((rank, f(rank)));
+        });
+    }
+    drop(tx);
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for _ in 0..n {
+        let (r, v) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a rank hung or panicked");
+        out[r] = Some(v);
+    }
+    out.into_iter().map(|v| v.unwrap()).collect()
+}
+
+/// One all_to_all over `split` (row i: what rank i sends each rank, rows
+/// of 2 elements each) as `recv_split` says each rank expects; gives
+/// every rank's result or error.
+fn run(
+    name: &str,
+    split: &[Vec<usize>],
+    recv_split: &[Vec<usize>],
+) -> Vec<Result<HostTensor, DriverError>> {
+    let n = split.len();
+    let id = HostDriver::group_id(&CommunicationId::new(name)).unwrap();
+    let (split, recv_split) = (split.to_vec(), recv_split.to_vec());
+    on_ranks(n, move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let rows: usize = split[rank].iter().sum();
+        let x = operand(rank, rows);
+        let send: Vec<usize> = split[rank].iter().map(|r| r * 2).collect();
+        let recv: Vec<usize> = (0..n).map(|i| recv_split[i][rank] * 2).collect();
+        let out_rows: usize = (0..n).map(|i| recv_split[i][rank]).sum();
+        let src = HostDriver::upload(&dev, x.bytes()).unwrap();
+        let dst = HostDriver::alloc(&dev, out_rows * 2 * 4).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_to_all(&comm, &src, &dst, DType::I32, &send, &recv, s)?;
+        let synced = HostDriver::synchronize(&comm, s);
+        let bytes = HostDriver::download(&dst, WAIT)?;
+        synced?;
+        let ty = TensorType::new(DType::I32, &[out_rows, 2]);
+        Ok(HostTensor::from_bytes(ty, bytes).unwrap())
+    })
+}
+
+/// The interpreter's answer: an in-process `all_to_all` of the same
+/// operands with the same split.
+fn oracle(split: &[Vec<usize>]) -> Vec<HostTensor> {
+    let n = split.len();
+    let mut src = String::from("graph @a2a {\n");
+    let mut inputs = BTreeMap::new();
+    for (r, row) in split.iter().enumerate() {
+        let rows: usize = row.iter().sum();
+        src += &format!("  %{r} = input \"s{r}\" @cpu:{r} : i32[{rows},2]\n");
+        inputs.insert(format!("s{r}"), operand(r, rows));
+    }
+    let flat: Vec<String> = split.iter().flatten().map(|e| e.to_string()).collect();
+    let ops: Vec<String> = (0..n).map(|r| format!("%{r}")).collect();
+    let tys: Vec<String> = (0..n)
+        .map(|j| format!("i32[{},2]", split.iter().map(|row| row[j]).sum::<usize>()))
+        .collect();
+    let rets: Vec<String> = (0..n).map(|j| format!("%{n}#{j}")).collect();
+    src += &format!(
+        "  %{n}:{n} = all_to_all {} {{axis=0, split=[{}]}} : {}\n  return {}\n}}\n",
+        ops.join(", "),
+        flat.join(", "),
+        tys.join(", "),
+        rets.join(", ")
+    );
+    let g = text::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    interpret(&g, &inputs).unwrap()
+}
+
+fn check(name: &str, split: &[Vec<usize>]) {
+    let got = run(name, split, split);
+    let want = oracle(split);
+    for (rank, (g, w)) in got.into_iter().zip(&want).enumerate() {
+        let g = g.unwrap_or_else(|e| panic!("{name}: rank {rank} failed: {e}"));
+        g.check_same(w)
+            .unwrap_or_else(|e| panic!("{name}: rank {rank}: {e}"));
+    }
+}
+
+#[test]
+fn even_split_over_4_ranks_matches_the_interpreter() {
+    check("a2a-even", &vec![vec![2; 4]; 4]);
+}
+
+#[test]
+fn uneven_split_over_4_ranks_matches_the_interpreter() {
+    let split = vec![
+        vec![1, 3, 0, 2],
+        vec![2, 0, 1, 1],
+        vec![0, 4, 2, 1],
+        vec![3, 1, 1, 0],
+    ];
+    check("a2a-uneven", &split);
+}
+
+#[test]
+fn a_rank_that_receives_nothing_gets_an_empty_result() {
+    // Column 0 is all zeros: rank 0 receives nothing (a zero extent).
+    let split = vec![
+        vec![0, 1, 2, 0],
+        vec![0, 2, 0, 1],
+        vec![0, 0, 1, 2],
+        vec![0, 1, 2, 0],
+    ];
+    check("a2a-empty", &split);
+}
+
+#[test]
+fn ranks_that_pass_different_splits_all_fail_alike() {
+    let split = vec![vec![1, 1, 1, 1]; 4];
+    // Rank 2 expects two rows from rank 1, which sends one.
+    let mut expect = split.clone();
+    expect[1][2] = 2;
+    let got = run("a2a-mismatch", &split, &expect);
+    let msgs: Vec<String> = got
+        .into_iter()
+        .map(|r| match r {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a rank succeeded although the splits differ"),
+        })
+        .collect();
+    for m in &msgs {
+        assert_eq!(m, &msgs[0], "every rank reports the same disagreement");
+    }
+    assert!(
+        msgs[0].contains("rank 1 sends 2 i32 element(s) to rank 2, which expects 4"),
+        "{}",
+        msgs[0]
+    );
+}
