@@ -2,15 +2,18 @@
 //! even and uneven splits, one where a rank receives nothing, each checked
 //! against the reference interpreter's `all_to_all` of the same operands;
 //! and ranks that disagree on the split, which fail every rank (E0960)
-//! instead of hanging.
+//! instead of hanging. Then the SPMD `comm.all_to_all` that
+//! `DriverCommunicator::all_to_all` records, run by 4 rank threads along an
+//! outer and an inner axis and checked against `interpret_world`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::{
-    CollectiveDriver, CommunicationId, Driver, DriverError, HostDriver, JoinOptions,
+    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
+    HostDriver, JoinOptions,
 };
-use fuel_graph_ext::interp::{interpret, HostTensor};
-use fuel_graph_ext::{text, DType, Device, TensorType};
+use fuel_graph_ext::interp::{interpret, interpret_world, HostTensor};
+use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, TensorType};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -169,4 +172,74 @@ fn ranks_that_pass_different_splits_all_fail_alike() {
         "{}",
         msgs[0]
     );
+}
+
+/// Four ranks each record `all_to_all` of an f32[4,8] along axis 0 (whole
+/// runs) and axis 1 (packed and unpacked around the exchange), run the
+/// graph twice with new inputs, and match `interpret_world`.
+#[test]
+fn spmd_comm_all_to_all_on_4_rank_threads_matches_interpret_world() {
+    let n = 4;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd")).unwrap();
+    let ty = TensorType::new(DType::F32, &[4, 8]);
+    let ty2 = ty.clone();
+    let results = on_ranks(n, move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let g = LazyGraph::new("rank");
+        let x = g.input("x", cpu, ty2.clone());
+        let outer = c.all_to_all(&x, 0).unwrap();
+        let inner = c.all_to_all(&x, 1).unwrap();
+        let outs = [&outer, &inner];
+        let exe = c.compile(&outs).unwrap();
+        let mut graph = g.snapshot();
+        graph.set_outputs(outs.iter().map(|t| t.value()).collect());
+        let mut rounds = Vec::new();
+        for round in 0..2 {
+            let data = (0..ty2.num_elements())
+                .map(|i| (rank * 1000 + round * 100 + i) as f64)
+                .collect();
+            let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty2.clone(), data))]);
+            let got = exe.run_host(&input).unwrap();
+            rounds.push((input, got));
+        }
+        (graph, rounds)
+    });
+    let graphs: Vec<Graph> = results.iter().map(|r| r.0.clone()).collect();
+    for round in 0..2 {
+        let inputs: Vec<_> = results.iter().map(|r| r.1[round].0.clone()).collect();
+        let want = interpret_world(&graphs, &inputs).unwrap();
+        for (rank, r) in results.iter().enumerate() {
+            let got = &r.1[round].1;
+            assert_eq!(got.len(), 2);
+            for (k, (g, w)) in got.iter().zip(&want[rank]).enumerate() {
+                assert_eq!(g.ty, ty, "output {k} keeps the operand's type");
+                if let Err(e) = g.check_same(w) {
+                    panic!("round {round}, rank {rank}, output {k}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The interpreter's `comm.all_to_all` is not the identity: rank 1's result
+/// along axis 0 of 4 one-row operands is every rank's row 1.
+#[test]
+fn interpret_world_all_to_all_takes_piece_rank_of_every_operand() {
+    let src = |r: usize| {
+        format!(
+            "graph @r{r} {{\n  %0 = input \"x\" @cpu:0 : f32[4]\n  %1 = comm.all_to_all %0 {{axis=0, comm=0, ranks=4}} @cpu:0 : f32[4]\n  return %1\n}}\n"
+        )
+    };
+    let graphs: Vec<Graph> = (0..4).map(|r| text::parse(&src(r)).unwrap()).collect();
+    let ty = TensorType::new(DType::F32, &[4]);
+    let inputs: Vec<_> = (0..4)
+        .map(|r| {
+            let data = (0..4).map(|i| (r * 10 + i) as f64).collect();
+            BTreeMap::from([("x".to_string(), HostTensor::new(ty.clone(), data))])
+        })
+        .collect();
+    let want = interpret_world(&graphs, &inputs).unwrap();
+    assert_eq!(want[1][0].to_f64(), vec![1.0, 11.0, 21.0, 31.0]);
 }
