@@ -31,8 +31,8 @@
 //! [`unique_id_from_env`], hex text).
 
 use super::common::{
-    adopt_buf, backend_error, check_counts, check_p2p, check_rank, check_src_dst, lend_buf, lock,
-    reclaim_buf, whole_elements, Held, IdTable, Shared,
+    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, lend_buf, lock, reclaim_buf,
+    whole_elements, Held, IdTable, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cuda::{self, guarded, CudaBuf, CudaDev, INSTALL_HINT};
@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod a2a;
 mod fence;
 mod unique_id;
 
@@ -626,42 +627,7 @@ impl CollectiveDriver for NcclDriver {
         recv: &[usize],
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        let ts = check_counts(Self::NAME, "all_to_all", send, comm.ranks)?;
-        let tr = check_counts(Self::NAME, "all_to_all", recv, comm.ranks)?;
-        let es = elem_bytes(dtype);
-        check_src_dst("all_to_all", es, (ts, src.bytes), (tr, dst.bytes))?;
-        // NCCL has no all-to-all of its own: one ncclSend and one ncclRecv
-        // per peer (itself included), launched together as one group.
-        collective(comm, "ncclSend/ncclRecv", src, dst, |sp, dp, cs| {
-            result::group_start()?;
-            let (mut so, mut ro) = (0u64, 0u64);
-            for peer in 0..comm.ranks {
-                // SAFETY: `src` holds the sum of `send` and `dst` the sum
-                // of `recv` elements (checked); each run lies inside them.
-                unsafe {
-                    result::send(
-                        (sp + so) as *const c_void,
-                        send[peer],
-                        dtype,
-                        peer as i32,
-                        comm.raw,
-                        cs,
-                    )?;
-                    result::recv(
-                        (dp + ro) as *mut c_void,
-                        recv[peer],
-                        dtype,
-                        peer as i32,
-                        comm.raw,
-                        cs,
-                    )?;
-                }
-                so += (send[peer] * es) as u64;
-                ro += (recv[peer] * es) as u64;
-            }
-            result::group_end()
-        })
+        Self::all_to_all_grouped(comm, src, dst, dtype, send, recv, stream)
     }
 
     fn synchronize(comm: &NcclCommunicator, stream: NcclCommStream) -> Result<(), DriverError> {
