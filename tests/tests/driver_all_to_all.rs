@@ -243,3 +243,35 @@ fn interpret_world_all_to_all_takes_piece_rank_of_every_operand() {
     let want = interpret_world(&graphs, &inputs).unwrap();
     assert_eq!(want[1][0].to_f64(), vec![1.0, 11.0, 21.0, 31.0]);
 }
+
+/// SPMD ranks whose operands differ along the axis pass different splits
+/// to the driver (rank 3 sends 2 rows to each peer, the others 1): every
+/// rank's run fails with the split mismatch (E0960), none hangs.
+#[test]
+fn spmd_ranks_with_different_splits_all_fail() {
+    let n = 4;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-bad")).unwrap();
+    let errs = on_ranks(n, move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let rows = if rank == 3 { 8 } else { 4 };
+        let ty = TensorType::new(DType::F32, &[rows, 2]);
+        let g = LazyGraph::new("rank");
+        let x = g.input("x", cpu, ty.clone());
+        let y = c.all_to_all(&x, 0).unwrap();
+        let exe = c.compile(&[&y]).unwrap();
+        let data = vec![1.0; ty.num_elements()];
+        let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty, data))]);
+        match exe.run_host(&input) {
+            Ok(_) => panic!("rank {rank} ran although the splits differ"),
+            Err(e) => e.to_string(),
+        }
+    });
+    for (rank, e) in errs.iter().enumerate() {
+        assert!(
+            e.contains("`all_to_all` split mismatch: rank 3 sends 4 f32 element(s) to rank 0, which expects 2"),
+            "rank {rank}: {e}"
+        );
+    }
+}
