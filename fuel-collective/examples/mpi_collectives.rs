@@ -247,7 +247,8 @@ fn join(name: &str, n: usize, r: usize) -> Res<MpiCommunicator> {
     MpiDriver::join_with(id, n, r, JoinOptions::with_timeout(T)).map_err(e)
 }
 
-/// Runs `f` on a fresh group; it must fail with a `Mismatch` naming `peer`.
+/// Runs `f` on a fresh group; it must fail with a `Mismatch` (or an
+/// all_to_all `SplitMismatch`) naming `peer`.
 fn must_disagree(
     name: &str,
     c: &Ctx,
@@ -257,6 +258,8 @@ fn must_disagree(
     let comm = join(name, c.n, c.rank)?;
     match f(&comm) {
         Err(DriverError::Mismatch { peer: p, .. }) if p == peer(c.rank) => {}
+        // An all_to_all split names the sender of the first bad piece.
+        Err(DriverError::SplitMismatch { from, .. }) if from == peer(c.rank) => {}
         other => {
             return Err(format!(
                 "{name}: expected a mismatch naming rank {}, got {other:?}",

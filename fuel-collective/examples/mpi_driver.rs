@@ -123,6 +123,20 @@ fn run() -> Result<usize, String> {
     if av != want {
         return Err(format!("rank {rank}: spmd all_gather {av:?}"));
     }
+    // all_to_all along the inner axis of an f32[2, n]: rank r's column j
+    // goes to rank j, so rank r's result[row][i] is rank i's [row][r].
+    let ty2 = TensorType::new(DType::F32, &[2, n]);
+    let y = g.input("y", Device::cpu(0), ty2.clone());
+    let y_data = (0..2 * n).map(|i| (rank * 100 + i) as f64).collect();
+    c.bind("y", HostTensor::new(ty2, y_data));
+    let a2a = c.all_to_all(&y, 1).map_err(|e| e.to_string())?;
+    let a2av = c.evaluate(&a2a).map_err(|e| e.to_string())?.to_f64();
+    let want: Vec<f64> = (0..2)
+        .flat_map(|row| (0..n).map(move |i| (i * 100 + row * n + rank) as f64))
+        .collect();
+    if a2av != want {
+        return Err(format!("rank {rank}: spmd all_to_all {a2av:?}"));
+    }
     drop(c);
     Ok(rank)
 }
@@ -133,7 +147,7 @@ fn main() {
     let res = run();
     let res = MpiDriver::finalize().map_err(|e| e.to_string()).and(res);
     match res {
-        Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types, in place), send/recv ring, spmd all_reduce/all_gather/broadcast/barrier"),
+        Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types, in place), send/recv ring, spmd all_reduce/all_gather/broadcast/barrier/all_to_all"),
         Err(msg) => {
             eprintln!("FAIL: {msg}");
             std::process::exit(1);

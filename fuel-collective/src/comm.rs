@@ -44,6 +44,10 @@ pub trait Communicator {
         op: ReduceOp,
         axis: usize,
     ) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank cuts its `tensor` along `axis` into `world_size` equal
+    /// pieces and sends piece j to rank j; each gets what it receives
+    /// joined in rank order (the same type as its `tensor`).
+    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError>;
     /// Returns once every rank has called it.
     fn barrier(&self) -> Result<(), CollectiveError>;
 }
@@ -83,6 +87,11 @@ impl Communicator for IdentityComm {
     ) -> Result<LazyTensor, CollectiveError> {
         // One rank keeps the whole (reduced) tensor: its slice is all of it.
         alone(tensor, CommOp::ReduceScatter { op, axis })
+    }
+
+    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
+        // One rank sends its one piece, the whole tensor, to itself.
+        alone(tensor, CommOp::AllToAll { axis })
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {

@@ -248,6 +248,20 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         self.record(tensor, CommOp::ReduceScatter { op, axis })
     }
 
+    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        check_axis(axis, &ty)?;
+        let size = self.rank.ranks();
+        if !ty.shape[axis].is_multiple_of(size) {
+            return Err(CollectiveError::NotDivisible {
+                axis,
+                extent: ty.shape[axis],
+                size,
+            });
+        }
+        self.record(tensor, CommOp::AllToAll { axis })
+    }
+
     fn barrier(&self) -> Result<(), CollectiveError> {
         self.rank
             .barrier()

@@ -419,6 +419,21 @@ fn comm_result(
             tensor(ty, slice_data(&full, *axis, rank * len, len))
         }
         CommOp::Barrier => own(rank),
+        CommOp::AllToAll { axis } => {
+            // Piece `rank` of every operand, in rank order.
+            let len = ty.shape[*axis] / args.len().max(1);
+            let parts = args
+                .iter()
+                .map(|a| {
+                    tensor(
+                        &a.ty.with_dim(*axis, len),
+                        slice_data(a, *axis, rank * len, len),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let refs: Vec<&HostTensor> = parts.iter().collect();
+            tensor(ty, concat_data(&refs, *axis))
+        }
     }
 }
 

@@ -139,6 +139,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0906", driver_peer_gone),
     ("E0907", driver_nccl_missing),
     ("E0908", driver_bad_timeout),
+    ("E0960", driver_split_mismatch),
 ];
 
 /// One documented entry.
@@ -1327,4 +1328,28 @@ fn driver_bad_timeout() -> Outcome {
     let r = JoinOptions::from_env();
     std::env::remove_var("FUEL_JOIN_TIMEOUT_MS");
     driver_err(r)
+}
+fn driver_split_mismatch() -> Outcome {
+    // Both ranks send one f32 element to the other; rank 1 expects two
+    // from rank 0. Both fail with the same message; rank 0's is returned.
+    let id = driver_group("catalogue-a2a-split");
+    let rank = move |r: usize, recv: [usize; 2]| {
+        let comm = HostDriver::join_with(id, 2, r, JoinOptions::with_timeout(DRIVER_WAIT))
+            .expect("rank joins");
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let src = HostDriver::upload(&dev, &[0u8; 8]).unwrap();
+        let dst = HostDriver::alloc(&dev, 12).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_to_all(&comm, &src, &dst, ElemType::F32, &[1, 1], &recv, s).unwrap();
+        HostDriver::download(&dst, DRIVER_WAIT)
+    };
+    let peer = std::thread::spawn(move || rank(1, [2, 1]).map(|_| ()));
+    let got = rank(0, [1, 1]);
+    let theirs = peer.join().expect("rank 1 panicked");
+    assert_eq!(
+        theirs.as_ref().err().map(ToString::to_string),
+        got.as_ref().err().map(ToString::to_string),
+        "both ranks report the same disagreement"
+    );
+    driver_err(got)
 }

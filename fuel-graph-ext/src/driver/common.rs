@@ -326,3 +326,27 @@ pub(crate) fn fold_ranks(
         ))
     }
 }
+
+/// An all-to-all's per-rank counts: one per rank of a group of `ranks`;
+/// gives their sum (an error if it overflows).
+pub(crate) fn check_counts(
+    driver: &'static str,
+    what: &'static str,
+    counts: &[usize],
+    ranks: usize,
+) -> Result<usize, DriverError> {
+    if counts.len() != ranks {
+        return Err(backend_error(
+            driver,
+            what,
+            format!(
+                "{} counts given for a group of {ranks}; pass one count per rank",
+                counts.len()
+            ),
+        ));
+    }
+    counts
+        .iter()
+        .try_fold(0usize, |acc, c| acc.checked_add(*c))
+        .ok_or_else(|| backend_error(driver, what, "the counts add up past usize::MAX"))
+}

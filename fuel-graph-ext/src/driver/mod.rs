@@ -235,6 +235,22 @@ pub enum DriverError {
         /// Its arguments.
         theirs: String,
     },
+    /// Ranks of an `all_to_all` disagree on how much one sends another
+    /// (E0960): every rank fails with the same message, naming the first
+    /// pair (by receiver, then sender) that disagrees.
+    #[error("`all_to_all` split mismatch: rank {from} sends {sends} {elem} element(s) to rank {to}, which expects {expects}; every rank must pass the same split (rank i's send[j] equal to rank j's recv[i])")]
+    SplitMismatch {
+        /// The sending rank.
+        from: usize,
+        /// The receiving rank.
+        to: usize,
+        /// What the sender sends.
+        sends: usize,
+        /// What the receiver expects.
+        expects: usize,
+        /// The element type.
+        elem: DType,
+    },
     /// A peer left the group (its communicator was dropped) or failed.
     #[error("rank {peer} of group `{group}` is gone ({reason}); rank {rank} cannot finish `{op}`; restart the group")]
     PeerGone {
@@ -437,6 +453,23 @@ pub trait CollectiveDriver: Driver {
         dtype: Self::DataType,
         count: usize,
         peer: usize,
+        stream: Self::CommStream,
+    ) -> Result<(), DriverError>;
+    /// All-to-all with per-peer counts, like `MPI_Alltoallv`: the first
+    /// `send[0]` elements of `src` go to rank 0, the next `send[1]` to
+    /// rank 1, and so on; `dst` receives `recv[j]` elements from each rank
+    /// j, joined in rank order. Both slices have one count per rank (zero
+    /// is legal). Rank i's `send[j]` must equal rank j's `recv[i]`; the
+    /// host and MPI drivers check it and fail every rank when it does not,
+    /// NCCL cannot (the SPMD `comm.all_to_all` checks before it calls).
+    #[allow(clippy::too_many_arguments)]
+    fn all_to_all(
+        comm: &Self::Communicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: Self::DataType,
+        send: &[usize],
+        recv: &[usize],
         stream: Self::CommStream,
     ) -> Result<(), DriverError>;
     /// Waits until everything enqueued on `stream` is done; returns the

@@ -198,6 +198,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 Ok(out)
             }
             CommOp::AllGather { axis } => self.all_gather(&src, dt, count, axis),
+            CommOp::AllToAll { axis } => self.all_to_all(src, dt, count, axis),
             CommOp::ReduceScatter { op, axis } => {
                 let ty = call.in_ty;
                 let len = ty.shape.get(axis).copied().unwrap_or(0) / self.ranks.max(1);
@@ -224,6 +225,67 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 self.copy_of_src()
             }
         }
+    }
+
+    /// Piece `rank` (along `axis`, of `ranks` equal pieces) of every rank's
+    /// operand, joined in rank order. Along an inner axis the pieces are
+    /// packed into contiguous runs first and unpacked after, by region
+    /// copies on the device.
+    fn all_to_all(
+        &self,
+        src: DeviceResource<D>,
+        dt: D::DataType,
+        count: usize,
+        axis: usize,
+    ) -> Result<Buf, ExecError> {
+        let call = self.call;
+        let d = |e: DriverError| self.exec_err(e);
+        let n = self.ranks.max(1);
+        let ty = call.in_ty;
+        let bytes = ty.size_bytes();
+        let len = ty.shape.get(axis).copied().unwrap_or(0) / n;
+        let piece = ty.with_dim(axis, len);
+        let piece_bytes = piece.size_bytes();
+        let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
+        let counts = vec![count / n; n];
+        // The packed operand, kept alive until the exchange is done.
+        let mut keep = None;
+        let packed = if outer == 1 {
+            src
+        } else {
+            let regions: Vec<Region> = (0..n)
+                .flat_map(|j| {
+                    slice_regions(ty, axis, j * len, len)
+                        .into_iter()
+                        .map(move |r| Region {
+                            dst: r.dst + j * piece_bytes,
+                            ..r
+                        })
+                })
+                .collect();
+            drop(src);
+            let buf = Arc::new(self.regions(&regions, std::slice::from_ref(call.src), bytes)?);
+            let lent = D::lend(&buf).map_err(d)?;
+            keep = Some(buf);
+            lent
+        };
+        let flat = self.alloc(bytes)?;
+        D::all_to_all(self.comm, &packed, &flat, dt, &counts, &counts, self.stream).map_err(d)?;
+        let flat = self.finish(flat)?;
+        drop((packed, keep));
+        if outer == 1 {
+            return Ok(flat);
+        }
+        let tys = vec![&piece; n];
+        let unpack: Vec<Region> = concat_regions(&tys, axis)
+            .into_iter()
+            .map(|r| Region {
+                operand: 0,
+                src: r.operand * piece_bytes + r.src,
+                ..r
+            })
+            .collect();
+        self.regions(&unpack, &[Arc::new(flat)], bytes)
     }
 
     /// Every rank's operand joined along `axis`, in rank order.

@@ -473,6 +473,11 @@ pub static COMM_REDUCE_SCATTER: OpDef =
         comm_op(f, CommOp::ReduceScatter { op, axis })
     })
     .reduce_variant();
+/// `comm.all_to_all %v {axis=A, comm=C, ranks=R} @dev`.
+pub static COMM_ALL_TO_ALL: OpDef = comm("comm.all_to_all", &["axis", "comm", "ranks"], |f| {
+    let axis = usize_attr(f, "axis")?;
+    comm_op(f, CommOp::AllToAll { axis })
+});
 /// `comm.barrier %v {comm=C, ranks=R} @dev`.
 pub static COMM_BARRIER: OpDef = comm("comm.barrier", &["comm", "ranks"], |f| {
     comm_op(f, CommOp::Barrier)
@@ -503,6 +508,7 @@ pub static OPS: &[&OpDef] = &[
     &COMM_ALL_GATHER,
     &COMM_REDUCE_SCATTER,
     &COMM_BARRIER,
+    &COMM_ALL_TO_ALL,
 ];
 
 /// The row and variant a mnemonic as written names (`all_reduce.sum` gives
@@ -572,6 +578,7 @@ impl Op {
                 CommOp::AllGather { .. } => &COMM_ALL_GATHER,
                 CommOp::ReduceScatter { .. } => &COMM_REDUCE_SCATTER,
                 CommOp::Barrier => &COMM_BARRIER,
+                CommOp::AllToAll { .. } => &COMM_ALL_TO_ALL,
             },
         }
     }
@@ -600,7 +607,9 @@ impl Op {
                 match kind {
                     CommOp::AllReduce(op) => (Some(*op), &[c, r]),
                     CommOp::Broadcast { root } => (None, &[c, r, n(*root)]),
-                    CommOp::AllGather { axis } => (None, &[n(*axis), c, r]),
+                    CommOp::AllGather { axis } | CommOp::AllToAll { axis } => {
+                        (None, &[n(*axis), c, r])
+                    }
                     CommOp::ReduceScatter { op, axis } => (Some(*op), &[n(*axis), c, r]),
                     CommOp::Barrier => (None, &[c, r]),
                 }

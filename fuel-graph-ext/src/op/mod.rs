@@ -143,6 +143,10 @@ pub enum CommOp {
     ReduceScatter { op: ReduceOp, axis: usize },
     /// The operand itself, once every rank has arrived.
     Barrier,
+    /// The operand cut along `axis` into `ranks` equal pieces, piece j sent
+    /// to rank j; this rank's result joins what it receives in rank order
+    /// (so it has the operand's type). Uneven splits are not recorded yet.
+    AllToAll { axis: usize },
 }
 
 /// Devices listed by a broadcast, inline for small groups.

@@ -510,6 +510,11 @@ pub fn comm_type(kind: &CommOp, ranks: usize, t: &TensorType) -> Result<TensorTy
             check_axis(*axis, t)?;
             split(*axis, t, ranks)
         }
+        CommOp::AllToAll { axis } => {
+            check_axis(*axis, t)?;
+            split(*axis, t, ranks)?;
+            Ok(t.clone())
+        }
     }
 }
 

@@ -19,6 +19,10 @@ pub(super) enum Chan {
     Coll,
     /// The reduced runs of an all-reduce's second half.
     Part,
+    /// An all-to-all's pieces.
+    AllToAll,
+    /// What each rank of an all-to-all found in the pieces it received.
+    Verdict,
 }
 
 pub(super) struct Msg {
@@ -42,16 +46,19 @@ pub(super) enum MsgData {
         range: std::ops::Range<usize>,
         token: Arc<()>,
     },
+    /// An all-to-all rank's finding: the first piece it got that differs
+    /// from what it expected, or none.
+    Verdict(Option<DriverError>),
 }
 
 impl MsgData {
     pub(super) fn bytes(&self, need: usize) -> Result<&[u8], DriverError> {
         match self {
             MsgData::Shard(h) => bytes_of(h, need),
-            MsgData::Part { .. } => Err(backend_error(
+            MsgData::Part { .. } | MsgData::Verdict(_) => Err(backend_error(
                 HostDriver::NAME,
                 "recv",
-                "an all-reduce result arrived on the point-to-point channel",
+                "a collective's message arrived on the point-to-point channel",
             )),
             MsgData::Bytes(b) => b.get(..need).ok_or_else(|| {
                 backend_error(
@@ -66,7 +73,7 @@ impl MsgData {
     pub(super) fn shard(self) -> Result<Arc<Held<CpuBuf>>, DriverError> {
         match self {
             MsgData::Shard(h) => Ok(h),
-            MsgData::Bytes(_) | MsgData::Part { .. } => Err(backend_error(
+            MsgData::Bytes(_) | MsgData::Part { .. } | MsgData::Verdict(_) => Err(backend_error(
                 HostDriver::NAME,
                 "all_reduce",
                 "a send arrived on the collective channel",

@@ -33,6 +33,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
+mod a2a;
 mod fence;
 mod mailbox;
 
@@ -636,6 +637,18 @@ impl CollectiveDriver for HostDriver {
             bytes_mut_of(&mut out, need)?.copy_from_slice(m.data.bytes(need)?);
             Ok(())
         })
+    }
+
+    fn all_to_all(
+        comm: &HostCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        send: &[usize],
+        recv: &[usize],
+        stream: HostCommStream,
+    ) -> Result<(), DriverError> {
+        Self::all_to_all_mail(comm, src, dst, dtype, send, recv, stream)
     }
 
     fn synchronize(comm: &HostCommunicator, stream: HostCommStream) -> Result<(), DriverError> {

@@ -273,12 +273,12 @@ impl MpiDriver {
             });
             let all = ops::gather_words(c, word)?;
             if let Some((r, w)) = all.iter().enumerate().find(|(_, w)| w[0] != u64::MAX) {
-                return Err(DriverError::Mismatch {
-                    op: "all_to_all",
-                    rank: r,
-                    mine: format!("a split that expects {} elements from rank {}", w[1], w[0]),
-                    peer: w[0] as usize,
-                    theirs: format!("a split that sends {} elements to rank {r}", w[2]),
+                return Err(DriverError::SplitMismatch {
+                    from: w[0] as usize,
+                    to: r,
+                    sends: w[2] as usize,
+                    expects: w[1] as usize,
+                    elem: dtype,
                 });
             }
             ops::all_to_all(c, dtype, send, recv, s, d)

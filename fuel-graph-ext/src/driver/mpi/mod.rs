@@ -659,6 +659,18 @@ impl CollectiveDriver for MpiDriver {
         })
     }
 
+    fn all_to_all(
+        comm: &MpiCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        send: &[usize],
+        recv: &[usize],
+        stream: MpiCommStream,
+    ) -> Result<(), DriverError> {
+        Self::all_to_all_v(comm, src, dst, dtype, send, recv, stream)
+    }
+
     fn synchronize(comm: &MpiCommunicator, stream: MpiCommStream) -> Result<(), DriverError> {
         // Every call already completed before it returned.
         Self::check(comm, stream)

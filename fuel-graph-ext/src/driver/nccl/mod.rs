@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod a2a;
 mod fence;
 mod unique_id;
 
@@ -615,6 +616,18 @@ impl CollectiveDriver for NcclDriver {
                 nccl("ncclRecv", r)
             })
         })
+    }
+
+    fn all_to_all(
+        comm: &NcclCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: sys::ncclDataType_t,
+        send: &[usize],
+        recv: &[usize],
+        stream: NcclCommStream,
+    ) -> Result<(), DriverError> {
+        Self::all_to_all_grouped(comm, src, dst, dtype, send, recv, stream)
     }
 
     fn synchronize(comm: &NcclCommunicator, stream: NcclCommStream) -> Result<(), DriverError> {

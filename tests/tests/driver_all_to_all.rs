@@ -1,0 +1,277 @@
+//! `CollectiveDriver::all_to_all` over `HostDriver` ranks that are threads:
+//! even and uneven splits, one where a rank receives nothing, each checked
+//! against the reference interpreter's `all_to_all` of the same operands;
+//! and ranks that disagree on the split, which fail every rank (E0960)
+//! instead of hanging. Then the SPMD `comm.all_to_all` that
+//! `DriverCommunicator::all_to_all` records, run by 4 rank threads along an
+//! outer and an inner axis and checked against `interpret_world`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_collective::{
+    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
+    HostDriver, JoinOptions,
+};
+use fuel_graph_ext::interp::{interpret, interpret_world, HostTensor};
+use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, TensorType};
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Rank `rank`'s operand: `rows` rows of 2 i32 values, distinct per rank.
+fn operand(rank: usize, rows: usize) -> HostTensor {
+    let ty = TensorType::new(DType::I32, &[rows, 2]);
+    let data = (0..rows * 2)
+        .map(|i| (rank * 100 + i) as f64 - 7.0)
+        .collect();
+    HostTensor::new(ty, data)
+}
+
+/// Runs `f(rank)` on `n` threads and gives the results in rank order;
+/// panics if a rank hangs past a minute.
+fn on_ranks<T: Send + 'static>(
+    n: usize,
+    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+) -> Vec<T> {
+    let (tx, rx) = mpsc::channel();
+    for rank in 0..n {
+        let (tx, f) = (tx.clone(), f.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send((rank, f(rank)));
+        });
+    }
+    drop(tx);
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for _ in 0..n {
+        let (r, v) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a rank hung or panicked");
+        out[r] = Some(v);
+    }
+    out.into_iter().map(|v| v.unwrap()).collect()
+}
+
+/// One all_to_all over `split` (row i: what rank i sends each rank, rows
+/// of 2 elements each) as `recv_split` says each rank expects; gives
+/// every rank's result or error.
+fn run(
+    name: &str,
+    split: &[Vec<usize>],
+    recv_split: &[Vec<usize>],
+) -> Vec<Result<HostTensor, DriverError>> {
+    let n = split.len();
+    let id = HostDriver::group_id(&CommunicationId::new(name)).unwrap();
+    let (split, recv_split) = (split.to_vec(), recv_split.to_vec());
+    on_ranks(n, move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let rows: usize = split[rank].iter().sum();
+        let x = operand(rank, rows);
+        let send: Vec<usize> = split[rank].iter().map(|r| r * 2).collect();
+        let recv: Vec<usize> = (0..n).map(|i| recv_split[i][rank] * 2).collect();
+        let out_rows: usize = (0..n).map(|i| recv_split[i][rank]).sum();
+        let src = HostDriver::upload(&dev, x.bytes()).unwrap();
+        let dst = HostDriver::alloc(&dev, out_rows * 2 * 4).unwrap();
+        let s = HostDriver::comm_stream(&comm);
+        HostDriver::all_to_all(&comm, &src, &dst, DType::I32, &send, &recv, s)?;
+        let synced = HostDriver::synchronize(&comm, s);
+        let bytes = HostDriver::download(&dst, WAIT)?;
+        synced?;
+        let ty = TensorType::new(DType::I32, &[out_rows, 2]);
+        Ok(HostTensor::from_bytes(ty, bytes).unwrap())
+    })
+}
+
+/// The interpreter's answer: an in-process `all_to_all` of the same
+/// operands with the same split.
+fn oracle(split: &[Vec<usize>]) -> Vec<HostTensor> {
+    let n = split.len();
+    let mut src = String::from("graph @a2a {\n");
+    let mut inputs = BTreeMap::new();
+    for (r, row) in split.iter().enumerate() {
+        let rows: usize = row.iter().sum();
+        src += &format!("  %{r} = input \"s{r}\" @cpu:{r} : i32[{rows},2]\n");
+        inputs.insert(format!("s{r}"), operand(r, rows));
+    }
+    let flat: Vec<String> = split.iter().flatten().map(|e| e.to_string()).collect();
+    let ops: Vec<String> = (0..n).map(|r| format!("%{r}")).collect();
+    let tys: Vec<String> = (0..n)
+        .map(|j| format!("i32[{},2]", split.iter().map(|row| row[j]).sum::<usize>()))
+        .collect();
+    let rets: Vec<String> = (0..n).map(|j| format!("%{n}#{j}")).collect();
+    src += &format!(
+        "  %{n}:{n} = all_to_all {} {{axis=0, split=[{}]}} : {}\n  return {}\n}}\n",
+        ops.join(", "),
+        flat.join(", "),
+        tys.join(", "),
+        rets.join(", ")
+    );
+    let g = text::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    interpret(&g, &inputs).unwrap()
+}
+
+fn check(name: &str, split: &[Vec<usize>]) {
+    let got = run(name, split, split);
+    let want = oracle(split);
+    for (rank, (g, w)) in got.into_iter().zip(&want).enumerate() {
+        let g = g.unwrap_or_else(|e| panic!("{name}: rank {rank} failed: {e}"));
+        g.check_same(w)
+            .unwrap_or_else(|e| panic!("{name}: rank {rank}: {e}"));
+    }
+}
+
+#[test]
+fn even_split_over_4_ranks_matches_the_interpreter() {
+    check("a2a-even", &vec![vec![2; 4]; 4]);
+}
+
+#[test]
+fn uneven_split_over_4_ranks_matches_the_interpreter() {
+    let split = vec![
+        vec![1, 3, 0, 2],
+        vec![2, 0, 1, 1],
+        vec![0, 4, 2, 1],
+        vec![3, 1, 1, 0],
+    ];
+    check("a2a-uneven", &split);
+}
+
+#[test]
+fn a_rank_that_receives_nothing_gets_an_empty_result() {
+    // Column 0 is all zeros: rank 0 receives nothing (a zero extent).
+    let split = vec![
+        vec![0, 1, 2, 0],
+        vec![0, 2, 0, 1],
+        vec![0, 0, 1, 2],
+        vec![0, 1, 2, 0],
+    ];
+    check("a2a-empty", &split);
+}
+
+#[test]
+fn ranks_that_pass_different_splits_all_fail_alike() {
+    let split = vec![vec![1, 1, 1, 1]; 4];
+    // Rank 2 expects two rows from rank 1, which sends one.
+    let mut expect = split.clone();
+    expect[1][2] = 2;
+    let got = run("a2a-mismatch", &split, &expect);
+    let msgs: Vec<String> = got
+        .into_iter()
+        .map(|r| match r {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a rank succeeded although the splits differ"),
+        })
+        .collect();
+    for m in &msgs {
+        assert_eq!(m, &msgs[0], "every rank reports the same disagreement");
+    }
+    assert!(
+        msgs[0].contains("rank 1 sends 2 i32 element(s) to rank 2, which expects 4"),
+        "{}",
+        msgs[0]
+    );
+}
+
+/// Four ranks each record `all_to_all` of an f32[4,8] along axis 0 (whole
+/// runs) and axis 1 (packed and unpacked around the exchange), run the
+/// graph twice with new inputs, and match `interpret_world`.
+#[test]
+fn spmd_comm_all_to_all_on_4_rank_threads_matches_interpret_world() {
+    let n = 4;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd")).unwrap();
+    let ty = TensorType::new(DType::F32, &[4, 8]);
+    let ty2 = ty.clone();
+    let results = on_ranks(n, move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let g = LazyGraph::new("rank");
+        let x = g.input("x", cpu, ty2.clone());
+        let outer = c.all_to_all(&x, 0).unwrap();
+        let inner = c.all_to_all(&x, 1).unwrap();
+        let outs = [&outer, &inner];
+        let exe = c.compile(&outs).unwrap();
+        let mut graph = g.snapshot();
+        graph.set_outputs(outs.iter().map(|t| t.value()).collect());
+        let mut rounds = Vec::new();
+        for round in 0..2 {
+            let data = (0..ty2.num_elements())
+                .map(|i| (rank * 1000 + round * 100 + i) as f64)
+                .collect();
+            let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty2.clone(), data))]);
+            let got = exe.run_host(&input).unwrap();
+            rounds.push((input, got));
+        }
+        (graph, rounds)
+    });
+    let graphs: Vec<Graph> = results.iter().map(|r| r.0.clone()).collect();
+    for round in 0..2 {
+        let inputs: Vec<_> = results.iter().map(|r| r.1[round].0.clone()).collect();
+        let want = interpret_world(&graphs, &inputs).unwrap();
+        for (rank, r) in results.iter().enumerate() {
+            let got = &r.1[round].1;
+            assert_eq!(got.len(), 2);
+            for (k, (g, w)) in got.iter().zip(&want[rank]).enumerate() {
+                assert_eq!(g.ty, ty, "output {k} keeps the operand's type");
+                if let Err(e) = g.check_same(w) {
+                    panic!("round {round}, rank {rank}, output {k}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The interpreter's `comm.all_to_all` is not the identity: rank 1's result
+/// along axis 0 of 4 one-row operands is every rank's row 1.
+#[test]
+fn interpret_world_all_to_all_takes_piece_rank_of_every_operand() {
+    let src = |r: usize| {
+        format!(
+            "graph @r{r} {{\n  %0 = input \"x\" @cpu:0 : f32[4]\n  %1 = comm.all_to_all %0 {{axis=0, comm=0, ranks=4}} @cpu:0 : f32[4]\n  return %1\n}}\n"
+        )
+    };
+    let graphs: Vec<Graph> = (0..4).map(|r| text::parse(&src(r)).unwrap()).collect();
+    let ty = TensorType::new(DType::F32, &[4]);
+    let inputs: Vec<_> = (0..4)
+        .map(|r| {
+            let data = (0..4).map(|i| (r * 10 + i) as f64).collect();
+            BTreeMap::from([("x".to_string(), HostTensor::new(ty.clone(), data))])
+        })
+        .collect();
+    let want = interpret_world(&graphs, &inputs).unwrap();
+    assert_eq!(want[1][0].to_f64(), vec![1.0, 11.0, 21.0, 31.0]);
+}
+
+/// SPMD ranks whose operands differ along the axis pass different splits
+/// to the driver (rank 3 sends 2 rows to each peer, the others 1): every
+/// rank's run fails with the split mismatch (E0960), none hangs.
+#[test]
+fn spmd_ranks_with_different_splits_all_fail() {
+    let n = 4;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-bad")).unwrap();
+    let errs = on_ranks(n, move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let rows = if rank == 3 { 8 } else { 4 };
+        let ty = TensorType::new(DType::F32, &[rows, 2]);
+        let g = LazyGraph::new("rank");
+        let x = g.input("x", cpu, ty.clone());
+        let y = c.all_to_all(&x, 0).unwrap();
+        let exe = c.compile(&[&y]).unwrap();
+        let data = vec![1.0; ty.num_elements()];
+        let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty, data))]);
+        match exe.run_host(&input) {
+            Ok(_) => panic!("rank {rank} ran although the splits differ"),
+            Err(e) => e.to_string(),
+        }
+    });
+    for (rank, e) in errs.iter().enumerate() {
+        assert!(
+            e.contains("`all_to_all` split mismatch: rank 3 sends 4 f32 element(s) to rank 0, which expects 2"),
+            "rank {rank}: {e}"
+        );
+    }
+}
