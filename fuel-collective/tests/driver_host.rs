@@ -11,6 +11,7 @@ use fuel_collective::{
 };
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+use fuel_test_support::ranks::on_ranks;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -24,29 +25,11 @@ fn fresh(name: &str) -> HostUniqueId {
     HostDriver::group_id(&id).unwrap()
 }
 
-/// Runs `f(rank)` on `n` threads and collects the results, failing if any
-/// thread is still running after 20 s.
-fn spmd<T: Send + 'static>(
+fn on_ranks_20<T: Send + 'static>(
     n: usize,
-    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
+    f: impl Fn(usize) -> T + Send + Clone + 'static,
 ) -> Vec<T> {
-    let (tx, rx) = mpsc::channel();
-    for rank in 0..n {
-        let (tx, f) = (tx.clone(), f.clone());
-        std::thread::spawn(move || {
-            let r = f(rank);
-            let _ = tx.send((rank, r));
-        });
-    }
-    drop(tx);
-    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    for _ in 0..n {
-        let (rank, r) = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("a rank thread hung or panicked");
-        out[rank] = Some(r);
-    }
-    out.into_iter().map(|r| r.unwrap()).collect()
+    on_ranks(n, Duration::from_secs(20), f)
 }
 
 fn join(
@@ -117,7 +100,7 @@ fn expected(elem: ElemType, op: ReduceOp, vals: &[f64]) -> f64 {
 fn all_reduce_every_elem_type_and_op_across_2_to_8_threads() {
     for n in [2usize, 3, 5, 8] {
         let id = fresh("allreduce");
-        let results = spmd(n, move |rank| {
+        let results = on_ranks(n, Duration::from_secs(20), move |rank| {
             let comm = join(id, n, rank, LONG).unwrap();
             let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
             let s = HostDriver::comm_stream(&comm);
@@ -157,7 +140,7 @@ fn all_reduce_every_elem_type_and_op_across_2_to_8_threads() {
 #[test]
 fn in_place_all_reduce_waits_for_the_compute_fence() {
     let id = fresh("inplace");
-    let out = spmd(2, move |rank| {
+    let out = on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let buf = HostDriver::alloc(&dev, 4).unwrap();
@@ -192,7 +175,7 @@ fn download_right_after_an_in_place_all_reduce_waits_for_it() {
     // is late, so rank 0's download comes while its job still waits for
     // rank 1: it must wait too, and not read the old 10.
     let id = fresh("inplace-read");
-    let out = spmd(2, move |rank| {
+    let out = on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let mine = if rank == 0 { 10i32 } else { 5 };
@@ -219,7 +202,7 @@ fn download_after_two_queued_writers_waits_for_the_second() {
     // 300. Rank 1 is late for the second, so rank 0's download comes after
     // the first has finished and before the second has: it must give 300.
     let id = fresh("two-writers");
-    let out = spmd(2, move |rank| {
+    let out = on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let r = rank as i32 + 1;
@@ -304,7 +287,7 @@ fn alloc_gives_zeros_even_from_a_recycled_buffer() {
 fn send_recv_is_fifo_per_pair_in_every_elem_type() {
     let n = 4;
     let id = fresh("p2p");
-    spmd(n, move |rank| {
+    on_ranks(n, Duration::from_secs(20), move |rank| {
         let comm = join(id, n, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let s = HostDriver::comm_stream(&comm);
@@ -344,7 +327,7 @@ fn send_recv_is_fifo_per_pair_in_every_elem_type() {
 #[test]
 fn group_id_is_minted_once_and_shared() {
     let name = CommunicationId::new("shared-group-id-test");
-    let ids = spmd(6, move |_| HostDriver::group_id(&name).unwrap());
+    let ids = on_ranks_20(6, move |_| HostDriver::group_id(&name).unwrap());
     assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
     let other = HostDriver::group_id(&CommunicationId::new("shared-group-id-other")).unwrap();
     assert_ne!(ids[0], other);
@@ -371,7 +354,7 @@ fn join_timeout_with_two_of_four_present_names_ranks_1_and_3() {
     let id = fresh("timeout2");
     // Ranks 0 and 2 of 4 arrive; 1 and 3 never do. Whether the other
     // arrival was seen depends on thread start-up, so only 1 and 3 are sure.
-    let errs = spmd(2, move |i| join(id, 4, i * 2, SHORT).unwrap_err());
+    let errs = on_ranks_20(2, move |i| join(id, 4, i * 2, SHORT).unwrap_err());
     for e in errs {
         let msg = e.to_string();
         match &e {
@@ -390,7 +373,7 @@ fn join_refuses_bad_ranks_sizes_and_duplicates() {
         join(id, 2, 2, SHORT),
         Err(DriverError::BadRank { rank: 2, ranks: 2 })
     ));
-    let out = spmd(2, move |rank| {
+    let out = on_ranks_20(2, move |rank| {
         if rank == 0 {
             join(id, 2, 0, Duration::from_secs(2))
                 .map(|_| ())
@@ -440,7 +423,7 @@ fn unknown_elem_type_is_an_error_not_a_crash() {
 #[test]
 fn mismatched_counts_fail_on_every_rank() {
     let id = fresh("mismatch");
-    let errs = spmd(2, move |rank| {
+    let errs = on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let count = 2 + rank;
@@ -477,7 +460,7 @@ fn mismatched_counts_fail_on_every_rank() {
 #[test]
 fn a_dropped_peer_is_an_error_not_a_hang() {
     let id = fresh("dropout");
-    let out = spmd(3, move |rank| {
+    let out = on_ranks_20(3, move |rank| {
         let comm = join(id, 3, rank, LONG).unwrap();
         if rank == 2 {
             drop(comm);
@@ -501,7 +484,7 @@ fn a_dropped_peer_is_an_error_not_a_hang() {
 #[test]
 fn a_silent_peer_times_out_and_recv_names_it() {
     let id = fresh("silent");
-    let out = spmd(2, move |rank| {
+    let out = on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, SHORT.saturating_mul(5)).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let s = HostDriver::comm_stream(&comm);
@@ -524,7 +507,7 @@ fn a_silent_peer_times_out_and_recv_names_it() {
 #[test]
 fn enqueue_checks_buffers_peers_and_streams() {
     let id = fresh("checks");
-    spmd(2, move |rank| {
+    on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let small = HostDriver::alloc(&dev, 4).unwrap();
@@ -545,7 +528,7 @@ fn enqueue_checks_buffers_peers_and_streams() {
 fn spmd_communicator_all_collectives_on_4_threads() {
     let n = 4;
     let id = fresh("spmd");
-    let results = spmd(n, move |rank| {
+    let results = on_ranks(n, Duration::from_secs(20), move |rank| {
         let comm = join(id, n, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
         let c = DriverCommunicator::<HostDriver>::new(comm, dev, LONG);
@@ -597,7 +580,7 @@ fn spmd_communicator_all_collectives_on_4_threads() {
 #[test]
 fn spmd_errors_are_collective_errors() {
     let id = fresh("spmd-err");
-    spmd(2, move |rank| {
+    on_ranks_20(2, move |rank| {
         let comm = join(id, 2, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let c = DriverCommunicator::<HostDriver>::new(comm, dev, LONG);
@@ -636,7 +619,7 @@ fn spmd_graphs_record_comm_nodes_and_match_the_world_oracle() {
     use std::collections::BTreeMap;
     let n = 3;
     let id = fresh("spmd-lazy");
-    let ranks = spmd(n, move |rank| {
+    let ranks = on_ranks(n, Duration::from_secs(20), move |rank| {
         let comm = join(id, n, rank, LONG).unwrap();
         let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
         let c = DriverCommunicator::<HostDriver>::new(comm, dev, LONG);

@@ -10,8 +10,8 @@ use fuel_collective::{
     CollectiveDriver, CommunicationId, Driver, ElemType, JoinOptions, NcclDriver,
 };
 use fuel_graph_ext::{Device, ReduceOp};
+use fuel_test_support::ranks::on_ranks;
 use fuel_test_support::{nccl_or_skip, skip, Backend};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// The number of GPUs, or None after printing why the test skips.
@@ -25,35 +25,13 @@ fn gpus() -> Option<usize> {
     }
 }
 
-fn per_rank<T: Send + 'static>(
-    n: usize,
-    f: impl Fn(usize) -> T + Send + Clone + 'static,
-) -> Vec<T> {
-    let (tx, rx) = mpsc::channel();
-    for rank in 0..n {
-        let (tx, f) = (tx.clone(), f.clone());
-        std::thread::spawn(move || {
-            let _ = tx.send((rank, f(rank)));
-        });
-    }
-    drop(tx);
-    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    for _ in 0..n {
-        let (r, v) = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("a rank hung or panicked");
-        out[r] = Some(v);
-    }
-    out.into_iter().map(|v| v.unwrap()).collect()
-}
-
 #[test]
 fn nccl_all_reduce_and_ring_on_every_gpu() {
     let Some(n) = gpus() else { return };
     let id = NcclDriver::group_id(&CommunicationId::new("nccl-test")).unwrap();
     // The id survives the trip through hex that a launcher would make.
     let id = NcclUniqueId::from_hex(&id.to_hex()).unwrap();
-    let results = per_rank(n, move |rank| {
+    let results = on_ranks(n, Duration::from_secs(120), move |rank| {
         let dev = NcclDriver::open(Device {
             kind: fuel_graph_ext::DeviceKind::Cuda,
             index: rank as u32,
@@ -147,7 +125,7 @@ fn nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu() {
     use std::collections::BTreeMap;
     let Some(n) = gpus() else { return };
     let id = NcclDriver::group_id(&CommunicationId::new("nccl-spmd-graph")).unwrap();
-    let results = per_rank(n, move |rank| {
+    let results = on_ranks(n, Duration::from_secs(120), move |rank| {
         let gpu = Device::cuda(rank as u32);
         let dev = NcclDriver::open(gpu).unwrap();
         let comm = NcclDriver::join_on(

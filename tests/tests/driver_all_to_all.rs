@@ -14,8 +14,8 @@ use fuel_collective::{
 };
 use fuel_graph_ext::interp::{interpret, interpret_world, HostTensor};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, TensorType};
+use fuel_test_support::ranks::on_ranks;
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -29,30 +29,6 @@ fn operand(rank: usize, rows: usize) -> HostTensor {
     HostTensor::new(ty, data)
 }
 
-/// Runs `f(rank)` on `n` threads and gives the results in rank order;
-/// panics if a rank hangs past a minute.
-fn on_ranks<T: Send + 'static>(
-    n: usize,
-    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
-) -> Vec<T> {
-    let (tx, rx) = mpsc::channel();
-    for rank in 0..n {
-        let (tx, f) = (tx.clone(), f.clone());
-        std::thread::spawn(move || {
-            let _ = tx.send((rank, f(rank)));
-        });
-    }
-    drop(tx);
-    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    for _ in 0..n {
-        let (r, v) = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("a rank hung or panicked");
-        out[r] = Some(v);
-    }
-    out.into_iter().map(|v| v.unwrap()).collect()
-}
-
 /// One all_to_all over `split` (row i: what rank i sends each rank, rows
 /// of 2 elements each) as `recv_split` says each rank expects; gives
 /// every rank's result or error.
@@ -64,7 +40,7 @@ fn run(
     let n = split.len();
     let id = HostDriver::group_id(&CommunicationId::new(name)).unwrap();
     let (split, recv_split) = (split.to_vec(), recv_split.to_vec());
-    on_ranks(n, move |rank| {
+    on_ranks(n, Duration::from_secs(60), move |rank| {
         let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let rows: usize = split[rank].iter().sum();
@@ -184,7 +160,7 @@ fn spmd_comm_all_to_all_on_4_rank_threads_matches_interpret_world() {
     let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd")).unwrap();
     let ty = TensorType::new(DType::F32, &[4, 8]);
     let ty2 = ty.clone();
-    let results = on_ranks(n, move |rank| {
+    let results = on_ranks(n, Duration::from_secs(60), move |rank| {
         let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
         let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
         let g = LazyGraph::new("rank");
@@ -252,7 +228,7 @@ fn spmd_ranks_with_different_splits_all_fail() {
     let n = 4;
     let cpu = Device::cpu(0);
     let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-bad")).unwrap();
-    let errs = on_ranks(n, move |rank| {
+    let errs = on_ranks(n, Duration::from_secs(60), move |rank| {
         let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
         let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
         let rows = if rank == 3 { 8 } else { 4 };

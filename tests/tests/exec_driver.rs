@@ -15,9 +15,9 @@ use fuel_collective::{
 use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, interpret_world, HostTensor};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_test_support::ranks::on_ranks;
 use fuel_test_support::{all_reduce_graph, assert_no_leaks, devices_or_skip, lower_on};
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::Duration;
 
 const C0: Device = Device::cpu(0);
@@ -109,29 +109,6 @@ fn vulkan_island_is_refused_at_compile_time() {
     assert!(e.contains("driver"), "{e}");
 }
 
-/// Runs `f(rank)` on `n` threads; fails if one hangs for 60 s or panics.
-fn ranks<T: Send + 'static>(
-    n: usize,
-    f: impl Fn(usize) -> T + Send + Sync + Clone + 'static,
-) -> Vec<T> {
-    let (tx, rx) = mpsc::channel();
-    for rank in 0..n {
-        let (tx, f) = (tx.clone(), f.clone());
-        std::thread::spawn(move || {
-            let _ = tx.send((rank, f(rank)));
-        });
-    }
-    drop(tx);
-    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    for _ in 0..n {
-        let (r, v) = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("a rank hung or panicked");
-        out[r] = Some(v);
-    }
-    out.into_iter().map(|v| v.unwrap()).collect()
-}
-
 /// Rank `rank`'s input in round `round`.
 fn rank_input(ty: &TensorType, rank: usize, round: usize) -> HostTensor {
     let n = ty.num_elements();
@@ -157,7 +134,7 @@ fn spmd_comm_nodes_in_graphs_that_mix_cpu_and_vulkan_on_4_rank_threads() {
     }
     let n = 4;
     let id = HostDriver::group_id(&CommunicationId::new("exec-driver-spmd-vulkan")).unwrap();
-    let results = ranks(n, move |rank| {
+    let results = on_ranks(n, Duration::from_secs(60), move |rank| {
         let comm = HostDriver::join_with(
             id,
             n,

@@ -30,7 +30,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
 }
 
 #[cfg(feature = "mpi")]
-mod imp {
+pub(crate) mod imp {
     use super::{DemoArgs, Failure};
     use crate::outln;
     use fuel_collective::{
@@ -42,28 +42,37 @@ mod imp {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    fn env_rank(names: &[&str]) -> Result<usize, Failure> {
-        names
-            .iter()
-            .find_map(|n| std::env::var(n).ok())
-            .ok_or_else(|| {
-                Failure::input(format!(
-                    "demo --world runs under MPI: launch it as `mpirun -n P fuel-opt demo --world` (none of {names:?} is set)"
-                ))
-            })?
-            .parse()
-            .map_err(|e| Failure::input(format!("a bad MPI rank variable: {e}")))
+    /// This process's index and the process count, from the variables
+    /// `mpirun` sets (Open MPI's, or the PMI ones of other launchers);
+    /// `cmd` is the subcommand, for the message when neither is set.
+    pub(crate) fn process_and_count(cmd: &str) -> Result<(usize, usize), Failure> {
+        let var = |names: [&str; 2]| -> Result<usize, Failure> {
+            names
+                .iter()
+                .find_map(|n| std::env::var(n).ok())
+                .ok_or_else(|| {
+                    Failure::input(format!(
+                        "{cmd} runs under MPI, and neither {} is set: launch it as `mpirun -n P fuel-opt {cmd} --devices cpu:0`",
+                        names.join(" nor ")
+                    ))
+                })?
+                .parse()
+                .map_err(|e| Failure::input(format!("a bad MPI rank variable: {e}")))
+        };
+        Ok((
+            var(["OMPI_COMM_WORLD_RANK", "PMI_RANK"])?,
+            var(["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?,
+        ))
     }
 
     /// Global rank `g`'s element `j`: small integers, exact in every sum.
-    fn value(g: usize, j: usize) -> f64 {
+    pub(crate) fn value(g: usize, j: usize) -> f64 {
         ((g * 3 + j * 5) % 7) as f64 - 3.0
     }
 
     pub(super) fn demo(a: &DemoArgs) -> Result<(), Failure> {
         let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
-        let p = env_rank(&["OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
-        let np = env_rank(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
+        let (p, np) = process_and_count("demo --world")?;
         let devices: Vec<Device> = a
             .devices
             .as_deref()

@@ -38,6 +38,7 @@ mod imp {
     use super::{BenchArgs, Failure};
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
+    use crate::world::imp::{process_and_count, value};
     use fuel_collective::{
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
     };
@@ -50,25 +51,6 @@ mod imp {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    fn env_rank(names: &[&str]) -> Result<usize, Failure> {
-        names
-            .iter()
-            .find_map(|n| std::env::var(n).ok())
-            .ok_or_else(|| {
-                Failure::input(format!(
-                    "bench --world runs under MPI, and neither {} is set: launch it as `mpirun -n P fuel-opt bench --world --devices cpu:0`",
-                    names.join(" nor ")
-                ))
-            })?
-            .parse()
-            .map_err(|e| Failure::input(format!("a bad MPI rank variable: {e}")))
-    }
-
-    /// Global rank `g`'s element `j`: small integers, exact in every sum.
-    fn value(g: usize, j: usize) -> f64 {
-        ((g * 3 + j * 5) % 7) as f64 - 3.0
-    }
-
     fn median(mut v: Vec<Duration>) -> f64 {
         v.sort();
         v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e6)
@@ -80,8 +62,7 @@ mod imp {
         if a.iters == 0 {
             return Err(Failure::input("--iters must be at least 1"));
         }
-        let p = env_rank(&["OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
-        let np = env_rank(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
+        let (p, np) = process_and_count("bench --world")?;
         let devices: Vec<Device> = a
             .devices
             .split(',')

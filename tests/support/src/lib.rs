@@ -13,6 +13,8 @@
 //! - [`faults`]: a fault at every point one run passes, as the executor
 //!   reports them, and the exact messages.
 //! - [`golden`]: the golden harness over `tests/golden/`.
+//! - [`ranks`]: one thread per rank of an in-process group, with a
+//!   deadline.
 //!
 //! Support code asks the product what it will do; it never models it.
 
@@ -23,6 +25,7 @@ pub mod faults;
 pub mod golden;
 pub mod graphs;
 pub mod memory;
+pub mod ranks;
 pub mod run;
 
 #[cfg(feature = "nccl")]
