@@ -266,6 +266,7 @@ fn planned_allocations_match_the_allocator_counters() {
         share_host_copies: false,
         defer_gpu_copies_into_folds: false,
         import_host_buffers: false,
+        view_slices: false,
     };
     for devs in groups {
         for a in ["star", "hierarchical", "ring", "tree"] {

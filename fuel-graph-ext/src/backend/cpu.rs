@@ -214,6 +214,19 @@ enum Store {
     /// The arena's own page-aligned storage (buffers of [`HOST_PAGE`]
     /// bytes or more), which a GPU backend may import; goes back to its pool.
     Page(PageBlock),
+    /// A run of another host buffer's bytes, starting `at` bytes in, held
+    /// alive by this view ([`CpuBuf::view`]): a slice that copies nothing.
+    /// Its bytes are counted once, by the buffer it views.
+    View { of: Viewed, at: usize },
+}
+
+/// The buffer a [`Store::View`] reads (a host buffer), kept alive by it.
+struct Viewed(Arc<super::Buf>);
+
+impl std::fmt::Debug for Viewed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "view of {} bytes", self.0.len())
+    }
 }
 
 /// A buffer in one arena; freeing it (drop) updates the arena's counter.
@@ -226,6 +239,10 @@ pub struct CpuBuf {
 
 impl Drop for CpuBuf {
     fn drop(&mut self) {
+        if matches!(self.store, Store::View { .. }) {
+            // Counted by the buffer it views, which dropping `of` releases.
+            return;
+        }
         self.arena.counter.sub(self.len);
         match std::mem::replace(&mut self.store, Store::Pooled(Vec::new())) {
             Store::Pooled(v) if !v.is_empty() => self.arena.give_back(v),
@@ -241,10 +258,51 @@ impl CpuBuf {
             Store::Pooled(v) => v.as_ptr().cast::<u8>(),
             Store::Shared(b) => b.as_ptr(),
             Store::Page(b) => b.ptr().cast_const(),
+            Store::View { of, at } => match &*of.0 {
+                // SAFETY: `view` checked `at + len` against the viewed
+                // buffer's length, and `of` keeps that buffer alive.
+                super::Buf::Cpu(c) => unsafe { c.ptr().add(*at) },
+                #[allow(unreachable_patterns)] // with every GPU backend compiled out
+                _ => std::ptr::null(),
+            },
         }
     }
 
+    /// A view of `len` bytes of host buffer `of` starting `at` bytes in,
+    /// which holds `of` alive: what a `slice` of one contiguous run becomes
+    /// (`Work::View`). Nothing is allocated or counted. `None` when `of` is
+    /// not a host buffer or the run does not fit in it. `at` must be a
+    /// multiple of the element size (every slice's offset is), so typed
+    /// reads of the view stay aligned.
+    pub fn view(of: &Arc<super::Buf>, at: usize, len: usize) -> Option<CpuBuf> {
+        let super::Buf::Cpu(c) = &**of else {
+            return None;
+        };
+        if at.checked_add(len)? > c.len {
+            return None;
+        }
+        Some(CpuBuf {
+            store: Store::View {
+                of: Viewed(of.clone()),
+                at,
+            },
+            len,
+            arena: c.arena.clone(),
+        })
+    }
+
     fn ptr_mut(&mut self) -> *mut u8 {
+        if let Store::View { .. } = &self.store {
+            // Steps only read their operands, so nothing writes a view; if
+            // something did, it writes into bytes of its own.
+            let mut v = vec![0u64; self.len.div_ceil(8)];
+            // SAFETY: `v` holds at least `len` bytes; the regions are distinct.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.ptr(), v.as_mut_ptr().cast::<u8>(), self.len)
+            };
+            self.arena.counter.add(self.len);
+            self.store = Store::Pooled(v);
+        }
         if let Store::Shared(b) = &mut self.store {
             if Arc::get_mut(b).is_none() {
                 // Shared with a caller: write into a copy of our own.
@@ -261,6 +319,8 @@ impl CpuBuf {
             Store::Page(b) => b.ptr(),
             // Unique (checked above), so writing through it is sound.
             Store::Shared(b) => Arc::get_mut(b).map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
+            // Replaced by bytes of its own above.
+            Store::View { .. } => std::ptr::null_mut(),
         }
     }
 
@@ -280,7 +340,9 @@ impl CpuBuf {
     fn typed<T: Scalar>(&self) -> &[T] {
         // SAFETY: the storage is 8-byte aligned (pooled `u64`s, page blocks, or shared
         // bytes checked by `aligned`), which is enough for every `Scalar`
-        // (see its safety contract), and every bit pattern is a valid `T`.
+        // (see its safety contract), or a view at a multiple of its
+        // element's size, which is `T`'s alignment; every bit pattern is a
+        // valid `T`.
         unsafe {
             std::slice::from_raw_parts(self.ptr().cast::<T>(), self.len / std::mem::size_of::<T>())
         }

@@ -110,6 +110,21 @@ impl Ctx {
         }
     }
 
+    /// The offset multiple at which a `slice` on this device may be a view
+    /// of its operand's buffer (`schedule::Work::View`), or `None` where
+    /// slices always copy: 1 on the host (every slice's offset is a
+    /// multiple of its element size), the storage-buffer offset alignment
+    /// on Vulkan, none on CUDA (not built: no GPU here to prove it on).
+    pub fn view_align(&self) -> Option<usize> {
+        match self {
+            Ctx::Cpu(_) => Some(1),
+            #[cfg(feature = "cuda")]
+            Ctx::Cuda(_) => None,
+            #[cfg(feature = "vulkan")]
+            Ctx::Vulkan(v) => usize::try_from(v.view_align()).ok(),
+        }
+    }
+
     /// Whether this device reads host-arena buffers in place (a Vulkan
     /// device that imports host memory), so a host-to-device copy can be a
     /// view (`schedule::Work::Import`).
@@ -445,6 +460,26 @@ pub fn import_host(
         }
     }
     copy::copy(src, ctx, bytes, &Faults::new(None), None)
+}
+
+/// A view of `len` bytes of `src` starting `at` bytes in, on `src`'s own
+/// device, holding `src` alive: a `slice` planned as
+/// [`Work::View`](crate::exec::schedule::Work::View). Nothing moves or is
+/// allocated.
+pub fn view(src: &Arc<Buf>, at: usize, len: usize) -> Result<Buf, ExecError> {
+    let made = match &**src {
+        Buf::Cpu(_) => cpu::CpuBuf::view(src, at, len).map(Buf::Cpu),
+        #[cfg(feature = "vulkan")]
+        Buf::Vulkan(_) => vulkan::VkBuf::view(src, at, len).map(Buf::Vulkan),
+        #[cfg(feature = "cuda")]
+        Buf::Cuda(_) => None,
+    };
+    made.ok_or_else(|| {
+        ExecError::Internal(format!(
+            "a view of {len} bytes at {at} of a {}-byte buffer that cannot hold it",
+            src.len()
+        ))
+    })
 }
 
 /// Runs kernel `k` of `op` into `out`, a buffer of `ty` on `ctx`.

@@ -135,6 +135,14 @@ pub struct Options {
     /// ([`schedule::Work::Import`]). Default `true`; `FUEL_VULKAN_IMPORT=0`
     /// turns import off on the device itself.
     pub import_host_buffers: bool,
+    /// A `slice` whose bytes are one contiguous run of its operand's (a
+    /// slice along the first axis, or of a tensor whose leading dims are
+    /// all 1) is a view of the operand's buffer instead of a copy
+    /// ([`schedule::Work::View`]), on devices that bind buffers at an
+    /// offset: host arenas always, Vulkan at offsets that are multiples of
+    /// its `minStorageBufferOffsetAlignment`. CUDA slices still copy.
+    /// Default `true`; `false` copies every slice, to measure the copy.
+    pub view_slices: bool,
 }
 
 impl Default for Options {
@@ -143,6 +151,7 @@ impl Default for Options {
             share_host_copies: true,
             defer_gpu_copies_into_folds: true,
             import_host_buffers: true,
+            view_slices: true,
         }
     }
 }
@@ -340,6 +349,9 @@ impl<'g> Compiler<'g> {
                 ctx.supports_kernel(k, s.ty.dtype)?;
             }
         }
+        if self.options.view_slices {
+            plan.view_slices(|d| ctxs.get(&d).and_then(Ctx::view_align));
+        }
         if self.options.import_host_buffers {
             plan.import_host_copies(backend::cpu::HOST_PAGE, |d| {
                 ctxs.get(&d).is_some_and(Ctx::imports_host)
@@ -446,6 +458,17 @@ impl Executable {
             .steps
             .iter()
             .filter(|s| matches!(s.work, Work::Share { .. }))
+            .map(|s| s.node)
+            .collect()
+    }
+
+    /// The graph's slices that run as views of their operand's buffer
+    /// ([`schedule::Work::View`]): no copy, no allocation.
+    pub fn viewed_slices(&self) -> BTreeSet<crate::graph::NodeId> {
+        self.plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.work, Work::View { .. }))
             .map(|s| s.node)
             .collect()
     }

@@ -15,8 +15,8 @@ pub struct RunEvents {
     /// Copies and moves, shared and deferred ones included
     /// (`FaultPoint::Copy`).
     pub copies: usize,
-    /// Kernels: element-wise, div, slice, concat, and one per member of a
-    /// driver all-reduce (`FaultPoint::Kernel`).
+    /// Kernels: element-wise, div, slice (a view too), concat, and one per
+    /// member of a driver all-reduce (`FaultPoint::Kernel`).
     pub kernels: usize,
     /// Buffers allocated at a fault point (`FaultPoint::Alloc`): every
     /// buffer of a run except what a collective driver allocates for
@@ -62,6 +62,9 @@ impl Executable {
                     ev.kernels += 1;
                     ev.allocs += 1;
                 }
+                // A slice that is a view passes the kernel fault point and
+                // allocates nothing.
+                Work::View { .. } => ev.kernels += 1,
                 Work::Comm { .. } => return None,
             }
         }

@@ -55,6 +55,15 @@ pub enum Work {
     /// view. Planned by [`Schedule::import_host_copies`] once the devices
     /// are open.
     Import { src: Device },
+    /// A `slice` whose bytes are one contiguous run of its operand's,
+    /// starting `offset` bytes in: the step's slot holds a *view* of
+    /// operand 0's buffer (on the same device) instead of a copy, which
+    /// holds that buffer alive. Nothing is copied or allocated. The rules
+    /// are [`Work::Share`]'s: every reader only reads. It may be a graph
+    /// output: outputs are read back into the caller's own bytes. Planned
+    /// by [`Schedule::view_slices`] once the devices are open, since a
+    /// device decides which offsets it can bind.
+    View { offset: usize },
     /// An SPMD collective through the communicator handed to compile as
     /// `comm` (see `exec::spmd`), on the worker of the step's device.
     Comm {
@@ -69,10 +78,14 @@ pub enum Work {
 }
 
 impl Work {
-    /// False for the runner's own work (a shared or deferred copy), which
-    /// takes no device time and runs on the dispatcher's thread.
+    /// False for the runner's own work (a shared or deferred copy, a
+    /// view), which takes no device time and runs on the dispatcher's
+    /// thread.
     pub fn needs_device(&self) -> bool {
-        !matches!(self, Work::Share { .. } | Work::Defer { .. })
+        !matches!(
+            self,
+            Work::Share { .. } | Work::Defer { .. } | Work::View { .. }
+        )
     }
 
     /// A kernel step's kernel.
@@ -420,12 +433,12 @@ impl Schedule {
     }
 
     /// The slot whose buffer slot `i` holds: its own, or for a
-    /// [`Work::Share`] or [`Work::Defer`] step the buffer it holds
-    /// (followed through chains).
+    /// [`Work::Share`], [`Work::Defer`], [`Work::Import`] or [`Work::View`]
+    /// step the buffer it holds or views (followed through chains).
     pub fn owner(&self, i: usize) -> usize {
         let mut o = i;
         while let Some(Step {
-            work: Work::Share { .. } | Work::Defer { .. } | Work::Import { .. },
+            work: Work::Share { .. } | Work::Defer { .. } | Work::Import { .. } | Work::View { .. },
             operands,
             ..
         }) = self.steps.get(o)
@@ -483,6 +496,51 @@ impl Schedule {
             }
         }
         elided
+    }
+
+    /// Turns `slice` steps into [`Work::View`]s where the slice is one
+    /// contiguous byte run of its operand and the step's device can bind a
+    /// view at that offset: `align(device)` is the offset multiple it
+    /// needs (counted from the start of the owning buffer, through views of
+    /// views), or `None` where the device has no views. The view's length
+    /// must also be a multiple of 4 on devices that ask for more than
+    /// byte alignment (GPU shaders read whole words). Returns how many
+    /// slices became views.
+    pub fn view_slices(&mut self, align: impl Fn(Device) -> Option<usize>) -> usize {
+        let mut viewed = 0;
+        // Offset of each view step's bytes in its owning buffer.
+        let mut base = vec![0usize; self.steps.len()];
+        for i in 0..self.steps.len() {
+            let st = &self.steps[i];
+            let Some(Kernel::Gather { regions }) = st.work.kernel() else {
+                continue;
+            };
+            let (Some(&operand), [r]) = (st.operands.first(), regions.as_slice()) else {
+                continue;
+            };
+            let bytes = st.ty.size_bytes();
+            let whole_run =
+                st.operands.len() == 1 && r.operand == 0 && r.dst == 0 && r.len == bytes;
+            let same_device = self
+                .steps
+                .get(operand)
+                .is_some_and(|o| o.device == st.device);
+            let Some(a) = align(st.device) else {
+                continue;
+            };
+            let at = base
+                .get(operand)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(r.src);
+            let fits = a <= 1 || (at.is_multiple_of(a) && bytes.is_multiple_of(4));
+            if whole_run && same_device && a > 0 && fits {
+                base[i] = at;
+                self.steps[i].work = Work::View { offset: r.src };
+                viewed += 1;
+            }
+        }
+        viewed
     }
 
     /// The bytes each device would hold at its peak if the steps ran one
@@ -703,5 +761,37 @@ mod tests {
         // A graph output (%6 on vulkan:1) may be a view too.
         assert_eq!(both.import_host_copies(4096, |d| !d.is_cpu()), 2);
         assert!(kind(&both, 6));
+    }
+
+    #[test]
+    fn slices_of_one_run_become_views_where_the_offset_binds() {
+        // %1: rows 2..6 of %0 (offset 64 bytes); %2: row 1 of %1 (offset
+        // 64 + 16 = 80 in %0's buffer); %3: a column cut (4 runs); %4: an
+        // f16 row of 6 bytes; %5: a slice of a copy on another device.
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[8,4]\n  %1 = slice %0 {axis=0, len=4, start=4} @vulkan:0 : f32[4,4]\n  %2 = slice %1 {axis=0, len=1, start=1} @vulkan:0 : f32[1,4]\n  %3 = slice %0 {axis=1, len=1, start=2} @vulkan:0 : f32[8,1]\n  %4 = input \"h\" @vulkan:0 : f16[4,3]\n  %5 = slice %4 {axis=0, len=1, start=2} @vulkan:0 : f16[1,3]\n  %6 = copy %0 -> cpu:0 : f32[8,4]\n  %7 = slice %6 {axis=0, len=1, start=3} @cpu:0 : f32[1,4]\n  return %1, %2, %3, %5, %7\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let viewed = |align: &dyn Fn(Device) -> Option<usize>| {
+            let mut p = Schedule::new(&g).unwrap();
+            p.view_slices(align);
+            let order = g.topo_order();
+            let mut v: Vec<usize> = p
+                .steps
+                .iter()
+                .filter(|s| matches!(s.work, Work::View { .. }))
+                .filter_map(|s| order.iter().position(|n| *n == s.node))
+                .collect();
+            v.sort();
+            v
+        };
+        // The host binds any offset; a device with no views copies.
+        let host_only = |d: Device| d.is_cpu().then_some(1);
+        assert_eq!(viewed(&host_only), [7]);
+        // Aligned to 16: %1 (64), %2 (80); %5 is 6 bytes long (not whole
+        // words) and %3 is not one run.
+        let sixteen = |d: Device| Some(if d.is_cpu() { 1 } else { 16 });
+        assert_eq!(viewed(&sixteen), [1, 2, 7]);
+        // Aligned to 64: %2's offset in the buffer it views (80) is not.
+        let sixty_four = |d: Device| Some(if d.is_cpu() { 1 } else { 64 });
+        assert_eq!(viewed(&sixty_four), [1, 7]);
     }
 }

@@ -57,6 +57,18 @@ pub(super) fn execute(
                 .ok_or_else(|| ExecError::Internal("an import without a source".into()))?;
             backend::import_host(ctx, src, step.ty.size_bytes(), faults).map(Arc::new)
         }
+        Work::View { offset } => {
+            if faults.check(Event::Kernel) {
+                return Err(ExecError::Injected {
+                    device: step.device,
+                    op: step.mnemonic.clone(),
+                });
+            }
+            let src = ins
+                .first()
+                .ok_or_else(|| ExecError::Internal("a view without a source".into()))?;
+            backend::view(src, *offset, step.ty.size_bytes()).map(Arc::new)
+        }
         Work::Device(work) => backend::run(
             ctx,
             DeviceCall {

@@ -32,6 +32,7 @@ impl VkDev {
             memory: b.memory,
             map: b.map,
             len: bytes,
+            offset: 0,
             dev: self.clone(),
             view_of: None,
         })
@@ -78,7 +79,9 @@ impl VkDev {
             // SAFETY: the mapping is `k.len` >= src.len() bytes; coherent memory.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), k.ptr, src.len()) };
             self.run("upload", &Faults::default(), |cmd, _| {
-                let r = [vk::BufferCopy::default().size(src.len() as u64)];
+                let r = [vk::BufferCopy::default()
+                    .dst_offset(dst.offset)
+                    .size(src.len() as u64)];
                 // SAFETY: both buffers are live and at least `src.len()` bytes.
                 unsafe { self.dev.cmd_copy_buffer(cmd, k.buffer, dst.buffer, &r) };
                 Ok(())
@@ -125,7 +128,9 @@ impl VkDev {
         }
         self.with_staging(dst.len(), |k| {
             self.run("download", &Faults::default(), |cmd, _| {
-                let r = [vk::BufferCopy::default().size(dst.len() as u64)];
+                let r = [vk::BufferCopy::default()
+                    .src_offset(src.offset)
+                    .size(dst.len() as u64)];
                 // SAFETY: both buffers are live and at least `dst.len()` bytes.
                 unsafe { self.dev.cmd_copy_buffer(cmd, src.buffer, k.buffer, &r) };
                 Ok(())
@@ -145,11 +150,14 @@ pub struct VkBuf {
     /// The persistent mapping of `memory`, in the mapped path.
     pub(super) map: Option<Mapping>,
     pub(super) len: usize,
+    /// Where its bytes start in `buffer` (and `map`, which already points
+    /// there): 0, except for a slice's view ([`VkBuf::view`]).
+    pub(super) offset: u64,
     pub(super) dev: Arc<VkDev>,
-    /// For a view of imported host memory ([`VkDev::view_of_host`]): the
-    /// host buffer it reads, kept alive (and counted, on its arena) while
-    /// the view lives. The buffer and memory belong to the host block's
-    /// import, not to this view.
+    /// For a view ([`VkDev::view_of_host`], [`VkBuf::view`]): the buffer it
+    /// reads, a host buffer of imported memory or another Vulkan buffer,
+    /// kept alive (and counted, where it lives) while the view lives. The
+    /// Vulkan buffer and memory belong to that buffer, not to this view.
     pub(super) view_of: Option<Arc<crate::backend::Buf>>,
 }
 
@@ -172,7 +180,41 @@ impl VkBuf {
     /// Whether it is a view of host-arena memory imported into the device
     /// (no bytes of its own).
     pub fn is_host_view(&self) -> bool {
-        self.view_of.is_some()
+        self.view_of
+            .as_deref()
+            .is_some_and(|b| matches!(b, crate::backend::Buf::Cpu(_)))
+    }
+
+    /// A view of `len` bytes of `of` (a Vulkan buffer) starting `at` bytes
+    /// in, which holds `of` alive: what a `slice` of one contiguous run
+    /// becomes (`Work::View`). Nothing is allocated or counted. `None` when
+    /// `of` is not a Vulkan buffer, the run does not fit in it, or the
+    /// offset is not a multiple of the device's storage-buffer offset
+    /// alignment (the schedule only plans views that are).
+    pub fn view(of: &Arc<crate::backend::Buf>, at: usize, len: usize) -> Option<VkBuf> {
+        let crate::backend::Buf::Vulkan(b) = &**of else {
+            return None;
+        };
+        let end = at.checked_add(len)?;
+        let offset = b.offset.checked_add(at as u64)?;
+        if end > b.len || !offset.is_multiple_of(b.dev.view_align) {
+            return None;
+        }
+        let map = match b.map {
+            // SAFETY: `at + len <= b.len`, so the result stays inside the
+            // mapping of `b`'s bytes, which lives as long as `b` (held).
+            Some(m) => Some(Mapping(unsafe { m.0.add(at) })),
+            None => None,
+        };
+        Some(VkBuf {
+            buffer: b.buffer,
+            memory: b.memory,
+            map,
+            len,
+            offset,
+            dev: b.dev.clone(),
+            view_of: Some(of.clone()),
+        })
     }
 
     /// Whether the host reaches it through a persistent mapping.
@@ -209,8 +251,8 @@ impl VkBuf {
 impl Drop for VkBuf {
     fn drop(&mut self) {
         if self.view_of.is_some() {
-            // The import stays with the host block; dropping `view_of`
-            // releases the host buffer.
+            // The buffer belongs to what it views (an import stays with
+            // its host block); dropping `view_of` releases that.
             return;
         }
         self.dev.counter.sub(self.len);

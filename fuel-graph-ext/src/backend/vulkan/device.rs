@@ -59,6 +59,9 @@ impl VkDev {
             HostAccess::Staging => None,
         };
         let capacity = instance.capacity(pd, &memory, mapped_type);
+        // SAFETY: `pd` belongs to this live instance.
+        let limits = unsafe { vi.get_physical_device_properties(pd) }.limits;
+        let view_align = limits.min_storage_buffer_offset_alignment.max(4);
         // SAFETY: queue 0 of a family we asked for.
         let queue = unsafe { dev.get_device_queue(family, 0) };
         // From here on, a failure must destroy what was made; `Partial`
@@ -173,6 +176,7 @@ impl VkDev {
                 memory,
                 mapped_type,
                 capacity,
+                view_align,
                 submit: Mutex::new(Submitter {
                     pool,
                     cmd,

@@ -179,6 +179,7 @@ impl VkDev {
             memory,
             map: Some(Mapping(p)),
             len: bytes,
+            offset: 0,
             dev: self.clone(),
             view_of: Some(keep.clone()),
         }))

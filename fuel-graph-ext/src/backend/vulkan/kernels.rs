@@ -83,8 +83,8 @@ impl VkDev {
                     .filter(|r| r.operand == k && r.len > 0)
                     .map(|r| {
                         vk::BufferCopy::default()
-                            .src_offset(r.src as u64)
-                            .dst_offset(r.dst as u64)
+                            .src_offset(s.offset + r.src as u64)
+                            .dst_offset(dst.offset + r.dst as u64)
                             .size(r.len as u64)
                     })
                     .collect();
@@ -204,7 +204,7 @@ impl VkDev {
                     };
                     [vk::DescriptorBufferInfo::default()
                         .buffer(buf.buffer)
-                        .offset(0)
+                        .offset(buf.offset)
                         .range(vk::WHOLE_SIZE)]
                 })
                 .collect();

@@ -146,6 +146,9 @@ pub struct VkDev {
     mapped_type: Option<u32>,
     /// What fits, as the device reports it.
     capacity: Capacity,
+    /// The byte multiple a view's offset into its buffer must be (the
+    /// device's `minStorageBufferOffsetAlignment`, at least 4).
+    view_align: u64,
     submit: Mutex<Submitter>,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -184,6 +187,12 @@ impl VkDev {
     /// and the heap storage buffers live in.
     pub fn capacity(&self) -> Capacity {
         self.capacity.clone()
+    }
+
+    /// The byte multiple a slice's view must start at in its buffer
+    /// (`minStorageBufferOffsetAlignment`, at least 4).
+    pub fn view_align(&self) -> u64 {
+        self.view_align
     }
 
     /// Whether new storage buffers are host-mapped ([`HostAccess::Mapped`]
