@@ -108,6 +108,11 @@ pub struct BenchArgs {
     /// CPU travel in pieces (auto or 1..64; off by default).
     #[arg(long)]
     chunks: Option<String>,
+    /// Copy every slice into a buffer of its own instead of running the
+    /// slices of one contiguous run as views of their operand
+    /// (`exec::Options::view_slices`), to measure what views save.
+    #[arg(long)]
+    copy_slices: bool,
     /// Across MPI processes (`mpirun -n P`, feature `mpi`): a world
     /// all_reduce over P x the local `--devices`, beside raw MPI_Allreduce.
     #[arg(long)]
@@ -209,13 +214,14 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     } else {
         let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
         outln!(
-            "# fuel-opt bench: {} {} over [{}], {} iters after {} warmup, median times, combine {:?}",
+            "# fuel-opt bench: {} {} over [{}], {} iters after {} warmup, median times, combine {:?}, slices {}",
             a.count,
             collective.name(),
             names.join(", "),
             a.iters,
             a.warmup,
-            a.combine
+            a.combine,
+            if a.copy_slices { "copied" } else { "viewed where contiguous" }
         )?;
         outln!(
             "# bound: {}{}, same run",
@@ -269,7 +275,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
                 a.warmup,
                 &topo,
                 (a.count, a.combine, a.combine_threshold.as_deref()),
-                (a.transport.as_deref(), a.chunks.as_deref()),
+                (a.transport.as_deref(), a.chunks.as_deref(), a.copy_slices),
                 collective,
             )?;
             let ratio = if row.bound > 0.0 {
@@ -354,7 +360,7 @@ pub fn measure(
     warmup: usize,
     topo: &Arc<Topology>,
     (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
-    (transport, chunks): (Option<&str>, Option<&str>),
+    (transport, chunks, copy_slices): (Option<&str>, Option<&str>, bool),
     collective: Collective,
 ) -> Result<Row, Failure> {
     let n = devices.len();
@@ -377,7 +383,11 @@ pub fn measure(
         threshold,
     );
     let (lowered, decisions, _) = scenario::lower(&g, &pipeline, topo, None)?;
-    let exe = exec::compile_with(&lowered, devices, topo).map_err(|e| {
+    let options = exec::Options {
+        view_slices: !copy_slices,
+        ..Default::default()
+    };
+    let exe = exec::compile_with_options(&lowered, devices, topo, options).map_err(|e| {
         let hint = fitting_size(&e, size).map_or(String::new(), |s| {
             format!(
                 "; the executor has room for at most {} per rank here, and the bench's own reference values need more: try smaller --sizes",

@@ -8,7 +8,8 @@
 //! (calibrated or not) exactly as the lowering's own choice does. An item's
 //! copies are its share of the `concat` and its `slice` on every rank,
 //! priced as the executor runs them (a host kernel on a host arena, a
-//! same-device region copy on a GPU) under the runner the group's devices
+//! same-device region copy on a GPU; the slice a view of the merged result
+//! where the device binds one) under the runner the group's devices
 //! get (summed
 //! over ranks on the inline runner, which runs one step at a time; the
 //! busiest rank, plus the dispatcher's work, on the threaded one).
@@ -17,11 +18,11 @@ use super::plan::{Line, Model};
 use super::{Key, NAME};
 use crate::cost::{self, StepKind};
 use crate::lower::{estimate_graph, LowerCollectives, LowerOptions};
-use fuel_graph_ext::exec::schedule::CopyMode;
+use fuel_graph_ext::exec::schedule::{CopyMode, ASSUMED_VIEW_ALIGN};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::pass::{Pass, PassError};
 use fuel_graph_ext::topology::Runner;
-use fuel_graph_ext::{Graph, Op, TensorType, Topology};
+use fuel_graph_ext::{DeviceKind, Graph, Op, TensorType, Topology};
 use std::sync::Arc;
 
 /// The large size the all-reduce line is drawn to, bytes per rank.
@@ -85,9 +86,29 @@ fn item_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
             }
         };
         let step = |b: usize| cost::step_us(topo, runner, &kind(b), bytes);
+        // Its slice is a view of the merged result where the device binds
+        // one at its offset (`exec::schedule::slice_is_view`: a host arena
+        // always; Vulkan at multiples of 256 bytes, which items of such
+        // sizes keep); it costs the runner's bookkeeping, as a shared copy.
+        let viewed = match d.kind {
+            DeviceKind::Cpu => true,
+            DeviceKind::Vulkan => bytes.is_multiple_of(ASSUMED_VIEW_ALIGN),
+            _ => false,
+        };
+        let slice = if viewed {
+            let view = StepKind::Transfer {
+                from: *d,
+                to: *d,
+                bytes: 0,
+                mode: CopyMode::Shared,
+            };
+            cost::step_us(topo, runner, &view, bytes)
+        } else {
+            step(bytes)
+        };
         // Its slice, and its bytes in the concat (whose fixed cost the
         // bucket pays once).
-        step(bytes) + step(bytes) - step(0)
+        slice + step(bytes) - step(0)
     });
     match runner {
         Runner::Inline => per_rank.sum(),

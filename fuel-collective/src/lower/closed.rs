@@ -23,11 +23,12 @@ use super::algorithm::Lowering;
 use super::shape;
 use super::site::CollectiveSite;
 use crate::cost::{runner_for, Estimate, Priced, StepKind, Tally};
-use fuel_graph_ext::exec::schedule::{CopyMode, CopySite};
+use fuel_graph_ext::exec::schedule::{slice_is_view, CopyMode, CopySite};
 use fuel_graph_ext::exec::Options;
 use fuel_graph_ext::topology::Route;
 use fuel_graph_ext::{Device, Op, ReduceOp, Topology};
 use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
 
 /// The estimate of `lowering` for `site`, or `None` where no closed form
 /// applies (then the graph is built). The caller guarantees that the
@@ -63,6 +64,12 @@ pub(super) struct StarClass {
     root: bool,
     /// A CUDA device with a declared peer is a class of its own.
     peered_cuda: Option<u32>,
+    /// For a `reduce_scatter`: the shares `at` keeps (their lengths, and
+    /// whether each slice is a view), hashed. Shares differ with a split
+    /// or the default partition's remainder, and a view costs less than a
+    /// slice that copies, so two points of one kind are alike only when
+    /// they keep alike shares (the others' shares are the rest).
+    kept_shares: u64,
 }
 
 /// The class of the star point `at` for `site`.
@@ -72,12 +79,29 @@ pub(super) fn star_class(site: &CollectiveSite, at: Device, topo: &Topology) -> 
             .devs
             .iter()
             .any(|d| d.kind == at.kind && *d != at && topo.has_peer(at.index, d.index));
+    let kept_shares = match site.scatter() {
+        Ok(Some((axis, shares))) => {
+            let mut kept: Vec<(usize, bool)> = site
+                .devs
+                .iter()
+                .zip(&shares)
+                .filter(|(d, _)| **d == at)
+                .map(|(_, &(start, len))| (len, slice_is_view(at, &site.ty, axis, start, len)))
+                .collect();
+            kept.sort_unstable();
+            let mut h = rustc_hash::FxHasher::default();
+            kept.hash(&mut h);
+            h.finish()
+        }
+        _ => 0,
+    };
     StarClass {
         kind: at.kind,
         staging: at == topo.staging,
         ranks_on: site.devs.iter().filter(|d| **d == at).count(),
         root: site.root().and_then(|r| site.devs.get(r)) == Some(&at),
         peered_cuda: peered.then_some(at.index),
+        kept_shares,
     }
 }
 
@@ -157,15 +181,29 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
             }
         }
         Op::ReduceScatter { axis, .. } => {
-            let extent = site.ty.shape.get(axis).copied().unwrap_or(0);
-            let len = extent / site.ranks();
-            let part = site.ty.with_dim(axis, len).size_bytes();
-            let slice = StepKind::Compute {
-                device: at,
-                inputs: 1,
-                bytes: part,
+            // Each rank's (start, len): its split, or the default partition.
+            let shares = match site.scatter() {
+                Ok(Some((_, shares))) => shares,
+                _ => Vec::new(),
             };
-            for &d in &site.devs {
+            for (&d, &(start, len)) in site.devs.iter().zip(&shares) {
+                let part = site.ty.with_dim(axis, len).size_bytes();
+                // A slice of one run is a view of the fold's result, which
+                // costs the runner's bookkeeping, as a shared copy does.
+                let slice = if slice_is_view(at, &site.ty, axis, start, len) {
+                    StepKind::Transfer {
+                        from: at,
+                        to: at,
+                        bytes: 0,
+                        mode: CopyMode::Shared,
+                    }
+                } else {
+                    StepKind::Compute {
+                        device: at,
+                        inputs: 1,
+                        bytes: part,
+                    }
+                };
                 let cut = tally.add(&slice, total);
                 move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut);
             }
@@ -249,6 +287,8 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
     // Each step of one ring position, priced once per chunk size.
     struct Position {
         slice: Priced,
+        /// The slice when it is a view of the shard (one run).
+        view: Priced,
         /// The partial from the previous position: no copy, one, or two.
         hops: Vec<Priced>,
         add: Priced,
@@ -283,8 +323,15 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                         ],
                     }
                 };
+                let view = StepKind::Transfer {
+                    from: d,
+                    to: d,
+                    bytes: 0,
+                    mode: CopyMode::Shared,
+                };
                 Position {
                     slice: tally.price(&compute(1)),
+                    view: tally.price(&view),
                     hops,
                     add: tally.price(&compute(2)),
                     div: tally.price(&compute(1)),
@@ -296,17 +343,26 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
     // Reduce-scatter: chunk c starts after its end position and goes once
     // around. `reduced[c]`: (finish time, end position).
     let mut reduced: Vec<(f64, usize)> = Vec::with_capacity(n);
-    for (&(_, len), &end) in chunks.iter().zip(&ends) {
+    for (&(start, len), &end) in chunks.iter().zip(&ends) {
         if !by_len.iter().any(|(l, _)| *l == len) {
             let bytes = site.ty.with_dim(axis, len).size_bytes();
             by_len.push((len, price_positions(&tally, bytes)));
         }
         let pos_of = &by_len.iter().find(|(l, _)| *l == len)?.1;
+        // Each position's piece of the chunk: a view where it is one run.
+        let slice = |pos: usize| {
+            let p = &pos_of[pos];
+            if slice_is_view(dev(pos), &site.ty, axis, start, len) {
+                &p.view
+            } else {
+                &p.slice
+            }
+        };
         let first = (end + 1) % n;
-        let mut partial = tally.add_priced(&pos_of[first].slice, 0.0);
+        let mut partial = tally.add_priced(slice(first), 0.0);
         for step in 1..n {
             let p = &pos_of[(first + step) % n];
-            let piece = tally.add_priced(&p.slice, 0.0);
+            let piece = tally.add_priced(slice((first + step) % n), 0.0);
             let mut arrived = partial;
             for h in &p.hops {
                 arrived = tally.add_priced(h, arrived);

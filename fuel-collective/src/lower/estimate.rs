@@ -16,7 +16,7 @@ use super::emit::Emitter;
 use super::site::CollectiveSite;
 use super::star::Star;
 use crate::cost::{estimate, estimate_with, runner_of, Estimate, Step, StepKind};
-use fuel_graph_ext::exec::schedule::CopySite;
+use fuel_graph_ext::exec::schedule::{slice_is_view, CopyMode, CopySite};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::passes::Transfers;
@@ -283,6 +283,26 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                     to: *to,
                     bytes: if imported_hop(g, id) { 0 } else { bytes },
                     mode: site.mode(&options),
+                }
+            }
+            // A slice of one run runs as a view of its operand, as a
+            // shared copy does: the runner's bookkeeping, no bytes.
+            Op::Slice {
+                axis,
+                start,
+                len,
+                device,
+            } if n
+                .operands
+                .first()
+                .and_then(|v| g.value_type(*v))
+                .is_some_and(|t| slice_is_view(*device, t, *axis, *start, *len)) =>
+            {
+                StepKind::Transfer {
+                    from: *device,
+                    to: *device,
+                    bytes: 0,
+                    mode: CopyMode::Shared,
                 }
             }
             op => {

@@ -25,7 +25,8 @@ use crate::dtype::TensorType;
 use crate::exec::error::ExecError;
 use crate::op::ElementwiseOp;
 pub use region::{
-    concat_regions, concat_regions_into, slice_regions, slice_regions_into, try_region_list, Region,
+    concat_regions, concat_regions_into, slice_regions, slice_regions_into, slice_run,
+    try_region_list, Region,
 };
 
 use alloc::MemStats;

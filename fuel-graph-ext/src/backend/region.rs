@@ -62,6 +62,22 @@ pub fn try_region_list(
     Ok(out)
 }
 
+/// Where `slice {axis, start, len}` of a `ty` tensor starts in its
+/// operand's bytes, when its bytes are one contiguous run there (every dim
+/// before `axis` is 1, or the slice takes the whole axis); `None` when it
+/// is several runs, or empty.
+pub fn slice_run(ty: &TensorType, axis: usize, start: usize, len: usize) -> Option<usize> {
+    let es = ty.dtype.size_bytes();
+    let (outer, extent, inner) = around(&ty.shape, axis);
+    if outer == 0 || len == 0 {
+        return None;
+    }
+    if outer == 1 {
+        return Some(start * inner * es);
+    }
+    (start == 0 && len == extent).then_some(0)
+}
+
 /// The byte regions of `slice {axis, start, len}` of a `ty` tensor.
 pub fn slice_regions(ty: &TensorType, axis: usize, start: usize, len: usize) -> Vec<Region> {
     let mut out = Vec::new();

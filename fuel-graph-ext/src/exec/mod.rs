@@ -33,6 +33,7 @@ mod run_threaded;
 pub mod schedule;
 mod spmd;
 mod step;
+pub mod views;
 pub mod tensor;
 
 pub use crate::backend::alloc::MemStats;

@@ -23,6 +23,8 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Op, ReduceOp};
 use std::collections::HashMap;
 
+pub use super::views::{slice_is_view, ASSUMED_VIEW_ALIGN};
+
 /// What a step does: device work for its device's backend, or work the
 /// runner does itself.
 #[derive(Clone, Debug, PartialEq)]
@@ -451,98 +453,6 @@ impl Schedule {
         o
     }
 
-    /// Turns host-to-Vulkan copies into [`Work::Import`] views where
-    /// `imports(dst)` says the device reads host memory in place: a `copy`
-    /// or `move` (or a deferred one) from a host arena to such a device
-    /// whose source buffer is one the arena makes
-    /// page-aligned: the result of a kernel or a copy on the host (not a
-    /// caller's input or output bytes), of at least `min_bytes`, followed
-    /// through shared host copies. Returns how many copies it elided.
-    pub fn import_host_copies(
-        &mut self,
-        min_bytes: usize,
-        imports: impl Fn(Device) -> bool,
-    ) -> usize {
-        let mut elided = 0;
-        for i in 0..self.steps.len() {
-            let st = &self.steps[i];
-            let src = match st.work {
-                Work::Device(DeviceWork::Copy { src, .. }) | Work::Defer { src } => src,
-                _ => continue,
-            };
-            if !src.is_cpu()
-                || st.device.kind != crate::device::DeviceKind::Vulkan
-                || !imports(st.device)
-                || st.ty.size_bytes() < min_bytes
-            {
-                continue;
-            }
-            let Some(&operand) = st.operands.first() else {
-                continue;
-            };
-            let owner = self.owner(operand);
-            let page_backed = self.steps.get(owner).is_some_and(|o| {
-                o.device.is_cpu()
-                    && !self.outputs.contains(&owner)
-                    && o.ty.size_bytes() >= min_bytes
-                    && matches!(
-                        o.work,
-                        Work::Device(DeviceWork::Kernel(_) | DeviceWork::Copy { .. })
-                    )
-            });
-            if page_backed {
-                self.steps[i].work = Work::Import { src };
-                elided += 1;
-            }
-        }
-        elided
-    }
-
-    /// Turns `slice` steps into [`Work::View`]s where the slice is one
-    /// contiguous byte run of its operand and the step's device can bind a
-    /// view at that offset: `align(device)` is the offset multiple it
-    /// needs (counted from the start of the owning buffer, through views of
-    /// views), or `None` where the device has no views. The view's length
-    /// must also be a multiple of 4 on devices that ask for more than
-    /// byte alignment (GPU shaders read whole words). Returns how many
-    /// slices became views.
-    pub fn view_slices(&mut self, align: impl Fn(Device) -> Option<usize>) -> usize {
-        let mut viewed = 0;
-        // Offset of each view step's bytes in its owning buffer.
-        let mut base = vec![0usize; self.steps.len()];
-        for i in 0..self.steps.len() {
-            let st = &self.steps[i];
-            let Some(Kernel::Gather { regions }) = st.work.kernel() else {
-                continue;
-            };
-            let (Some(&operand), [r]) = (st.operands.first(), regions.as_slice()) else {
-                continue;
-            };
-            let bytes = st.ty.size_bytes();
-            let whole_run =
-                st.operands.len() == 1 && r.operand == 0 && r.dst == 0 && r.len == bytes;
-            let same_device = self
-                .steps
-                .get(operand)
-                .is_some_and(|o| o.device == st.device);
-            let Some(a) = align(st.device) else {
-                continue;
-            };
-            let at = base
-                .get(operand)
-                .copied()
-                .unwrap_or(0)
-                .saturating_add(r.src);
-            let fits = a <= 1 || (at.is_multiple_of(a) && bytes.is_multiple_of(4));
-            if whole_run && same_device && a > 0 && fits {
-                base[i] = at;
-                self.steps[i].work = Work::View { offset: r.src };
-                viewed += 1;
-            }
-        }
-        viewed
-    }
-
     /// The bytes each device would hold at its peak if the steps ran one
     /// after another in schedule order, freeing each buffer once no slot
     /// that holds it has a read left. A fold with deferred operands is
@@ -728,70 +638,5 @@ mod tests {
             .steps
             .iter()
             .all(|s| !matches!(s.work, Work::Defer { .. })));
-    }
-
-    #[test]
-    fn host_copies_to_importing_vulkan_devices_become_views() {
-        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[1024]\n  %1 = add %0, %0 @cpu:0 : f32[1024]\n  %2 = copy %1 -> cpu:1 : f32[1024]\n  %3 = copy %2 -> vulkan:0 : f32[1024]\n  %4 = copy %0 -> vulkan:0 : f32[1024]\n  %5 = add %3, %4 @vulkan:0 : f32[1024]\n  %6 = copy %1 -> vulkan:1 : f32[1024]\n  %7 = input \"s\" @cpu:0 : f32[4]\n  %8 = add %7, %7 @cpu:0 : f32[4]\n  %9 = copy %8 -> vulkan:0 : f32[4]\n  return %5, %6, %9\n}\n";
-        let g = crate::text::parse(src).unwrap();
-        let kind = |p: &Schedule, node: usize| {
-            p.steps
-                .iter()
-                .find(|s| s.node == crate::graph::NodeId(petgraph::graph::NodeIndex::new(node)))
-                .map(|s| matches!(s.work, Work::Import { .. }))
-                .unwrap()
-        };
-        let mut p = Schedule::new(&g).unwrap();
-        // Only vulkan:0 imports here.
-        let n = p.import_host_copies(4096, |d| d == Device::vulkan(0));
-        assert_eq!(n, 1);
-        // Through the shared host copy %2 to the kernel result %1: a view.
-        assert!(kind(&p, 3));
-        // A caller's input (%4), a device that does not import (%6) and a
-        // copy under a page (%9) stay copies.
-        assert!(!kind(&p, 4) && !kind(&p, 6) && !kind(&p, 9));
-        // The view's slot holds the host buffer: owner is the add on cpu:0.
-        let i = p
-            .steps
-            .iter()
-            .position(|s| s.node == crate::graph::NodeId(petgraph::graph::NodeIndex::new(3)))
-            .unwrap();
-        assert_eq!(p.steps[p.owner(i)].device, Device::cpu(0));
-        let mut both = Schedule::new(&g).unwrap();
-        // A graph output (%6 on vulkan:1) may be a view too.
-        assert_eq!(both.import_host_copies(4096, |d| !d.is_cpu()), 2);
-        assert!(kind(&both, 6));
-    }
-
-    #[test]
-    fn slices_of_one_run_become_views_where_the_offset_binds() {
-        // %1: rows 2..6 of %0 (offset 64 bytes); %2: row 1 of %1 (offset
-        // 64 + 16 = 80 in %0's buffer); %3: a column cut (4 runs); %4: an
-        // f16 row of 6 bytes; %5: a slice of a copy on another device.
-        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[8,4]\n  %1 = slice %0 {axis=0, len=4, start=4} @vulkan:0 : f32[4,4]\n  %2 = slice %1 {axis=0, len=1, start=1} @vulkan:0 : f32[1,4]\n  %3 = slice %0 {axis=1, len=1, start=2} @vulkan:0 : f32[8,1]\n  %4 = input \"h\" @vulkan:0 : f16[4,3]\n  %5 = slice %4 {axis=0, len=1, start=2} @vulkan:0 : f16[1,3]\n  %6 = copy %0 -> cpu:0 : f32[8,4]\n  %7 = slice %6 {axis=0, len=1, start=3} @cpu:0 : f32[1,4]\n  return %1, %2, %3, %5, %7\n}\n";
-        let g = crate::text::parse(src).unwrap();
-        let viewed = |align: &dyn Fn(Device) -> Option<usize>| {
-            let mut p = Schedule::new(&g).unwrap();
-            p.view_slices(align);
-            let order = g.topo_order();
-            let mut v: Vec<usize> = p
-                .steps
-                .iter()
-                .filter(|s| matches!(s.work, Work::View { .. }))
-                .filter_map(|s| order.iter().position(|n| *n == s.node))
-                .collect();
-            v.sort();
-            v
-        };
-        // The host binds any offset; a device with no views copies.
-        let host_only = |d: Device| d.is_cpu().then_some(1);
-        assert_eq!(viewed(&host_only), [7]);
-        // Aligned to 16: %1 (64), %2 (80); %5 is 6 bytes long (not whole
-        // words) and %3 is not one run.
-        let sixteen = |d: Device| Some(if d.is_cpu() { 1 } else { 16 });
-        assert_eq!(viewed(&sixteen), [1, 2, 7]);
-        // Aligned to 64: %2's offset in the buffer it views (80) is not.
-        let sixty_four = |d: Device| Some(if d.is_cpu() { 1 } else { 64 });
-        assert_eq!(viewed(&sixty_four), [1, 7]);
     }
 }

@@ -200,12 +200,9 @@ impl VkBuf {
         if end > b.len || !offset.is_multiple_of(b.dev.view_align) {
             return None;
         }
-        let map = match b.map {
-            // SAFETY: `at + len <= b.len`, so the result stays inside the
-            // mapping of `b`'s bytes, which lives as long as `b` (held).
-            Some(m) => Some(Mapping(unsafe { m.0.add(at) })),
-            None => None,
-        };
+        // SAFETY: `at + len <= b.len`, so the result stays inside the
+        // mapping of `b`'s bytes, which lives as long as `b` (held).
+        let map = b.map.map(|m| Mapping(unsafe { m.0.add(at) }));
         Some(VkBuf {
             buffer: b.buffer,
             memory: b.memory,
