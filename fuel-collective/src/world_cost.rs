@@ -45,6 +45,20 @@ pub fn hub_candidates(devices: &[Device], kind: DeviceKind) -> Vec<Device> {
     }
 }
 
+/// The kind of device a world's step between processes runs on: a CUDA
+/// device (NCCL) when the topology declares `driver cuda` and the process
+/// has a CUDA device, otherwise a CPU (MPI, or the host driver between
+/// threads). `fuel-opt plan` and the world goldens decide it this way.
+pub fn driver_kind(topo: &Topology, devices: &[Device]) -> DeviceKind {
+    if topo.drivers.contains(&DeviceKind::Cuda)
+        && devices.iter().any(|d| d.kind == DeviceKind::Cuda)
+    {
+        DeviceKind::Cuda
+    } else {
+        DeviceKind::Cpu
+    }
+}
+
 /// Estimated microseconds of the local part around `hub`: every other
 /// device's `bytes` to the hub, a fold of all k on it, and the result back.
 pub fn local_us(topo: &Topology, devices: &[Device], hub: Device, bytes: usize) -> f64 {
