@@ -163,6 +163,19 @@ mod tests {
     }
 
     #[test]
+    fn a_world_talks_through_nccl_only_where_the_topology_declares_it() {
+        let devs = [Device::cuda(0), Device::cuda(1), Device::vulkan(0)];
+        let mut t = Topology::default();
+        assert_eq!(driver_kind(&t, &devs), DeviceKind::Cpu);
+        t.drivers.insert(DeviceKind::Cuda);
+        assert_eq!(driver_kind(&t, &devs), DeviceKind::Cuda);
+        assert_eq!(pick_hub(&t, &devs, driver_kind(&t, &devs)), Device::cuda(0));
+        // Without a CUDA device the declaration does not matter.
+        let no_cuda = [Device::cpu(0), Device::vulkan(0)];
+        assert_eq!(driver_kind(&t, &no_cuda), DeviceKind::Cpu);
+    }
+
+    #[test]
     fn the_hub_is_the_device_with_the_cheapest_links_not_the_first() {
         // cuda:1 has peer access to both others; cuda:0 and cuda:2 only to
         // cuda:1, so through cuda:0 the cuda:2 bytes are staged.
