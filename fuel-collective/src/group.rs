@@ -125,6 +125,10 @@ pub enum CollectiveError {
         peer: usize,
         theirs: usize,
     },
+    /// A `WorldProcess` was given a process index past its world
+    /// (`crate::world`).
+    #[error("process {process} is out of range for a world of {processes} process(es); number the processes 0 to P - 1, with P at least 1")]
+    WorldProcessOutOfRange { process: usize, processes: usize },
     /// A collective driver refused or failed (see [`crate::driver::DriverError`]).
     #[error("collective driver: {0}")]
     Driver(String),

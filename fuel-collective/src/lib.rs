@@ -92,7 +92,7 @@ pub use driver_comm::DriverCommunicator;
 pub use eager::EagerError;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
-pub use world::WorldGroup;
+pub use world::{WorldGroup, WorldProcess};
 
 use fuel_graph_ext::pass::{
     DebugOptions, PassContext, PassError, PassInfo, PassManager, PassRegistry,

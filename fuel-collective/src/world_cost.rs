@@ -45,6 +45,20 @@ pub fn hub_candidates(devices: &[Device], kind: DeviceKind) -> Vec<Device> {
     }
 }
 
+/// The kind of device a world's step between processes runs on: a CUDA
+/// device (NCCL) when the topology declares `driver cuda` and the process
+/// has a CUDA device, otherwise a CPU (MPI, or the host driver between
+/// threads). `fuel-opt plan` and the world goldens decide it this way.
+pub fn driver_kind(topo: &Topology, devices: &[Device]) -> DeviceKind {
+    if topo.drivers.contains(&DeviceKind::Cuda)
+        && devices.iter().any(|d| d.kind == DeviceKind::Cuda)
+    {
+        DeviceKind::Cuda
+    } else {
+        DeviceKind::Cpu
+    }
+}
+
 /// Estimated microseconds of the local part around `hub`: every other
 /// device's `bytes` to the hub, a fold of all k on it, and the result back.
 pub fn local_us(topo: &Topology, devices: &[Device], hub: Device, bytes: usize) -> f64 {
@@ -146,6 +160,19 @@ mod tests {
             pick_hub(&t, &[Device::vulkan(0)], DeviceKind::Cpu),
             Device::cpu(0)
         );
+    }
+
+    #[test]
+    fn a_world_talks_through_nccl_only_where_the_topology_declares_it() {
+        let devs = [Device::cuda(0), Device::cuda(1), Device::vulkan(0)];
+        let mut t = Topology::default();
+        assert_eq!(driver_kind(&t, &devs), DeviceKind::Cpu);
+        t.drivers.insert(DeviceKind::Cuda);
+        assert_eq!(driver_kind(&t, &devs), DeviceKind::Cuda);
+        assert_eq!(pick_hub(&t, &devs, driver_kind(&t, &devs)), Device::cuda(0));
+        // Without a CUDA device the declaration does not matter.
+        let no_cuda = [Device::cpu(0), Device::vulkan(0)];
+        assert_eq!(driver_kind(&t, &no_cuda), DeviceKind::Cpu);
     }
 
     #[test]

@@ -65,6 +65,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0414", group_all_to_all_split_count),
     ("E0415", group_all_to_all_split_sum),
     ("E0440", world_device_count),
+    ("E0441", world_process_out_of_range),
     ("E0450", output_name_taken),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
@@ -701,6 +702,20 @@ fn world_device_count() -> Outcome {
         .collect();
     let mut errs: Vec<Option<String>> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
     Ok(errs.swap_remove(0).expect("process 0 must fail"))
+}
+
+fn world_process_out_of_range() -> Outcome {
+    let e = fuel_collective::WorldProcess::new(
+        2,
+        2,
+        1,
+        [Device::cpu(0)],
+        fuel_graph_ext::DeviceKind::Cpu,
+        &Topology::default(),
+    )
+    .err()
+    .expect("process 2 of 2 must be refused");
+    Ok(e.to_string())
 }
 
 // ---- devices (E05) ----------------------------------------------------------

@@ -5,18 +5,23 @@
 //! its graph, and runs it; every result is checked bit for bit against the
 //! flat group's meaning over P·k ranks in (process, local index) order,
 //! on inputs whose folds are exact in any order, and the processes' graphs
-//! are checked against `interp::interpret_world`. A world whose processes
-//! bring different device counts fails on every process.
+//! are checked against `interp::interpret_world`. Each process's graph is
+//! also recorded through a `WorldProcess` built without the communicator
+//! (as the world goldens are) and must lower to the same text. A world
+//! whose processes bring different device counts fails on every process;
+//! a `WorldProcess` past its world is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fuel_collective::world_cost::driver_kind;
 use fuel_collective::{
     CollectiveDriver, CollectiveError, CommunicationId, Driver, DriverCommunicator, HostDriver,
-    JoinOptions, WorldGroup,
+    JoinOptions, WorldGroup, WorldProcess,
 };
-use fuel_graph_ext::interp::{interpret_world, HostTensor};
-use fuel_graph_ext::{DType, Device, Graph, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::interp::HostTensor;
+use fuel_graph_ext::{text, DType, Device, DeviceKind, Graph, LazyTensor, ReduceOp, Topology};
 use fuel_test_support::devices_or_skip;
+use fuel_test_support::world::{check_flat, check_world, record, Case};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,80 +29,14 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(60);
 const ROWS: usize = 8;
 
-/// Global rank `g`'s element `j`: small integers, or halves for floats,
-/// so every fold of up to 8 of them is exact in any order.
-fn value(d: DType, g: usize, j: usize) -> f64 {
-    let k = ((g * 3 + j * 5) % 7) as f64;
-    match d {
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => k / 2.0 - 1.5,
-        DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => k,
-        _ => k - 3.0,
-    }
-}
-
-fn shard(d: DType, g: usize) -> HostTensor {
-    let ty = TensorType::new(d, &[ROWS, 2]);
-    HostTensor::new(ty, (0..ROWS * 2).map(|j| value(d, g, j)).collect())
-}
-
-fn fold(d: DType, op: ReduceOp, n: usize, j: usize) -> f64 {
-    let v: Vec<f64> = (0..n).map(|g| value(d, g, j)).collect();
-    match op {
-        ReduceOp::Sum => v.iter().sum(),
-        ReduceOp::Product => v.iter().product(),
-        ReduceOp::Max => v.iter().cloned().fold(f64::MIN, f64::max),
-        ReduceOp::Min => v.iter().cloned().fold(f64::MAX, f64::min),
-        ReduceOp::Mean => {
-            let m = v.iter().sum::<f64>() / n as f64;
-            if matches!(d, DType::F32 | DType::F64) {
-                m
-            } else {
-                m.trunc()
-            }
-        }
-    }
-}
-
-/// What one collective gives global rank `g` of `n`, in the flat group.
-#[derive(Clone, Copy, Debug)]
-enum Case {
-    AllReduce(ReduceOp),
-    Reduce(ReduceOp, usize),
-    Broadcast(usize),
-    AllGather,
-    ReduceScatter(ReduceOp),
-}
-
-fn expected(case: Case, d: DType, n: usize, g: usize) -> HostTensor {
-    let row = |vals: Vec<f64>, rows: usize| HostTensor::new(TensorType::new(d, &[rows, 2]), vals);
-    match case {
-        Case::AllReduce(op) => row((0..ROWS * 2).map(|j| fold(d, op, n, j)).collect(), ROWS),
-        Case::Reduce(op, _) => row((0..ROWS * 2).map(|j| fold(d, op, n, j)).collect(), ROWS),
-        Case::Broadcast(root) => shard(d, root),
-        Case::AllGather => row(
-            (0..n)
-                .flat_map(|q| (0..ROWS * 2).map(move |j| value(d, q, j)))
-                .collect(),
-            ROWS * n,
-        ),
-        Case::ReduceScatter(op) => {
-            let piece = ROWS / n * 2;
-            row(
-                (g * piece..(g + 1) * piece)
-                    .map(|j| fold(d, op, n, j))
-                    .collect(),
-                ROWS / n,
-            )
-        }
-    }
-}
-
 /// A process's graph (outputs set), inputs and results.
 type Run = (Graph, BTreeMap<String, HostTensor>, Vec<HostTensor>);
 
 /// One process: records `case`, compiles, runs. Returns its graph (with
 /// the outputs set), its inputs and its results, one per local device
-/// that gets one.
+/// that gets one. Also records the same case through a `WorldProcess`
+/// built from P, p and the communicator's id alone (as the world goldens
+/// are) and checks that it lowers to the same graph, byte for byte.
 fn process(
     comm: &DriverCommunicator<HostDriver>,
     devices: &[Device],
@@ -105,37 +44,33 @@ fn process(
     d: DType,
 ) -> Result<Run, CollectiveError> {
     let world = WorldGroup::new(comm, devices.iter().copied())?;
-    let (p, k) = (world.process(), devices.len());
-    let g = LazyGraph::new(&format!("world-p{p}"));
-    let ty = TensorType::new(d, &[ROWS, 2]);
-    let mut inputs = BTreeMap::new();
-    let shards: Vec<LazyTensor> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, dev)| {
-            let name = format!("s{i}");
-            inputs.insert(name.clone(), shard(d, p * k + i));
-            g.input(&name, *dev, ty.clone())
-        })
-        .collect();
-    let outs: Vec<LazyTensor> = match case {
-        Case::AllReduce(op) => world.all_reduce(&shards, op)?,
-        Case::Reduce(op, root) => vec![world.reduce(&shards, op, root)?],
-        Case::Broadcast(root) => {
-            let i = if root / k == p { root % k } else { 0 };
-            world.broadcast(&shards[i], root)?
-        }
-        Case::AllGather => world.all_gather(&shards, 0)?,
-        Case::ReduceScatter(op) => world.reduce_scatter(&shards, op, 0)?,
-    };
-    let refs: Vec<&LazyTensor> = outs.iter().collect();
-    let exe = world.compile(&refs, Arc::new(Topology::default()))?;
+    let p = world.process();
+    let name = format!("world-p{p}");
+    let rec = record(&world, &name, case, d, ROWS)?;
+    let refs: Vec<&LazyTensor> = rec.outputs.iter().collect();
+    let topo = Arc::new(Topology::default());
+    let lowered = world.lower(&refs, topo.clone())?;
+    let exe = world.compile_lowered(&lowered)?;
     let got = exe
-        .run_host(&inputs)
+        .run_host(&rec.inputs)
         .map_err(|e| CollectiveError::Driver(e.to_string()))?;
-    let mut graph = g.snapshot();
-    graph.set_outputs(outs.iter().map(LazyTensor::value).collect());
-    Ok((graph, inputs, got))
+    let kind = driver_kind(&topo, devices);
+    let alone = WorldProcess::new(
+        world.processes(),
+        p,
+        comm.id(),
+        devices.iter().copied(),
+        kind,
+        &topo,
+    )?;
+    let again = record(&alone, &name, case, d, ROWS)?;
+    let refs: Vec<&LazyTensor> = again.outputs.iter().collect();
+    assert_eq!(
+        text::print(&alone.lower(&refs, topo)?),
+        text::print(&lowered),
+        "process {p}: a WorldProcess records another graph than the WorldGroup"
+    );
+    Ok((rec.snapshot(), rec.inputs, got))
 }
 
 /// Runs `case` on P threads × `devices`; checks every result against the
@@ -161,26 +96,12 @@ fn world(name: &str, p: usize, devices: &[Device], case: Case, d: DType) {
         .collect();
     let n = p * k;
     for (q, (_, _, got)) in runs.iter().enumerate() {
-        // A reduce gives one result per process: on the root's device on
-        // the root's process, on the hub elsewhere.
-        let ranks = if matches!(case, Case::Reduce(..)) {
-            1
-        } else {
-            k
-        };
-        let want: Vec<HostTensor> = (0..ranks)
-            .map(|i| expected(case, d, n, q * k + i))
-            .collect();
-        assert_eq!(got.len(), want.len(), "{name}: process {q} result count");
-        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-            a.check_same(b)
-                .unwrap_or_else(|e| panic!("{name} {case:?} {d}: process {q} result {i}: {e}"));
-        }
+        check_flat(case, d, (n, k, ROWS), q, got).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     let graphs: Vec<Graph> = runs.iter().map(|r| r.0.clone()).collect();
     let inputs: Vec<_> = runs.iter().map(|r| r.1.clone()).collect();
-    let oracle = interpret_world(&graphs, &inputs)
-        .unwrap_or_else(|e| panic!("{name}: interpret_world: {e}"));
+    let oracle =
+        check_world(&graphs, &inputs, case, d, (k, ROWS)).unwrap_or_else(|e| panic!("{name}: {e}"));
     for (q, (o, r)) in oracle.iter().zip(&runs).enumerate() {
         for (a, b) in r.2.iter().zip(o) {
             a.check_same(b)
@@ -277,4 +198,18 @@ fn processes_with_different_device_counts_fail_on_every_process() {
             .is_some_and(|e| e.contains("process 2 has 1 local device(s) but process 0 has 2")),
         "{errs:?}"
     );
+}
+
+#[test]
+fn a_world_process_past_its_world_is_refused() {
+    let topo = Topology::default();
+    let e = WorldProcess::new(2, 2, 1, [Device::cpu(0)], DeviceKind::Cpu, &topo)
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(
+        e.as_deref(),
+        Some("process 2 is out of range for a world of 2 process(es); number the processes 0 to P - 1, with P at least 1")
+    );
+    assert!(WorldProcess::new(0, 0, 1, [Device::cpu(0)], DeviceKind::Cpu, &topo).is_err());
+    assert!(WorldProcess::new(1, 0, 1, [Device::cpu(0)], DeviceKind::Cpu, &topo).is_ok());
 }

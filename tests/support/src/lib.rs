@@ -15,6 +15,9 @@
 //! - [`golden`]: the golden harness over `tests/golden/`.
 //! - [`ranks`]: one thread per rank of an in-process group, with a
 //!   deadline.
+//! - [`world`]: world collectives: the flat group's meaning, recording one
+//!   through a `WorldProcess`, checking process graphs with
+//!   `interpret_world`.
 //!
 //! Support code asks the product what it will do; it never models it.
 
@@ -27,6 +30,7 @@ pub mod graphs;
 pub mod memory;
 pub mod ranks;
 pub mod run;
+pub mod world;
 
 #[cfg(feature = "nccl")]
 pub use devices::nccl_or_skip;
