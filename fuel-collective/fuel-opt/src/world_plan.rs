@@ -116,13 +116,7 @@ pub fn plan(a: &PlanArgs) -> Result<(), Failure> {
         )?,
         None => Topology::default(),
     };
-    let kind = if topo.drivers.contains(&DeviceKind::Cuda)
-        && devices.iter().any(|d| d.kind == DeviceKind::Cuda)
-    {
-        DeviceKind::Cuda
-    } else {
-        DeviceKind::Cpu
-    };
+    let kind = fuel_collective::world_cost::driver_kind(&topo, &devices);
     let names: Vec<String> = devices.iter().map(Device::to_string).collect();
     let link = topo.process_link();
     outln!(
