@@ -15,7 +15,7 @@ use crate::outln;
 use crate::sizes::{format_size, parse_size, parse_sizes};
 use crate::Failure;
 use fuel_collective::world_cost::{flat_ring_us, world_all_reduce_us};
-use fuel_graph_ext::{Device, DeviceKind, Topology};
+use fuel_graph_ext::{Device, Topology};
 
 /// `fuel-opt plan` options.
 #[derive(clap::Args, Debug)]
