@@ -230,3 +230,52 @@ fn the_environment_turns_import_off_and_bad_values_are_refused() {
         "{text}"
     );
 }
+
+/// A star's root result is a graph output and is also sent to Vulkan: the
+/// copies are views of it all the same (the runner keeps the result in the
+/// arena's block rather than the caller's output bytes, and copies it out
+/// at the end). Run after run through `run_into`, which offers the
+/// previous outputs' bytes back, every result stays exact and vulkan:0
+/// makes no buffer for the view.
+#[test]
+fn an_output_sent_to_vulkan_is_imported_run_after_run() {
+    let test = "an_output_sent_to_vulkan_is_imported_run_after_run";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    let src = format!(
+        "graph @lend {{
+  %0 = input \"a\" @cpu:0 : f32[{N}]
+  %1 = input \"b\" @vulkan:0 : f32[{N}]
+  %2 = copy %1 -> cpu:0 : f32[{N}]
+  %3 = add %0, %2 @cpu:0 : f32[{N}]
+  %4 = copy %3 -> vulkan:0 : f32[{N}]
+  return %3, %4
+}}
+"
+    );
+    let (g, exe) = compiled(&src, exec::Options::default());
+    assert_eq!(exe.imported_copies().len(), usize::from(import_on()));
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    let tensors: std::collections::BTreeMap<String, exec::Tensor> = inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), exec::Tensor::from_host(v)))
+        .collect();
+    let mut outputs = Vec::new();
+    let mut made = Vec::new();
+    for round in 0..3 {
+        let before = exe.memory(Device::vulkan(0)).unwrap().allocations;
+        exe.run_into(&tensors, &mut outputs).unwrap();
+        made.push(exe.memory(Device::vulkan(0)).unwrap().allocations - before);
+        for (k, (got, w)) in outputs.iter().zip(&want).enumerate() {
+            if let Err(e) = got.to_host().check_same(w) {
+                panic!("run {round}: result {k} differs from the interpreter: {e}");
+            }
+        }
+        assert_no_leaks(&exe);
+    }
+    // The input %1 and, without import, the copy %4.
+    let want_made = if import_on() { 1 } else { 2 };
+    assert!(made.iter().all(|&m| m == want_made), "{made:?}");
+}

@@ -347,8 +347,8 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
 /// Whether the executor runs copy `id` as a view of host memory imported
 /// into a Vulkan device (`exec::schedule::Work::Import`, on by default where
 /// the driver has `VK_EXT_external_memory_host`): a host-to-Vulkan copy of
-/// at least a page whose source the host computed (not a caller's input)
-/// and is not itself a graph output. Such a hop moves no bytes, so the model
+/// at least a page whose source the host computed (not a caller's input,
+/// nor a slice that is a view). Such a hop moves no bytes, so the model
 /// charges it its link's latency (the fence) only. The same rule as the
 /// executor's plan, read off the graph alone.
 pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
@@ -372,10 +372,23 @@ pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
             _ => break,
         }
     }
-    let computed = g
-        .node(origin)
-        .is_some_and(|s| !matches!(s.op, Op::Input { .. }))
-        && !g.outputs().iter().any(|v| v.node == origin);
+    // A buffer the arena made: not a caller's input, and not a slice that
+    // runs as a view of another buffer. (A graph output qualifies: the
+    // runner keeps it in the arena's block and copies it out at the end.)
+    let computed = g.node(origin).is_some_and(|s| match &s.op {
+        Op::Input { .. } => false,
+        Op::Slice {
+            axis,
+            start,
+            len,
+            device,
+        } => !s
+            .operands
+            .first()
+            .and_then(|v| g.value_type(*v))
+            .is_some_and(|t| slice_is_view(*device, t, *axis, *start, *len)),
+        _ => true,
+    });
     to.kind == DeviceKind::Vulkan
         && from_host
         && computed

@@ -33,8 +33,8 @@ mod run_threaded;
 pub mod schedule;
 mod spmd;
 mod step;
-pub mod views;
 pub mod tensor;
+pub mod views;
 
 pub use crate::backend::alloc::MemStats;
 pub use crate::backend::fault::FaultPoint;
@@ -89,6 +89,9 @@ pub struct Executable {
     /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
     /// become that output tensor without a copy.
     sole: Vec<bool>,
+    /// `lent[i]`: a Vulkan import views slot `i`'s host buffer, so the step
+    /// never writes into the caller's output bytes (not page-aligned).
+    lent: Vec<bool>,
     /// The graph's input names: a run given any other name is refused.
     input_names: BTreeSet<String>,
 }
@@ -391,6 +394,7 @@ impl<'g> Compiler<'g> {
         }
         let keep = returned.iter().map(|&r| r > 0).collect();
         let sole = returned.iter().map(|&r| r == 1).collect();
+        let lent = plan.lent_to_imports();
         let spmd = plan
             .steps
             .iter()
@@ -407,6 +411,7 @@ impl<'g> Compiler<'g> {
             inline,
             keep,
             sole,
+            lent,
             input_names: g
                 .inputs()
                 .into_iter()
@@ -622,7 +627,7 @@ impl Executable {
         s.reuse.clear();
         s.reuse.resize_with(n, || None);
         for (k, &o) in plan.outputs.iter().enumerate() {
-            if self.sole[o] && plan.steps[o].device.is_cpu() {
+            if self.sole[o] && plan.steps[o].device.is_cpu() && !self.lent[o] {
                 s.reuse[o] = outputs
                     .get_mut(k)
                     .and_then(|t| t.take_bytes_for(&plan.steps[o].ty));

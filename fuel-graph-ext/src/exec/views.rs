@@ -6,7 +6,7 @@
 //! the cost model reads for slices ([`slice_is_view`]) lives here too, so
 //! the estimates follow what runs.
 
-use super::schedule::{Schedule, Work};
+use super::schedule::{Schedule, Step, Work};
 use crate::backend::{DeviceWork, Kernel};
 use crate::device::Device;
 use crate::dtype::TensorType;
@@ -75,10 +75,22 @@ impl Schedule {
             let Some(&operand) = st.operands.first() else {
                 continue;
             };
-            let owner = self.owner(operand);
+            // The buffer the operand's slot holds, through shared host
+            // copies only: a slice's view is not a block of its own.
+            let mut owner = operand;
+            while let Some(Step {
+                work: Work::Share { .. },
+                operands,
+                ..
+            }) = self.steps.get(owner)
+            {
+                match operands.first() {
+                    Some(&o) => owner = o,
+                    None => break,
+                }
+            }
             let page_backed = self.steps.get(owner).is_some_and(|o| {
                 o.device.is_cpu()
-                    && !self.outputs.contains(&owner)
                     && o.ty.size_bytes() >= min_bytes
                     && matches!(
                         o.work,
@@ -91,6 +103,33 @@ impl Schedule {
             }
         }
         elided
+    }
+
+    /// For each slot, whether an [`Work::Import`] step views its buffer:
+    /// such a slot must live in the arena's own block, never in a caller's
+    /// output bytes, even when it is a graph output.
+    pub fn lent_to_imports(&self) -> Vec<bool> {
+        let mut lent = vec![false; self.steps.len()];
+        for st in &self.steps {
+            if !matches!(st.work, Work::Import { .. }) {
+                continue;
+            }
+            let mut o = st.operands.first().copied();
+            while let Some(i) = o {
+                if let Some(l) = lent.get_mut(i) {
+                    *l = true;
+                }
+                o = match self.steps.get(i) {
+                    Some(Step {
+                        work: Work::Share { .. },
+                        operands,
+                        ..
+                    }) => operands.first().copied(),
+                    _ => None,
+                };
+            }
+        }
+        lent
     }
 
     /// Turns `slice` steps into [`Work::View`]s where the slice is one
@@ -178,7 +217,7 @@ mod tests {
 
     #[test]
     fn slices_of_one_run_become_views_where_the_offset_binds() {
-        // %1: rows 2..6 of %0 (offset 64 bytes); %2: row 1 of %1 (offset
+        // %1: rows 4..8 of %0 (offset 64 bytes); %2: row 1 of %1 (offset
         // 64 + 16 = 80 in %0's buffer); %3: a column cut (4 runs); %4: an
         // f16 row of 6 bytes; %5: a slice of a copy on another device.
         let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[8,4]\n  %1 = slice %0 {axis=0, len=4, start=4} @vulkan:0 : f32[4,4]\n  %2 = slice %1 {axis=0, len=1, start=1} @vulkan:0 : f32[1,4]\n  %3 = slice %0 {axis=1, len=1, start=2} @vulkan:0 : f32[8,1]\n  %4 = input \"h\" @vulkan:0 : f16[4,3]\n  %5 = slice %4 {axis=0, len=1, start=2} @vulkan:0 : f16[1,3]\n  %6 = copy %0 -> cpu:0 : f32[8,4]\n  %7 = slice %6 {axis=0, len=1, start=3} @cpu:0 : f32[1,4]\n  return %1, %2, %3, %5, %7\n}\n";
@@ -206,5 +245,24 @@ mod tests {
         // Aligned to 64: %2's offset in the buffer it views (80) is not.
         let sixty_four = |d: Device| Some(if d.is_cpu() { 1 } else { 64 });
         assert_eq!(viewed(&sixty_four), [1, 7]);
+    }
+
+    #[test]
+    fn an_output_may_lend_its_buffer_to_imports_but_a_sliced_view_may_not() {
+        // %1 is a graph output and is sent to vulkan:0 (%2, imported: the
+        // runner keeps %1 in the arena's block); %4 sends a slice of %1
+        // that is a view (not a block of its own: it copies).
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[2048]\n  %1 = add %0, %0 @cpu:0 : f32[2048]\n  %2 = copy %1 -> vulkan:0 : f32[2048]\n  %3 = slice %1 {axis=0, len=1024, start=1024} @cpu:0 : f32[1024]\n  %4 = copy %3 -> vulkan:0 : f32[1024]\n  return %1, %2, %4\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let mut p = Schedule::new(&g).unwrap();
+        assert_eq!(p.view_slices(|d| d.is_cpu().then_some(1)), 1);
+        assert_eq!(p.import_host_copies(4096, |d| !d.is_cpu()), 1);
+        let order = g.topo_order();
+        let slot = |n: usize| p.steps.iter().position(|s| s.node == order[n]).unwrap();
+        assert!(matches!(p.steps[slot(2)].work, Work::Import { .. }));
+        assert!(!matches!(p.steps[slot(4)].work, Work::Import { .. }));
+        let lent = p.lent_to_imports();
+        let lent: Vec<usize> = (0..5).filter(|&n| lent[slot(n)]).collect();
+        assert_eq!(lent, [1]);
     }
 }
