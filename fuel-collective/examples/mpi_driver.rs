@@ -129,7 +129,7 @@ fn run() -> Result<usize, String> {
     let y = g.input("y", Device::cpu(0), ty2.clone());
     let y_data = (0..2 * n).map(|i| (rank * 100 + i) as f64).collect();
     c.bind("y", HostTensor::new(ty2, y_data));
-    let a2a = c.all_to_all(&y, 1).map_err(|e| e.to_string())?;
+    let a2a = c.all_to_all(&y, 1, None).map_err(|e| e.to_string())?;
     let a2av = c.evaluate(&a2a).map_err(|e| e.to_string())?.to_f64();
     let want: Vec<f64> = (0..2)
         .flat_map(|row| (0..n).map(move |i| (i * 100 + row * n + rank) as f64))

@@ -21,7 +21,7 @@
 //! for a multi-process transport.
 
 use crate::CollectiveError;
-use fuel_graph_ext::op::{comm_type, CommOp};
+use fuel_graph_ext::op::{comm_split_type, comm_type, CommOp};
 use fuel_graph_ext::{LazyTensor, ReduceOp};
 
 /// A rank in an SPMD world: each rank calls with its own tensor.
@@ -44,10 +44,20 @@ pub trait Communicator {
         op: ReduceOp,
         axis: usize,
     ) -> Result<LazyTensor, CollectiveError>;
-    /// Every rank cuts its `tensor` along `axis` into `world_size` equal
-    /// pieces and sends piece j to rank j; each gets what it receives
-    /// joined in rank order (the same type as its `tensor`).
-    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank cuts its `tensor` along `axis` into `world_size` pieces
+    /// and sends piece j to rank j; each gets what it receives joined in
+    /// rank order. With `split` `None` the pieces are equal (the result has
+    /// the type of `tensor`); else `split` holds N×N extents, the same on
+    /// every rank, entry `i*N + j` being what rank i sends rank j (like
+    /// `DeviceGroup::all_to_all`): this rank's row must add up to its
+    /// extent along `axis`, and its result has its column's sum there. A
+    /// split of equal entries is recorded as none.
+    fn all_to_all(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError>;
     /// Returns once every rank has called it.
     fn barrier(&self) -> Result<(), CollectiveError>;
 }
@@ -89,9 +99,17 @@ impl Communicator for IdentityComm {
         alone(tensor, CommOp::ReduceScatter { op, axis })
     }
 
-    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
-        // One rank sends its one piece, the whole tensor, to itself.
-        alone(tensor, CommOp::AllToAll { axis })
+    fn all_to_all(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError> {
+        // One rank sends its one piece, the whole tensor, to itself; a
+        // split must say so (one entry, the extent).
+        let kind = CommOp::AllToAll { axis };
+        comm_split_type(&kind, 1, split.map(|_| 0), split, &tensor.ty())?;
+        Ok(tensor.clone())
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {

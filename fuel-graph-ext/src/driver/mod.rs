@@ -251,6 +251,19 @@ pub enum DriverError {
         /// The element type.
         elem: DType,
     },
+    /// Ranks of an SPMD `comm.all_to_all` with a split hold different
+    /// splits (or operands that differ outside the axis), found before the
+    /// exchange on a driver that cannot compare counts itself (E0961).
+    /// Every rank fails with the same message.
+    #[error("ranks disagree on an uneven `all_to_all`: {what} is {low} on some rank(s) and {high} on others; record the same N×N split on every rank, on operands that differ only along the split axis")]
+    SplitDisagree {
+        /// What differs.
+        what: String,
+        /// Its smallest value across the ranks.
+        low: u64,
+        /// Its largest.
+        high: u64,
+    },
     /// A peer left the group (its communicator was dropped) or failed.
     #[error("rank {peer} of group `{group}` is gone ({reason}); rank {rank} cannot finish `{op}`; restart the group")]
     PeerGone {
@@ -361,6 +374,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// The driver's name in messages.
     const NAME: &'static str;
+    /// Whether the driver's `all_to_all` compares the counts the ranks pass
+    /// and fails every rank when they disagree (host, MPI). A driver that
+    /// cannot (NCCL) says false, and an uneven SPMD `comm.all_to_all` then
+    /// has its ranks agree on the split first.
+    const CHECKS_COUNTS: bool = true;
     /// The kind of device it opens.
     const KIND: DeviceKind;
 

@@ -94,6 +94,8 @@ pub trait Fields {
     fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError>;
     /// The optional list attribute `key` (`split=[1,2,3]`).
     fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError>;
+    /// The optional integer attribute `key` (`rank=2`).
+    fn opt_attr(&mut self, key: &'static str) -> Result<Option<u64>, FieldError>;
     /// The `@device` placement.
     fn at(&mut self) -> Result<Device, FieldError>;
     /// The `-> device` placement.
@@ -177,6 +179,9 @@ pub struct OpDef {
     pub arity: Arity,
     /// Its attributes, sorted by key: the order `{...}` prints.
     pub attrs: &'static [&'static str],
+    /// Its optional integer attributes (`rank=R`), sorted by key; they
+    /// print among `attrs`, in key order.
+    pub opt_attrs: &'static [&'static str],
     /// Its optional list attributes (`split=[...]`), sorted by key; they
     /// print after the integer ones, so each sorts after all of those.
     pub lists: &'static [&'static str],
@@ -228,6 +233,7 @@ impl OpDef {
             named: false,
             arity,
             attrs,
+            opt_attrs: &[],
             lists: &[],
             placement,
             results: Results::One,
@@ -251,6 +257,10 @@ impl OpDef {
     /// Takes the optional list attributes `lists`.
     const fn lists(self, lists: &'static [&'static str]) -> OpDef {
         OpDef { lists, ..self }
+    }
+    /// Takes the optional integer attributes `opt_attrs`.
+    const fn opt_attrs(self, opt_attrs: &'static [&'static str]) -> OpDef {
+        OpDef { opt_attrs, ..self }
     }
     /// Has `results` results.
     const fn results(self, results: Results) -> OpDef {
@@ -441,11 +451,23 @@ const fn comm(mnemonic: &'static str, attrs: &'static [&'static str], build: Bui
 /// `comm` and `ranks`, then the device: the part every SPMD collective
 /// reads after its own attributes.
 fn comm_op(f: &mut dyn Fields, kind: CommOp) -> Result<Op, FieldError> {
+    comm_split_op(f, kind, None, None)
+}
+
+/// [`comm_op`] for a row that may carry `{rank=R, split=[...]}`.
+fn comm_split_op(
+    f: &mut dyn Fields,
+    kind: CommOp,
+    rank: Option<usize>,
+    split: Option<Vec<usize>>,
+) -> Result<Op, FieldError> {
     Ok(Op::Comm {
         kind,
         comm: u32_attr(f, "comm")?,
         ranks: usize_attr(f, "ranks")?,
         device: f.at()?,
+        rank,
+        split,
     })
 }
 
@@ -473,11 +495,20 @@ pub static COMM_REDUCE_SCATTER: OpDef =
         comm_op(f, CommOp::ReduceScatter { op, axis })
     })
     .reduce_variant();
-/// `comm.all_to_all %v {axis=A, comm=C, ranks=R} @dev`.
+/// `comm.all_to_all %v {axis=A, comm=C, ranks=N} @dev`, or uneven
+/// `{axis=A, comm=C, rank=R, ranks=N, split=[E00, E01, ...]}` (N×N
+/// extents, rank i's piece for rank j at `i*N + j`; R is the rank whose
+/// graph holds the node).
 pub static COMM_ALL_TO_ALL: OpDef = comm("comm.all_to_all", &["axis", "comm", "ranks"], |f| {
     let axis = usize_attr(f, "axis")?;
-    comm_op(f, CommOp::AllToAll { axis })
-});
+    let rank = f.opt_attr("rank")?.map(|r| r as usize);
+    let split = f
+        .list("split")?
+        .map(|v| v.into_iter().map(|e| e as usize).collect());
+    comm_split_op(f, CommOp::AllToAll { axis }, rank, split)
+})
+.opt_attrs(&["rank"])
+.lists(&["split"]);
 /// `comm.barrier %v {comm=C, ranks=R} @dev`.
 pub static COMM_BARRIER: OpDef = comm("comm.barrier", &["comm", "ranks"], |f| {
     comm_op(f, CommOp::Barrier)
@@ -544,8 +575,33 @@ pub struct Parts {
     pub variant: Option<ReduceOp>,
     /// Its attribute values, in the row's key order.
     pub attrs: AttrValues,
+    /// Its optional integer attributes that are set, in the row's key
+    /// order.
+    pub opt_attrs: Vec<(&'static str, u64)>,
     /// Its list attributes that are set, in the row's key order.
     pub lists: Vec<(&'static str, Vec<u64>)>,
+}
+
+impl Parts {
+    /// Every integer or dtype attribute that is set, required and optional
+    /// together, sorted by key: the order `{...}` prints them.
+    pub fn ints(&self) -> Vec<(&'static str, AttrValue)> {
+        let mut all: Vec<(&'static str, AttrValue)> = self
+            .def
+            .attrs
+            .iter()
+            .copied()
+            .zip(self.attrs.iter().copied())
+            .chain(self.opt_attrs.iter().map(|(k, v)| (*k, AttrValue::Int(*v))))
+            .collect();
+        all.sort_by_key(|(k, _)| *k);
+        all
+    }
+
+    /// Whether the op prints a `{...}` block.
+    pub fn has_attrs(&self) -> bool {
+        !self.attrs.is_empty() || !self.opt_attrs.is_empty() || !self.lists.is_empty()
+    }
 }
 
 impl Op {
@@ -626,13 +682,23 @@ impl Op {
             }
             | Op::AllToAll {
                 split: Some(split), ..
+            }
+            | Op::Comm {
+                split: Some(split), ..
             } => vec![("split", split.iter().map(|e| *e as u64).collect())],
+            _ => Vec::new(),
+        };
+        let opt_attrs = match self {
+            Op::Comm {
+                rank: Some(rank), ..
+            } => vec![("rank", *rank as u64)],
             _ => Vec::new(),
         };
         Parts {
             def: self.def(),
             variant,
             attrs: SmallVec::from_slice(attrs),
+            opt_attrs,
             lists,
         }
     }
@@ -676,6 +742,10 @@ mod tests {
         fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError> {
             // Not recorded: list attributes are checked below, by key.
             Ok(def_lists_probe(key))
+        }
+        fn opt_attr(&mut self, key: &'static str) -> Result<Option<u64>, FieldError> {
+            // Not recorded: optional attributes are checked below, by key.
+            Ok(Some(key.len() as u64 + 40))
         }
         fn to(&mut self) -> Result<Device, FieldError> {
             self.asked.push("->".into());
@@ -754,6 +824,18 @@ mod tests {
                 .map(|k| (*k, def_lists_probe(k).unwrap_or_default()))
                 .collect();
             assert_eq!(parts.lists, lists, "{name}: list attributes");
+            let opt: Vec<(&str, u64)> = def
+                .opt_attrs
+                .iter()
+                .map(|k| (*k, k.len() as u64 + 40))
+                .collect();
+            assert_eq!(parts.opt_attrs, opt, "{name}: optional attributes");
+            assert!(
+                def.lists
+                    .iter()
+                    .all(|l| def.opt_attrs.iter().all(|a| a < l)),
+                "{name}: lists print after the optional integer attributes"
+            );
             assert!(
                 def.lists.iter().all(|l| def.attrs.iter().all(|a| a < l)),
                 "{name}: lists print after the integer attributes"

@@ -175,6 +175,47 @@ pub enum TypeError {
         /// The axis.
         axis: usize,
     },
+    /// An SPMD collective with a split but no rank, or a rank but no split.
+    #[error("{}", if *has_split {
+        format!("`{op}` with a split needs `{{rank=R}}`, the rank whose graph holds it (it picks the row this rank sends and the column it receives); add it")
+    } else {
+        format!("`{op}` has `{{rank=R}}` but no split; `rank` only goes with `split=[...]`, so remove it or add the split")
+    })]
+    CommSplitRank {
+        /// The op's mnemonic.
+        op: String,
+        /// True: a split without a rank; false: a rank without a split.
+        has_split: bool,
+    },
+    /// An SPMD collective's `rank` past its world.
+    #[error("`{op}` has {{rank={rank}}} but the world has {ranks} rank(s); use the rank of the graph that holds it, from 0 to {}", ranks - 1)]
+    CommRankOutOfRange {
+        /// The op's mnemonic.
+        op: String,
+        /// The rank given.
+        rank: usize,
+        /// The world size (1 or more).
+        ranks: usize,
+    },
+    /// A split on an SPMD collective that takes none.
+    #[error("`{op}` takes no split; only `comm.all_to_all` does")]
+    CommSplitUnsupported {
+        /// The op's mnemonic.
+        op: String,
+    },
+    /// Row `rank` of an SPMD `all_to_all` split (what this rank sends) does
+    /// not add up to this rank's operand extent.
+    #[error("comm.all_to_all split row {rank} (what rank {rank} sends) adds up to {sum} but this rank's operand has extent {extent} along axis {axis}; make row {rank} add up to {extent}")]
+    CommSplitRow {
+        /// The rank (row) at fault.
+        rank: usize,
+        /// What the row adds up to (saturated at `usize::MAX`).
+        sum: usize,
+        /// The operand's extent.
+        extent: usize,
+        /// The axis.
+        axis: usize,
+    },
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
     NoTargets,
@@ -322,7 +363,13 @@ fn infer_unchecked(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Type
             });
             Ok(operands[0].with_dim(*axis, got))
         }
-        Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
+        Op::Comm {
+            kind,
+            ranks,
+            rank,
+            split,
+            ..
+        } => comm_split_type(kind, *ranks, *rank, split.as_deref(), operands[0]),
         Op::DriverAllReduce { rank, .. } => {
             if *rank >= n {
                 return Err(TypeError::RankOutOfRange {
@@ -481,8 +528,36 @@ pub fn scatter_extents(
 /// The type one rank's SPMD collective `kind` over `ranks` ranks gives its
 /// operand of type `t`: what `comm.*` nodes and the communicators check.
 pub fn comm_type(kind: &CommOp, ranks: usize, t: &TensorType) -> Result<TensorType, TypeError> {
+    comm_split_type(kind, ranks, None, None, t)
+}
+
+/// [`comm_type`] for a node that may carry a split: `comm.all_to_all`'s
+/// N×N `split` with `rank`, the rank whose graph holds it (both or
+/// neither). Row `rank` must add up to the operand's extent along the
+/// axis; the result's extent is column `rank`'s sum.
+pub fn comm_split_type(
+    kind: &CommOp,
+    ranks: usize,
+    rank: Option<usize>,
+    pieces: Option<&[usize]>,
+    t: &TensorType,
+) -> Result<TensorType, TypeError> {
     if ranks == 0 {
         return Err(TypeError::NoRanks);
+    }
+    let op = || comm_mnemonic(kind);
+    if pieces.is_some() != rank.is_some() {
+        return Err(TypeError::CommSplitRank {
+            op: op(),
+            has_split: pieces.is_some(),
+        });
+    }
+    if let (Some(rank), Some(pieces)) = (rank, pieces) {
+        let CommOp::AllToAll { axis } = kind else {
+            return Err(TypeError::CommSplitUnsupported { op: op() });
+        };
+        check_axis(*axis, t)?;
+        return comm_all_to_all_split(*axis, ranks, rank, pieces, t);
     }
     match kind {
         CommOp::AllReduce(_) | CommOp::Barrier => Ok(t.clone()),
@@ -515,6 +590,75 @@ pub fn comm_type(kind: &CommOp, ranks: usize, t: &TensorType) -> Result<TensorTy
             split(*axis, t, ranks)?;
             Ok(t.clone())
         }
+    }
+}
+
+/// The mnemonic of a `comm.*` node of `kind`, for messages.
+fn comm_mnemonic(kind: &CommOp) -> String {
+    Op::Comm {
+        kind: *kind,
+        comm: 0,
+        ranks: 1,
+        device: crate::device::Device::cpu(0),
+        rank: None,
+        split: None,
+    }
+    .mnemonic()
+}
+
+/// Rank `rank`'s result of an SPMD `all_to_all` along `axis` (in range)
+/// with the N×N `split`.
+fn comm_all_to_all_split(
+    axis: usize,
+    ranks: usize,
+    rank: usize,
+    split: &[usize],
+    t: &TensorType,
+) -> Result<TensorType, TypeError> {
+    let want = ranks.saturating_mul(ranks);
+    if split.len() != want {
+        return Err(TypeError::AllToAllSplitCount {
+            found: split.len(),
+            ranks,
+            want,
+        });
+    }
+    if rank >= ranks {
+        return Err(TypeError::CommRankOutOfRange {
+            op: "comm.all_to_all".into(),
+            rank,
+            ranks,
+        });
+    }
+    let add = |acc: Option<usize>, e: &usize| acc?.checked_add(*e);
+    let row = split[rank * ranks..(rank + 1) * ranks]
+        .iter()
+        .fold(Some(0), add)
+        .unwrap_or(usize::MAX);
+    let extent = t.shape[axis];
+    if row != extent {
+        return Err(TypeError::CommSplitRow {
+            rank,
+            sum: row,
+            extent,
+            axis,
+        });
+    }
+    let too_large = || TypeError::TooLarge {
+        op: "comm.all_to_all".into(),
+        axis,
+    };
+    let col = split
+        .iter()
+        .skip(rank)
+        .step_by(ranks)
+        .fold(Some(0), add)
+        .ok_or_else(too_large)?;
+    let out = t.with_dim(axis, col);
+    if out.fits() {
+        Ok(out)
+    } else {
+        Err(too_large())
     }
 }
 
