@@ -88,6 +88,22 @@ impl<D: CollectiveDriver> RankComm<D> {
         f(&lock(&self.comm))
     }
 
+    /// Checks, at once, that every rank holds the same all_to_all `split`
+    /// (N×N) and an operand of type `ty` that differs from the others'
+    /// only along `axis`: the round an uneven `comm.all_to_all` runs first
+    /// on a driver that cannot compare counts (NCCL). Every rank must call
+    /// it; on a disagreement every rank gets the same
+    /// [`DriverError::SplitDisagree`] (E0961).
+    pub fn agree_on_split(
+        &self,
+        split: &[usize],
+        ty: &TensorType,
+        axis: usize,
+    ) -> Result<(), DriverError> {
+        let comm = lock(&self.comm);
+        agree::<D>(&comm, &self.dev, self.timeout, split, ty, axis)
+    }
+
     /// Returns once every rank has called it: a one-byte all-reduce on the
     /// communicator's device, run at once.
     pub fn barrier(&self) -> Result<(), DriverError> {
