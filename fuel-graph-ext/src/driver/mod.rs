@@ -534,6 +534,40 @@ pub trait CollectiveDriver: Driver {
     ) -> Result<bool, DriverError> {
         Ok(false)
     }
+    /// All-gather with a count per rank, like `MPI_Allgatherv`: rank r's
+    /// first `counts[r]` elements of `src`, for every r in rank order, into
+    /// `dst` (the sum of `counts`; a zero is legal). Every rank passes the
+    /// same `counts`; the host and MPI drivers check that and fail every
+    /// rank when they differ. `Ok(false)` (nothing enqueued) when the
+    /// driver has none.
+    #[allow(clippy::too_many_arguments)]
+    fn all_gather_uneven(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _counts: &[usize],
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
+    }
+    /// Reduce-scatter with a count per rank, like `MPI_Reduce_scatter`:
+    /// `src` holds the sum of `counts` elements on every rank, and rank r's
+    /// `dst` gets the r-th run (`counts[r]` elements, after the runs of
+    /// the ranks before it) of their reduction. Every rank passes the same
+    /// `counts`. `Ok(false)` when the driver has none.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_scatter_uneven(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _counts: &[usize],
+        _op: ReduceOp,
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
+    }
     /// The driver's own reduce-scatter: rank r gets the r-th run of `count`
     /// elements of the reduction of every rank's `src` (`ranks * count`
     /// elements). `Ok(false)` when the driver has none.
