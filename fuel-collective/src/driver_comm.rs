@@ -41,7 +41,7 @@ use crate::{CollectiveError, Communicator};
 use fuel_graph_ext::driver::{CollectiveDriver, GraphComm, RankComm};
 use fuel_graph_ext::exec::{Compiler, Executable};
 use fuel_graph_ext::interp::HostTensor;
-use fuel_graph_ext::op::CommOp;
+use fuel_graph_ext::op::{scatter_extents, CommOp};
 use fuel_graph_ext::{LazyTensor, Op, ReduceOp, TensorType, ValueId};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -259,6 +259,41 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
             });
         }
         self.record(tensor, CommOp::ReduceScatter { op, axis })
+    }
+
+    fn all_gather_uneven(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        extents: &[usize],
+    ) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        check_axis(axis, &ty)?;
+        let size = self.rank.ranks();
+        // Every rank's extent equal to this one's: the plain all_gather.
+        // Any other list is checked by the typing rule (its length, this
+        // rank's entry against its extent, the sum).
+        if extents.len() == size && extents.iter().all(|e| *e == ty.shape[axis]) {
+            return self.record(tensor, CommOp::AllGather { axis });
+        }
+        self.record_split(tensor, CommOp::AllGather { axis }, Some(extents.to_vec()))
+    }
+
+    fn reduce_scatter_split(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        check_axis(axis, &ty)?;
+        let size = self.rank.ranks();
+        let extents = scatter_extents(split, axis, ty.shape[axis], size)?;
+        if extents.iter().all(|e| Some(e) == extents.first()) {
+            return self.record(tensor, CommOp::ReduceScatter { op, axis });
+        }
+        self.record_split(tensor, CommOp::ReduceScatter { op, axis }, Some(extents))
     }
 
     fn all_to_all(

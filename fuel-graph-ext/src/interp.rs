@@ -420,7 +420,10 @@ fn comm_result(
         CommOp::ReduceScatter { op, axis } => {
             let full = reduce_all(*op, &args[0].ty, args)?;
             let len = ty.shape[*axis];
-            tensor(ty, slice_data(&full, *axis, rank * len, len))
+            // Equal slices, or the split's: this rank's starts after the
+            // slices of the ranks before it.
+            let start = split.map_or(rank * len, |s| s[..rank].iter().sum());
+            tensor(ty, slice_data(&full, *axis, start, len))
         }
         CommOp::Barrier => own(rank),
         CommOp::AllToAll { axis } => {
@@ -587,10 +590,11 @@ pub fn interpret_world(
                 })?,
             );
         }
-        // An uneven all_to_all's operands may differ along its axis.
+        // An uneven all_to_all's or all_gather's operands may differ along
+        // its axis.
         let along = match op_at(0) {
             Some(Op::Comm {
-                kind: CommOp::AllToAll { axis },
+                kind: CommOp::AllToAll { axis } | CommOp::AllGather { axis },
                 split: Some(_),
                 ..
             }) => Some(axis),

@@ -255,7 +255,7 @@ pub enum DriverError {
     /// splits (or operands that differ outside the axis), found before the
     /// exchange on a driver that cannot compare counts itself (E0961).
     /// Every rank fails with the same message.
-    #[error("ranks disagree on an uneven `all_to_all`: {what} is {low} on some rank(s) and {high} on others; record the same N×N split on every rank, on operands that differ only along the split axis")]
+    #[error("ranks disagree on an uneven collective's split: {what} is {low} on some rank(s) and {high} on others; record the same split on every rank (N×N for all_to_all, one extent per rank for all_gather and reduce_scatter), on operands that differ only along the split axis")]
     SplitDisagree {
         /// What differs.
         what: String,

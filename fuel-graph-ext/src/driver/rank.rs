@@ -223,13 +223,28 @@ impl<D: CollectiveDriver> Run<'_, D> {
             CommOp::AllToAll { axis } => self.all_to_all(src, dt, axis),
             CommOp::ReduceScatter { op, axis } => {
                 let ty = call.in_ty;
-                let len = ty.shape.get(axis).copied().unwrap_or(0) / self.ranks.max(1);
+                let n = self.ranks.max(1);
+                let extents = match call.split {
+                    Some(split) => {
+                        self.agree(split, ty, axis)?;
+                        split.to_vec()
+                    }
+                    None => vec![ty.shape.get(axis).copied().unwrap_or(0) / n; n],
+                };
+                let start: usize = extents[..self.rank].iter().sum();
+                let len = extents[self.rank];
                 let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
                 if outer == 1 {
-                    // Each rank's slice is one contiguous run: NCCL's own.
+                    // Each rank's slice is one contiguous run: the driver's
+                    // own reduce-scatter, with a count per rank if uneven.
                     let dst = self.alloc(out_bytes)?;
-                    let per = count / self.ranks.max(1);
-                    if D::reduce_scatter(comm, &src, &dst, dt, per, op, s).map_err(d)? {
+                    let native = if call.split.is_some() {
+                        let counts = self.counts(ty, axis, &extents)?;
+                        D::reduce_scatter_uneven(comm, &src, &dst, dt, &counts, op, s)
+                    } else {
+                        D::reduce_scatter(comm, &src, &dst, dt, count / n, op, s)
+                    };
+                    if native.map_err(d)? {
                         return self.finish(dst);
                     }
                     drop(dst);
@@ -237,7 +252,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 let full = self.alloc(in_bytes)?;
                 D::all_reduce(comm, &src, &full, dt, count, op, s).map_err(d)?;
                 let full = Arc::new(self.finish(full)?);
-                let mine = slice_regions(ty, axis, self.rank * len, len);
+                let mine = slice_regions(ty, axis, start, len);
                 self.regions(&mine, &[full], out_bytes)
             }
             CommOp::Barrier => {
@@ -247,6 +262,36 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 self.copy_of_src()
             }
         }
+    }
+
+    /// On a driver that cannot compare counts (NCCL), has every rank check
+    /// that all hold `split` and operands like `ty` outside `axis`
+    /// ([`agree_on_split`]); nothing on the others, which check the
+    /// counts themselves.
+    fn agree(&self, split: &[usize], ty: &TensorType, axis: usize) -> Result<(), ExecError> {
+        if D::CHECKS_COUNTS {
+            return Ok(());
+        }
+        agree_on_split::<D>(self, split, ty, axis).map_err(|e| self.exec_err(e))
+    }
+
+    /// The driver's element count of each piece of `t` whose extent along
+    /// `axis` is `extents[r]`.
+    fn counts(
+        &self,
+        t: &TensorType,
+        axis: usize,
+        extents: &[usize],
+    ) -> Result<Vec<usize>, ExecError> {
+        extents
+            .iter()
+            .map(|e| {
+                let bytes = t.with_dim(axis, *e).size_bytes() as u64;
+                D::data_type(t.dtype, bytes)
+                    .map(|(_, c)| c)
+                    .map_err(|e| self.exec_err(e))
+            })
+            .collect()
     }
 
     /// What this rank sends each rank along `axis` (row `rank` of the
@@ -284,19 +329,13 @@ impl<D: CollectiveDriver> Run<'_, D> {
         let ty = call.in_ty;
         let out_ty = call.out_ty;
         let (sends, recvs) = self.all_to_all_extents(axis);
-        if let (Some(split), false) = (call.split, D::CHECKS_COUNTS) {
-            agree_on_split::<D>(self, split, ty, axis).map_err(d)?;
+        if let Some(split) = call.split {
+            self.agree(split, ty, axis)?;
         }
-        let counts = |extents: &[usize], t: &TensorType| -> Result<Vec<usize>, ExecError> {
-            extents
-                .iter()
-                .map(|e| {
-                    let bytes = t.with_dim(axis, *e).size_bytes() as u64;
-                    D::data_type(t.dtype, bytes).map(|(_, c)| c).map_err(d)
-                })
-                .collect()
-        };
-        let (send, recv) = (counts(&sends, ty)?, counts(&recvs, out_ty)?);
+        let (send, recv) = (
+            self.counts(ty, axis, &sends)?,
+            self.counts(out_ty, axis, &recvs)?,
+        );
         let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
         // The packed operand, kept alive until the exchange is done.
         let mut keep = None;
@@ -353,7 +392,11 @@ impl<D: CollectiveDriver> Run<'_, D> {
         self.regions(&unpack, &[Arc::new(flat)], out_bytes)
     }
 
-    /// Every rank's operand joined along `axis`, in rank order.
+    /// Every rank's operand joined along `axis`, in rank order: operands
+    /// of one type, or with a split, of extents `split[r]` along `axis`.
+    /// The driver's own all-gather where it has one (with a count per rank
+    /// if uneven), else sends and receives; along an inner axis the
+    /// rank-major result is then rearranged by region copies.
     fn all_gather(
         &self,
         src: &DeviceResource<D>,
@@ -364,26 +407,44 @@ impl<D: CollectiveDriver> Run<'_, D> {
         let call = self.call;
         let d = |e: DriverError| self.exec_err(e);
         let (comm, s) = (self.comm, self.stream);
-        let n = call.in_ty.size_bytes();
+        let ty = call.in_ty;
         let out_bytes = call.out_ty.size_bytes();
-        let tys = vec![call.in_ty; self.ranks];
+        let extents = match call.split {
+            Some(split) => {
+                self.agree(split, ty, axis)?;
+                split.to_vec()
+            }
+            None => vec![ty.shape.get(axis).copied().unwrap_or(0); self.ranks],
+        };
+        let pieces: Vec<TensorType> = extents.iter().map(|e| ty.with_dim(axis, *e)).collect();
+        let counts = self.counts(ty, axis, &extents)?;
+        let tys: Vec<&TensorType> = pieces.iter().collect();
         let layout = concat_regions(&tys, axis);
-        let flat = self.alloc(n * self.ranks)?;
-        if D::all_gather(comm, src, &flat, dt, count, s).map_err(d)? {
-            // NCCL's result is rank-major: already the answer along an
-            // outer axis, else one region copy away.
+        let flat = self.alloc(out_bytes)?;
+        let native = if call.split.is_some() {
+            D::all_gather_uneven(comm, src, &flat, dt, &counts, s)
+        } else {
+            D::all_gather(comm, src, &flat, dt, count, s)
+        };
+        if native.map_err(d)? {
+            // The driver's result is rank-major: already the answer along
+            // an outer axis, else one region copy away.
             let flat = self.finish(flat)?;
-            let outer: usize = call.in_ty.shape[..axis.min(call.in_ty.rank())]
-                .iter()
-                .product();
+            let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
             if outer == 1 {
                 return Ok(flat);
+            }
+            let mut offsets = Vec::with_capacity(pieces.len());
+            let mut at = 0;
+            for p in &pieces {
+                offsets.push(at);
+                at += p.size_bytes();
             }
             let from_flat: Vec<Region> = layout
                 .iter()
                 .map(|r| Region {
                     operand: 0,
-                    src: r.operand * n + r.src,
+                    src: offsets[r.operand] + r.src,
                     ..*r
                 })
                 .collect();
@@ -391,13 +452,14 @@ impl<D: CollectiveDriver> Run<'_, D> {
         }
         drop(flat);
         let mut parts = Vec::with_capacity(self.ranks);
-        for p in 0..self.ranks {
+        for (p, piece) in pieces.iter().enumerate() {
             parts.push(if p == self.rank {
                 None
             } else {
-                Some(self.alloc(n)?)
+                Some(self.alloc(piece.size_bytes())?)
             });
         }
+        let mine = counts[self.rank];
         D::group_start().map_err(d)?;
         // Each pair orders its exchange by rank (lower sends first), so a
         // driver whose sends block until received cannot deadlock.
@@ -406,11 +468,11 @@ impl<D: CollectiveDriver> Run<'_, D> {
             .try_for_each(|p| {
                 let Some(dst) = &parts[p] else { return Ok(()) };
                 if self.rank < p {
-                    D::send(comm, src, dt, count, p, s)?;
-                    D::recv(comm, dst, dt, count, p, s)
+                    D::send(comm, src, dt, mine, p, s)?;
+                    D::recv(comm, dst, dt, counts[p], p, s)
                 } else {
-                    D::recv(comm, dst, dt, count, p, s)?;
-                    D::send(comm, src, dt, count, p, s)
+                    D::recv(comm, dst, dt, counts[p], p, s)?;
+                    D::send(comm, src, dt, mine, p, s)
                 }
             });
         D::group_end().map_err(d)?;
@@ -427,9 +489,9 @@ impl<D: CollectiveDriver> Run<'_, D> {
     }
 }
 
-/// Before an uneven all-to-all on a driver that cannot compare counts
-/// (NCCL), every rank checks that all hold the same split and the same
-/// operand layout: one all-reduce (max) of the split, the element count of
+/// Before an uneven all-to-all, all-gather or reduce-scatter on a driver
+/// that cannot compare counts (NCCL), every rank checks that all hold the
+/// same split and the same operand layout outside the axis: one all-reduce (max) of the split, the element count of
 /// one axis entry and their complements, so each rank learns the largest
 /// and smallest value of every entry. They agree when the two meet; else
 /// every rank gets the same reduced values and fails with the same error
@@ -491,23 +553,26 @@ fn agree<D: CollectiveDriver>(
             ),
         });
     }
-    split_verdict(&max[..k], &max[k..], split.len())
+    split_verdict(&max[..k], &max[k..], split.len(), D::rank_and_size(comm).1)
 }
 
 /// The first entry on which the ranks disagree, from the element-wise
 /// maximum of every rank's words (`max`) and of their complements
 /// (`max_not`, whose complement is the minimum): `nn` split entries, then
 /// the elements per axis entry, the entries before the axis and the dtype.
-pub(crate) fn split_verdict(max: &[u64], max_not: &[u64], nn: usize) -> Result<(), DriverError> {
-    let n = (nn as f64).sqrt().round() as usize;
+/// A split of `ranks`² entries is an all-to-all's matrix; one of `ranks`
+/// entries lists each rank's extent.
+fn split_verdict(max: &[u64], max_not: &[u64], nn: usize, ranks: usize) -> Result<(), DriverError> {
+    let n = ranks.max(1);
     for (i, (hi, lo_not)) in max.iter().zip(max_not).enumerate() {
         let lo = !lo_not;
         if lo == *hi {
             continue;
         }
-        let what = if i < nn {
-            let n = n.max(1);
+        let what = if i < nn && nn == n * n && n > 1 {
             format!("split entry {i} (what rank {} sends rank {})", i / n, i % n)
+        } else if i < nn {
+            format!("split entry {i} (rank {i}'s extent)")
         } else {
             match i - nn {
                 0 => "the operand's element count per axis entry".to_string(),
@@ -597,7 +662,7 @@ mod tests {
         };
         assert!(run("agree-same", None, 2).iter().all(Result::is_ok));
         let bad = run("agree-split", Some([1, 3, 2, 1]), 2);
-        let want = "ranks disagree on an uneven `all_to_all`: split entry 1 (what rank 0 sends rank 1) is 2 on some rank(s) and 3 on others; record the same N×N split on every rank, on operands that differ only along the split axis";
+        let want = "ranks disagree on an uneven collective's split: split entry 1 (what rank 0 sends rank 1) is 2 on some rank(s) and 3 on others; record the same split on every rank (N×N for all_to_all, one extent per rank for all_gather and reduce_scatter), on operands that differ only along the split axis";
         for r in &bad {
             assert_eq!(r.as_ref().unwrap_err(), want);
         }

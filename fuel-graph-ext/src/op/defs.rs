@@ -482,29 +482,46 @@ pub static COMM_BROADCAST: OpDef = comm("comm.broadcast", &["comm", "ranks", "ro
     let root = usize_attr(f, "root")?;
     comm_op(f, CommOp::Broadcast { root })
 });
-/// `comm.all_gather %v {axis=A, comm=C, ranks=R} @dev`.
+/// Reads the optional `{rank=R, split=[...]}` of an SPMD collective.
+fn rank_and_split(f: &mut dyn Fields) -> Result<(Option<usize>, Option<Vec<usize>>), FieldError> {
+    let rank = f.opt_attr("rank")?.map(|r| r as usize);
+    let split = f
+        .list("split")?
+        .map(|v| v.into_iter().map(|e| e as usize).collect());
+    Ok((rank, split))
+}
+
+/// `comm.all_gather %v {axis=A, comm=C, ranks=N} @dev`, or with operands
+/// of different extents `{axis=A, comm=C, rank=R, ranks=N, split=[E0,
+/// ...]}` (every rank's extent along A; R is the rank whose graph holds
+/// the node).
 pub static COMM_ALL_GATHER: OpDef = comm("comm.all_gather", &["axis", "comm", "ranks"], |f| {
     let axis = usize_attr(f, "axis")?;
-    comm_op(f, CommOp::AllGather { axis })
-});
-/// `comm.reduce_scatter.<op> %v {axis=A, comm=C, ranks=R} @dev`.
+    let (rank, split) = rank_and_split(f)?;
+    comm_split_op(f, CommOp::AllGather { axis }, rank, split)
+})
+.opt_attrs(&["rank"])
+.lists(&["split"]);
+/// `comm.reduce_scatter.<op> %v {axis=A, comm=C, ranks=N} @dev`, or with
+/// slices of different extents `{axis=A, comm=C, rank=R, ranks=N,
+/// split=[E0, ...]}` (every rank's slice along A).
 pub static COMM_REDUCE_SCATTER: OpDef =
     comm("comm.reduce_scatter", &["axis", "comm", "ranks"], |f| {
         let op = f.reduce_op()?;
         let axis = usize_attr(f, "axis")?;
-        comm_op(f, CommOp::ReduceScatter { op, axis })
+        let (rank, split) = rank_and_split(f)?;
+        comm_split_op(f, CommOp::ReduceScatter { op, axis }, rank, split)
     })
-    .reduce_variant();
+    .reduce_variant()
+    .opt_attrs(&["rank"])
+    .lists(&["split"]);
 /// `comm.all_to_all %v {axis=A, comm=C, ranks=N} @dev`, or uneven
 /// `{axis=A, comm=C, rank=R, ranks=N, split=[E00, E01, ...]}` (N×N
 /// extents, rank i's piece for rank j at `i*N + j`; R is the rank whose
 /// graph holds the node).
 pub static COMM_ALL_TO_ALL: OpDef = comm("comm.all_to_all", &["axis", "comm", "ranks"], |f| {
     let axis = usize_attr(f, "axis")?;
-    let rank = f.opt_attr("rank")?.map(|r| r as usize);
-    let split = f
-        .list("split")?
-        .map(|v| v.into_iter().map(|e| e as usize).collect());
+    let (rank, split) = rank_and_split(f)?;
     comm_split_op(f, CommOp::AllToAll { axis }, rank, split)
 })
 .opt_attrs(&["rank"])

@@ -198,10 +198,30 @@ pub enum TypeError {
         ranks: usize,
     },
     /// A split on an SPMD collective that takes none.
-    #[error("`{op}` takes no split; only `comm.all_to_all` does")]
+    #[error("`{op}` takes no split; only `comm.all_to_all`, `comm.all_gather` and `comm.reduce_scatter` do")]
     CommSplitUnsupported {
         /// The op's mnemonic.
         op: String,
+    },
+    /// An SPMD `all_gather` split that does not fit: not one extent per
+    /// rank, or this rank's entry is not its operand's extent.
+    #[error("{}", match found {
+        Some(found) => format!("comm.all_gather split has {found} extent(s) for {ranks} rank(s); give one extent per rank, rank r's extent along axis {axis} at r"),
+        None => format!("comm.all_gather split gives rank {rank} extent {want} along axis {axis}, but this rank's operand has extent {extent}; give every rank's own extent, the same list on every rank"),
+    })]
+    CommGatherSplit {
+        /// How many extents were given, where that is the fault.
+        found: Option<usize>,
+        /// The world size.
+        ranks: usize,
+        /// This rank.
+        rank: usize,
+        /// Its entry of the split.
+        want: usize,
+        /// Its operand's extent.
+        extent: usize,
+        /// The axis.
+        axis: usize,
     },
     /// Row `rank` of an SPMD `all_to_all` split (what this rank sends) does
     /// not add up to this rank's operand extent.
@@ -553,11 +573,29 @@ pub fn comm_split_type(
         });
     }
     if let (Some(rank), Some(pieces)) = (rank, pieces) {
-        let CommOp::AllToAll { axis } = kind else {
-            return Err(TypeError::CommSplitUnsupported { op: op() });
+        if rank >= ranks {
+            return Err(TypeError::CommRankOutOfRange {
+                op: op(),
+                rank,
+                ranks,
+            });
+        }
+        return match kind {
+            CommOp::AllToAll { axis } => {
+                check_axis(*axis, t)?;
+                comm_all_to_all_split(*axis, ranks, rank, pieces, t)
+            }
+            CommOp::AllGather { axis } => {
+                check_axis(*axis, t)?;
+                comm_all_gather_split(*axis, ranks, rank, pieces, t)
+            }
+            CommOp::ReduceScatter { axis, .. } => {
+                check_axis(*axis, t)?;
+                let extents = scatter_extents(Some(pieces), *axis, t.shape[*axis], ranks)?;
+                Ok(t.with_dim(*axis, extents[rank]))
+            }
+            _ => Err(TypeError::CommSplitUnsupported { op: op() }),
         };
-        check_axis(*axis, t)?;
-        return comm_all_to_all_split(*axis, ranks, rank, pieces, t);
     }
     match kind {
         CommOp::AllReduce(_) | CommOp::Barrier => Ok(t.clone()),
@@ -606,8 +644,48 @@ fn comm_mnemonic(kind: &CommOp) -> String {
     .mnemonic()
 }
 
-/// Rank `rank`'s result of an SPMD `all_to_all` along `axis` (in range)
-/// with the N×N `split`.
+/// Rank `rank`'s result (in range) of an SPMD `all_gather` along `axis`
+/// (in range) of operands whose extents along it are `split`.
+fn comm_all_gather_split(
+    axis: usize,
+    ranks: usize,
+    rank: usize,
+    split: &[usize],
+    t: &TensorType,
+) -> Result<TensorType, TypeError> {
+    let extent = t.shape[axis];
+    let bad = |found: Option<usize>, want: usize| TypeError::CommGatherSplit {
+        found,
+        ranks,
+        rank,
+        want,
+        extent,
+        axis,
+    };
+    if split.len() != ranks {
+        return Err(bad(Some(split.len()), 0));
+    }
+    if split[rank] != extent {
+        return Err(bad(None, split[rank]));
+    }
+    let too_large = || TypeError::TooLarge {
+        op: "comm.all_gather".into(),
+        axis,
+    };
+    let total = split
+        .iter()
+        .try_fold(0usize, |acc, e| acc.checked_add(*e))
+        .ok_or_else(too_large)?;
+    let out = t.with_dim(axis, total);
+    if out.fits() {
+        Ok(out)
+    } else {
+        Err(too_large())
+    }
+}
+
+/// Rank `rank`'s result (in range) of an SPMD `all_to_all` along `axis`
+/// (in range) with the N×N `split`.
 fn comm_all_to_all_split(
     axis: usize,
     ranks: usize,
@@ -621,13 +699,6 @@ fn comm_all_to_all_split(
             found: split.len(),
             ranks,
             want,
-        });
-    }
-    if rank >= ranks {
-        return Err(TypeError::CommRankOutOfRange {
-            op: "comm.all_to_all".into(),
-            rank,
-            ranks,
         });
     }
     let add = |acc: Option<usize>, e: &usize| acc?.checked_add(*e);
