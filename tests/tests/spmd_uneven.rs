@@ -25,12 +25,15 @@ const N: usize = 4;
 /// One rank's run: its graph (outputs set), its inputs and its results.
 type RankRun = (Graph, BTreeMap<String, HostTensor>, Vec<HostTensor>);
 
+/// Each input of a rank, by name, with its shape.
+type Shapes = fn(usize) -> Vec<(&'static str, Vec<usize>)>;
+
 /// Runs `record(comm, graph, rank)` on 4 host rank threads (it adds inputs
 /// named by `shapes(rank)` and returns the outputs), compiles and runs
 /// every rank once, and checks each against `interpret_world`.
 fn run_world(
     name: &str,
-    shapes: fn(usize) -> Vec<(&'static str, Vec<usize>)>,
+    shapes: Shapes,
     record: fn(&DriverCommunicator<HostDriver>, &[LazyTensor]) -> Vec<LazyTensor>,
 ) -> Vec<RankRun> {
     let cpu = Device::cpu(0);
