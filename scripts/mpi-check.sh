@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds fuel-collective with the `mpi` feature and runs the MpiDriver checks:
-# `examples/mpi_driver.rs` on 4 processes (all_reduce, send/recv, the SPMD
-# communicator), `examples/mpi_collectives.rs` on 4 (every MPI collective,
+# `examples/mpi_driver.rs` on 4 processes (all_reduce, send/recv, the
+# counts-per-rank all_gather_uneven/reduce_scatter_uneven, the SPMD
+# communicator with an even and an uneven all_to_all), `examples/mpi_collectives.rs` on 4 (every MPI collective,
 # every dtype and op, exact against an oracle; rank-identical floats; no
 # fallback fold; disagreeing ranks; a join naming exactly the missing rank),
 # then `examples/mpi_threads.rs` on 2 processes (two threads per process,

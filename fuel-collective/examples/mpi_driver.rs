@@ -1,7 +1,9 @@
 //! Multi-process check of `MpiDriver`, launched by `scripts/mpi-check.sh`:
 //! `mpirun -n 4 --oversubscribe --allow-run-as-root target/debug/examples/mpi_driver`.
 //! Every rank all-reduces (every element type, every op, and in place), passes a ring of
-//! send/recv, runs the SPMD communicator, and prints `PROOF rank R ok` or
+//! send/recv, gathers and reduce-scatters with a count per rank
+//! (`MPI_Allgatherv`, `MPI_Reduce_scatter`), runs the SPMD communicator
+//! (an uneven `comm.all_to_all` included), and prints `PROOF rank R ok` or
 //! exits non-zero.
 
 use fuel_collective::driver::MpiDriver;
@@ -102,6 +104,57 @@ fn run() -> Result<usize, String> {
         return Err(format!("rank {rank}: ring recv from {prev} got {got:?}"));
     }
 
+    // Counts per rank through the trait (MPI_Allgatherv, MPI_Reduce_scatter):
+    // rank r contributes and receives r % 3 i32 elements (rank 0 nothing).
+    let counts: Vec<usize> = (0..n).map(|r| r % 3).collect();
+    let total: usize = counts.iter().sum();
+    let ints = |b: &[u8]| -> Vec<i32> {
+        b.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let mine: Vec<u8> = (0..counts[rank])
+        .flat_map(|i| ((rank * 100 + i) as i32).to_le_bytes())
+        .collect();
+    let src = MpiDriver::upload(&dev, &mine).map_err(e)?;
+    let dst = MpiDriver::alloc(&dev, total * 4).map_err(e)?;
+    let native =
+        MpiDriver::all_gather_uneven(&comm, &src, &dst, ElemType::I32, &counts, s).map_err(e)?;
+    let got = ints(&MpiDriver::download(&dst, t).map_err(e)?);
+    let want: Vec<i32> = (0..n)
+        .flat_map(|r| (0..counts[r]).map(move |i| (r * 100 + i) as i32))
+        .collect();
+    if !native || got != want {
+        return Err(format!(
+            "rank {rank}: all_gather_uneven gave {got:?}, want {want:?}"
+        ));
+    }
+    let full: Vec<u8> = (0..total)
+        .flat_map(|i| ((rank * 10 + i) as i32).to_le_bytes())
+        .collect();
+    let src = MpiDriver::upload(&dev, &full).map_err(e)?;
+    let dst = MpiDriver::alloc(&dev, counts[rank] * 4).map_err(e)?;
+    let native = MpiDriver::reduce_scatter_uneven(
+        &comm,
+        &src,
+        &dst,
+        ElemType::I32,
+        &counts,
+        ReduceOp::Sum,
+        s,
+    )
+    .map_err(e)?;
+    let got = ints(&MpiDriver::download(&dst, t).map_err(e)?);
+    let start: usize = counts[..rank].iter().sum();
+    let want: Vec<i32> = (start..start + counts[rank])
+        .map(|i| (0..n).map(|r| (r * 10 + i) as i32).sum())
+        .collect();
+    if !native || got != want {
+        return Err(format!(
+            "rank {rank}: reduce_scatter_uneven gave {got:?}, want {want:?}"
+        ));
+    }
+
     // The SPMD communicator over MPI.
     let c = DriverCommunicator::<MpiDriver>::new(comm, dev, t);
     let g = LazyGraph::new("mpi-rank");
@@ -129,13 +182,40 @@ fn run() -> Result<usize, String> {
     let y = g.input("y", Device::cpu(0), ty2.clone());
     let y_data = (0..2 * n).map(|i| (rank * 100 + i) as f64).collect();
     c.bind("y", HostTensor::new(ty2, y_data));
-    let a2a = c.all_to_all(&y, 1).map_err(|e| e.to_string())?;
+    let a2a = c.all_to_all(&y, 1, None).map_err(|e| e.to_string())?;
     let a2av = c.evaluate(&a2a).map_err(|e| e.to_string())?.to_f64();
     let want: Vec<f64> = (0..2)
         .flat_map(|row| (0..n).map(move |i| (i * 100 + row * n + rank) as f64))
         .collect();
     if a2av != want {
         return Err(format!("rank {rank}: spmd all_to_all {a2av:?}"));
+    }
+    // An uneven all_to_all along axis 0: rank i sends rank j (i + 2j) % 3
+    // rows of an f32[R, 2], R being row i's sum; rank j gets column j's sum,
+    // rank i's piece at row i's offset of column j.
+    let split: Vec<usize> = (0..n * n).map(|k| (k / n + 2 * (k % n)) % 3).collect();
+    let rows = |i: usize| -> usize { split[i * n..(i + 1) * n].iter().sum() };
+    let tz = TensorType::new(DType::F32, &[rows(rank), 2]);
+    let z = g.input("z", Device::cpu(0), tz.clone());
+    let z_data = (0..rows(rank) * 2)
+        .map(|i| (rank * 100 + i) as f64)
+        .collect();
+    c.bind("z", HostTensor::new(tz, z_data));
+    let uneven = c
+        .all_to_all(&z, 0, Some(&split))
+        .map_err(|e| e.to_string())?;
+    let uv = c.evaluate(&uneven).map_err(|e| e.to_string())?.to_f64();
+    let want: Vec<f64> = (0..n)
+        .flat_map(|i| {
+            let before: usize = split[i * n..i * n + rank].iter().sum();
+            let len = split[i * n + rank];
+            (before * 2..(before + len) * 2).map(move |k| (i * 100 + k) as f64)
+        })
+        .collect();
+    if uv != want {
+        return Err(format!(
+            "rank {rank}: spmd uneven all_to_all {uv:?}, want {want:?}"
+        ));
     }
     drop(c);
     Ok(rank)
@@ -147,7 +227,7 @@ fn main() {
     let res = run();
     let res = MpiDriver::finalize().map_err(|e| e.to_string()).and(res);
     match res {
-        Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types, in place), send/recv ring, spmd all_reduce/all_gather/broadcast/barrier/all_to_all"),
+        Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types, in place), send/recv ring, all_gather_uneven/reduce_scatter_uneven, spmd all_reduce/all_gather/broadcast/barrier/all_to_all (even and uneven)"),
         Err(msg) => {
             eprintln!("FAIL: {msg}");
             std::process::exit(1);

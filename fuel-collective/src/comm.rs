@@ -21,7 +21,7 @@
 //! for a multi-process transport.
 
 use crate::CollectiveError;
-use fuel_graph_ext::op::{comm_type, CommOp};
+use fuel_graph_ext::op::{comm_split_type, comm_type, CommOp};
 use fuel_graph_ext::{LazyTensor, ReduceOp};
 
 /// A rank in an SPMD world: each rank calls with its own tensor.
@@ -44,10 +44,44 @@ pub trait Communicator {
         op: ReduceOp,
         axis: usize,
     ) -> Result<LazyTensor, CollectiveError>;
-    /// Every rank cuts its `tensor` along `axis` into `world_size` equal
-    /// pieces and sends piece j to rank j; each gets what it receives
-    /// joined in rank order (the same type as its `tensor`).
-    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank gets all ranks' tensors joined along `axis`, where they
+    /// may differ in extent: `extents[r]` is rank r's extent along `axis`
+    /// (this rank's is its tensor's; zero is legal), the same list on every
+    /// rank, since every rank's result type depends on all of them. Equal
+    /// extents record the plain `all_gather`.
+    fn all_gather_uneven(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        extents: &[usize],
+    ) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank gets its slice along `axis` of the reduction of every
+    /// rank's `tensor`, the slices of different extents: `split[r]` entries
+    /// for rank r (adding up to the axis extent, the same on every rank),
+    /// or with `None` the default partition, `extent / N` each and the
+    /// remainder on the last rank. Equal slices record the plain
+    /// `reduce_scatter`.
+    fn reduce_scatter_split(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError>;
+    /// Every rank cuts its `tensor` along `axis` into `world_size` pieces
+    /// and sends piece j to rank j; each gets what it receives joined in
+    /// rank order. With `split` `None` the pieces are equal (the result has
+    /// the type of `tensor`); else `split` holds N×N extents, the same on
+    /// every rank, entry `i*N + j` being what rank i sends rank j (like
+    /// `DeviceGroup::all_to_all`): this rank's row must add up to its
+    /// extent along `axis`, and its result has its column's sum there. A
+    /// split of equal entries is recorded as none.
+    fn all_to_all(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError>;
     /// Returns once every rank has called it.
     fn barrier(&self) -> Result<(), CollectiveError>;
 }
@@ -89,9 +123,44 @@ impl Communicator for IdentityComm {
         alone(tensor, CommOp::ReduceScatter { op, axis })
     }
 
-    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
-        // One rank sends its one piece, the whole tensor, to itself.
-        alone(tensor, CommOp::AllToAll { axis })
+    fn all_gather_uneven(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        extents: &[usize],
+    ) -> Result<LazyTensor, CollectiveError> {
+        // One rank's list must be its own extent.
+        let kind = CommOp::AllGather { axis };
+        comm_split_type(&kind, 1, Some(0), Some(extents), &tensor.ty())?;
+        Ok(tensor.clone())
+    }
+
+    fn reduce_scatter_split(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError> {
+        // One rank's one slice is the whole axis.
+        let kind = CommOp::ReduceScatter { op, axis };
+        let whole = [tensor.ty().shape.get(axis).copied().unwrap_or(0)];
+        let split = split.unwrap_or(&whole);
+        comm_split_type(&kind, 1, Some(0), Some(split), &tensor.ty())?;
+        Ok(tensor.clone())
+    }
+
+    fn all_to_all(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError> {
+        // One rank sends its one piece, the whole tensor, to itself; a
+        // split must say so (one entry, the extent).
+        let kind = CommOp::AllToAll { axis };
+        comm_split_type(&kind, 1, split.map(|_| 0), split, &tensor.ty())?;
+        Ok(tensor.clone())
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {

@@ -41,7 +41,7 @@ use crate::{CollectiveError, Communicator};
 use fuel_graph_ext::driver::{CollectiveDriver, GraphComm, RankComm};
 use fuel_graph_ext::exec::{Compiler, Executable};
 use fuel_graph_ext::interp::HostTensor;
-use fuel_graph_ext::op::CommOp;
+use fuel_graph_ext::op::{scatter_extents, CommOp};
 use fuel_graph_ext::{LazyTensor, Op, ReduceOp, TensorType, ValueId};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -177,6 +177,17 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
 
     /// Records one `comm.*` node reading `t`.
     fn record(&self, t: &LazyTensor, kind: CommOp) -> Result<LazyTensor, CollectiveError> {
+        self.record_split(t, kind, None)
+    }
+
+    /// Records one `comm.*` node reading `t`, with this rank and `split`
+    /// where one is given.
+    fn record_split(
+        &self,
+        t: &LazyTensor,
+        kind: CommOp,
+        split: Option<Vec<usize>>,
+    ) -> Result<LazyTensor, CollectiveError> {
         let device = t
             .device()
             .ok_or_else(|| CollectiveError::Driver("the tensor has no device".into()))?;
@@ -185,6 +196,8 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
             comm: self.id,
             ranks: self.rank.ranks(),
             device,
+            rank: split.as_ref().map(|_| self.rank.rank()),
+            split,
         };
         let mut r = t.graph().record(op, &[t])?;
         r.pop()
@@ -248,10 +261,62 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         self.record(tensor, CommOp::ReduceScatter { op, axis })
     }
 
-    fn all_to_all(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
+    fn all_gather_uneven(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        extents: &[usize],
+    ) -> Result<LazyTensor, CollectiveError> {
         let ty = tensor.ty();
         check_axis(axis, &ty)?;
         let size = self.rank.ranks();
+        // Every rank's extent equal to this one's: the plain all_gather.
+        // Any other list is checked by the typing rule (its length, this
+        // rank's entry against its extent, the sum).
+        if extents.len() == size && extents.iter().all(|e| *e == ty.shape[axis]) {
+            return self.record(tensor, CommOp::AllGather { axis });
+        }
+        self.record_split(tensor, CommOp::AllGather { axis }, Some(extents.to_vec()))
+    }
+
+    fn reduce_scatter_split(
+        &self,
+        tensor: &LazyTensor,
+        op: ReduceOp,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        check_axis(axis, &ty)?;
+        let size = self.rank.ranks();
+        let extents = scatter_extents(split, axis, ty.shape[axis], size)?;
+        if extents.iter().all(|e| Some(e) == extents.first()) {
+            return self.record(tensor, CommOp::ReduceScatter { op, axis });
+        }
+        self.record_split(tensor, CommOp::ReduceScatter { op, axis }, Some(extents))
+    }
+
+    fn all_to_all(
+        &self,
+        tensor: &LazyTensor,
+        axis: usize,
+        split: Option<&[usize]>,
+    ) -> Result<LazyTensor, CollectiveError> {
+        let ty = tensor.ty();
+        check_axis(axis, &ty)?;
+        let size = self.rank.ranks();
+        // A split of equal entries is the even cut: recorded as none, so
+        // it prints as before. Any other is checked by the typing rule
+        // (count, this rank's row against its extent, the column's sum).
+        let even = |s: &[usize]| {
+            s.len() == size * size
+                && s.iter().all(|e| Some(e) == s.first())
+                && s.first().and_then(|e| e.checked_mul(size)) == Some(ty.shape[axis])
+        };
+        let split = split.filter(|s| !even(s));
+        if let Some(split) = split {
+            return self.record_split(tensor, CommOp::AllToAll { axis }, Some(split.to_vec()));
+        }
         if !ty.shape[axis].is_multiple_of(size) {
             return Err(CollectiveError::NotDivisible {
                 axis,

@@ -332,14 +332,16 @@ fn eval(
             Ok(vec![reduce_all(*op, ty, args)?])
         }
         Op::Broadcast { to } => Ok(to.iter().map(|_| args[0].clone()).collect()),
-        Op::Comm { kind, ranks, .. } => {
+        Op::Comm {
+            kind, ranks, split, ..
+        } => {
             if *ranks != 1 {
                 return Err(InterpError::NeedsWorld {
                     op: op.mnemonic(),
                     ranks: *ranks,
                 });
             }
-            Ok(vec![comm_result(kind, ty, args, 0)?])
+            Ok(vec![comm_result(kind, split.as_deref(), ty, args, 0)?])
         }
         Op::AllGather { axis } => {
             let d = tensor(ty, concat_data(args, *axis))?;
@@ -396,9 +398,11 @@ fn eval(
 }
 
 /// Rank `rank`'s result of an SPMD collective, given every rank's operand
-/// (`args[r]` is rank r's; callers check there are `ranks` of them).
+/// (`args[r]` is rank r's; callers check there are `ranks` of them) and,
+/// for an uneven `all_to_all`, its N×N split.
 fn comm_result(
     kind: &CommOp,
+    split: Option<&[usize]>,
     ty: &TensorType,
     args: &[&HostTensor],
     rank: usize,
@@ -416,19 +420,33 @@ fn comm_result(
         CommOp::ReduceScatter { op, axis } => {
             let full = reduce_all(*op, &args[0].ty, args)?;
             let len = ty.shape[*axis];
-            tensor(ty, slice_data(&full, *axis, rank * len, len))
+            // Equal slices, or the split's: this rank's starts after the
+            // slices of the ranks before it.
+            let start = split.map_or(rank * len, |s| s[..rank].iter().sum());
+            tensor(ty, slice_data(&full, *axis, start, len))
         }
         CommOp::Barrier => own(rank),
         CommOp::AllToAll { axis } => {
-            // Piece `rank` of every operand, in rank order.
-            let len = ty.shape[*axis] / args.len().max(1);
+            // Piece `rank` of every operand, in rank order: equal pieces,
+            // or rank i's piece for this rank where row i of the split
+            // puts it.
+            let n = args.len().max(1);
+            let even = ty.shape[*axis] / n;
+            let piece = |i: usize| -> (usize, usize) {
+                match split {
+                    Some(s) => {
+                        let row = &s[i * n..(i + 1) * n];
+                        (row[..rank].iter().sum(), row[rank])
+                    }
+                    None => (rank * even, even),
+                }
+            };
             let parts = args
                 .iter()
-                .map(|a| {
-                    tensor(
-                        &a.ty.with_dim(*axis, len),
-                        slice_data(a, *axis, rank * len, len),
-                    )
+                .enumerate()
+                .map(|(i, a)| {
+                    let (start, len) = piece(i);
+                    tensor(&a.ty.with_dim(*axis, len), slice_data(a, *axis, start, len))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let refs: Vec<&HostTensor> = parts.iter().collect();
@@ -533,15 +551,25 @@ pub fn interpret_world(
                         kind: a,
                         comm: ca,
                         ranks: na,
+                        split: sa,
                         ..
                     }),
                     Some(Op::Comm {
                         kind: b,
                         comm: cb,
                         ranks: nb,
+                        split: sb,
+                        rank: rb,
                         ..
                     }),
-                ) => a == b && ordinals[0].get(ca) == ordinals[r].get(cb) && na == nb && *na == n,
+                ) => {
+                    a == b
+                        && ordinals[0].get(ca) == ordinals[r].get(cb)
+                        && na == nb
+                        && *na == n
+                        && sa == sb
+                        && rb.is_none_or(|rb| rb == r)
+                }
                 _ => false,
             };
             if !same {
@@ -562,7 +590,26 @@ pub fn interpret_world(
                 })?,
             );
         }
-        if operands.iter().any(|t| t.ty != operands[0].ty) {
+        // An uneven all_to_all's or all_gather's operands may differ along
+        // its axis.
+        let along = match op_at(0) {
+            Some(Op::Comm {
+                kind: CommOp::AllToAll { axis } | CommOp::AllGather { axis },
+                split: Some(_),
+                ..
+            }) => Some(axis),
+            _ => None,
+        };
+        let t0 = &operands[0].ty;
+        let differs = |t: &TensorType| match along {
+            Some(axis) => {
+                t.dtype != t0.dtype
+                    || t.rank() != t0.rank()
+                    || (0..t.rank()).any(|a| a != axis && t.shape[a] != t0.shape[a])
+            }
+            None => t != t0,
+        };
+        if operands.iter().any(|t| differs(&t.ty)) {
             return Err(InterpError::WorldMismatch(
                 "the ranks' operands have different types".into(),
             ));
@@ -571,7 +618,7 @@ pub fn interpret_world(
         for r in 0..n {
             let id = waiting[r].ok_or_else(vanished)?;
             let node = graphs[r].node(id).ok_or_else(vanished)?;
-            let Op::Comm { kind, .. } = &node.op else {
+            let Op::Comm { kind, split, .. } = &node.op else {
                 continue;
             };
             crate::op::infer_type(&node.op, &[&operands[r].ty])
@@ -581,7 +628,7 @@ pub fn interpret_world(
                     node: id,
                     result: 0,
                 },
-                comm_result(kind, &node.ty, &refs, r)?,
+                comm_result(kind, split.as_deref(), &node.ty, &refs, r)?,
             );
             pos[r] += 1;
         }

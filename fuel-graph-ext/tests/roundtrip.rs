@@ -45,7 +45,7 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
         let d = device(dev);
         let rop = ReduceOp::ALL[attr as usize % 5];
         let axis = attr as usize % ta.rank().max(1);
-        let op = match kind % 12 {
+        let op = match kind % 13 {
             0 => Op::Elementwise {
                 kind: ElementwiseOp::ALL[attr as usize % 4],
                 device: d,
@@ -84,6 +84,25 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
                     vec![e, 0, 0, e]
                 }),
             },
+            // An SPMD collective of 2 ranks as rank 1, uneven every other
+            // time: {rank=1, split=[...]} sorts among the other attributes.
+            12 => {
+                let e = ta.shape.get(axis).copied().unwrap_or(0);
+                let (kind, split) = match attr % 3 {
+                    0 => (op::CommOp::AllToAll { axis }, vec![0, 1, e, 0]),
+                    1 => (op::CommOp::AllGather { axis }, vec![3, e]),
+                    _ => (op::CommOp::ReduceScatter { op: rop, axis }, vec![1, e]),
+                };
+                let uneven = attr.is_multiple_of(2);
+                Op::Comm {
+                    kind,
+                    comm: u32::from(a),
+                    ranks: 2,
+                    device: d,
+                    rank: uneven.then_some(1),
+                    split: uneven.then_some(split),
+                }
+            }
             // Every third one with a split: all on rank 0, none on rank 1.
             _ => Op::ReduceScatter {
                 op: rop,
@@ -98,7 +117,8 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
             | Op::Div { .. }
             | Op::Cast { .. }
             | Op::Slice { .. }
-            | Op::Broadcast { .. } => vec![va],
+            | Op::Broadcast { .. }
+            | Op::Comm { .. } => vec![va],
             _ => vec![va, vb],
         };
         let tys: Vec<TensorType> = operands

@@ -4,7 +4,9 @@
 //! and ranks that disagree on the split, which fail every rank (E0960)
 //! instead of hanging. Then the SPMD `comm.all_to_all` that
 //! `DriverCommunicator::all_to_all` records, run by 4 rank threads along an
-//! outer and an inner axis and checked against `interpret_world`.
+//! outer and an inner axis and checked against `interpret_world`: even, and
+//! uneven with an N×N split (one rank receiving nothing); ranks that record
+//! different splits all fail (E0960); bad splits are refused when recorded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -165,8 +167,8 @@ fn spmd_comm_all_to_all_on_4_rank_threads_matches_interpret_world() {
         let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
         let g = LazyGraph::new("rank");
         let x = g.input("x", cpu, ty2.clone());
-        let outer = c.all_to_all(&x, 0).unwrap();
-        let inner = c.all_to_all(&x, 1).unwrap();
+        let outer = c.all_to_all(&x, 0, None).unwrap();
+        let inner = c.all_to_all(&x, 1, None).unwrap();
         let outs = [&outer, &inner];
         let exe = c.compile(&outs).unwrap();
         let mut graph = g.snapshot();
@@ -235,7 +237,7 @@ fn spmd_ranks_with_different_splits_all_fail() {
         let ty = TensorType::new(DType::F32, &[rows, 2]);
         let g = LazyGraph::new("rank");
         let x = g.input("x", cpu, ty.clone());
-        let y = c.all_to_all(&x, 0).unwrap();
+        let y = c.all_to_all(&x, 0, None).unwrap();
         let exe = c.compile(&[&y]).unwrap();
         let data = vec![1.0; ty.num_elements()];
         let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty, data))]);
@@ -250,4 +252,171 @@ fn spmd_ranks_with_different_splits_all_fail() {
             "rank {rank}: {e}"
         );
     }
+}
+
+/// A 4×4 split in which rank 2 receives nothing (column 2 is zero) and
+/// every rank holds another extent: row i is what rank i sends each rank.
+const UNEVEN: [usize; 16] = [1, 2, 0, 0, 0, 1, 0, 3, 2, 0, 0, 1, 1, 1, 0, 0];
+
+/// Rank `rank`'s extent along the split axis: its row's sum.
+fn row_sum(split: &[usize], n: usize, rank: usize) -> usize {
+    split[rank * n..(rank + 1) * n].iter().sum()
+}
+
+/// Four ranks record `comm.all_to_all` with [`UNEVEN`] along axis 0 of an
+/// f32[R,3] (whole runs) and axis 1 of an f32[2,R] (packed and unpacked
+/// around the exchange), where R is the rank's row sum; the results have
+/// the column sums (rank 2's are empty), match `interpret_world`, and the
+/// node prints with its rank and split and parses back to the same text.
+#[test]
+fn spmd_uneven_all_to_all_on_4_rank_threads_matches_interpret_world() {
+    let n = 4;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-uneven")).unwrap();
+    let results = on_ranks(n, Duration::from_secs(60), move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let rows = row_sum(&UNEVEN, n, rank);
+        let (t0, t1) = (
+            TensorType::new(DType::F32, &[rows, 3]),
+            TensorType::new(DType::F32, &[2, rows]),
+        );
+        let g = LazyGraph::new("rank");
+        let x0 = g.input("x0", cpu, t0.clone());
+        let x1 = g.input("x1", cpu, t1.clone());
+        let outer = c.all_to_all(&x0, 0, Some(&UNEVEN)).unwrap();
+        let inner = c.all_to_all(&x1, 1, Some(&UNEVEN)).unwrap();
+        let outs = [&outer, &inner];
+        let exe = c.compile(&outs).unwrap();
+        let mut graph = g.snapshot();
+        graph.set_outputs(outs.iter().map(|t| t.value()).collect());
+        let data = |t: &TensorType, k: usize| {
+            let v = (0..t.num_elements())
+                .map(|i| (rank * 1000 + k * 100 + i) as f64)
+                .collect();
+            HostTensor::new(t.clone(), v)
+        };
+        let input = BTreeMap::from([
+            ("x0".to_string(), data(&t0, 0)),
+            ("x1".to_string(), data(&t1, 1)),
+        ]);
+        let got = exe.run_host(&input).unwrap();
+        (graph, input, got)
+    });
+    let graphs: Vec<Graph> = results.iter().map(|r| r.0.clone()).collect();
+    let inputs: Vec<_> = results.iter().map(|r| r.1.clone()).collect();
+    let want = interpret_world(&graphs, &inputs).unwrap();
+    for (rank, r) in results.iter().enumerate() {
+        let col: usize = (0..n).map(|i| UNEVEN[i * n + rank]).sum();
+        assert_eq!(r.2[0].ty, TensorType::new(DType::F32, &[col, 3]));
+        assert_eq!(r.2[1].ty, TensorType::new(DType::F32, &[2, col]));
+        for (k, (g, w)) in r.2.iter().zip(&want[rank]).enumerate() {
+            if let Err(e) = g.check_same(w) {
+                panic!("rank {rank}, output {k}: {e}");
+            }
+        }
+    }
+    // Rank 0 gets rank 2's first two rows, then rank 3's first row.
+    let x = |r: usize, i: usize| (r * 1000 + i) as f64;
+    let want0: Vec<f64> = [x(0, 0), x(0, 1), x(0, 2)]
+        .into_iter()
+        .chain((0..6).map(|i| x(2, i)))
+        .chain((0..3).map(|i| x(3, i)))
+        .collect();
+    assert_eq!(results[0].2[0].to_f64(), want0);
+    assert!(results[2].2[0].to_f64().is_empty());
+    // The node carries its rank and the split, and round-trips as text.
+    let printed = text::print(&graphs[1]);
+    assert!(
+        printed.contains("rank=1, ranks=4, split=[1, 2, 0, 0, 0, 1, 0, 3, 2, 0, 0, 1, 1, 1, 0, 0]} @cpu:0 : f32[4,3]"),
+        "{printed}"
+    );
+    assert_eq!(text::print(&text::parse(&printed).unwrap()), printed);
+    assert!(fuel_graph_ext::dot::to_dot(&graphs[1]).contains("rank=1, ranks=4, split=[1, 2"));
+}
+
+/// Ranks that record different split matrices (rank 1 expects three rows
+/// from rank 0, which sends two) all fail with the split mismatch (E0960)
+/// from the host driver's count check; none hangs.
+#[test]
+fn spmd_ranks_with_different_split_matrices_all_fail() {
+    let n = 4;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-uneven-bad")).unwrap();
+    let errs = on_ranks(n, Duration::from_secs(60), move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let mut split = UNEVEN;
+        if rank == 1 {
+            split[1] = 3;
+        }
+        let ty = TensorType::new(DType::F32, &[row_sum(&split, n, rank), 3]);
+        let g = LazyGraph::new("rank");
+        let x = g.input("x", cpu, ty.clone());
+        let y = c.all_to_all(&x, 0, Some(&split)).unwrap();
+        let exe = c.compile(&[&y]).unwrap();
+        let data = vec![1.0; ty.num_elements()];
+        let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty, data))]);
+        match exe.run_host(&input) {
+            Ok(_) => panic!("rank {rank} ran although the splits differ"),
+            Err(e) => e.to_string(),
+        }
+    });
+    for (rank, e) in errs.iter().enumerate() {
+        assert!(
+            e.contains("`all_to_all` split mismatch: rank 0 sends 6 f32 element(s) to rank 1, which expects 9"),
+            "rank {rank}: {e}"
+        );
+    }
+}
+
+/// What `DriverCommunicator::all_to_all` refuses when it records (no rank
+/// meets another): a split of the wrong count, a row that does not add up
+/// to the operand's extent, a column whose sum overflows; and a split of
+/// equal entries is recorded as none, printing as the even form.
+#[test]
+fn spmd_uneven_all_to_all_bad_splits_are_refused_when_recorded() {
+    let n = 2;
+    let cpu = Device::cpu(0);
+    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-record")).unwrap();
+    let msgs = on_ranks(n, Duration::from_secs(60), move |rank| {
+        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+        let g = LazyGraph::new("rank");
+        let x = g.input("x", cpu, TensorType::new(DType::F32, &[4, 2]));
+        // Rank 0's row may be fine where rank 1's is not: rank 1 is checked.
+        let err = |s: &[usize]| {
+            c.all_to_all(&x, 0, Some(s))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let even = c.all_to_all(&x, 0, Some(&[2, 2, 2, 2])).unwrap();
+        let printed = g.with_graph(text::print);
+        let _ = even;
+        (
+            err(&[2, 2]),
+            err(&[1, 3, 3, 2]),
+            err(&[0, usize::MAX, 0, 4]),
+            printed,
+        )
+    });
+    let (count, row, overflow, printed) = &msgs[1];
+    assert!(
+        count.contains("all_to_all split has 2 extent(s) for 2 rank(s); give 4"),
+        "{count}"
+    );
+    assert!(
+        row.contains("comm.all_to_all split row 1 (what rank 1 sends) adds up to 5 but this rank's operand has extent 4 along axis 0; make row 1 add up to 4"),
+        "{row}"
+    );
+    assert!(
+        overflow.contains("`comm.all_to_all` along axis 0 gives a result of more than"),
+        "{overflow}"
+    );
+    assert!(
+        printed.contains("comm.all_to_all %0 {axis=0, comm="),
+        "{printed}"
+    );
+    assert!(!printed.contains("split"), "{printed}");
 }

@@ -141,6 +141,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0907", driver_nccl_missing),
     ("E0908", driver_bad_timeout),
     ("E0960", driver_split_mismatch),
+    ("E0961", driver_split_disagree),
 ];
 
 /// One documented entry.
@@ -1343,6 +1344,28 @@ fn driver_bad_timeout() -> Outcome {
     let r = JoinOptions::from_env();
     std::env::remove_var("FUEL_JOIN_TIMEOUT_MS");
     driver_err(r)
+}
+fn driver_split_disagree() -> Outcome {
+    // The agreement round an uneven SPMD all_to_all runs first on NCCL,
+    // here over two host ranks: rank 1 holds another split. Both fail
+    // with the same message; rank 0's is returned.
+    let id = driver_group("catalogue-a2a-agree");
+    let rank = move |r: usize, split: [usize; 4]| {
+        let comm = HostDriver::join_with(id, 2, r, JoinOptions::with_timeout(DRIVER_WAIT))
+            .expect("rank joins");
+        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+        let c = fuel_collective::driver::RankComm::<HostDriver>::new(comm, dev, DRIVER_WAIT);
+        c.agree_on_split(&split, &TensorType::new(DType::F32, &[3, 2]), 0)
+    };
+    let peer = std::thread::spawn(move || rank(1, [1, 3, 2, 1]));
+    let got = rank(0, [1, 2, 2, 1]);
+    let theirs = peer.join().expect("rank 1 panicked");
+    assert_eq!(
+        theirs.as_ref().err().map(ToString::to_string),
+        got.as_ref().err().map(ToString::to_string),
+        "both ranks report the same disagreement"
+    );
+    driver_err(got)
 }
 fn driver_split_mismatch() -> Outcome {
     // Both ranks send one f32 element to the other; rank 1 expects two

@@ -119,12 +119,12 @@ pub fn to_dot(g: &Graph) -> String {
             let _ = write!(label, " \"{name}\"");
         }
         let parts = n.op.parts();
-        if !parts.attrs.is_empty() || !parts.lists.is_empty() {
-            let mut kv: Vec<String> =
-                n.op.attrs()
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
+        if parts.has_attrs() {
+            let mut kv: Vec<String> = parts
+                .ints()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             for (k, list) in &parts.lists {
                 let each: Vec<String> = list.iter().map(u64::to_string).collect();
                 kv.push(format!("{k}=[{}]", each.join(", ")));

@@ -251,6 +251,19 @@ pub enum DriverError {
         /// The element type.
         elem: DType,
     },
+    /// Ranks of an SPMD `comm.all_to_all` with a split hold different
+    /// splits (or operands that differ outside the axis), found before the
+    /// exchange on a driver that cannot compare counts itself (E0961).
+    /// Every rank fails with the same message.
+    #[error("ranks disagree on an uneven collective's split: {what} is {low} on some rank(s) and {high} on others; record the same split on every rank (N×N for all_to_all, one extent per rank for all_gather and reduce_scatter), on operands that differ only along the split axis")]
+    SplitDisagree {
+        /// What differs.
+        what: String,
+        /// Its smallest value across the ranks.
+        low: u64,
+        /// Its largest.
+        high: u64,
+    },
     /// A peer left the group (its communicator was dropped) or failed.
     #[error("rank {peer} of group `{group}` is gone ({reason}); rank {rank} cannot finish `{op}`; restart the group")]
     PeerGone {
@@ -361,6 +374,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// The driver's name in messages.
     const NAME: &'static str;
+    /// Whether the driver's `all_to_all` compares the counts the ranks pass
+    /// and fails every rank when they disagree (host, MPI). A driver that
+    /// cannot (NCCL) says false, and an uneven SPMD `comm.all_to_all` then
+    /// has its ranks agree on the split first.
+    const CHECKS_COUNTS: bool = true;
     /// The kind of device it opens.
     const KIND: DeviceKind;
 
@@ -512,6 +530,40 @@ pub trait CollectiveDriver: Driver {
         _dtype: Self::DataType,
         _count: usize,
         _root: usize,
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
+    }
+    /// All-gather with a count per rank, like `MPI_Allgatherv`: rank r's
+    /// first `counts[r]` elements of `src`, for every r in rank order, into
+    /// `dst` (the sum of `counts`; a zero is legal). Every rank passes the
+    /// same `counts`; the host and MPI drivers check that and fail every
+    /// rank when they differ. `Ok(false)` (nothing enqueued) when the
+    /// driver has none.
+    #[allow(clippy::too_many_arguments)]
+    fn all_gather_uneven(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _counts: &[usize],
+        _stream: Self::CommStream,
+    ) -> Result<bool, DriverError> {
+        Ok(false)
+    }
+    /// Reduce-scatter with a count per rank, like `MPI_Reduce_scatter`:
+    /// `src` holds the sum of `counts` elements on every rank, and rank r's
+    /// `dst` gets the r-th run (`counts[r]` elements, after the runs of
+    /// the ranks before it) of their reduction. Every rank passes the same
+    /// `counts`. `Ok(false)` when the driver has none.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_scatter_uneven(
+        _comm: &Self::Communicator,
+        _src: &DeviceResource<Self>,
+        _dst: &DeviceResource<Self>,
+        _dtype: Self::DataType,
+        _counts: &[usize],
+        _op: ReduceOp,
         _stream: Self::CommStream,
     ) -> Result<bool, DriverError> {
         Ok(false)

@@ -26,6 +26,10 @@ use std::time::Duration;
 pub struct CommCall<'a> {
     /// What to do.
     pub op: CommOp,
+    /// An uneven `all_to_all`'s N×N split (entry `i*N + j`: what rank i
+    /// sends rank j along the axis), the same on every rank; `None` for
+    /// equal pieces.
+    pub split: Option<&'a [usize]>,
     /// The node's mnemonic, for errors.
     pub mnemonic: &'a str,
     /// The step's device, where the result is allocated.
@@ -84,6 +88,22 @@ impl<D: CollectiveDriver> RankComm<D> {
         f(&lock(&self.comm))
     }
 
+    /// Checks, at once, that every rank holds the same all_to_all `split`
+    /// (N×N) and an operand of type `ty` that differs from the others'
+    /// only along `axis`: the round an uneven `comm.all_to_all` runs first
+    /// on a driver that cannot compare counts (NCCL). Every rank must call
+    /// it; on a disagreement every rank gets the same
+    /// [`DriverError::SplitDisagree`] (E0961).
+    pub fn agree_on_split(
+        &self,
+        split: &[usize],
+        ty: &TensorType,
+        axis: usize,
+    ) -> Result<(), DriverError> {
+        let comm = lock(&self.comm);
+        agree::<D>(&comm, &self.dev, self.timeout, split, ty, axis)
+    }
+
     /// Returns once every rank has called it: a one-byte all-reduce on the
     /// communicator's device, run at once.
     pub fn barrier(&self) -> Result<(), DriverError> {
@@ -101,6 +121,8 @@ impl<D: CollectiveDriver> RankComm<D> {
 /// The state of one [`GraphComm::run`].
 struct Run<'a, D: CollectiveDriver> {
     comm: &'a D::Communicator,
+    dev: &'a D::Device,
+    timeout: Duration,
     call: &'a CommCall<'a>,
     stream: D::CommStream,
     rank: usize,
@@ -198,16 +220,31 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 Ok(out)
             }
             CommOp::AllGather { axis } => self.all_gather(&src, dt, count, axis),
-            CommOp::AllToAll { axis } => self.all_to_all(src, dt, count, axis),
+            CommOp::AllToAll { axis } => self.all_to_all(src, dt, axis),
             CommOp::ReduceScatter { op, axis } => {
                 let ty = call.in_ty;
-                let len = ty.shape.get(axis).copied().unwrap_or(0) / self.ranks.max(1);
+                let n = self.ranks.max(1);
+                let extents = match call.split {
+                    Some(split) => {
+                        self.agree(split, ty, axis)?;
+                        split.to_vec()
+                    }
+                    None => vec![ty.shape.get(axis).copied().unwrap_or(0) / n; n],
+                };
+                let start: usize = extents[..self.rank].iter().sum();
+                let len = extents[self.rank];
                 let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
                 if outer == 1 {
-                    // Each rank's slice is one contiguous run: NCCL's own.
+                    // Each rank's slice is one contiguous run: the driver's
+                    // own reduce-scatter, with a count per rank if uneven.
                     let dst = self.alloc(out_bytes)?;
-                    let per = count / self.ranks.max(1);
-                    if D::reduce_scatter(comm, &src, &dst, dt, per, op, s).map_err(d)? {
+                    let native = if call.split.is_some() {
+                        let counts = self.counts(ty, axis, &extents)?;
+                        D::reduce_scatter_uneven(comm, &src, &dst, dt, &counts, op, s)
+                    } else {
+                        D::reduce_scatter(comm, &src, &dst, dt, count / n, op, s)
+                    };
+                    if native.map_err(d)? {
                         return self.finish(dst);
                     }
                     drop(dst);
@@ -215,7 +252,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 let full = self.alloc(in_bytes)?;
                 D::all_reduce(comm, &src, &full, dt, count, op, s).map_err(d)?;
                 let full = Arc::new(self.finish(full)?);
-                let mine = slice_regions(ty, axis, self.rank * len, len);
+                let mine = slice_regions(ty, axis, start, len);
                 self.regions(&mine, &[full], out_bytes)
             }
             CommOp::Barrier => {
@@ -227,68 +264,139 @@ impl<D: CollectiveDriver> Run<'_, D> {
         }
     }
 
-    /// Piece `rank` (along `axis`, of `ranks` equal pieces) of every rank's
-    /// operand, joined in rank order. Along an inner axis the pieces are
-    /// packed into contiguous runs first and unpacked after, by region
-    /// copies on the device.
+    /// On a driver that cannot compare counts (NCCL), has every rank check
+    /// that all hold `split` and operands like `ty` outside `axis`
+    /// ([`agree_on_split`]); nothing on the others, which check the
+    /// counts themselves.
+    fn agree(&self, split: &[usize], ty: &TensorType, axis: usize) -> Result<(), ExecError> {
+        if D::CHECKS_COUNTS {
+            return Ok(());
+        }
+        agree_on_split::<D>(self, split, ty, axis).map_err(|e| self.exec_err(e))
+    }
+
+    /// The driver's element count of each piece of `t` whose extent along
+    /// `axis` is `extents[r]`.
+    fn counts(
+        &self,
+        t: &TensorType,
+        axis: usize,
+        extents: &[usize],
+    ) -> Result<Vec<usize>, ExecError> {
+        extents
+            .iter()
+            .map(|e| {
+                let bytes = t.with_dim(axis, *e).size_bytes() as u64;
+                D::data_type(t.dtype, bytes)
+                    .map(|(_, c)| c)
+                    .map_err(|e| self.exec_err(e))
+            })
+            .collect()
+    }
+
+    /// What this rank sends each rank along `axis` (row `rank` of the
+    /// split, or equal pieces) and what it receives from each (column
+    /// `rank`, or the same equal pieces).
+    fn all_to_all_extents(&self, axis: usize) -> (Vec<usize>, Vec<usize>) {
+        let n = self.ranks.max(1);
+        match self.call.split {
+            Some(split) if split.len() == n * n => {
+                let row = split[self.rank * n..(self.rank + 1) * n].to_vec();
+                let col = split.iter().skip(self.rank).step_by(n).copied().collect();
+                (row, col)
+            }
+            _ => {
+                let len = self.call.in_ty.shape.get(axis).copied().unwrap_or(0) / n;
+                (vec![len; n], vec![len; n])
+            }
+        }
+    }
+
+    /// This rank's pieces of every rank's operand (along `axis`, cut by
+    /// the split or equally), joined in rank order. Along an inner axis the
+    /// pieces are packed into contiguous runs first and unpacked after, by
+    /// region copies on the device. The driver compares the counts (host,
+    /// MPI); for one that cannot (NCCL) the ranks first agree on the split.
     fn all_to_all(
         &self,
         src: DeviceResource<D>,
         dt: D::DataType,
-        count: usize,
         axis: usize,
     ) -> Result<Buf, ExecError> {
         let call = self.call;
         let d = |e: DriverError| self.exec_err(e);
         let n = self.ranks.max(1);
         let ty = call.in_ty;
-        let bytes = ty.size_bytes();
-        let len = ty.shape.get(axis).copied().unwrap_or(0) / n;
-        let piece = ty.with_dim(axis, len);
-        let piece_bytes = piece.size_bytes();
+        let out_ty = call.out_ty;
+        let (sends, recvs) = self.all_to_all_extents(axis);
+        if let Some(split) = call.split {
+            self.agree(split, ty, axis)?;
+        }
+        let (send, recv) = (
+            self.counts(ty, axis, &sends)?,
+            self.counts(out_ty, axis, &recvs)?,
+        );
         let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
-        let counts = vec![count / n; n];
         // The packed operand, kept alive until the exchange is done.
         let mut keep = None;
-        let packed = if outer == 1 {
-            src
-        } else {
-            let regions: Vec<Region> = (0..n)
-                .flat_map(|j| {
-                    slice_regions(ty, axis, j * len, len)
-                        .into_iter()
-                        .map(move |r| Region {
-                            dst: r.dst + j * piece_bytes,
+        let packed =
+            if outer == 1 {
+                src
+            } else {
+                let mut regions = Vec::new();
+                let (mut start, mut at) = (0, 0);
+                for e in &sends {
+                    regions.extend(slice_regions(ty, axis, start, *e).into_iter().map(|r| {
+                        Region {
+                            dst: r.dst + at,
                             ..r
-                        })
-                })
-                .collect();
-            drop(src);
-            let buf = Arc::new(self.regions(&regions, std::slice::from_ref(call.src), bytes)?);
-            let lent = D::lend(&buf).map_err(d)?;
-            keep = Some(buf);
-            lent
-        };
-        let flat = self.alloc(bytes)?;
-        D::all_to_all(self.comm, &packed, &flat, dt, &counts, &counts, self.stream).map_err(d)?;
+                        }
+                    }));
+                    start += e;
+                    at += ty.with_dim(axis, *e).size_bytes();
+                }
+                drop(src);
+                let buf = Arc::new(self.regions(
+                    &regions,
+                    std::slice::from_ref(call.src),
+                    ty.size_bytes(),
+                )?);
+                let lent = D::lend(&buf).map_err(d)?;
+                keep = Some(buf);
+                lent
+            };
+        let out_bytes = out_ty.size_bytes();
+        let flat = self.alloc(out_bytes)?;
+        D::all_to_all(self.comm, &packed, &flat, dt, &send, &recv, self.stream).map_err(d)?;
         let flat = self.finish(flat)?;
         drop((packed, keep));
         if outer == 1 {
             return Ok(flat);
         }
-        let tys = vec![&piece; n];
+        let pieces: Vec<TensorType> = recvs.iter().map(|e| out_ty.with_dim(axis, *e)).collect();
+        let mut offsets = Vec::with_capacity(n);
+        let mut at = 0;
+        for p in &pieces {
+            offsets.push(at);
+            at += p.size_bytes();
+        }
+        let tys: Vec<&TensorType> = pieces.iter().collect();
         let unpack: Vec<Region> = concat_regions(&tys, axis)
             .into_iter()
             .map(|r| Region {
                 operand: 0,
-                src: r.operand * piece_bytes + r.src,
+                src: offsets[r.operand] + r.src,
                 ..r
             })
             .collect();
-        self.regions(&unpack, &[Arc::new(flat)], bytes)
+        self.regions(&unpack, &[Arc::new(flat)], out_bytes)
     }
 
-    /// Every rank's operand joined along `axis`, in rank order.
+    /// Every rank's operand joined along `axis`, in rank order: operands
+    /// of one type, or with a split, of extents `split[r]` along `axis`.
+    /// The driver's own all-gather where it has one (with a count per rank
+    /// if uneven), else sends and receives; along an inner axis the
+    /// rank-major result is then rearranged by region copies.
     fn all_gather(
         &self,
         src: &DeviceResource<D>,
@@ -299,26 +407,44 @@ impl<D: CollectiveDriver> Run<'_, D> {
         let call = self.call;
         let d = |e: DriverError| self.exec_err(e);
         let (comm, s) = (self.comm, self.stream);
-        let n = call.in_ty.size_bytes();
+        let ty = call.in_ty;
         let out_bytes = call.out_ty.size_bytes();
-        let tys = vec![call.in_ty; self.ranks];
+        let extents = match call.split {
+            Some(split) => {
+                self.agree(split, ty, axis)?;
+                split.to_vec()
+            }
+            None => vec![ty.shape.get(axis).copied().unwrap_or(0); self.ranks],
+        };
+        let pieces: Vec<TensorType> = extents.iter().map(|e| ty.with_dim(axis, *e)).collect();
+        let counts = self.counts(ty, axis, &extents)?;
+        let tys: Vec<&TensorType> = pieces.iter().collect();
         let layout = concat_regions(&tys, axis);
-        let flat = self.alloc(n * self.ranks)?;
-        if D::all_gather(comm, src, &flat, dt, count, s).map_err(d)? {
-            // NCCL's result is rank-major: already the answer along an
-            // outer axis, else one region copy away.
+        let flat = self.alloc(out_bytes)?;
+        let native = if call.split.is_some() {
+            D::all_gather_uneven(comm, src, &flat, dt, &counts, s)
+        } else {
+            D::all_gather(comm, src, &flat, dt, count, s)
+        };
+        if native.map_err(d)? {
+            // The driver's result is rank-major: already the answer along
+            // an outer axis, else one region copy away.
             let flat = self.finish(flat)?;
-            let outer: usize = call.in_ty.shape[..axis.min(call.in_ty.rank())]
-                .iter()
-                .product();
+            let outer: usize = ty.shape[..axis.min(ty.rank())].iter().product();
             if outer == 1 {
                 return Ok(flat);
+            }
+            let mut offsets = Vec::with_capacity(pieces.len());
+            let mut at = 0;
+            for p in &pieces {
+                offsets.push(at);
+                at += p.size_bytes();
             }
             let from_flat: Vec<Region> = layout
                 .iter()
                 .map(|r| Region {
                     operand: 0,
-                    src: r.operand * n + r.src,
+                    src: offsets[r.operand] + r.src,
                     ..*r
                 })
                 .collect();
@@ -326,13 +452,14 @@ impl<D: CollectiveDriver> Run<'_, D> {
         }
         drop(flat);
         let mut parts = Vec::with_capacity(self.ranks);
-        for p in 0..self.ranks {
+        for (p, piece) in pieces.iter().enumerate() {
             parts.push(if p == self.rank {
                 None
             } else {
-                Some(self.alloc(n)?)
+                Some(self.alloc(piece.size_bytes())?)
             });
         }
+        let mine = counts[self.rank];
         D::group_start().map_err(d)?;
         // Each pair orders its exchange by rank (lower sends first), so a
         // driver whose sends block until received cannot deadlock.
@@ -341,11 +468,11 @@ impl<D: CollectiveDriver> Run<'_, D> {
             .try_for_each(|p| {
                 let Some(dst) = &parts[p] else { return Ok(()) };
                 if self.rank < p {
-                    D::send(comm, src, dt, count, p, s)?;
-                    D::recv(comm, dst, dt, count, p, s)
+                    D::send(comm, src, dt, mine, p, s)?;
+                    D::recv(comm, dst, dt, counts[p], p, s)
                 } else {
-                    D::recv(comm, dst, dt, count, p, s)?;
-                    D::send(comm, src, dt, count, p, s)
+                    D::recv(comm, dst, dt, counts[p], p, s)?;
+                    D::send(comm, src, dt, mine, p, s)
                 }
             });
         D::group_end().map_err(d)?;
@@ -360,6 +487,106 @@ impl<D: CollectiveDriver> Run<'_, D> {
         }
         self.regions(&layout, &ins, out_bytes)
     }
+}
+
+/// Before an uneven all-to-all, all-gather or reduce-scatter on a driver
+/// that cannot compare counts (NCCL), every rank checks that all hold the
+/// same split and the same operand layout outside the axis: one all-reduce (max) of the split, the element count of
+/// one axis entry and their complements, so each rank learns the largest
+/// and smallest value of every entry. They agree when the two meet; else
+/// every rank gets the same reduced values and fails with the same error
+/// (E0961), naming the first entry the ranks disagree on.
+fn agree_on_split<D: CollectiveDriver>(
+    run: &Run<'_, D>,
+    split: &[usize],
+    ty: &TensorType,
+    axis: usize,
+) -> Result<(), DriverError> {
+    agree::<D>(run.comm, run.dev, run.timeout, split, ty, axis)
+}
+
+/// [`agree_on_split`] on a communicator whose buffers live on `dev`.
+fn agree<D: CollectiveDriver>(
+    comm: &D::Communicator,
+    dev: &D::Device,
+    timeout: Duration,
+    split: &[usize],
+    ty: &TensorType,
+    axis: usize,
+) -> Result<(), DriverError> {
+    let stream = D::comm_stream(comm);
+    let inner: usize = ty.shape.get(axis + 1..).map_or(1, |s| s.iter().product());
+    let outer: usize = ty.shape.get(..axis).map_or(1, |s| s.iter().product());
+    let mut mine: Vec<u64> = split.iter().map(|e| *e as u64).collect();
+    mine.push(inner as u64);
+    mine.push(outer as u64);
+    mine.push(ty.dtype as u64);
+    let k = mine.len();
+    let words: Vec<u64> = mine
+        .iter()
+        .copied()
+        .chain(mine.iter().map(|v| !v))
+        .collect();
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let (dt, count) = D::data_type(crate::dtype::DType::U64, bytes.len() as u64)?;
+    let src = D::upload(dev, &bytes)?;
+    let dst = D::alloc(dev, bytes.len())?;
+    D::all_reduce(comm, &src, &dst, dt, count, ReduceOp::Max, stream)?;
+    D::synchronize(comm, stream)?;
+    let got = D::download(&dst, timeout)?;
+    let max: Vec<u64> = got
+        .chunks_exact(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    if max.len() != 2 * k {
+        return Err(DriverError::Backend {
+            driver: D::NAME,
+            call: "all_reduce",
+            reason: format!(
+                "the split agreement read back {} words, not {}",
+                max.len(),
+                2 * k
+            ),
+        });
+    }
+    split_verdict(&max[..k], &max[k..], split.len(), D::rank_and_size(comm).1)
+}
+
+/// The first entry on which the ranks disagree, from the element-wise
+/// maximum of every rank's words (`max`) and of their complements
+/// (`max_not`, whose complement is the minimum): `nn` split entries, then
+/// the elements per axis entry, the entries before the axis and the dtype.
+/// A split of `ranks`² entries is an all-to-all's matrix; one of `ranks`
+/// entries lists each rank's extent.
+fn split_verdict(max: &[u64], max_not: &[u64], nn: usize, ranks: usize) -> Result<(), DriverError> {
+    let n = ranks.max(1);
+    for (i, (hi, lo_not)) in max.iter().zip(max_not).enumerate() {
+        let lo = !lo_not;
+        if lo == *hi {
+            continue;
+        }
+        let what = if i < nn && nn == n * n && n > 1 {
+            format!("split entry {i} (what rank {} sends rank {})", i / n, i % n)
+        } else if i < nn {
+            format!("split entry {i} (rank {i}'s extent)")
+        } else {
+            match i - nn {
+                0 => "the operand's element count per axis entry".to_string(),
+                1 => "the operand's entry count before the axis".to_string(),
+                _ => "the operand's element type (as a number)".to_string(),
+            }
+        };
+        return Err(DriverError::SplitDisagree {
+            what,
+            low: lo,
+            high: *hi,
+        });
+    }
+    Ok(())
 }
 
 impl<D: CollectiveDriver> GraphComm for RankComm<D> {
@@ -383,11 +610,67 @@ impl<D: CollectiveDriver> GraphComm for RankComm<D> {
         let comm = lock(&self.comm);
         let run = Run::<D> {
             comm: &comm,
+            dev: &self.dev,
+            timeout: self.timeout,
             call: &call,
             stream: D::comm_stream(&comm),
             rank: self.rank,
             ranks: self.ranks,
         };
         run.run()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::device::Device;
+    use crate::driver::{CommunicationId, Driver, HostDriver, JoinOptions};
+    use crate::dtype::DType;
+
+    /// The agreement round NCCL's uneven all_to_all runs first, over host
+    /// ranks: equal splits pass; a rank with another split, or an operand
+    /// that differs outside the axis, fails every rank with one message.
+    #[test]
+    fn ranks_agree_on_a_split_or_all_fail_alike() {
+        let ty = TensorType::new(DType::F32, &[3, 2]);
+        let split = [1usize, 2, 2, 1];
+        let run = |name: &str, other: Option<[usize; 4]>, cols: usize| -> Vec<Result<(), String>> {
+            let id = HostDriver::group_id(&CommunicationId::new(name)).unwrap();
+            let handles: Vec<_> = (0..2usize)
+                .map(|rank| {
+                    let ty = if rank == 1 {
+                        ty.with_dim(1, cols)
+                    } else {
+                        ty.clone()
+                    };
+                    std::thread::spawn(move || {
+                        let opts = JoinOptions::with_timeout(Duration::from_secs(20));
+                        let comm = HostDriver::join_with(id, 2, rank, opts).unwrap();
+                        let dev = HostDriver::open(Device::cpu(0)).unwrap();
+                        let s = match (rank, other) {
+                            (1, Some(o)) => o,
+                            _ => split,
+                        };
+                        agree::<HostDriver>(&comm, &dev, Duration::from_secs(20), &s, &ty, 0)
+                            .map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        };
+        assert!(run("agree-same", None, 2).iter().all(Result::is_ok));
+        let bad = run("agree-split", Some([1, 3, 2, 1]), 2);
+        let want = "ranks disagree on an uneven collective's split: split entry 1 (what rank 0 sends rank 1) is 2 on some rank(s) and 3 on others; record the same split on every rank (N×N for all_to_all, one extent per rank for all_gather and reduce_scatter), on operands that differ only along the split axis";
+        for r in &bad {
+            assert_eq!(r.as_ref().unwrap_err(), want);
+        }
+        let shape = run("agree-shape", None, 5);
+        for r in &shape {
+            assert!(r.as_ref().unwrap_err().contains(
+                "the operand's element count per axis entry is 2 on some rank(s) and 5 on others"
+            ));
+        }
     }
 }

@@ -341,7 +341,8 @@ impl<'g> Compiler<'g> {
         }
         fit::check_buffers(g, &caps)?;
         let mut plan = Schedule::new_with(g, &self.options)?;
-        spmd::check(&plan, &self.comms)?;
+        let mut comms = self.comms;
+        spmd::check(g, &plan, &mut comms)?;
         island::check(&plan)?;
         let ctxs = backend::open(&listed)?;
         for s in &plan.steps {
@@ -403,7 +404,7 @@ impl<'g> Compiler<'g> {
             plan: Arc::new(plan),
             ctxs,
             workers,
-            comms: Arc::new(self.comms),
+            comms: Arc::new(comms),
             islands: Arc::new(islands),
             armed: Mutex::new(None),
             scratch: Mutex::new(Vec::new()),

@@ -18,19 +18,74 @@ use super::ExecError;
 use crate::backend::fault::Faults;
 use crate::backend::{Buf, Ctx};
 use crate::driver::{CommCall, GraphComm};
-use crate::op::{CommOp, ReduceOp};
+use crate::graph::{Graph, NodeId};
+use crate::op::{CommOp, Op, ReduceOp};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The communicators of a graph's `comm.*` nodes, by the id they carry.
-pub type CommTable = BTreeMap<u32, Arc<dyn GraphComm>>;
+/// The communicators of a graph's `comm.*` nodes, by the id they carry,
+/// and the splits of its uneven `comm.all_to_all` nodes (read off the
+/// graph at compile time, since a step's work names only the collective).
+#[derive(Default)]
+pub struct CommTable {
+    comms: BTreeMap<u32, Arc<dyn GraphComm>>,
+    splits: BTreeMap<NodeId, Arc<[usize]>>,
+}
 
-/// Checks every `comm.*` step against the communicator handed in for it.
-pub(super) fn check(plan: &Schedule, comms: &CommTable) -> Result<(), ExecError> {
+impl CommTable {
+    /// No communicators.
+    pub fn new() -> CommTable {
+        CommTable::default()
+    }
+
+    /// Hands in communicator `comm` for the nodes with `{comm=id}`.
+    pub fn insert(&mut self, id: u32, comm: Arc<dyn GraphComm>) {
+        self.comms.insert(id, comm);
+    }
+
+    /// The communicator for `{comm=id}`.
+    pub fn get(&self, id: &u32) -> Option<&Arc<dyn GraphComm>> {
+        self.comms.get(id)
+    }
+
+    /// Every communicator, by id.
+    pub fn iter(&self) -> std::collections::btree_map::Iter<'_, u32, Arc<dyn GraphComm>> {
+        self.comms.iter()
+    }
+
+    /// The split of `comm.*` node `node`, if it has one.
+    fn split(&self, node: NodeId) -> Option<&[usize]> {
+        self.splits.get(&node).map(|s| &s[..])
+    }
+}
+
+/// Checks every `comm.*` step against the communicator handed in for it,
+/// and keeps the splits of `g`'s uneven nodes for the run.
+pub(super) fn check(g: &Graph, plan: &Schedule, comms: &mut CommTable) -> Result<(), ExecError> {
     for s in &plan.steps {
         let Work::Comm { comm, ranks, .. } = s.work else {
             continue;
         };
+        if let Some(Op::Comm {
+            rank: Some(rank),
+            split: Some(split),
+            ..
+        }) = g.node(s.node).map(|n| &n.op)
+        {
+            if let Some(c) = comms.get(&comm) {
+                if *rank != c.rank() {
+                    return Err(ExecError::Spmd {
+                        op: s.mnemonic.clone(),
+                        device: s.device,
+                        reason: format!(
+                            "the node's split is for rank {rank} but communicator {comm} is rank {}; compile each rank's graph with the communicator that recorded it",
+                            c.rank()
+                        ),
+                    });
+                }
+            }
+            comms.splits.insert(s.node, split.as_slice().into());
+        }
         let refuse = |reason: String| ExecError::Spmd {
             op: s.mnemonic.clone(),
             device: s.device,
@@ -85,11 +140,11 @@ pub(super) fn run(
     ins: &[Arc<Buf>],
     faults: &Faults,
 ) -> Result<Buf, ExecError> {
-    let Work::Comm { op, comm, .. } = step.work else {
+    let Work::Comm { op, comm, .. } = &step.work else {
         return Err(ExecError::Internal("not a comm step".into()));
     };
     let c = comms
-        .get(&comm)
+        .get(comm)
         .ok_or_else(|| ExecError::Internal(format!("communicator {comm} vanished")))?;
     let (Some(src), Some(in_ty)) = (
         ins.first(),
@@ -103,7 +158,8 @@ pub(super) fn run(
         ));
     };
     c.run(CommCall {
-        op,
+        op: *op,
+        split: comms.split(step.node),
         mnemonic: &step.mnemonic,
         ctx,
         src,

@@ -94,6 +94,8 @@ pub trait Fields {
     fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError>;
     /// The optional list attribute `key` (`split=[1,2,3]`).
     fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError>;
+    /// The optional integer attribute `key` (`rank=2`).
+    fn opt_attr(&mut self, key: &'static str) -> Result<Option<u64>, FieldError>;
     /// The `@device` placement.
     fn at(&mut self) -> Result<Device, FieldError>;
     /// The `-> device` placement.
@@ -177,6 +179,9 @@ pub struct OpDef {
     pub arity: Arity,
     /// Its attributes, sorted by key: the order `{...}` prints.
     pub attrs: &'static [&'static str],
+    /// Its optional integer attributes (`rank=R`), sorted by key; they
+    /// print among `attrs`, in key order.
+    pub opt_attrs: &'static [&'static str],
     /// Its optional list attributes (`split=[...]`), sorted by key; they
     /// print after the integer ones, so each sorts after all of those.
     pub lists: &'static [&'static str],
@@ -228,6 +233,7 @@ impl OpDef {
             named: false,
             arity,
             attrs,
+            opt_attrs: &[],
             lists: &[],
             placement,
             results: Results::One,
@@ -251,6 +257,10 @@ impl OpDef {
     /// Takes the optional list attributes `lists`.
     const fn lists(self, lists: &'static [&'static str]) -> OpDef {
         OpDef { lists, ..self }
+    }
+    /// Takes the optional integer attributes `opt_attrs`.
+    const fn opt_attrs(self, opt_attrs: &'static [&'static str]) -> OpDef {
+        OpDef { opt_attrs, ..self }
     }
     /// Has `results` results.
     const fn results(self, results: Results) -> OpDef {
@@ -441,11 +451,23 @@ const fn comm(mnemonic: &'static str, attrs: &'static [&'static str], build: Bui
 /// `comm` and `ranks`, then the device: the part every SPMD collective
 /// reads after its own attributes.
 fn comm_op(f: &mut dyn Fields, kind: CommOp) -> Result<Op, FieldError> {
+    comm_split_op(f, kind, None, None)
+}
+
+/// [`comm_op`] for a row that may carry `{rank=R, split=[...]}`.
+fn comm_split_op(
+    f: &mut dyn Fields,
+    kind: CommOp,
+    rank: Option<usize>,
+    split: Option<Vec<usize>>,
+) -> Result<Op, FieldError> {
     Ok(Op::Comm {
         kind,
         comm: u32_attr(f, "comm")?,
         ranks: usize_attr(f, "ranks")?,
         device: f.at()?,
+        rank,
+        split,
     })
 }
 
@@ -460,24 +482,50 @@ pub static COMM_BROADCAST: OpDef = comm("comm.broadcast", &["comm", "ranks", "ro
     let root = usize_attr(f, "root")?;
     comm_op(f, CommOp::Broadcast { root })
 });
-/// `comm.all_gather %v {axis=A, comm=C, ranks=R} @dev`.
+/// Reads the optional `{rank=R, split=[...]}` of an SPMD collective.
+fn rank_and_split(f: &mut dyn Fields) -> Result<(Option<usize>, Option<Vec<usize>>), FieldError> {
+    let rank = f.opt_attr("rank")?.map(|r| r as usize);
+    let split = f
+        .list("split")?
+        .map(|v| v.into_iter().map(|e| e as usize).collect());
+    Ok((rank, split))
+}
+
+/// `comm.all_gather %v {axis=A, comm=C, ranks=N} @dev`, or with operands
+/// of different extents `{axis=A, comm=C, rank=R, ranks=N, split=[E0,
+/// ...]}` (every rank's extent along A; R is the rank whose graph holds
+/// the node).
 pub static COMM_ALL_GATHER: OpDef = comm("comm.all_gather", &["axis", "comm", "ranks"], |f| {
     let axis = usize_attr(f, "axis")?;
-    comm_op(f, CommOp::AllGather { axis })
-});
-/// `comm.reduce_scatter.<op> %v {axis=A, comm=C, ranks=R} @dev`.
+    let (rank, split) = rank_and_split(f)?;
+    comm_split_op(f, CommOp::AllGather { axis }, rank, split)
+})
+.opt_attrs(&["rank"])
+.lists(&["split"]);
+/// `comm.reduce_scatter.<op> %v {axis=A, comm=C, ranks=N} @dev`, or with
+/// slices of different extents `{axis=A, comm=C, rank=R, ranks=N,
+/// split=[E0, ...]}` (every rank's slice along A).
 pub static COMM_REDUCE_SCATTER: OpDef =
     comm("comm.reduce_scatter", &["axis", "comm", "ranks"], |f| {
         let op = f.reduce_op()?;
         let axis = usize_attr(f, "axis")?;
-        comm_op(f, CommOp::ReduceScatter { op, axis })
+        let (rank, split) = rank_and_split(f)?;
+        comm_split_op(f, CommOp::ReduceScatter { op, axis }, rank, split)
     })
-    .reduce_variant();
-/// `comm.all_to_all %v {axis=A, comm=C, ranks=R} @dev`.
+    .reduce_variant()
+    .opt_attrs(&["rank"])
+    .lists(&["split"]);
+/// `comm.all_to_all %v {axis=A, comm=C, ranks=N} @dev`, or uneven
+/// `{axis=A, comm=C, rank=R, ranks=N, split=[E00, E01, ...]}` (N×N
+/// extents, rank i's piece for rank j at `i*N + j`; R is the rank whose
+/// graph holds the node).
 pub static COMM_ALL_TO_ALL: OpDef = comm("comm.all_to_all", &["axis", "comm", "ranks"], |f| {
     let axis = usize_attr(f, "axis")?;
-    comm_op(f, CommOp::AllToAll { axis })
-});
+    let (rank, split) = rank_and_split(f)?;
+    comm_split_op(f, CommOp::AllToAll { axis }, rank, split)
+})
+.opt_attrs(&["rank"])
+.lists(&["split"]);
 /// `comm.barrier %v {comm=C, ranks=R} @dev`.
 pub static COMM_BARRIER: OpDef = comm("comm.barrier", &["comm", "ranks"], |f| {
     comm_op(f, CommOp::Barrier)
@@ -544,8 +592,33 @@ pub struct Parts {
     pub variant: Option<ReduceOp>,
     /// Its attribute values, in the row's key order.
     pub attrs: AttrValues,
+    /// Its optional integer attributes that are set, in the row's key
+    /// order.
+    pub opt_attrs: Vec<(&'static str, u64)>,
     /// Its list attributes that are set, in the row's key order.
     pub lists: Vec<(&'static str, Vec<u64>)>,
+}
+
+impl Parts {
+    /// Every integer or dtype attribute that is set, required and optional
+    /// together, sorted by key: the order `{...}` prints them.
+    pub fn ints(&self) -> Vec<(&'static str, AttrValue)> {
+        let mut all: Vec<(&'static str, AttrValue)> = self
+            .def
+            .attrs
+            .iter()
+            .copied()
+            .zip(self.attrs.iter().copied())
+            .chain(self.opt_attrs.iter().map(|(k, v)| (*k, AttrValue::Int(*v))))
+            .collect();
+        all.sort_by_key(|(k, _)| *k);
+        all
+    }
+
+    /// Whether the op prints a `{...}` block.
+    pub fn has_attrs(&self) -> bool {
+        !self.attrs.is_empty() || !self.opt_attrs.is_empty() || !self.lists.is_empty()
+    }
 }
 
 impl Op {
@@ -626,171 +699,27 @@ impl Op {
             }
             | Op::AllToAll {
                 split: Some(split), ..
+            }
+            | Op::Comm {
+                split: Some(split), ..
             } => vec![("split", split.iter().map(|e| *e as u64).collect())],
+            _ => Vec::new(),
+        };
+        let opt_attrs = match self {
+            Op::Comm {
+                rank: Some(rank), ..
+            } => vec![("rank", *rank as u64)],
             _ => Vec::new(),
         };
         Parts {
             def: self.def(),
             variant,
             attrs: SmallVec::from_slice(attrs),
+            opt_attrs,
             lists,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Answers every request with a distinct value and records the order
-    /// of the requests.
-    struct Probe {
-        asked: Vec<String>,
-        next: u64,
-        /// Each attribute handed out, with its value.
-        given: Vec<(String, AttrValue)>,
-    }
-
-    impl Fields for Probe {
-        fn reduce_op(&mut self) -> Result<ReduceOp, FieldError> {
-            self.asked.push("variant".into());
-            Ok(ReduceOp::Max)
-        }
-        fn attr(&mut self, key: &'static str) -> Result<u64, FieldError> {
-            self.asked.push(key.into());
-            self.next += 1;
-            self.given.push((key.into(), AttrValue::Int(self.next)));
-            Ok(self.next)
-        }
-        fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError> {
-            self.asked.push(key.into());
-            self.next += 1;
-            let d = DType::ALL[self.next as usize % DType::ALL.len()];
-            self.given.push((key.into(), AttrValue::DType(d)));
-            Ok(d)
-        }
-        fn at(&mut self) -> Result<Device, FieldError> {
-            self.asked.push("@".into());
-            Ok(Device::cuda(3))
-        }
-        fn list(&mut self, key: &'static str) -> Result<Option<Vec<u64>>, FieldError> {
-            // Not recorded: list attributes are checked below, by key.
-            Ok(def_lists_probe(key))
-        }
-        fn to(&mut self) -> Result<Device, FieldError> {
-            self.asked.push("->".into());
-            Ok(Device::vulkan(2))
-        }
-        fn to_list(&mut self) -> Result<DeviceList, FieldError> {
-            self.asked.push("->[]".into());
-            Ok([Device::cpu(1), Device::cuda(0)].into_iter().collect())
-        }
-        fn name(&mut self) -> String {
-            "x".into()
-        }
-    }
-
-    /// What the probe answers for a list attribute.
-    fn def_lists_probe(key: &str) -> Option<Vec<u64>> {
-        Some(vec![key.len() as u64, 0, 7])
-    }
-
-    /// Every row builds an op whose parts are that row, with the values
-    /// `build` read; a row asks for its variant first, each of its
-    /// attributes once, and its placement last.
-    #[test]
-    fn every_row_round_trips_through_its_parts() {
-        for def in OPS {
-            let mut probe = Probe {
-                asked: Vec::new(),
-                next: 0,
-                given: Vec::new(),
-            };
-            let op = (def.build)(&mut probe).unwrap();
-            let parts = op.parts();
-            let name = def.mnemonic;
-            assert!(std::ptr::eq(op.def(), *def), "{name}");
-            assert!(std::ptr::eq(parts.def, *def), "{name}");
-            assert_eq!(parts.variant.is_some(), def.reduce_variant, "{name}");
-            let mut asked = probe.asked.clone();
-            if def.reduce_variant {
-                assert_eq!(asked.remove(0), "variant", "{name}: variant first");
-            }
-            let placement = match def.placement {
-                Placement::At => Some("@"),
-                Placement::To => Some("->"),
-                Placement::ToList => Some("->[]"),
-                Placement::Operands => None,
-            };
-            if let Some(p) = placement {
-                assert_eq!(asked.pop().as_deref(), Some(p), "{name}: placement last");
-            }
-            // What is left is each attribute once, with what it was given.
-            assert_eq!(
-                asked,
-                probe
-                    .given
-                    .iter()
-                    .map(|(k, _)| k.clone())
-                    .collect::<Vec<_>>(),
-                "{name}"
-            );
-            let mut read: Vec<(&str, AttrValue)> =
-                probe.given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-            read.sort_unstable_by_key(|(k, _)| *k);
-            let mut sorted: Vec<&str> = def.attrs.to_vec();
-            sorted.sort_unstable();
-            assert_eq!(sorted, def.attrs, "{name}: attrs must be sorted");
-            let printed: Vec<(&str, AttrValue)> = def
-                .attrs
-                .iter()
-                .copied()
-                .zip(parts.attrs.iter().copied())
-                .collect();
-            assert_eq!(printed, read, "{name}");
-            let lists: Vec<(&str, Vec<u64>)> = def
-                .lists
-                .iter()
-                .map(|k| (*k, def_lists_probe(k).unwrap_or_default()))
-                .collect();
-            assert_eq!(parts.lists, lists, "{name}: list attributes");
-            assert!(
-                def.lists.iter().all(|l| def.attrs.iter().all(|a| a < l)),
-                "{name}: lists print after the integer attributes"
-            );
-            assert_eq!(
-                lookup(def.mnemonic).map(|(d, _)| d.mnemonic),
-                Some(def.mnemonic)
-            );
-        }
-    }
-
-    #[test]
-    fn lookup_splits_the_variant() {
-        let find = |m: &str| lookup(m).map(|(d, v)| (d.mnemonic, v.map(str::to_string)));
-        assert_eq!(
-            find("all_reduce.sum"),
-            Some(("all_reduce", Some("sum".into())))
-        );
-        assert_eq!(find("all_reduce"), Some(("all_reduce", None)));
-        assert_eq!(
-            find("reduce_scatter.max"),
-            Some(("reduce_scatter", Some("max".into())))
-        );
-        assert_eq!(
-            find("comm.all_reduce.sum.x"),
-            Some(("comm.all_reduce", Some("sum.x".into())))
-        );
-        assert_eq!(find("comm.barrier"), Some(("comm.barrier", None)));
-        for unknown in [
-            "add.sum",
-            "comm",
-            "comm.barrier.x",
-            "comm.foo",
-            "copy_x",
-            "input.x",
-        ] {
-            assert_eq!(find(unknown), None, "{unknown}");
-        }
-    }
-}
+mod tests;

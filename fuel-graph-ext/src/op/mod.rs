@@ -12,8 +12,8 @@ pub mod defs;
 mod typing;
 
 pub use typing::{
-    all_to_all_pieces, cast_defined, comm_type, infer_type, result_types, scatter_extents,
-    TypeError,
+    all_to_all_pieces, cast_defined, comm_split_type, comm_type, infer_type, result_types,
+    scatter_extents, TypeError,
 };
 
 use crate::device::Device;
@@ -143,9 +143,12 @@ pub enum CommOp {
     ReduceScatter { op: ReduceOp, axis: usize },
     /// The operand itself, once every rank has arrived.
     Barrier,
-    /// The operand cut along `axis` into `ranks` equal pieces, piece j sent
-    /// to rank j; this rank's result joins what it receives in rank order
-    /// (so it has the operand's type). Uneven splits are not recorded yet.
+    /// The operand cut along `axis` into `ranks` pieces, piece j sent to
+    /// rank j; this rank's result joins what it receives in rank order.
+    /// The pieces are equal (the result has the operand's type) unless the
+    /// node carries a split ([`Op::Comm`]'s `split` and `rank`): then row
+    /// `rank` of the N×N split cuts the operand and column `rank` says what
+    /// arrives.
     AllToAll { axis: usize },
 }
 
@@ -216,11 +219,20 @@ pub enum Op {
     /// hold their own graph: the communicator registered as `comm` meets the
     /// other ranks through its driver when the executor reaches the node.
     /// Nodes of one communicator run in graph order, on every rank alike.
+    ///
+    /// An uneven `comm.all_to_all` carries `split`, N×N extents like
+    /// `all_to_all`'s (entry `i*N + j`: what rank i sends to rank j, the
+    /// same matrix on every rank), and `rank`, the rank whose graph holds
+    /// the node, which picks its row (what it sends) and column (what it
+    /// gets). Both are written or neither (`{rank=R, split=[...]}`); an
+    /// even split is recorded as none, so it prints as before.
     Comm {
         kind: CommOp,
         comm: u32,
         ranks: usize,
         device: Device,
+        rank: Option<usize>,
+        split: Option<Vec<usize>>,
     },
 }
 
@@ -338,7 +350,6 @@ impl Op {
 
     /// The attributes, sorted by key, as printed in `{...}`.
     pub fn attrs(&self) -> Vec<(&'static str, AttrValue)> {
-        let parts = self.parts();
-        parts.def.attrs.iter().copied().zip(parts.attrs).collect()
+        self.parts().ints()
     }
 }

@@ -8,6 +8,10 @@
 //! callers that word a refusal their own way (a `DeviceGroup` speaks of
 //! ranks and devices) match on it instead of checking again.
 
+mod comm;
+
+pub use comm::{comm_split_type, comm_type};
+
 use super::defs::Arity;
 use super::{CommOp, Op, ReduceOp};
 use crate::dtype::{DType, TensorType, MAX_TENSOR_BYTES};
@@ -175,6 +179,67 @@ pub enum TypeError {
         /// The axis.
         axis: usize,
     },
+    /// An SPMD collective with a split but no rank, or a rank but no split.
+    #[error("{}", if *has_split {
+        format!("`{op}` with a split needs `{{rank=R}}`, the rank whose graph holds it (it picks the row this rank sends and the column it receives); add it")
+    } else {
+        format!("`{op}` has `{{rank=R}}` but no split; `rank` only goes with `split=[...]`, so remove it or add the split")
+    })]
+    CommSplitRank {
+        /// The op's mnemonic.
+        op: String,
+        /// True: a split without a rank; false: a rank without a split.
+        has_split: bool,
+    },
+    /// An SPMD collective's `rank` past its world.
+    #[error("`{op}` has {{rank={rank}}} but the world has {ranks} rank(s); use the rank of the graph that holds it, from 0 to {}", ranks - 1)]
+    CommRankOutOfRange {
+        /// The op's mnemonic.
+        op: String,
+        /// The rank given.
+        rank: usize,
+        /// The world size (1 or more).
+        ranks: usize,
+    },
+    /// A split on an SPMD collective that takes none.
+    #[error("`{op}` takes no split; only `comm.all_to_all`, `comm.all_gather` and `comm.reduce_scatter` do")]
+    CommSplitUnsupported {
+        /// The op's mnemonic.
+        op: String,
+    },
+    /// An SPMD `all_gather` split that does not fit: not one extent per
+    /// rank, or this rank's entry is not its operand's extent.
+    #[error("{}", match found {
+        Some(found) => format!("comm.all_gather split has {found} extent(s) for {ranks} rank(s); give one extent per rank, rank r's extent along axis {axis} at r"),
+        None => format!("comm.all_gather split gives rank {rank} extent {want} along axis {axis}, but this rank's operand has extent {extent}; give every rank's own extent, the same list on every rank"),
+    })]
+    CommGatherSplit {
+        /// How many extents were given, where that is the fault.
+        found: Option<usize>,
+        /// The world size.
+        ranks: usize,
+        /// This rank.
+        rank: usize,
+        /// Its entry of the split.
+        want: usize,
+        /// Its operand's extent.
+        extent: usize,
+        /// The axis.
+        axis: usize,
+    },
+    /// Row `rank` of an SPMD `all_to_all` split (what this rank sends) does
+    /// not add up to this rank's operand extent.
+    #[error("comm.all_to_all split row {rank} (what rank {rank} sends) adds up to {sum} but this rank's operand has extent {extent} along axis {axis}; make row {rank} add up to {extent}")]
+    CommSplitRow {
+        /// The rank (row) at fault.
+        rank: usize,
+        /// What the row adds up to (saturated at `usize::MAX`).
+        sum: usize,
+        /// The operand's extent.
+        extent: usize,
+        /// The axis.
+        axis: usize,
+    },
     /// A broadcast to no device.
     #[error("`broadcast` needs at least one target device")]
     NoTargets,
@@ -322,7 +387,13 @@ fn infer_unchecked(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Type
             });
             Ok(operands[0].with_dim(*axis, got))
         }
-        Op::Comm { kind, ranks, .. } => comm_type(kind, *ranks, operands[0]),
+        Op::Comm {
+            kind,
+            ranks,
+            rank,
+            split,
+            ..
+        } => comm_split_type(kind, *ranks, *rank, split.as_deref(), operands[0]),
         Op::DriverAllReduce { rank, .. } => {
             if *rank >= n {
                 return Err(TypeError::RankOutOfRange {
@@ -478,46 +549,6 @@ pub fn scatter_extents(
     }
 }
 
-/// The type one rank's SPMD collective `kind` over `ranks` ranks gives its
-/// operand of type `t`: what `comm.*` nodes and the communicators check.
-pub fn comm_type(kind: &CommOp, ranks: usize, t: &TensorType) -> Result<TensorType, TypeError> {
-    if ranks == 0 {
-        return Err(TypeError::NoRanks);
-    }
-    match kind {
-        CommOp::AllReduce(_) | CommOp::Barrier => Ok(t.clone()),
-        CommOp::Broadcast { root } => {
-            if *root >= ranks {
-                return Err(TypeError::RootOutOfRanks { root: *root, ranks });
-            }
-            Ok(t.clone())
-        }
-        CommOp::AllGather { axis } => {
-            check_axis(*axis, t)?;
-            let too_large = || TypeError::TooLarge {
-                op: "comm.all_gather".into(),
-                axis: *axis,
-            };
-            let extent = t.shape[*axis].checked_mul(ranks).ok_or_else(too_large)?;
-            let out = t.with_dim(*axis, extent);
-            if out.fits() {
-                Ok(out)
-            } else {
-                Err(too_large())
-            }
-        }
-        CommOp::ReduceScatter { axis, .. } => {
-            check_axis(*axis, t)?;
-            split(*axis, t, ranks)
-        }
-        CommOp::AllToAll { axis } => {
-            check_axis(*axis, t)?;
-            split(*axis, t, ranks)?;
-            Ok(t.clone())
-        }
-    }
-}
-
 fn too_large(op: &Op, axis: usize) -> TypeError {
     TypeError::TooLarge {
         op: op.mnemonic(),
@@ -605,158 +636,4 @@ fn split(axis: usize, t: &TensorType, ranks: usize) -> Result<TensorType, TypeEr
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::Device;
-    use crate::dtype::DType;
-    use crate::op::{ElementwiseOp, ReduceOp};
-
-    #[test]
-    fn collective_types() {
-        let t = TensorType::new(DType::F32, &[6, 2]);
-        let ops = [&t, &t, &t];
-        assert_eq!(
-            infer_type(&Op::AllGather { axis: 0 }, &ops)
-                .unwrap()
-                .to_string(),
-            "f32[18,2]"
-        );
-        // Uneven shards (a zero extent too) gather to the sum of extents;
-        // any other dim that differs is refused, naming the axis.
-        let (a, b, z) = (
-            TensorType::new(DType::F32, &[3, 2]),
-            TensorType::new(DType::F32, &[5, 2]),
-            TensorType::new(DType::F32, &[0, 2]),
-        );
-        assert_eq!(
-            infer_type(&Op::AllGather { axis: 0 }, &[&a, &b, &z])
-                .unwrap()
-                .to_string(),
-            "f32[8,2]"
-        );
-        assert_eq!(
-            infer_type(&Op::AllGather { axis: 1 }, &[&a, &b])
-                .unwrap_err()
-                .to_string(),
-            "operand 1 of `all_gather` has type f32[5,2], which does not match f32[3,2] outside axis 1; operands may differ only along axis 1 (pad or reshape the others first)"
-        );
-        let rs = Op::ReduceScatter {
-            op: ReduceOp::Sum,
-            axis: 0,
-            split: None,
-        };
-        assert_eq!(infer_type(&rs, &ops).unwrap().to_string(), "f32[2,2]");
-        assert_eq!(result_types(&rs, &ops).unwrap(), None);
-        // 2 entries over 3 ranks: 0, 0 and the remainder, 2, on the last.
-        let rs1 = Op::ReduceScatter {
-            op: ReduceOp::Sum,
-            axis: 1,
-            split: None,
-        };
-        let each: Vec<String> = result_types(&rs1, &ops)
-            .unwrap()
-            .unwrap()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(each, ["f32[6,0]", "f32[6,0]", "f32[6,2]"]);
-        let with = |split: &[usize]| Op::ReduceScatter {
-            op: ReduceOp::Sum,
-            axis: 0,
-            split: Some(split.to_vec()),
-        };
-        let each: Vec<String> = result_types(&with(&[1, 0, 5]), &ops)
-            .unwrap()
-            .unwrap()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(each, ["f32[1,2]", "f32[0,2]", "f32[5,2]"]);
-        assert_eq!(
-            infer_type(&with(&[1, 5]), &ops).unwrap_err().to_string(),
-            "reduce_scatter split has 2 extent(s) for 3 rank(s); give one extent per rank"
-        );
-        assert_eq!(
-            infer_type(&with(&[1, 2, 4]), &ops).unwrap_err().to_string(),
-            "reduce_scatter split adds up to 7 but axis 0 has extent 6; make the extents add up to 6"
-        );
-        assert!(matches!(
-            infer_type(&with(&[usize::MAX, 2, 4]), &ops),
-            Err(TypeError::SplitSum {
-                sum: usize::MAX,
-                ..
-            })
-        ));
-        let r = Op::Reduce {
-            op: ReduceOp::Max,
-            root: 3,
-        };
-        assert!(infer_type(&r, &ops)
-            .unwrap_err()
-            .to_string()
-            .contains("root 3 is out of range"));
-    }
-
-    #[test]
-    fn all_to_all_types() {
-        let (a, b) = (
-            TensorType::new(DType::F32, &[3, 2]),
-            TensorType::new(DType::F32, &[1, 2]),
-        );
-        // Rank 0 sends 3 rows to rank 1; rank 1 keeps its 1 row.
-        let op = Op::AllToAll {
-            axis: 0,
-            split: Some(vec![0, 3, 0, 1]),
-        };
-        let each: Vec<String> = result_types(&op, &[&a, &b])
-            .unwrap()
-            .unwrap()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(each, ["f32[0,2]", "f32[4,2]"]);
-        // By default each operand is cut as reduce_scatter cuts it.
-        let op = Op::AllToAll {
-            axis: 0,
-            split: None,
-        };
-        assert_eq!(
-            all_to_all_pieces(None, 0, &[&a, &b]).unwrap(),
-            vec![vec![1, 2], vec![0, 1]]
-        );
-        assert_eq!(infer_type(&op, &[&a, &b]).unwrap().to_string(), "f32[1,2]");
-        let c = TensorType::new(DType::F32, &[3, 4]);
-        assert!(infer_type(&op, &[&a, &c])
-            .unwrap_err()
-            .to_string()
-            .contains("outside axis 0"));
-    }
-
-    #[test]
-    fn elementwise_needs_equal_types() {
-        let a = TensorType::new(DType::F32, &[4]);
-        let b = TensorType::new(DType::I32, &[4]);
-        let add = Op::Elementwise {
-            kind: ElementwiseOp::Add,
-            device: Device::cpu(0),
-        };
-        assert!(infer_type(&add, &[&a])
-            .unwrap_err()
-            .to_string()
-            .contains("two or more"));
-        assert!(infer_type(&add, &[&a, &b])
-            .unwrap_err()
-            .to_string()
-            .contains("operand 1"));
-        let s = Op::Slice {
-            axis: 0,
-            start: 3,
-            len: 2,
-            device: Device::cpu(0),
-        };
-        assert!(infer_type(&s, &[&a])
-            .unwrap_err()
-            .to_string()
-            .contains("does not fit"));
-    }
-}
+mod tests;

@@ -128,6 +128,12 @@ impl Fields for Line<'_> {
             Written::Int(_) | Written::Name(_) => Err(FieldError::WrongForm { key, list: true }),
         }
     }
+    fn opt_attr(&mut self, key: &'static str) -> Result<Option<u64>, FieldError> {
+        if !self.attrs.iter().any(|(a, _, _)| *a == key) {
+            return Ok(None);
+        }
+        self.attr(key).map(Some)
+    }
     fn at(&mut self) -> Result<Device, FieldError> {
         match self.place {
             Place::At(d) => Ok(d),
@@ -389,10 +395,12 @@ pub(super) fn parse_node_line(
         ),
     })?;
     if let Some((key, _, apos)) = line.attrs.first() {
-        let known = if def.attrs.is_empty() && def.lists.is_empty() {
+        let known = if def.attrs.is_empty() && def.opt_attrs.is_empty() && def.lists.is_empty() {
             "none".to_string()
         } else {
-            let all: Vec<&str> = def.attrs.iter().chain(def.lists).copied().collect();
+            let mut all: Vec<&str> = def.attrs.iter().chain(def.opt_attrs).copied().collect();
+            all.sort_unstable();
+            all.extend(def.lists.iter().copied());
             all.join(", ")
         };
         return Err(c.err_at(

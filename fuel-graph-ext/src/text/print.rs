@@ -193,9 +193,10 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         s.push_str(if i == 0 { " " } else { ", " });
         num.push_name(s, g, *v);
     }
-    if !parts.attrs.is_empty() || !parts.lists.is_empty() {
+    if parts.has_attrs() {
         s.push_str(" {");
-        for (i, (k, v)) in parts.def.attrs.iter().zip(&parts.attrs).enumerate() {
+        let ints = parts.ints();
+        for (i, (k, v)) in ints.iter().enumerate() {
             if i > 0 {
                 s.push_str(", ");
             }
@@ -207,7 +208,7 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
             }
         }
         for (i, (k, list)) in parts.lists.iter().enumerate() {
-            if i > 0 || !parts.attrs.is_empty() {
+            if i > 0 || !ints.is_empty() {
                 s.push_str(", ");
             }
             s.push_str(k);

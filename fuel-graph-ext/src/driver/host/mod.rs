@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 mod a2a;
 mod fence;
 mod mailbox;
+mod uneven;
 
 pub use fence::{FencePoint, HostFence, HostStream, Ticket};
 use mailbox::{
@@ -86,7 +87,7 @@ pub(super) fn bytes_mut_of(held: &mut Held<CpuBuf>, need: usize) -> Result<&mut 
 /// The shard a rank posts to its peers: its source as it is when lent by
 /// the executor (which never writes a buffer once made), else a copy made
 /// in the source's arena (an in-place all-reduce overwrites its source).
-fn snapshot(src: &HostBuffer, need: usize) -> Result<Arc<Held<CpuBuf>>, DriverError> {
+pub(super) fn snapshot(src: &HostBuffer, need: usize) -> Result<Arc<Held<CpuBuf>>, DriverError> {
     let held = lock(src);
     match &*held {
         Held::Lent(b) => Ok(Arc::new(Held::Lent(b.clone()))),
@@ -649,6 +650,29 @@ impl CollectiveDriver for HostDriver {
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
         Self::all_to_all_mail(comm, src, dst, dtype, send, recv, stream)
+    }
+
+    fn all_gather_uneven(
+        comm: &HostCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        counts: &[usize],
+        stream: HostCommStream,
+    ) -> Result<bool, DriverError> {
+        Self::all_gather_mail(comm, src, dst, dtype, counts, stream).map(|()| true)
+    }
+
+    fn reduce_scatter_uneven(
+        comm: &HostCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        counts: &[usize],
+        op: ReduceOp,
+        stream: HostCommStream,
+    ) -> Result<bool, DriverError> {
+        Self::reduce_scatter_mail(comm, src, dst, dtype, counts, op, stream).map(|()| true)
     }
 
     fn synchronize(comm: &HostCommunicator, stream: HostCommStream) -> Result<(), DriverError> {

@@ -671,6 +671,31 @@ impl CollectiveDriver for MpiDriver {
         Self::all_to_all_v(comm, src, dst, dtype, send, recv, stream)
     }
 
+    fn all_gather_uneven(
+        comm: &MpiCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        counts: &[usize],
+        stream: MpiCommStream,
+    ) -> Result<bool, DriverError> {
+        // `MPI_Allgatherv`, after the ranks agree on the counts.
+        Self::all_gather_v(comm, src, dst, dtype, counts, stream).map(|()| true)
+    }
+
+    fn reduce_scatter_uneven(
+        comm: &MpiCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: DType,
+        counts: &[usize],
+        op: ReduceOp,
+        stream: MpiCommStream,
+    ) -> Result<bool, DriverError> {
+        // `MPI_Reduce_scatter`, after the ranks agree on the counts.
+        Self::reduce_scatter_v(comm, src, dst, dtype, counts, op, stream).map(|()| true)
+    }
+
     fn synchronize(comm: &MpiCommunicator, stream: MpiCommStream) -> Result<(), DriverError> {
         // Every call already completed before it returned.
         Self::check(comm, stream)

@@ -50,6 +50,7 @@ use std::time::Duration;
 
 mod a2a;
 mod fence;
+mod uneven;
 mod unique_id;
 
 pub use fence::NcclFence;
@@ -303,6 +304,8 @@ impl Driver for NcclDriver {
     type Fence = NcclFence;
     type Stream = Arc<CudaStream>;
     const NAME: &'static str = "nccl";
+    // NCCL cannot compare the counts of grouped sends and receives.
+    const CHECKS_COUNTS: bool = false;
     const KIND: DeviceKind = DeviceKind::Cuda;
 
     fn open(device: Device) -> Result<Arc<CudaDev>, DriverError> {
@@ -763,6 +766,29 @@ impl CollectiveDriver for NcclDriver {
             }
         })?;
         Ok(true)
+    }
+
+    fn all_gather_uneven(
+        comm: &NcclCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: sys::ncclDataType_t,
+        counts: &[usize],
+        stream: NcclCommStream,
+    ) -> Result<bool, DriverError> {
+        Self::all_gather_grouped(comm, src, dst, dtype, counts, stream).map(|()| true)
+    }
+
+    fn reduce_scatter_uneven(
+        comm: &NcclCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: sys::ncclDataType_t,
+        counts: &[usize],
+        op: ReduceOp,
+        stream: NcclCommStream,
+    ) -> Result<bool, DriverError> {
+        Self::reduce_scatter_grouped(comm, src, dst, dtype, counts, op, stream).map(|()| true)
     }
 }
 
