@@ -174,6 +174,8 @@ impl WorldProcess {
             comm: self.comm,
             ranks: self.processes,
             device: self.hub,
+            rank: None,
+            split: None,
         };
         let mut r = t.graph().record(op, &[t])?;
         r.pop()
