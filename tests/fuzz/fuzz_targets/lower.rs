@@ -143,7 +143,15 @@ fuzz_target!(|c: Case| {
         1 => (Op::Reduce { op: rop, root }, shards),
         2 => (Op::Broadcast { to: devices.iter().copied().collect() }, vec![shards[root]]),
         3 => (Op::AllGather { axis }, shards),
-        5 => (Op::AllToAll { axis, split: None }, shards),
+        // Even, or (odd root byte) an N×N split in which every rank sends
+        // its whole axis to the root and nothing to the others.
+        5 => {
+            let split = (c.root % 2 == 1).then(|| {
+                let extent = shape.get(axis).copied().unwrap_or(0);
+                (0..n * n).map(|k| if k % n == root { extent } else { 0 }).collect()
+            });
+            (Op::AllToAll { axis, split }, shards)
+        }
         // A split from the root byte: the whole axis on one rank, none on
         // the others (a zero extent is legal), or the default partition.
         _ => {
