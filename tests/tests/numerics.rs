@@ -348,7 +348,7 @@ fn bf16_patterns(f64_too: bool) -> (String, BTreeMap<String, HostTensor>) {
     ] {
         w.push(f32::from_bits(bits));
     }
-    if w.len() % 2 == 0 {
+    if w.len().is_multiple_of(2) {
         w.push(f32::from_bits(0x3f80_8000));
     }
     let mut x: Vec<f64> = Vec::new();
@@ -372,7 +372,7 @@ fn bf16_patterns(f64_too: bool) -> (String, BTreeMap<String, HostTensor>) {
         1.0 + 2f64.powi(-8) + 2f64.powi(-45),
         1.0 + 2f64.powi(-8) - 2f64.powi(-45),
     ]);
-    if x.len() % 2 == 0 {
+    if x.len().is_multiple_of(2) {
         x.push(-3.0);
     }
     let (na, nw, nx) = (a.len(), w.len(), x.len());
