@@ -1,6 +1,7 @@
 //! Compiles the WGSL compute shaders to SPIR-V with naga, into
-//! `$OUT_DIR/<name>.spv`: the element-wise template once per element type,
-//! and the `cast` kernel once. The Vulkan backend embeds them
+//! `$OUT_DIR/<name>.spv`: the element-wise template once per element type
+//! that WGSL has, `elementwise_bf16` (bf16 as halves of 32-bit words, with
+//! the f32 max/min pasted in), and the `cast` and `div` kernels once. The Vulkan backend embeds them
 //! with `include_bytes!`, so no shader compiler is needed at run time.
 //! Without the `vulkan` feature there is no Vulkan backend, naga is not a
 //! build-dependency, and this script does nothing.
@@ -72,6 +73,9 @@ fn main() {
     for name in SINGLE {
         sources.push((name.to_string(), read(&format!("shaders/{name}.wgsl"))));
     }
+    // WGSL has no bf16: its kernel is its own file, computing in f32.
+    let bf16 = read("shaders/elementwise_bf16.wgsl").replace("FLOATS", &minmax_f32);
+    sources.push(("elementwise_bf16".to_string(), bf16));
     for (name, src) in &sources {
         let words = compile(name, src);
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();

@@ -5,11 +5,17 @@
 // sign- or zero-extended value); floats round to nearest, ties to even,
 // with subnormals, overflow to infinity, and NaN kept a (quiet) NaN.
 //
-// Codes: 0 f32, 1 f16, 2 f64, 3 i32, 4 u32, 5 i64, 6 u64 (kernels.rs).
-// Binding 0 is the source and binding 8 the result, both read as 32-bit
-// words (buffers are allocated in whole words). Invocation `i` writes one
-// unit of the result: two f16 elements (one word), one 32-bit element, or
-// one 64-bit element (two words). `n` counts units, `elems` elements.
+// Codes: 0 f32, 1 f16, 2 f64, 3 i32, 4 u32, 5 i64, 6 u64, 7 bf16
+// (kernels.rs). Binding 0 is the source and binding 8 the result, both
+// read as 32-bit words (buffers are allocated in whole words). Invocation
+// `i` writes one unit of the result: two 16-bit elements (one word), one
+// 32-bit element, or one 64-bit element (two words). `n` counts units,
+// `elems` elements. A 16-bit result of odd length keeps the high half of
+// its last word as it was (it is no element of the result).
+//
+// Every float conversion goes through f32 bits: from f16 and bf16 exactly,
+// from f64 rounded to odd (24 bits hold a second rounding to a 16-bit type
+// exactly); to f16 and bf16 rounded once from there.
 
 struct Params { n: u32, row_stride: u32, src_type: u32, dst_type: u32, elems: u32 }
 
@@ -21,7 +27,7 @@ var<immediate> p: Params;
 // Integers are sign- or zero-extended to 64 bits.
 fn load(j: u32) -> vec2<u32> {
     switch p.src_type {
-        case 1u: {
+        case 1u, 7u: {
             let w = src[j >> 1u];
             return vec2<u32>((w >> ((j & 1u) * 16u)) & 0xffffu, 0u);
         }
@@ -95,6 +101,28 @@ fn f32_to_f16(x: u32) -> u32 {
         bits = (u32(te - 1) << 10u) + q;
     }
     return sign | min(bits, 0x7c00u);
+}
+
+// bf16 bits to f32 bits (exact: bf16 is the top half of an f32). A NaN
+// is made quiet, as the host's conversion does.
+fn bf16_to_f32(h: u32) -> u32 {
+    if ((h & 0x7fffu) > 0x7f80u) {
+        return (h | 0x40u) << 16u;
+    }
+    return h << 16u;
+}
+
+// f32 bits to bf16 bits, rounded to nearest even: adding just under half
+// of bf16's last place, plus one when that place is odd, carries into it
+// exactly when the rest is past half, or half with an odd place. The carry
+// runs on into the exponent as it should (to infinity past bf16's largest
+// value), and subnormals need nothing apart. A NaN stays a (quiet) NaN,
+// however low its payload.
+fn f32_to_bf16(x: u32) -> u32 {
+    if ((x & 0x7fffffffu) > 0x7f800000u) {
+        return (x >> 16u) | 0x40u;
+    }
+    return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
 }
 
 // f32 bits to f64 bits (exact).
@@ -194,20 +222,30 @@ fn f64_to_f32(v: vec2<u32>, odd: bool) -> u32 {
     return sign | min(bits, 0x7f800000u);
 }
 
-// Element `j` converted, for a 16-bit result.
+// Element `j` converted, for a 16-bit result (f16 or bf16).
 fn to16(j: u32) -> u32 {
     let v = load(j);
+    if (p.src_type == p.dst_type) {
+        return v.x & 0xffffu;
+    }
+    // The source as f32 bits (rounded to odd from f64).
+    var x = v.x;
     switch p.src_type {
-        case 0u: {
-            return f32_to_f16(v.x);
+        case 1u: {
+            x = f16_to_f32(v.x);
         }
         case 2u: {
-            return f32_to_f16(f64_to_f32(v, true));
+            x = f64_to_f32(v, true);
         }
-        default: {
-            return v.x & 0xffffu;
+        case 7u: {
+            x = bf16_to_f32(v.x);
         }
+        default: {}
     }
+    if (p.dst_type == 7u) {
+        return f32_to_bf16(x);
+    }
+    return f32_to_f16(x);
 }
 
 // Element `j` converted, for a 32-bit result.
@@ -220,6 +258,9 @@ fn to32(j: u32) -> u32 {
             }
             case 2u: {
                 return f64_to_f32(v, false);
+            }
+            case 7u: {
+                return bf16_to_f32(v.x);
             }
             default: {
                 return v.x;
@@ -241,6 +282,9 @@ fn to64(j: u32) -> vec2<u32> {
             case 1u: {
                 return f32_to_f64(f16_to_f32(v.x));
             }
+            case 7u: {
+                return f32_to_f64(bf16_to_f32(v.x));
+            }
             default: {
                 return v;
             }
@@ -256,13 +300,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     switch p.dst_type {
-        case 1u: {
+        case 1u, 7u: {
             let j = 2u * i;
-            var w = to16(j);
+            var hi = dst[i] >> 16u;
             if (j + 1u < p.elems) {
-                w = w | (to16(j + 1u) << 16u);
+                hi = to16(j + 1u);
             }
-            dst[i] = w;
+            dst[i] = to16(j) | (hi << 16u);
         }
         case 2u, 5u, 6u: {
             let v = to64(i);

@@ -6,9 +6,10 @@
 // by long division of the significand. N is 1 to 2^32 - 1 (kernels.rs
 // refuses larger divisors at compile time).
 //
-// Codes: 0 f32, 1 f16, 2 f64, 3 i32, 4 u32, 5 i64, 6 u64 (as cast.wgsl).
-// Binding 0 is the operand and binding 8 the result, as 32-bit words.
-// Invocation `i` writes one unit: two f16 elements (one word), one 32-bit
+// Codes: 0 f32, 1 f16, 2 f64, 3 i32, 4 u32, 5 i64, 6 u64, 7 bf16 (as
+// cast.wgsl). Binding 0 is the operand and binding 8 the result, as 32-bit
+// words. Invocation `i` writes one unit: two 16-bit elements (one word;
+// of odd length, the last word's high half is kept as it was), one 32-bit
 // element, or one 64-bit element (two words).
 
 struct Params { n: u32, row_stride: u32, dtype: u32, elems: u32, by: u32 }
@@ -165,6 +166,31 @@ fn div_f16(h: u32, d: u32) -> u32 {
     return sign | ((u32(r.lsb + 24) << 10u) + r.mant.x);
 }
 
+fn div_bf16(h: u32, d: u32) -> u32 {
+    let sign = h & 0x8000u;
+    let e = (h >> 7u) & 0xffu;
+    let f = h & 0x7fu;
+    if (e == 0xffu || (e == 0u && f == 0u) || d <= 1u) {
+        return h;
+    }
+    var m = f;
+    var ex = -133;
+    if (e != 0u) {
+        m = f | 0x80u;
+        ex = i32(e) - 134;
+    }
+    let r = div_round(vec2<u32>(m, 0u), ex, d, 8u, -133);
+    return sign | ((u32(r.lsb + 133) << 7u) + r.mant.x);
+}
+
+// A 16-bit float (f16 or bf16, as `p.dtype` says) divided by `d`.
+fn div16(h: u32, d: u32) -> u32 {
+    if (p.dtype == 7u) {
+        return div_bf16(h, d);
+    }
+    return div_f16(h, d);
+}
+
 fn div_f64(v: vec2<u32>, d: u32) -> vec2<u32> {
     let sign = v.y & 0x80000000u;
     let e = (v.y >> 20u) & 0x7ffu;
@@ -212,13 +238,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         case 0u: {
             dst[i] = div_f32(src[i], d);
         }
-        case 1u: {
+        case 1u, 7u: {
             let j = 2u * i;
-            var w = div_f16(half_at(j), d);
+            var hi = dst[i] >> 16u;
             if (j + 1u < p.elems) {
-                w = w | (div_f16(half_at(j + 1u), d) << 16u);
+                hi = div16(half_at(j + 1u), d);
             }
-            dst[i] = w;
+            dst[i] = div16(half_at(j), d) | (hi << 16u);
         }
         case 2u: {
             let v = div_f64(vec2<u32>(src[2u * i], src[2u * i + 1u]), d);

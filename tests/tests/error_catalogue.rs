@@ -73,7 +73,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0504", cuda_not_installed),
     ("E0505", vulkan_import_bad_setting),
     ("E0601", dtype_u8_on_vulkan),
-    ("E0602", dtype_bf16_on_vulkan),
+    ("E0602", dtype_i16_on_vulkan),
     ("E0603", vulkan_divisor_past_32_bits),
     ("E0604", cuda_float_divisor_too_large),
     ("E0701", exec_leftover_collective),
@@ -764,9 +764,9 @@ fn dtype_u8_on_vulkan() -> Outcome {
     need_vulkan(&[Device::vulkan(0)])?;
     compile_err(&VK_ONLY.replace("f32", "u8"), &[])
 }
-fn dtype_bf16_on_vulkan() -> Outcome {
+fn dtype_i16_on_vulkan() -> Outcome {
     need_vulkan(&[Device::vulkan(0)])?;
-    compile_err(&VK_ONLY.replace("f32", "bf16"), &[])
+    compile_err(&VK_ONLY.replace("f32", "i16"), &[])
 }
 
 fn vulkan_divisor_past_32_bits() -> Outcome {

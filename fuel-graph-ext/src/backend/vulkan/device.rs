@@ -3,8 +3,8 @@
 //! failure half way destroys what was made ([`Partial`]).
 
 use super::kernels::{
-    make_pipeline, Params, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64, SPV_I32, SPV_I64, SPV_U32,
-    SPV_U64,
+    make_pipeline, Params, SPV_BF16, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64, SPV_I32,
+    SPV_I64, SPV_U32, SPV_U64,
 };
 use super::memory::{mapped_memory_type, BufPool};
 use super::submit::Submitter;
@@ -145,6 +145,7 @@ impl VkDev {
                 (DType::I64, SPV_I64, i64),
                 (DType::U32, SPV_U32, true),
                 (DType::U64, SPV_U64, i64),
+                (DType::BF16, SPV_BF16, true),
             ] {
                 if wanted {
                     let p = make_pipeline(&dev, layout, spv)?;

@@ -1,5 +1,6 @@
 //! Compute kernels: one WGSL element-wise pipeline per dtype (compiled to
-//! SPIR-V by naga in `build.rs`), its dispatch, the n-ary fold (chained
+//! SPIR-V by naga in `build.rs`; bf16, which WGSL lacks, has its own
+//! shader over 32-bit words, two elements each), its dispatch, the n-ary fold (chained
 //! past [`MAX_ARITY`] operands), region copies, and the `div` and `cast`
 //! kernels, one pipeline each for every dtype, written with 32-bit integer
 //! arithmetic only so that they are exact on any device. Each checks that
@@ -17,6 +18,8 @@ pub(super) const SPV_F64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elem
 pub(super) const SPV_I64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_i64.spv"));
 pub(super) const SPV_U32: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u32.spv"));
 pub(super) const SPV_U64: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_u64.spv"));
+pub(super) const SPV_BF16: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/elementwise_bf16.spv"));
 pub(super) const SPV_CAST: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cast.spv"));
 pub(super) const SPV_DIV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/div.spv"));
 
@@ -130,8 +133,33 @@ impl VkDev {
         faults: &Faults,
     ) -> Result<(), ExecError> {
         let pipe = self.pipeline(dtype)?.pipeline;
+        if dtype == DType::BF16 {
+            // One invocation per word of two elements; the element count
+            // goes where the others' unused divisor does.
+            let elems = self.elems32(n, "dispatch")?;
+            return self.dispatch_on(
+                pipe,
+                ins.len() as u32,
+                op,
+                elems,
+                ins,
+                dst,
+                n.div_ceil(2),
+                onto,
+                faults,
+            );
+        }
         // The fold kernel reads no divisor (division has its own kernel).
         self.dispatch_on(pipe, ins.len() as u32, op, 0, ins, dst, n, onto, faults)
+    }
+
+    /// `n` elements as the 32-bit count a kernel takes.
+    fn elems32(&self, n: usize, op: &str) -> Result<u32, ExecError> {
+        u32::try_from(n).map_err(|_| ExecError::Device {
+            device: self.device,
+            op: op.into(),
+            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
+        })
     }
 
     /// One dispatch of `pipe` over `n` invocations, with `count`, `op`, `by`
@@ -317,12 +345,9 @@ impl VkDev {
     ) -> Result<(), ExecError> {
         self.check_div(dtype, by)?;
         let code = cast_code(dtype).ok_or_else(|| self.unsupported(dtype))?;
-        let elems = u32::try_from(n).map_err(|_| ExecError::Device {
-            device: self.device,
-            op: "div".into(),
-            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
-        })?;
-        let units = if dtype == DType::F16 {
+        let elems = self.elems32(n, "div")?;
+        // 16-bit elements are divided two to a word.
+        let units = if dtype.size_bytes() == 2 {
             n.div_ceil(2)
         } else {
             n
@@ -379,13 +404,13 @@ impl VkDev {
             let dtype = if cast_code(from).is_none() { from } else { to };
             return Err(self.unsupported(dtype));
         };
-        let elems = u32::try_from(n).map_err(|_| ExecError::Device {
-            device: self.device,
-            op: "cast".into(),
-            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
-        })?;
-        // f16 results are written two to a word.
-        let units = if to == DType::F16 { n.div_ceil(2) } else { n };
+        let elems = self.elems32(n, "cast")?;
+        // 16-bit results (f16, bf16) are written two to a word.
+        let units = if to.size_bytes() == 2 {
+            n.div_ceil(2)
+        } else {
+            n
+        };
         self.dispatch_on(
             self.cast.pipeline,
             f,
@@ -410,6 +435,7 @@ fn cast_code(dtype: DType) -> Option<u32> {
         DType::U32 => 4,
         DType::I64 => 5,
         DType::U64 => 6,
+        DType::BF16 => 7,
         _ => return None,
     })
 }

@@ -218,7 +218,9 @@ impl VkDev {
             DType::F64 => Err("the device lacks shaderFloat64".into()),
             DType::I64 | DType::U64 if self.i64 => Ok(()),
             DType::I64 | DType::U64 => Err("the device lacks shaderInt64".into()),
-            DType::BF16 => Err("WGSL has no bf16 type and no bf16 kernel is written".into()),
+            // Stored as halves of 32-bit words and computed in f32 with
+            // integer rounding (`elementwise_bf16.wgsl`): no feature needed.
+            DType::BF16 => Ok(()),
             DType::U8 | DType::I8 | DType::Bool => Err(format!(
                 "WGSL has no 8-bit type and no {dtype} kernel is written"
             )),
