@@ -697,8 +697,20 @@ pub fn memcpy(src: &[u8], out: &mut CpuBuf) {
     copy_bytes(src, out.bytes_mut());
 }
 
+/// Copies below this many bytes run on the calling thread, and so do all
+/// copies where the kernels' pool has two threads or fewer: a memcpy is
+/// bound by memory, not arithmetic, and on the 2-core development VM
+/// handing half of a copy to the other core measured slower at every size
+/// from 1 to 16 MiB (`docs/performance.md`, issue 19). Machines with more
+/// cores (and memory channels) split larger copies.
+pub const COPY_PARALLEL_MIN_BYTES: usize = 4 << 20;
+
 /// `dst.copy_from_slice(src)` (same length), in parallel when large.
 pub fn copy_bytes(src: &[u8], dst: &mut [u8]) {
+    if dst.len() < COPY_PARALLEL_MIN_BYTES || kernel_threads() <= 2 {
+        dst.copy_from_slice(src);
+        return;
+    }
     par_chunks(dst, |off, chunk| {
         let len = chunk.len();
         chunk.copy_from_slice(&src[off..off + len]);
