@@ -222,22 +222,25 @@ fn interpret_world_all_to_all_takes_piece_rank_of_every_operand() {
     assert_eq!(want[1][0].to_f64(), vec![1.0, 11.0, 21.0, 31.0]);
 }
 
-/// SPMD ranks whose operands differ along the axis pass different splits
-/// to the driver (rank 3 sends 2 rows to each peer, the others 1): every
-/// rank's run fails with the split mismatch (E0960), none hangs.
-#[test]
-fn spmd_ranks_with_different_splits_all_fail() {
+/// Runs an SPMD `comm.all_to_all` along axis 0 on 4 host rank threads,
+/// rank r recording an operand of `per_rank(r).0` with split
+/// `per_rank(r).1`, and returns each rank's error (a run that succeeds
+/// fails the test: the ranks disagree).
+fn disagreeing_ranks(
+    name: &str,
+    per_rank: impl Fn(usize) -> (TensorType, Option<Vec<usize>>) + Send + Sync + 'static,
+) -> Vec<String> {
     let n = 4;
     let cpu = Device::cpu(0);
-    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-bad")).unwrap();
-    let errs = on_ranks(n, Duration::from_secs(60), move |rank| {
+    let id = HostDriver::group_id(&CommunicationId::new(name)).unwrap();
+    let per_rank = std::sync::Arc::new(per_rank);
+    on_ranks(n, Duration::from_secs(60), move |rank| {
         let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
         let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
-        let rows = if rank == 3 { 8 } else { 4 };
-        let ty = TensorType::new(DType::F32, &[rows, 2]);
+        let (ty, split) = per_rank(rank);
         let g = LazyGraph::new("rank");
         let x = g.input("x", cpu, ty.clone());
-        let y = c.all_to_all(&x, 0, None).unwrap();
+        let y = c.all_to_all(&x, 0, split.as_deref()).unwrap();
         let exe = c.compile(&[&y]).unwrap();
         let data = vec![1.0; ty.num_elements()];
         let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty, data))]);
@@ -245,6 +248,17 @@ fn spmd_ranks_with_different_splits_all_fail() {
             Ok(_) => panic!("rank {rank} ran although the splits differ"),
             Err(e) => e.to_string(),
         }
+    })
+}
+
+/// SPMD ranks whose operands differ along the axis pass different splits
+/// to the driver (rank 3 sends 2 rows to each peer, the others 1): every
+/// rank's run fails with the split mismatch (E0960), none hangs.
+#[test]
+fn spmd_ranks_with_different_splits_all_fail() {
+    let errs = disagreeing_ranks("a2a-spmd-bad", |rank| {
+        let rows = if rank == 3 { 8 } else { 4 };
+        (TensorType::new(DType::F32, &[rows, 2]), None)
     });
     for (rank, e) in errs.iter().enumerate() {
         assert!(
@@ -340,27 +354,13 @@ fn spmd_uneven_all_to_all_on_4_rank_threads_matches_interpret_world() {
 /// from the host driver's count check; none hangs.
 #[test]
 fn spmd_ranks_with_different_split_matrices_all_fail() {
-    let n = 4;
-    let cpu = Device::cpu(0);
-    let id = HostDriver::group_id(&CommunicationId::new("a2a-spmd-uneven-bad")).unwrap();
-    let errs = on_ranks(n, Duration::from_secs(60), move |rank| {
-        let comm = HostDriver::join_with(id, n, rank, JoinOptions::with_timeout(WAIT)).unwrap();
-        let c = DriverCommunicator::<HostDriver>::new(comm, HostDriver::open(cpu).unwrap(), WAIT);
+    let errs = disagreeing_ranks("a2a-spmd-uneven-bad", |rank| {
         let mut split = UNEVEN;
         if rank == 1 {
             split[1] = 3;
         }
-        let ty = TensorType::new(DType::F32, &[row_sum(&split, n, rank), 3]);
-        let g = LazyGraph::new("rank");
-        let x = g.input("x", cpu, ty.clone());
-        let y = c.all_to_all(&x, 0, Some(&split)).unwrap();
-        let exe = c.compile(&[&y]).unwrap();
-        let data = vec![1.0; ty.num_elements()];
-        let input = BTreeMap::from([("x".to_string(), HostTensor::new(ty, data))]);
-        match exe.run_host(&input) {
-            Ok(_) => panic!("rank {rank} ran although the splits differ"),
-            Err(e) => e.to_string(),
-        }
+        let ty = TensorType::new(DType::F32, &[row_sum(&split, 4, rank), 3]);
+        (ty, Some(split.to_vec()))
     });
     for (rank, e) in errs.iter().enumerate() {
         assert!(
