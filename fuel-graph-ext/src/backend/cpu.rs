@@ -697,17 +697,24 @@ pub fn memcpy(src: &[u8], out: &mut CpuBuf) {
     copy_bytes(src, out.bytes_mut());
 }
 
-/// Copies below this many bytes run on the calling thread, and so do all
-/// copies where the kernels' pool has two threads or fewer: a memcpy is
-/// bound by memory, not arithmetic, and on the 2-core development VM
-/// handing half of a copy to the other core measured slower at every size
-/// from 1 to 16 MiB (`docs/performance.md`, issue 19). Machines with more
-/// cores (and memory channels) split larger copies.
+/// Copies below this many bytes that are not already on the kernels'
+/// pool run on the calling thread: handing half of a memcpy to the pool
+/// costs a wake-up and a wait that, on the 2-core development VM, took as
+/// long as the copy itself up to 16 MiB (three 1 MiB copies: 62 us on one
+/// thread, 61 us split with one handoff each, 31 us split on the pool;
+/// `docs/performance.md`, issue 19). A run of an all-host executable
+/// with large steps runs on the pool as a whole
+/// ([`on_kernel_threads`]), so its copies split for free.
 pub const COPY_PARALLEL_MIN_BYTES: usize = 4 << 20;
+
+/// Whether this thread is one of the kernels' pool.
+fn on_kernel_pool() -> bool {
+    kernel_pool().is_some_and(|p| p.current_thread_index().is_some())
+}
 
 /// `dst.copy_from_slice(src)` (same length), in parallel when large.
 pub fn copy_bytes(src: &[u8], dst: &mut [u8]) {
-    if dst.len() < COPY_PARALLEL_MIN_BYTES || kernel_threads() <= 2 {
+    if dst.len() < COPY_PARALLEL_MIN_BYTES && !on_kernel_pool() {
         dst.copy_from_slice(src);
         return;
     }

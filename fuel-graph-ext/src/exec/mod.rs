@@ -84,6 +84,15 @@ pub struct Executable {
     spmd_turn: Option<Mutex<()>>,
     /// Every device is a host arena: steps run on the caller's thread.
     inline: bool,
+    /// An inline executable with a fold of [`backend::cpu::PARALLEL_MIN`]
+    /// f32s' worth or more and no step that waits on other ranks (a driver
+    /// all-reduce island, a `comm.*` step): each run is one task on the
+    /// kernels' pool, where splitting a fold or copy costs no handoff.
+    /// Graphs of copies and gathers alone (all_gather, broadcast,
+    /// all_to_all) measured slower that way on the 2-core VM and stay on
+    /// the caller's thread. (A run that waited on other ranks on the pool
+    /// could hold a pool thread that those ranks' own runs need.)
+    inline_on_pool: bool,
     /// `keep[i]`: slot `i` is a graph output.
     keep: Vec<bool>,
     /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
@@ -375,6 +384,16 @@ impl<'g> Compiler<'g> {
         // kernels of large steps use every core anyway. Such an executable
         // runs its steps in schedule order on the caller's thread.
         let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
+        let inline_on_pool = inline
+            && plan.islands.is_empty()
+            && plan
+                .steps
+                .iter()
+                .all(|s| !matches!(s.work, Work::Comm { .. }))
+            && plan.steps.iter().any(|s| {
+                matches!(s.work.kernel(), Some(backend::Kernel::Fold { .. }))
+                    && s.ty.size_bytes() >= backend::cpu::PARALLEL_MIN * 4
+            });
         if ctxs.values().any(|c| matches!(c, Ctx::Cpu(_))) {
             crate::backend::worker::host_pool_ready()?;
         }
@@ -410,6 +429,7 @@ impl<'g> Compiler<'g> {
             scratch: Mutex::new(Vec::new()),
             spmd_turn: spmd.then(|| Mutex::new(())),
             inline,
+            inline_on_pool,
             keep,
             sole,
             lent,

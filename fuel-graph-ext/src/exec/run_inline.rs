@@ -2,6 +2,9 @@
 //! its steps in schedule order on the caller's thread. The arenas share the
 //! host's cores, so worker threads would buy no overlap, only a thread
 //! handoff per step, and the kernels of large steps use every core anyway.
+//! A graph with a large fold, and no collective that waits on other
+//! ranks, runs as one task on the kernels' pool instead, so its folds and
+//! copies split over the cores without a handoff each.
 
 use super::schedule::Work;
 use super::step::{execute, operands, StepData};
@@ -10,9 +13,25 @@ use crate::backend::fault::Faults;
 use std::sync::Arc;
 
 impl Executable {
-    /// Runs every step in schedule order on this thread (host arenas only),
-    /// freeing each buffer after its last read as the worker runner does.
+    /// Runs every step in schedule order (host arenas only), freeing each
+    /// buffer after its last read as the worker runner does: on this
+    /// thread, or, for a graph with steps large enough to split
+    /// ([`Executable::inline_on_pool`]), as one task on the kernels' own
+    /// pool, so that every split costs no handoff of its own.
     pub(super) fn run_inline(
+        &self,
+        s: &mut Scratch,
+        data: Vec<Option<Arc<[u8]>>>,
+        faults: &Faults,
+    ) -> Result<(), ExecError> {
+        if self.inline_on_pool {
+            crate::backend::cpu::on_kernel_threads(|| self.run_inline_here(s, data, faults))
+        } else {
+            self.run_inline_here(s, data, faults)
+        }
+    }
+
+    fn run_inline_here(
         &self,
         s: &mut Scratch,
         mut data: Vec<Option<Arc<[u8]>>>,
