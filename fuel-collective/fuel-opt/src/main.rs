@@ -196,9 +196,12 @@ fn logging() -> Result<(), Failure> {
                 })
             })?,
     };
+    // Colours only for a terminal: piped or captured logs get plain text,
+    // never raw escape sequences.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     Ok(())
 }

@@ -462,3 +462,19 @@ fn a_group_of_only_vulkan_devices_works_in_demo_and_bench() {
     assert_eq!(row.split(',').nth(8), Some("0"), "{csv}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Logs asked for with `FUEL_LOG` go to a pipe here, not a terminal: they
+/// are plain text, with no raw escape sequences (colours are for
+/// terminals only). Found by `cli_props` with `FUEL_LOG=3`.
+#[test]
+fn logs_to_a_pipe_carry_no_escape_sequences() {
+    let f = file("log", SMALL);
+    let o = cmd(&[f.to_str().unwrap(), "--passes", "cse,dce"])
+        .env("FUEL_LOG", "trace")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("cse"), "no log lines at FUEL_LOG=trace: {err}");
+    assert!(!err.contains('\u{1b}'), "raw escape on stderr: {err:?}");
+}
