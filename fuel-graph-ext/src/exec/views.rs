@@ -77,18 +77,7 @@ impl Schedule {
             };
             // The buffer the operand's slot holds, through shared host
             // copies only: a slice's view is not a block of its own.
-            let mut owner = operand;
-            while let Some(Step {
-                work: Work::Share { .. },
-                operands,
-                ..
-            }) = self.steps.get(owner)
-            {
-                match operands.first() {
-                    Some(&o) => owner = o,
-                    None => break,
-                }
-            }
+            let owner = *self.share_chain(operand).last().unwrap_or(&operand);
             let page_backed = self.steps.get(owner).is_some_and(|o| {
                 o.device.is_cpu()
                     && o.ty.size_bytes() >= min_bytes
@@ -114,22 +103,35 @@ impl Schedule {
             if !matches!(st.work, Work::Import { .. }) {
                 continue;
             }
-            let mut o = st.operands.first().copied();
-            while let Some(i) = o {
+            let Some(&operand) = st.operands.first() else {
+                continue;
+            };
+            for i in self.share_chain(operand) {
                 if let Some(l) = lent.get_mut(i) {
                     *l = true;
                 }
-                o = match self.steps.get(i) {
-                    Some(Step {
-                        work: Work::Share { .. },
-                        operands,
-                        ..
-                    }) => operands.first().copied(),
-                    _ => None,
-                };
             }
         }
         lent
+    }
+
+    /// Slot `i`, then the slots whose buffer it holds through shared host
+    /// copies ([`Work::Share`]), in order: the last is the buffer's owner.
+    /// Views stop the chain: a view is not the buffer it views.
+    fn share_chain(&self, i: usize) -> Vec<usize> {
+        let mut chain = vec![i];
+        while let Some(Step {
+            work: Work::Share { .. },
+            operands,
+            ..
+        }) = chain.last().and_then(|&o| self.steps.get(o))
+        {
+            match operands.first() {
+                Some(&o) => chain.push(o),
+                None => break,
+            }
+        }
+        chain
     }
 
     /// Turns `slice` steps into [`Work::View`]s where the slice is one
