@@ -156,6 +156,75 @@ fn run_into_reuses_output_tensors() {
     }
 }
 
+/// `run` keeps the bytes of the outputs it returned: once the caller drops
+/// them, the next run writes into them (no fresh pages to fault in), while
+/// an output the caller still holds keeps its values through later runs.
+#[test]
+fn run_reuses_outputs_the_caller_dropped() {
+    let devices: Vec<Device> = (0..4).map(Device::cpu).collect();
+    let (exe, inputs, want) = compiled(&devices, "ring", 1000, exec::Options::default());
+    let outs = exe.run(&inputs).unwrap();
+    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
+    let kept = outs[2].clone();
+    let sizes: Vec<usize> = outs.iter().map(|t| t.bytes().len()).collect();
+    drop(outs);
+    // Had the bytes been freed, these would take their addresses.
+    let hog: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![1u8; n]).collect();
+    let outs = exe.run(&inputs).unwrap();
+    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
+    assert_close(&got, &want, "second run");
+    assert!(hog.iter().all(|h| !first.contains(&h.as_ptr())));
+    // Bytes go to outputs by size, not place: all but the held one's are
+    // reused, and nothing writes into the held one.
+    let now: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
+    let reused = now.iter().filter(|p| first.contains(p)).count();
+    assert_eq!(reused, first.len() - 1, "{first:?} then {now:?}");
+    assert!(
+        !now.contains(&kept.bytes().as_ptr()),
+        "a held output is not reused"
+    );
+    // Other inputs: the held tensor must keep the first run's values.
+    let doubled: BTreeMap<String, Tensor> = inputs
+        .iter()
+        .map(|(k, t)| {
+            let v: Vec<f32> = t.to_vec::<f32>().unwrap().iter().map(|x| 2.0 * x).collect();
+            (k.clone(), Tensor::from_slice(&t.ty().shape, &v).unwrap())
+        })
+        .collect();
+    drop(outs);
+    for _ in 0..3 {
+        exe.run(&doubled).unwrap();
+    }
+    assert_close(&[kept.to_host()], &want[2..3], "the held tensor");
+    for d in &devices {
+        assert_eq!(exe.memory(*d).unwrap().current, 0);
+    }
+}
+
+/// The same with GPUs in the group: Vulkan outputs are read back into the
+/// dropped tensors' bytes.
+#[test]
+fn run_reuses_dropped_outputs_in_mixed_groups() {
+    let devs = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
+    if !fuel_test_support::devices_or_skip("run_reuses_dropped_outputs_in_mixed_groups", &devs) {
+        return;
+    }
+    let (exe, inputs, want) = compiled(&devs, "star", 1000, exec::Options::default());
+    let outs = exe.run(&inputs).unwrap();
+    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
+    let sizes: Vec<usize> = outs.iter().map(|t| t.bytes().len()).collect();
+    drop(outs);
+    // Had the bytes been freed, these would take their addresses.
+    let hog: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![1u8; n]).collect();
+    let outs = exe.run(&inputs).unwrap();
+    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
+    assert_close(&got, &want, "second run");
+    assert!(hog.iter().all(|h| !first.contains(&h.as_ptr())));
+    for (k, t) in outs.iter().enumerate() {
+        assert_eq!(t.bytes().as_ptr(), first[k], "output {k} reused");
+    }
+}
+
 /// Two Vulkan ranks and a host root on lavapipe: the root's fold downloads
 /// its GPU operands one at a time into one scratch buffer
 /// (`exec::Options::defer_gpu_copies_into_folds`), so it holds its result and

@@ -99,6 +99,16 @@ impl Tensor {
         Some(std::mem::replace(&mut self.bytes, Arc::from(Vec::new())))
     }
 
+    /// A tensor of `ty` without its bytes: a place in an output vector that
+    /// the runner fills (its bytes never match `ty`, so nothing is written
+    /// into them).
+    pub(crate) fn unfilled(ty: TensorType) -> Tensor {
+        Tensor {
+            ty,
+            bytes: Arc::from(Vec::new()),
+        }
+    }
+
     /// The shared byte buffer (cheap to clone).
     pub(crate) fn shared(&self) -> Arc<[u8]> {
         self.bytes.clone()
