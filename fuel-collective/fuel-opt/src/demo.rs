@@ -241,6 +241,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
 
     let est = estimate_run(&lowered, &topo);
+    eprintln!("DEBUG {est:?}");
     outln!("== time")?;
     outln!("  compile            {compile_ms:>10.2} ms")?;
     outln!("  estimated (model)  {:>10.1} us", est.total_us())?;

@@ -67,24 +67,7 @@ fn all_reduce_us(key: &Key, rows: usize, topo: &Arc<Topology>) -> Result<f64, Pa
 fn item_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
     let runner = cost::runner_for(key.devices.iter().copied());
     let per_rank = key.devices.iter().map(|d| {
-        // A host arena slices with a kernel; a GPU with a region copy
-        // (`vkCmdCopyBuffer`, a device-local copy).
-        let kind = |b: usize| {
-            if d.is_cpu() {
-                StepKind::Compute {
-                    device: *d,
-                    inputs: 1,
-                    bytes: b,
-                }
-            } else {
-                StepKind::Transfer {
-                    from: *d,
-                    to: *d,
-                    bytes: b,
-                    mode: CopyMode::Moves,
-                }
-            }
-        };
+        let kind = |b: usize| StepKind::layout(*d, b);
         let step = |b: usize| cost::step_us(topo, runner, &kind(b), bytes);
         // Its slice is a view of the merged result where the device binds
         // one at its offset (`exec::schedule::slice_is_view`: a host arena

@@ -198,11 +198,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                         mode: CopyMode::Shared,
                     }
                 } else {
-                    StepKind::Compute {
-                        device: at,
-                        inputs: 1,
-                        bytes: part,
-                    }
+                    StepKind::layout(at, part)
                 };
                 let cut = tally.add(&slice, total);
                 move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut);
@@ -330,7 +326,7 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                     mode: CopyMode::Shared,
                 };
                 Position {
-                    slice: tally.price(&compute(1)),
+                    slice: tally.price(&StepKind::layout(d, bytes)),
                     view: tally.price(&view),
                     hops,
                     add: tally.price(&compute(2)),
@@ -387,11 +383,7 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 let last = mode(last_src(topo, from, root_dev), root_dev, false, false);
                 ready = ready.max(move_to(&mut tally, topo, (from, root_dev, bytes), last, t));
             }
-            let concat = StepKind::Compute {
-                device: root_dev,
-                inputs: 1,
-                bytes: full,
-            };
+            let concat = StepKind::layout(root_dev, full);
             tally.add(&concat, ready);
         }
         _ => {
@@ -460,11 +452,7 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 }
             }
             for (&d, &r) in targets.iter().zip(&ready) {
-                let concat = StepKind::Compute {
-                    device: d,
-                    inputs: 1,
-                    bytes: full,
-                };
+                let concat = StepKind::layout(d, full);
                 tally.add(&concat, r);
             }
         }

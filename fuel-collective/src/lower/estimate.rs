@@ -305,6 +305,9 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                     mode: CopyMode::Shared,
                 }
             }
+            Op::Slice { device, .. } | Op::Concat { device, .. } => {
+                StepKind::layout(*device, bytes)
+            }
             op => {
                 let Some(device) = op.device() else { continue };
                 let inputs = match op {

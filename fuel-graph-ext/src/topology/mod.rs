@@ -214,6 +214,11 @@ pub struct Topology {
     /// integrated GPU, or lavapipe. Their transfers and kernels load host
     /// memory on both ends.
     pub host_memory: BTreeSet<DeviceKind>,
+    /// The host's cores, which every host-side worker shares (a `cores`
+    /// line; the calibrator writes the machine's): the threaded runner's
+    /// hand-offs, host kernels and the kernels of a host-memory device all
+    /// run on them. `None` (the default) sets no such bound.
+    cores: Option<u32>,
     /// The link between two processes of a world (`fuel_collective::world`):
     /// what one inter-process message costs, whatever carries it (shared
     /// memory on one machine, a network between machines).
@@ -300,6 +305,7 @@ impl Default for Topology {
             runners,
             drivers: BTreeSet::new(),
             host_memory: BTreeSet::new(),
+            cores: None,
             process: LinkCost::new(DEFAULT_PROCESS_LINK.0, DEFAULT_PROCESS_LINK.1),
             source: Source::Defaults,
         }
@@ -320,6 +326,16 @@ impl Topology {
     pub fn with_source(mut self, source: Source) -> Topology {
         self.source = source;
         self
+    }
+
+    /// How many host cores the host-side work shares, if known.
+    pub fn host_cores(&self) -> Option<u32> {
+        self.cores
+    }
+
+    /// Sets [`host_cores`](Self::host_cores).
+    pub fn set_host_cores(&mut self, cores: Option<u32>) {
+        self.cores = cores;
     }
 
     /// True if a device of `kind` keeps its data in host memory (CPUs, and
@@ -560,6 +576,15 @@ impl Topology {
                     }
                     t.host_memory.insert(k);
                 }
+                ["cores", n] => {
+                    let n = n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        err(format!(
+                            "bad core count `{n}`: expected a whole number above 0, e.g. `cores 8`"
+                        ))
+                    })?;
+                    set("the host's cores".into(), n.to_string())?;
+                    t.cores = Some(n);
+                }
                 ["driver", k] => {
                     let k = kind(k)?;
                     if !DRIVER_KINDS.contains(&k) {
@@ -683,7 +708,7 @@ impl Topology {
                 }
                 _ => {
                     return Err(err(
-                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
+                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `cores N`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
                             .into(),
                     ))
                 }
@@ -708,6 +733,9 @@ impl Topology {
         }
         for k in &self.host_memory {
             let _ = writeln!(s, "host-memory {k}");
+        }
+        if let Some(n) = self.cores {
+            let _ = writeln!(s, "cores {n}");
         }
         for (r, c) in &self.runners {
             let _ = writeln!(

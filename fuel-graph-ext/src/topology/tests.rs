@@ -57,6 +57,16 @@ fn file_round_trip_and_errors() {
 }
 
 #[test]
+fn the_host_core_count_round_trips_and_defaults_to_none() {
+    assert_eq!(Topology::default().host_cores(), None);
+    assert!(!Topology::default().to_text().contains("cores"));
+    let t = Topology::parse("cores 2\ncores 2\n").unwrap();
+    assert_eq!(t.host_cores(), Some(2));
+    assert!(t.to_text().contains("cores 2\n"));
+    assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+}
+
+#[test]
 fn every_figure_round_trips() {
     let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nhost-memory vulkan\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30 dispatch=1.5\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
     let t = Topology::parse(text).unwrap();
@@ -112,6 +122,9 @@ fn bad_figures_are_refused_naming_the_line() {
         ("reduce tpu 5", "unknown device kind `tpu`"),
         ("driver tpu", "unknown device kind `tpu`"),
         ("driver vulkan", "vulkan has no collective driver"),
+        ("cores 0", "bad core count `0`"),
+        ("cores 2.5", "bad core count `2.5`"),
+        ("cores -1", "bad core count `-1`"),
     ];
     for (line, want) in bad {
         let e = Topology::parse(&format!("# first\n{line}\n")).unwrap_err();
@@ -146,6 +159,10 @@ fn a_setting_may_repeat_but_not_change() {
         (
             "runner inline run=2\nrunner inline run=3\n",
             "topology line 2: sets the inline run cost to 3",
+        ),
+        (
+            "cores 2\ncores 4\n",
+            "topology line 2: sets the host's cores to 4, but line 1 set it to 2",
         ),
     ];
     for (text, want) in cases {

@@ -351,6 +351,11 @@ pub fn measure(
             .push((d.kind, sweep(&|bytes| add_graph(d, bytes), &[d])?));
     }
     let mut base = base.clone();
+    base.set_host_cores(
+        std::thread::available_parallelism()
+            .ok()
+            .and_then(|n| u32::try_from(n.get()).ok()),
+    );
     if host_memory_vulkan(devices) {
         base.host_memory.insert(DeviceKind::Vulkan);
     }

@@ -109,6 +109,28 @@ pub enum StepKind {
 }
 
 impl StepKind {
+    /// A `concat`, or a `slice` that copies, on `device`: `bytes` written
+    /// from its operands' regions. A host arena runs it as a kernel; a GPU
+    /// as a region copy within the device (`vkCmdCopyBuffer`), which is no
+    /// shader and must not be priced at its fold throughput (on lavapipe a
+    /// fold reads well under 1 GB/s, a region copy runs at memcpy speed).
+    pub fn layout(device: Device, bytes: usize) -> StepKind {
+        if device.is_cpu() {
+            StepKind::Compute {
+                device,
+                inputs: 1,
+                bytes,
+            }
+        } else {
+            StepKind::Transfer {
+                from: device,
+                to: device,
+                bytes,
+                mode: CopyMode::Moves,
+            }
+        }
+    }
+
     /// The bytes it moves, or of each tensor it reads.
     pub fn bytes(&self) -> usize {
         match *self {
@@ -207,6 +229,7 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
             bytes,
             mode,
         } => match mode {
+            CopyMode::Moves if from == to => within_us(topo, from, bytes, working) + step,
             CopyMode::Moves => topo.transfer_us_at(from, to, bytes, working) + step,
             CopyMode::Shared => topo.runner(Runner::Inline).step_us,
             // A host fold reads a deferred operand where it lies (or
@@ -243,6 +266,24 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
         }
         StepKind::Output { .. } => 0.0,
     }
+}
+
+/// A copy of `bytes` within `device` ([`StepKind::layout`]): a memcpy
+/// where the device's memory is host memory (a CPU, lavapipe), at the
+/// host-to-host figures; else the `same-device` link. A GPU also pays its
+/// kernels' fixed cost: the copy is a submission and a fence like a kernel.
+fn within_us(topo: &Topology, device: Device, bytes: usize, working: usize) -> f64 {
+    let class = if device.is_cpu() || topo.in_host_memory(device.kind) {
+        LinkClass::HostHost
+    } else {
+        LinkClass::SameDevice
+    };
+    let fixed = if device.is_cpu() {
+        0.0
+    } else {
+        topo.compute(device.kind).fixed_us
+    };
+    topo.link(class).time_us_at(bytes, working) + fixed
 }
 
 /// A driver all-reduce modelled as a ring: each rank sends and receives
@@ -372,6 +413,8 @@ pub struct Tally<'a> {
     /// Work per device worker.
     workers: FxHashMap<Device, f64>,
     host_us: f64,
+    /// Work on the host's cores (see [`Tally::finish`]).
+    cores_us: f64,
     est: Estimate,
 }
 
@@ -387,6 +430,7 @@ impl<'a> Tally<'a> {
             dispatcher: 0.0,
             workers: FxHashMap::default(),
             host_us: 0.0,
+            cores_us: 0.0,
             est: Estimate::default(),
         }
     }
@@ -402,6 +446,13 @@ impl<'a> Tally<'a> {
     pub fn price(&self, kind: &StepKind) -> Priced {
         let (resource, host_bytes) = placement(self.topo, self.runner, kind);
         let moved = match *kind {
+            // A copy within a device is layout work, not a hop.
+            StepKind::Transfer {
+                from,
+                to,
+                mode: CopyMode::Moves,
+                ..
+            } if from == to => None,
             StepKind::Transfer { bytes, mode, .. } => {
                 Some(if mode == CopyMode::Shared { 0 } else { bytes })
             }
@@ -441,11 +492,25 @@ impl<'a> Tally<'a> {
     /// [`Tally::add`] of a step priced with [`Tally::price`].
     pub fn add_priced(&mut self, p: &Priced, start: f64) -> f64 {
         match p.resource {
-            Resource::Caller => self.caller += p.busy_us,
-            Resource::Dispatcher => self.dispatcher += p.busy_us,
+            Resource::Caller => {
+                self.caller += p.busy_us;
+                self.cores_us += p.busy_us;
+            }
+            Resource::Dispatcher => {
+                self.dispatcher += p.busy_us;
+                self.cores_us += p.busy_us;
+            }
             Resource::Worker(d) => {
                 *self.workers.entry(d).or_insert(0.0) += p.busy_us;
                 self.dispatcher += p.dispatch_us;
+                // The hand-off is host work (a wake-up, a report back);
+                // so is the step itself where the device is the host's.
+                let own = if self.topo.in_host_memory(d.kind) {
+                    p.us
+                } else {
+                    p.us - p.busy_us
+                };
+                self.cores_us += own + p.dispatch_us;
             }
             // No step is placed there: it is the sum of their host bytes.
             Resource::HostMemory => {}
@@ -468,10 +533,18 @@ impl<'a> Tally<'a> {
             0.0
         };
         self.est.dispatcher_us = self.dispatcher;
+
+        // With the threaded runner the workers, the dispatcher and a
+        // host-memory device's kernels share the host's cores: more of them
+        // busy at once than there are cores take turns.
+        let cores = match (self.runner, self.topo.host_cores()) {
+            (Runner::Threaded, Some(n)) => self.cores_us / f64::from(n),
+            _ => 0.0,
+        };
         self.est.busiest_us = self
             .workers
             .values()
-            .fold(self.caller.max(memory), |a, b| a.max(*b));
+            .fold(self.caller.max(memory).max(cores), |a, b| a.max(*b));
         self.est
     }
 }
@@ -500,175 +573,4 @@ pub fn estimate(topo: &Topology, steps: &[Step]) -> Estimate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hop(from: Device, to: Device, bytes: usize, deps: &[usize]) -> Step {
-        Step {
-            kind: StepKind::Transfer {
-                from,
-                to,
-                bytes,
-                mode: CopyMode::Moves,
-            },
-            deps: deps.to_vec(),
-        }
-    }
-
-    fn compute(device: Device, inputs: usize, bytes: usize, deps: &[usize]) -> Step {
-        Step {
-            kind: StepKind::Compute {
-                device,
-                inputs,
-                bytes,
-            },
-            deps: deps.to_vec(),
-        }
-    }
-
-    #[test]
-    fn chains_add_and_parallel_workers_overlap() {
-        let t = Topology::default();
-        let (h, c, c1) = (Device::cpu(0), Device::cuda(0), Device::cuda(1));
-        let th = t.runner(Runner::Threaded);
-        let one = t.transfer_us(h, c, 1000) + th.step_us;
-        // Two dependent hops take twice as long as one.
-        let chain = estimate(&t, &[hop(h, c, 1000, &[]), hop(c, h, 1000, &[0])]);
-        assert!((chain.critical_path_us - 2.0 * one).abs() < 1e-9);
-        assert_eq!(chain.transfers, 2);
-        // Independent hops into different devices overlap on their
-        // workers; the dispatcher starts them one after the other.
-        let par = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c1, 1000, &[])]);
-        assert!((par.critical_path_us - one).abs() < 1e-9);
-        assert!((par.dispatcher_us - 2.0 * th.dispatch_us).abs() < 1e-9);
-        assert!((par.total_us() - one - 2.0 * th.dispatch_us).abs() < 1e-9);
-        // Two into one device queue on its worker: its work is their work
-        // without the hand-offs.
-        let same = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c, 1000, &[])]);
-        let work = t.transfer_us(h, c, 1000);
-        assert!((same.busiest_us - 2.0 * work).abs() < 1e-9, "{same:?}");
-    }
-
-    #[test]
-    fn an_all_host_run_is_the_sum_of_its_steps() {
-        let t = Topology::default();
-        let (a, b, c) = (Device::cpu(0), Device::cpu(1), Device::cpu(2));
-        let steps = [
-            hop(b, a, 1 << 20, &[]),
-            hop(c, a, 1 << 20, &[]),
-            compute(a, 3, 1 << 20, &[0, 1]),
-        ];
-        assert_eq!(runner_of(&steps), Runner::Inline);
-        let sum: f64 = steps
-            .iter()
-            .map(|s| step_us(&t, Runner::Inline, &s.kind, 1 << 20))
-            .sum();
-        assert!((estimate(&t, &steps).total_us() - sum).abs() < 1e-9);
-    }
-
-    #[test]
-    fn shared_and_deferred_copies_move_no_copy_of_their_own() {
-        let t = Topology::default();
-        let (h, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
-        let bytes = 1 << 20;
-        let with = |mode| StepKind::Transfer {
-            from: v,
-            to: h,
-            bytes,
-            mode,
-        };
-        let moved = step_us(&t, Runner::Threaded, &with(CopyMode::Moves), bytes);
-        let deferred = step_us(&t, Runner::Threaded, &with(CopyMode::Deferred), bytes);
-        let link = t.link(LinkClass::HostVulkan);
-        assert!((deferred - link.deferred_us(bytes)).abs() < 1e-9);
-        assert!(moved > deferred + link.latency_us);
-        let shared = StepKind::Transfer {
-            from: h1,
-            to: h,
-            bytes,
-            mode: CopyMode::Shared,
-        };
-        assert_eq!(
-            step_us(&t, Runner::Inline, &shared, bytes),
-            t.runner(Runner::Inline).step_us
-        );
-        let e = estimate(
-            &t,
-            &[Step {
-                kind: shared,
-                deps: vec![],
-            }],
-        );
-        assert_eq!((e.transfers, e.bytes_moved), (1, 0));
-    }
-
-    #[test]
-    fn host_memory_is_shared_by_every_worker() {
-        // Two host folds on two workers do not overlap past host memory.
-        let mut t = Topology::default();
-        t.set_compute(
-            DeviceKind::Cpu,
-            fuel_graph_ext::topology::ComputeCost {
-                gbps: fuel_graph_ext::topology::Curve::flat(1000.0),
-                fixed_us: 0.1,
-            },
-        );
-        let bytes = 8 << 20;
-        let steps = [
-            compute(Device::cpu(0), 2, bytes, &[]),
-            compute(Device::cpu(1), 2, bytes, &[]),
-            Step {
-                kind: StepKind::Input {
-                    device: Device::vulkan(0),
-                    bytes: 4,
-                },
-                deps: vec![],
-            },
-        ];
-        let e = estimate(&t, &steps);
-        let hh = t.link(LinkClass::HostHost).bandwidth;
-        // At the working size: the largest tensor of the steps.
-        let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh.at(bytes) * 1e3);
-        assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
-        assert!(e.busiest_us > e.critical_path_us);
-    }
-
-    #[test]
-    fn huge_steps_on_host_memory_do_not_overflow() {
-        // A verified type may take up to 2^63 - 1 bytes; a fold of several
-        // such operands on a device in host memory sums past usize (found
-        // by fuel-opt's property test). The estimate saturates instead.
-        let mut t = Topology::default();
-        t.host_memory.insert(DeviceKind::Vulkan);
-        let (h, v) = (Device::cpu(0), Device::vulkan(0));
-        let huge = 1usize << 62;
-        let steps = [
-            compute(v, 4, huge, &[]),
-            hop(h, v, huge, &[]),
-            Step {
-                kind: StepKind::Input {
-                    device: v,
-                    bytes: huge,
-                },
-                deps: vec![],
-            },
-        ];
-        let e = estimate(&t, &steps);
-        assert!(e.total_us().is_finite() && e.total_us() > 0.0, "{e:?}");
-    }
-
-    #[test]
-    fn size_and_compute_matter() {
-        let t = Topology::default();
-        let (h, v) = (Device::cpu(0), Device::vulkan(0));
-        let small = estimate(&t, &[hop(v, h, 64, &[])]).total_us();
-        let big = estimate(&t, &[hop(v, h, 1 << 20, &[])]).total_us();
-        assert!(big > small);
-        let on_vulkan = estimate(&t, &[compute(v, 4, 1 << 20, &[])]).total_us();
-        let on_cpu = estimate(&t, &[compute(h, 4, 1 << 20, &[])]).total_us();
-        assert!(
-            on_vulkan > on_cpu,
-            "default vulkan reduce is slower than cpu"
-        );
-    }
-}
+mod tests;

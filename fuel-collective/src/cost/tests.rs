@@ -1,0 +1,251 @@
+//! Tests of the cost model: step prices, overlap, host memory and cores.
+
+use super::*;
+
+fn hop(from: Device, to: Device, bytes: usize, deps: &[usize]) -> Step {
+    Step {
+        kind: StepKind::Transfer {
+            from,
+            to,
+            bytes,
+            mode: CopyMode::Moves,
+        },
+        deps: deps.to_vec(),
+    }
+}
+
+fn compute(device: Device, inputs: usize, bytes: usize, deps: &[usize]) -> Step {
+    Step {
+        kind: StepKind::Compute {
+            device,
+            inputs,
+            bytes,
+        },
+        deps: deps.to_vec(),
+    }
+}
+
+#[test]
+fn chains_add_and_parallel_workers_overlap() {
+    let t = Topology::default();
+    let (h, c, c1) = (Device::cpu(0), Device::cuda(0), Device::cuda(1));
+    let th = t.runner(Runner::Threaded);
+    let one = t.transfer_us(h, c, 1000) + th.step_us;
+    // Two dependent hops take twice as long as one.
+    let chain = estimate(&t, &[hop(h, c, 1000, &[]), hop(c, h, 1000, &[0])]);
+    assert!((chain.critical_path_us - 2.0 * one).abs() < 1e-9);
+    assert_eq!(chain.transfers, 2);
+    // Independent hops into different devices overlap on their
+    // workers; the dispatcher starts them one after the other.
+    let par = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c1, 1000, &[])]);
+    assert!((par.critical_path_us - one).abs() < 1e-9);
+    assert!((par.dispatcher_us - 2.0 * th.dispatch_us).abs() < 1e-9);
+    assert!((par.total_us() - one - 2.0 * th.dispatch_us).abs() < 1e-9);
+    // Two into one device queue on its worker: its work is their work
+    // without the hand-offs.
+    let same = estimate(&t, &[hop(h, c, 1000, &[]), hop(h, c, 1000, &[])]);
+    let work = t.transfer_us(h, c, 1000);
+    assert!((same.busiest_us - 2.0 * work).abs() < 1e-9, "{same:?}");
+}
+
+#[test]
+fn an_all_host_run_is_the_sum_of_its_steps() {
+    let t = Topology::default();
+    let (a, b, c) = (Device::cpu(0), Device::cpu(1), Device::cpu(2));
+    let steps = [
+        hop(b, a, 1 << 20, &[]),
+        hop(c, a, 1 << 20, &[]),
+        compute(a, 3, 1 << 20, &[0, 1]),
+    ];
+    assert_eq!(runner_of(&steps), Runner::Inline);
+    let sum: f64 = steps
+        .iter()
+        .map(|s| step_us(&t, Runner::Inline, &s.kind, 1 << 20))
+        .sum();
+    assert!((estimate(&t, &steps).total_us() - sum).abs() < 1e-9);
+}
+
+#[test]
+fn shared_and_deferred_copies_move_no_copy_of_their_own() {
+    let t = Topology::default();
+    let (h, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
+    let bytes = 1 << 20;
+    let with = |mode| StepKind::Transfer {
+        from: v,
+        to: h,
+        bytes,
+        mode,
+    };
+    let moved = step_us(&t, Runner::Threaded, &with(CopyMode::Moves), bytes);
+    let deferred = step_us(&t, Runner::Threaded, &with(CopyMode::Deferred), bytes);
+    let link = t.link(LinkClass::HostVulkan);
+    assert!((deferred - link.deferred_us(bytes)).abs() < 1e-9);
+    assert!(moved > deferred + link.latency_us);
+    let shared = StepKind::Transfer {
+        from: h1,
+        to: h,
+        bytes,
+        mode: CopyMode::Shared,
+    };
+    assert_eq!(
+        step_us(&t, Runner::Inline, &shared, bytes),
+        t.runner(Runner::Inline).step_us
+    );
+    let e = estimate(
+        &t,
+        &[Step {
+            kind: shared,
+            deps: vec![],
+        }],
+    );
+    assert_eq!((e.transfers, e.bytes_moved), (1, 0));
+}
+
+/// A concat on a GPU is a region copy: priced at the device's copy
+/// figures (host-to-host where its memory is the host's) plus one
+/// submission, never at its fold throughput; it is not a hop.
+#[test]
+fn layout_on_a_gpu_is_a_copy_not_a_fold() {
+    let mut t = Topology::default();
+    let (v, bytes) = (Device::vulkan(0), 1 << 20);
+    let layout = StepKind::layout(v, bytes);
+    let fold = StepKind::Compute {
+        device: v,
+        inputs: 1,
+        bytes,
+    };
+    let us = |t: &Topology, k: &StepKind| step_us(t, Runner::Threaded, k, bytes);
+    let step = t.runner(Runner::Threaded).step_us;
+    let fixed = t.compute(DeviceKind::Vulkan).fixed_us;
+    let same = t.link(LinkClass::SameDevice).time_us_at(bytes, bytes);
+    assert!((us(&t, &layout) - (same + fixed + step)).abs() < 1e-9);
+    assert!(
+        us(&t, &layout) * 10.0 < us(&t, &fold),
+        "lavapipe-like folds are slow"
+    );
+    t.host_memory.insert(DeviceKind::Vulkan);
+    let hh = t.link(LinkClass::HostHost).time_us_at(bytes, bytes);
+    assert!((us(&t, &layout) - (hh + fixed + step)).abs() < 1e-9);
+    let e = estimate(
+        &t,
+        &[Step {
+            kind: layout,
+            deps: vec![],
+        }],
+    );
+    assert_eq!((e.transfers, e.bytes_moved), (0, 0));
+    // On a CPU it stays a host kernel.
+    assert!(matches!(
+        StepKind::layout(Device::cpu(0), 8),
+        StepKind::Compute { .. }
+    ));
+}
+
+/// With a core count, the threaded runner's host work (hand-offs, host
+/// kernels, a host-memory GPU's steps) is spread over the cores: six
+/// independent host steps on two cores take three steps' time.
+#[test]
+fn host_work_shares_the_cores() {
+    let mut t = Topology::default();
+    let bytes = 64 << 10;
+    let steps: Vec<Step> = (0..6)
+        .map(|i| compute(Device::cpu(i), 2, bytes, &[]))
+        .chain(std::iter::once(Step {
+            kind: StepKind::Input {
+                device: Device::cuda(0),
+                bytes: 4,
+            },
+            deps: vec![],
+        }))
+        .collect();
+    assert_eq!(runner_of(&steps), Runner::Threaded);
+    let free = estimate(&t, &steps);
+    t.set_host_cores(Some(2));
+    let two = estimate(&t, &steps);
+    let one = step_us(&t, Runner::Threaded, &steps[0].kind, bytes);
+    let input = step_us(&t, Runner::Threaded, &steps[6].kind, bytes);
+    let handoff = t.runner(Runner::Threaded).step_us;
+    let dispatch = 7.0 * t.runner(Runner::Threaded).dispatch_us;
+    let want = (6.0 * one + handoff + dispatch) / 2.0;
+    assert!(
+        input > handoff,
+        "the CUDA input's transfer is not host work"
+    );
+    assert!(
+        (two.busiest_us - want.max(free.busiest_us)).abs() < 1e-6,
+        "{two:?}"
+    );
+    assert!(two.total_us() > free.total_us(), "{free:?} then {two:?}");
+    t.set_host_cores(Some(64));
+    assert_eq!(estimate(&t, &steps), free);
+}
+
+#[test]
+fn host_memory_is_shared_by_every_worker() {
+    // Two host folds on two workers do not overlap past host memory.
+    let mut t = Topology::default();
+    t.set_compute(
+        DeviceKind::Cpu,
+        fuel_graph_ext::topology::ComputeCost {
+            gbps: fuel_graph_ext::topology::Curve::flat(1000.0),
+            fixed_us: 0.1,
+        },
+    );
+    let bytes = 8 << 20;
+    let steps = [
+        compute(Device::cpu(0), 2, bytes, &[]),
+        compute(Device::cpu(1), 2, bytes, &[]),
+        Step {
+            kind: StepKind::Input {
+                device: Device::vulkan(0),
+                bytes: 4,
+            },
+            deps: vec![],
+        },
+    ];
+    let e = estimate(&t, &steps);
+    let hh = t.link(LinkClass::HostHost).bandwidth;
+    // At the working size: the largest tensor of the steps.
+    let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh.at(bytes) * 1e3);
+    assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
+    assert!(e.busiest_us > e.critical_path_us);
+}
+
+#[test]
+fn huge_steps_on_host_memory_do_not_overflow() {
+    // A verified type may take up to 2^63 - 1 bytes; a fold of several
+    // such operands on a device in host memory sums past usize (found
+    // by fuel-opt's property test). The estimate saturates instead.
+    let mut t = Topology::default();
+    t.host_memory.insert(DeviceKind::Vulkan);
+    let (h, v) = (Device::cpu(0), Device::vulkan(0));
+    let huge = 1usize << 62;
+    let steps = [
+        compute(v, 4, huge, &[]),
+        hop(h, v, huge, &[]),
+        Step {
+            kind: StepKind::Input {
+                device: v,
+                bytes: huge,
+            },
+            deps: vec![],
+        },
+    ];
+    let e = estimate(&t, &steps);
+    assert!(e.total_us().is_finite() && e.total_us() > 0.0, "{e:?}");
+}
+
+#[test]
+fn size_and_compute_matter() {
+    let t = Topology::default();
+    let (h, v) = (Device::cpu(0), Device::vulkan(0));
+    let small = estimate(&t, &[hop(v, h, 64, &[])]).total_us();
+    let big = estimate(&t, &[hop(v, h, 1 << 20, &[])]).total_us();
+    assert!(big > small);
+    let on_vulkan = estimate(&t, &[compute(v, 4, 1 << 20, &[])]).total_us();
+    let on_cpu = estimate(&t, &[compute(h, 4, 1 << 20, &[])]).total_us();
+    assert!(
+        on_vulkan > on_cpu,
+        "default vulkan reduce is slower than cpu"
+    );
+}
