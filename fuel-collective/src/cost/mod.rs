@@ -503,14 +503,15 @@ impl<'a> Tally<'a> {
             Resource::Worker(d) => {
                 *self.workers.entry(d).or_insert(0.0) += p.busy_us;
                 self.dispatcher += p.dispatch_us;
-                // The hand-off is host work (a wake-up, a report back);
-                // so is the step itself where the device is the host's.
+                // The step's work where the device is the host's, and the
+                // part of its hand-off that keeps a core busy (a wake-up,
+                // a report back; the rest is waiting).
                 let own = if self.topo.in_host_memory(d.kind) {
-                    p.us
+                    p.busy_us
                 } else {
-                    p.us - p.busy_us
+                    0.0
                 };
-                self.cores_us += own + p.dispatch_us;
+                self.cores_us += own + self.topo.handoff_cpu_us() + p.dispatch_us;
             }
             // No step is placed there: it is the sum of their host bytes.
             Resource::HostMemory => {}

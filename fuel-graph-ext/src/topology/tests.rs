@@ -61,9 +61,12 @@ fn the_host_core_count_round_trips_and_defaults_to_none() {
     assert_eq!(Topology::default().host_cores(), None);
     assert!(!Topology::default().to_text().contains("cores"));
     let t = Topology::parse("cores 2\ncores 2\n").unwrap();
-    assert_eq!(t.host_cores(), Some(2));
+    assert_eq!((t.host_cores(), t.handoff_cpu_us()), (Some(2), 0.0));
     assert!(t.to_text().contains("cores 2\n"));
     assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+    let h = Topology::parse("cores 16 handoff=12.5\n").unwrap();
+    assert_eq!((h.host_cores(), h.handoff_cpu_us()), (Some(16), 12.5));
+    assert_eq!(Topology::parse(&h.to_text()).unwrap(), h);
 }
 
 #[test]
@@ -125,6 +128,8 @@ fn bad_figures_are_refused_naming_the_line() {
         ("cores 0", "bad core count `0`"),
         ("cores 2.5", "bad core count `2.5`"),
         ("cores -1", "bad core count `-1`"),
+        ("cores 2 handoff=0", "bad hand-off CPU time `0`"),
+        ("cores 2 spin=3", "expected handoff=US"),
     ];
     for (line, want) in bad {
         let e = Topology::parse(&format!("# first\n{line}\n")).unwrap_err();

@@ -45,7 +45,12 @@ fn fits_recover_the_figures_that_made_the_times() {
     let g = |src: &str, runner| {
         let graph = text::parse(src).unwrap();
         let us = estimate_run_on(&graph, &truth, runner).total_us();
-        Timed { graph, runner, us }
+        Timed {
+            graph,
+            runner,
+            us,
+            cpu_us: 0.0,
+        }
     };
     let (h0, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
     let sweep = |f: &dyn Fn(usize) -> String, runner| -> Vec<Timed> {
