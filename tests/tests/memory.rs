@@ -156,6 +156,30 @@ fn run_into_reuses_output_tensors() {
     }
 }
 
+/// Runs `exe` with `run`, drops the outputs (but a clone of output `keep`,
+/// returned), allocates blocks of the outputs' sizes (which would take the
+/// freed addresses, had the bytes been freed) and runs again, checking the
+/// results. Returns the first run's output addresses, the kept tensor and
+/// the second run's outputs.
+fn run_twice(
+    exe: &exec::Executable,
+    inputs: &BTreeMap<String, Tensor>,
+    want: &[HostTensor],
+    keep: Option<usize>,
+) -> (Vec<*const u8>, Option<Tensor>, Vec<Tensor>) {
+    let outs = exe.run(inputs).unwrap();
+    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
+    let kept = keep.map(|k| outs[k].clone());
+    let sizes: Vec<usize> = outs.iter().map(|t| t.bytes().len()).collect();
+    drop(outs);
+    let hog: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![1u8; n]).collect();
+    let outs = exe.run(inputs).unwrap();
+    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
+    assert_close(&got, want, "second run");
+    assert!(hog.iter().all(|h| !first.contains(&h.as_ptr())));
+    (first, kept, outs)
+}
+
 /// `run` keeps the bytes of the outputs it returned: once the caller drops
 /// them, the next run writes into them (no fresh pages to fault in), while
 /// an output the caller still holds keeps its values through later runs.
@@ -163,17 +187,8 @@ fn run_into_reuses_output_tensors() {
 fn run_reuses_outputs_the_caller_dropped() {
     let devices: Vec<Device> = (0..4).map(Device::cpu).collect();
     let (exe, inputs, want) = compiled(&devices, "ring", 1000, exec::Options::default());
-    let outs = exe.run(&inputs).unwrap();
-    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
-    let kept = outs[2].clone();
-    let sizes: Vec<usize> = outs.iter().map(|t| t.bytes().len()).collect();
-    drop(outs);
-    // Had the bytes been freed, these would take their addresses.
-    let hog: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![1u8; n]).collect();
-    let outs = exe.run(&inputs).unwrap();
-    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
-    assert_close(&got, &want, "second run");
-    assert!(hog.iter().all(|h| !first.contains(&h.as_ptr())));
+    let (first, kept, outs) = run_twice(&exe, &inputs, &want, Some(2));
+    let kept = kept.unwrap();
     // Bytes go to outputs by size, not place: all but the held one's are
     // reused, and nothing writes into the held one.
     let now: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
@@ -210,16 +225,7 @@ fn run_reuses_dropped_outputs_in_mixed_groups() {
         return;
     }
     let (exe, inputs, want) = compiled(&devs, "star", 1000, exec::Options::default());
-    let outs = exe.run(&inputs).unwrap();
-    let first: Vec<*const u8> = outs.iter().map(|t| t.bytes().as_ptr()).collect();
-    let sizes: Vec<usize> = outs.iter().map(|t| t.bytes().len()).collect();
-    drop(outs);
-    // Had the bytes been freed, these would take their addresses.
-    let hog: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![1u8; n]).collect();
-    let outs = exe.run(&inputs).unwrap();
-    let got: Vec<_> = outs.iter().map(Tensor::to_host).collect();
-    assert_close(&got, &want, "second run");
-    assert!(hog.iter().all(|h| !first.contains(&h.as_ptr())));
+    let (first, _, outs) = run_twice(&exe, &inputs, &want, None);
     for (k, t) in outs.iter().enumerate() {
         assert_eq!(t.bytes().as_ptr(), first[k], "output {k} reused");
     }
