@@ -185,6 +185,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         let effort = crate::calibrate::Effort {
             iters: a.iters,
             warmup: a.warmup,
+            passes: 3,
         };
         return crate::calibrate::to_file(&devices, &base, &a.out, effort);
     }

@@ -241,7 +241,6 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
 
     let est = estimate_run(&lowered, &topo);
-    eprintln!("DEBUG {est:?}");
     outln!("== time")?;
     outln!("  compile            {compile_ms:>10.2} ms")?;
     outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
@@ -278,7 +277,7 @@ fn shard_type(elements: usize, dtype: DType, n: usize) -> Result<TensorType, Fai
 }
 
 /// The cost figures for `devices`: this machine's calibration cache, made
-/// on the first run (a second or two, with a progress line), or the
+/// on the first run (a few seconds, with a progress line), or the
 /// defaults where there is no cache folder.
 fn costs(devices: &[Device]) -> Result<Topology, Failure> {
     let topo = Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))?;
@@ -295,8 +294,9 @@ fn costs(devices: &[Device]) -> Result<Topology, Failure> {
         calibration::command(devices)
     )?;
     let effort = crate::calibrate::Effort {
-        iters: 5,
+        iters: 3,
         warmup: 1,
+        passes: 3,
     };
     let started = Instant::now();
     let mut said = Ok(());

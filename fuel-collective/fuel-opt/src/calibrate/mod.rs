@@ -51,6 +51,10 @@ pub struct Effort {
     pub iters: usize,
     /// Untimed runs first.
     pub warmup: usize,
+    /// Passes over every graph: each graph's time is the median of its
+    /// passes' medians, so a burst of load on a shared machine that
+    /// slows one pass does not set a figure.
+    pub passes: usize,
 }
 
 /// One timed calibration graph.
@@ -314,6 +318,39 @@ pub fn measure(
     effort: Effort,
     say: &mut dyn FnMut(String),
 ) -> Result<Topology, Failure> {
+    let mut passes = Vec::with_capacity(effort.passes.max(1));
+    for _ in 0..effort.passes.max(1) {
+        passes.push(measure_once(devices, base, effort)?);
+    }
+    let m = merge(passes);
+    let mut base = base.clone();
+    if host_memory_vulkan(devices) {
+        base.host_memory.insert(DeviceKind::Vulkan);
+    }
+    let mut topo = fit(&m, &base);
+    // The calibration graphs are single chains, which the cores do not
+    // bound: the fit is the model without them, and the count (the
+    // machine's) is for the graphs lowered later.
+    topo.set_host_cores(
+        std::thread::available_parallelism()
+            .ok()
+            .and_then(|n| u32::try_from(n.get()).ok()),
+    );
+    report(&m, &topo, say);
+    if topo.in_host_memory(DeviceKind::Vulkan) {
+        say("host-memory vulkan: the Vulkan adapter's memory is the host's (a CPU device or an integrated GPU)".into());
+    }
+    // What is written must read back.
+    Topology::parse(&topo.to_text()).map_err(|e| {
+        Failure::input(format!(
+            "calibration gave a figure a topology file cannot hold: {e}"
+        ))
+    })?;
+    Ok(topo)
+}
+
+/// One pass: every calibration graph timed once.
+fn measure_once(devices: &[Device], base: &Topology, effort: Effort) -> Result<Measured, Failure> {
     let (h0, h1) = (Device::cpu(0), Device::cpu(1));
     let gpu = |kind| devices.iter().copied().find(|d| d.kind == kind);
     let other = devices.iter().copied().find(|d| !d.is_cpu());
@@ -371,31 +408,71 @@ pub fn measure(
         m.adds
             .push((d.kind, sweep(&|bytes| add_graph(d, bytes), &[d])?));
     }
-    let mut base = base.clone();
-    if host_memory_vulkan(devices) {
-        base.host_memory.insert(DeviceKind::Vulkan);
+    Ok(m)
+}
+
+/// The passes as one: every graph's time (and CPU time) the median over
+/// the passes. Every pass times the same graphs in the same order.
+fn merge(mut passes: Vec<Measured>) -> Measured {
+    let Some(mut m) = passes.pop() else {
+        unreachable!("measure runs at least one pass")
+    };
+    let others = passes;
+    let med = |t: &mut Timed, of: Vec<&Timed>| {
+        let mut us: Vec<f64> = of.iter().map(|o| o.us).chain([t.us]).collect();
+        let mut cpu: Vec<f64> = of.iter().map(|o| o.cpu_us).chain([t.cpu_us]).collect();
+        t.us = scenario::median_us(&mut us);
+        t.cpu_us = scenario::median_us(&mut cpu);
+    };
+    for k in 0..2 {
+        med(
+            &mut m.copies[k],
+            others.iter().map(|o| &o.copies[k]).collect(),
+        );
+        med(&mut m.divs[k], others.iter().map(|o| &o.divs[k]).collect());
+        if let Some(d) = &mut m.threaded_divs {
+            let of = others
+                .iter()
+                .filter_map(|o| o.threaded_divs.as_ref())
+                .map(|o| &o[k]);
+            med(&mut d[k], of.collect());
+        }
     }
-    let mut topo = fit(&m, &base);
-    // The calibration graphs are single chains, which the cores do not
-    // bound; fitted with the bound in the model, the kernels' fixed cost
-    // and the dispatch cost lost their say in the fit (they came out at
-    // the clamp). The count is the machine's, for the graphs lowered later.
-    topo.set_host_cores(
-        std::thread::available_parallelism()
-            .ok()
-            .and_then(|n| u32::try_from(n.get()).ok()),
-    );
-    report(&m, &topo, say);
-    if topo.in_host_memory(DeviceKind::Vulkan) {
-        say("host-memory vulkan: the Vulkan adapter's memory is the host's (a CPU device or an integrated GPU)".into());
+    if let Some(f) = &mut m.fanout {
+        med(f, others.iter().filter_map(|o| o.fanout.as_ref()).collect());
     }
-    // What is written must read back.
-    Topology::parse(&topo.to_text()).map_err(|e| {
-        Failure::input(format!(
-            "calibration gave a figure a topology file cannot hold: {e}"
-        ))
-    })?;
-    Ok(topo)
+    for (i, (_, _, _, ts)) in m.links.iter_mut().enumerate() {
+        for (j, t) in ts.iter_mut().enumerate() {
+            med(
+                t,
+                others
+                    .iter()
+                    .filter_map(|o| o.links.get(i)?.3.get(j))
+                    .collect(),
+            );
+        }
+    }
+    for (i, (_, ts)) in m.adds.iter_mut().enumerate() {
+        for (j, t) in ts.iter_mut().enumerate() {
+            med(
+                t,
+                others
+                    .iter()
+                    .filter_map(|o| o.adds.get(i)?.1.get(j))
+                    .collect(),
+            );
+        }
+    }
+    for (i, (_, t)) in m.deferred.iter_mut().enumerate() {
+        med(
+            t,
+            others
+                .iter()
+                .filter_map(|o| Some(&o.deferred.get(i)?.1))
+                .collect(),
+        );
+    }
+    m
 }
 
 /// Sets a fixed part (a latency or a fixed cost) and a curve of `t`.
@@ -649,6 +726,9 @@ pub struct CalibrateArgs {
     /// Untimed runs first.
     #[arg(long, default_value_t = 2)]
     warmup: usize,
+    /// Passes over every graph; each figure comes from the median pass.
+    #[arg(long, default_value_t = 3)]
+    passes: usize,
     /// Also write the figures as a topology file (for `--topology`).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -661,9 +741,13 @@ pub fn calibrate(a: &CalibrateArgs) -> Result<(), Failure> {
     }
     let found = scenario::discover();
     let devices = scenario::pick_devices(a.devices.as_deref(), 1, &found)?;
+    if a.passes == 0 {
+        return Err(Failure::input("--passes must be at least 1"));
+    }
     let effort = Effort {
         iters: a.iters,
         warmup: a.warmup,
+        passes: a.passes,
     };
     let topo = to_cache(&devices, effort, &mut |l| {
         let _ = outln!("{l}");
