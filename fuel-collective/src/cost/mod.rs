@@ -20,8 +20,11 @@
 //!   cost per deferred operand, since it uploads and folds each in turn):
 //!   [`CopyMode`], the executor's own rule;
 //! - a computation costs `fixed + inputs * bytes / throughput` of its
-//!   device kind (an n-ary fold reads `n` inputs; `div`, `slice`, `concat`
-//!   read one);
+//!   device kind (an n-ary fold reads `n` inputs; `div` reads one);
+//! - a `concat` or a copying `slice` ([`StepKind::layout`]) is a kernel
+//!   reading one input on a CPU, and a region copy within the device on a
+//!   GPU: its kernels' fixed cost plus the bytes at the same-device figures
+//!   (host-to-host ones where the device's memory is the host's);
 //! - a driver all-reduce costs what [`driver_us`] says;
 //! - an input or output on a GPU crosses the host link once (on a CPU the
 //!   executor lends the caller's buffer: only the step cost).
@@ -43,7 +46,10 @@
 //! of a transfer or kernel on a `host-memory` device such as lavapipe)
 //! counts against twice the host-to-host copy bandwidth (a copy reads and
 //! writes each byte), so transfers that look independent still contend for
-//! it. Latency-bound small messages therefore favour few steps
+//! it. Where the topology gives the host's core count, the cores are a
+//! resource too: the work of each worker step on a host-side device, the
+//! CPU part of every hand-off and the dispatcher's starts, over the count.
+//! Latency-bound small messages therefore favour few steps
 //! (star), bandwidth-bound large ones favour spreading bytes over many
 //! devices (ring), where the devices really run side by side.
 //!
