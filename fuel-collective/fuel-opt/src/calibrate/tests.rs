@@ -109,7 +109,7 @@ fn fits_recover_the_figures_that_made_the_times() {
         pass()
     });
     let m = merge(passes.into());
-    let got = fit(&m, &Topology::default());
+    let got = fit::fit(&m, &Topology::default());
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-3 * b.abs().max(1.0);
     let same = |a: Curve, b: Curve| {
         a.points().len() == b.points().len()

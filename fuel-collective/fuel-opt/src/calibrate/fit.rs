@@ -1,0 +1,283 @@
+//! Fitting the cost figures to the measured times: Newton steps on the
+//! model's own estimate of each calibration graph ([`solve1`],
+//! [`solve2`]), one figure or pair of figures at a time, repeated until
+//! they settle ([`fit`]).
+
+use super::{Measured, Timed, SIZES};
+use fuel_graph_ext::topology::{Curve, Runner};
+use fuel_graph_ext::{DeviceKind, Topology};
+
+/// Keeps a fitted figure finite and above zero: a throughput too fast to
+/// see (an infinite fit) becomes 10^7, a cost too small to see 0.01.
+fn clamp(x: f64) -> f64 {
+    if x.is_nan() {
+        0.01
+    } else {
+        x.clamp(0.01, 1e7)
+    }
+}
+
+/// Solves `f(x) = m` by Newton steps from `x0` with a finite-difference
+/// slope. The model is piecewise affine in each figure (affine between the
+/// points where another resource becomes the busiest), so a step or two
+/// lands on the answer. Gives `x0` back where `f` does not depend on `x`.
+fn solve1(f: impl Fn(f64) -> f64, x0: f64, m: f64) -> f64 {
+    let mut x = x0;
+    for _ in 0..8 {
+        let h = 1e-3 * x.abs().max(1e-6);
+        let f0 = f(x);
+        let d = (f(x + h) - f0) / h;
+        if !d.is_finite() || d.abs() < 1e-12 {
+            break;
+        }
+        let next = x - (f0 - m) / d;
+        if (next - x).abs() <= 1e-12 * x.abs().max(1e-9) {
+            x = next;
+            break;
+        }
+        x = next;
+    }
+    x
+}
+
+/// Solves `f(0, x, y) = m[0]` and `f(1, x, y) = m[1]` by Newton steps from
+/// `(x0, y0)`, as [`solve1`] does.
+fn solve2(f: impl Fn(usize, f64, f64) -> f64, x0: (f64, f64), m: [f64; 2]) -> (f64, f64) {
+    let (mut x, mut y) = x0;
+    for _ in 0..8 {
+        let (hx, hy) = (1e-3 * x.abs().max(1e-6), 1e-3 * y.abs().max(1e-9));
+        let f0 = [f(0, x, y) - m[0], f(1, x, y) - m[1]];
+        let j = [
+            [
+                (f(0, x + hx, y) - m[0] - f0[0]) / hx,
+                (f(0, x, y + hy) - m[0] - f0[0]) / hy,
+            ],
+            [
+                (f(1, x + hx, y) - m[1] - f0[1]) / hx,
+                (f(1, x, y + hy) - m[1] - f0[1]) / hy,
+            ],
+        ];
+        let det = j[0][0] * j[1][1] - j[0][1] * j[1][0];
+        if !det.is_finite() || det.abs() < 1e-18 {
+            break;
+        }
+        let dx = (f0[0] * j[1][1] - j[0][1] * f0[1]) / det;
+        let dy = (j[0][0] * f0[1] - f0[0] * j[1][0]) / det;
+        x -= dx;
+        y -= dy;
+        if dx.abs() <= 1e-12 * x.abs().max(1e-9) && dy.abs() <= 1e-12 * y.abs().max(1e-12) {
+            break;
+        }
+    }
+    (x, y)
+}
+
+/// `1 / (gbps * 1e3)`: microseconds per byte, which the model is affine in.
+fn per_byte(gbps: f64) -> f64 {
+    1.0 / (gbps * 1e3)
+}
+
+/// The inverse of [`per_byte`]; a figure of zero or less is left to
+/// [`clamp`].
+fn gbps(per_byte: f64) -> f64 {
+    if per_byte > 0.0 {
+        1.0 / (per_byte * 1e3)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// `c` with a point at each timed size above the smallest (the first,
+/// 64 KiB, is the figure for every smaller step too), starting from `c`'s
+/// own figures there.
+fn sized(c: Curve) -> Curve {
+    let pts: Vec<(usize, f64)> = SIZES[1..].iter().map(|&b| (b, c.at(b))).collect();
+    Curve::new(&pts).unwrap_or(c)
+}
+
+/// `c` with point `k`'s figure set to the throughput whose microseconds
+/// per byte are `inv`.
+fn with_point(c: Curve, k: usize, inv: f64) -> Curve {
+    let at = c.points().get(k).map(|p| p.0);
+    c.map(|size, g| if Some(size) == at { gbps(inv) } else { g })
+}
+
+/// Sets a fixed part (a latency or a fixed cost) and a curve of `t`.
+type SetFigures<'a> = dyn Fn(&mut Topology, Option<f64>, Curve) + 'a;
+
+/// Fits what `set` sets to `g`, one graph timed at growing sizes: the
+/// fixed part from the smallest (when `fixed` gives its value now), then
+/// the curve's point at each larger size (in microseconds per byte, which
+/// the model is affine in).
+fn fit_sweep(t: &mut Topology, g: &[Timed], fixed: Option<f64>, curve: Curve, set: &SetFigures) {
+    let mut c = sized(curve);
+    set(t, None, c);
+    if let Some(now) = fixed {
+        let x = solve1(
+            |x| {
+                let mut u = t.clone();
+                set(&mut u, Some(x), c);
+                g[0].model(&u)
+            },
+            now,
+            g[0].us,
+        );
+        set(t, Some(clamp(x)), c);
+    }
+    for (k, timed) in g.iter().enumerate().skip(1) {
+        let inv = solve1(
+            |y| {
+                let mut u = t.clone();
+                set(&mut u, None, with_point(c, k - 1, y));
+                timed.model(&u)
+            },
+            per_byte(c.points()[k - 1].1),
+            timed.us,
+        );
+        c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+        set(t, None, c);
+    }
+}
+
+/// Fits every figure to the measurements, eight times over.
+pub(super) fn fit(m: &Measured, base: &Topology) -> Topology {
+    let mut t = base.clone();
+    for _ in 0..8 {
+        // Inline runner: the step cost from the shared copy chain's slope
+        // (its runs differ only in shared copies), the CPU's fixed cost per
+        // computation from the div chain's slope, and the run cost from one
+        // div (which copies nothing: a copy's latency would look like it).
+        let inline = |u: &mut Topology, step: Option<f64>, run: Option<f64>| {
+            let mut c = u.runner(Runner::Inline);
+            c.step_us = step.unwrap_or(c.step_us);
+            c.run_us = run.unwrap_or(c.run_us);
+            u.set_runner(Runner::Inline, c);
+        };
+        let step = solve1(
+            |x| {
+                let mut u = t.clone();
+                inline(&mut u, Some(x), None);
+                m.copies[1].model(&u) - m.copies[0].model(&u)
+            },
+            t.runner(Runner::Inline).step_us,
+            m.copies[1].us - m.copies[0].us,
+        );
+        inline(&mut t, Some(clamp(step)), None);
+        let fixed = solve1(
+            |x| {
+                let mut u = t.clone();
+                let mut c = u.compute(DeviceKind::Cpu);
+                c.fixed_us = x;
+                u.set_compute(DeviceKind::Cpu, c);
+                m.divs[1].model(&u) - m.divs[0].model(&u)
+            },
+            t.compute(DeviceKind::Cpu).fixed_us,
+            m.divs[1].us - m.divs[0].us,
+        );
+        let mut c = t.compute(DeviceKind::Cpu);
+        c.fixed_us = clamp(fixed);
+        t.set_compute(DeviceKind::Cpu, c);
+        let run = solve1(
+            |y| {
+                let mut u = t.clone();
+                inline(&mut u, None, Some(y));
+                m.divs[0].model(&u)
+            },
+            t.runner(Runner::Inline).run_us,
+            m.divs[0].us,
+        );
+        inline(&mut t, None, Some(clamp(run)));
+        // Threaded runner: step and run cost from its div chain, then the
+        // dispatcher's cost per step from divs side by side.
+        if let Some(d) = &m.threaded_divs {
+            let now = t.runner(Runner::Threaded);
+            let (step, run) = solve2(
+                |i, x, y| {
+                    let mut u = t.clone();
+                    let mut th = u.runner(Runner::Threaded);
+                    th.step_us = x;
+                    th.run_us = y;
+                    u.set_runner(Runner::Threaded, th);
+                    d[i].model(&u)
+                },
+                (now.step_us, now.run_us),
+                [d[0].us, d[1].us],
+            );
+            let mut th = t.runner(Runner::Threaded);
+            th.step_us = clamp(step);
+            th.run_us = clamp(run);
+            t.set_runner(Runner::Threaded, th);
+            // The longer chain's extra steps are hand-offs around tiny
+            // divs: the share of their wall time the process spent on a
+            // core is the share of a hand-off that is host work.
+            let (wall, cpu) = (d[1].us - d[0].us, d[1].cpu_us - d[0].cpu_us);
+            if wall > 0.0 && cpu > 0.0 {
+                t.set_handoff_cpu_us(th.step_us * (cpu / wall).min(1.0));
+            }
+        }
+        if let Some(f) = &m.fanout {
+            let dispatch = solve1(
+                |x| {
+                    let mut u = t.clone();
+                    let mut th = u.runner(Runner::Threaded);
+                    th.dispatch_us = x;
+                    u.set_runner(Runner::Threaded, th);
+                    f.model(&u)
+                },
+                t.runner(Runner::Threaded).dispatch_us,
+                f.us,
+            );
+            let mut th = t.runner(Runner::Threaded);
+            th.dispatch_us = clamp(dispatch);
+            t.set_runner(Runner::Threaded, th);
+        }
+        // Links: the latency from the smallest copy, then the bandwidth at
+        // each larger size (microseconds per byte, which the model is
+        // affine in).
+        for (class, _, _, g) in &m.links {
+            let now = t.link(*class);
+            fit_sweep(
+                &mut t,
+                g,
+                Some(now.latency_us),
+                now.bandwidth,
+                &|u, lat, c| {
+                    let mut l = u.link(*class);
+                    l.latency_us = lat.unwrap_or(l.latency_us);
+                    l.bandwidth = c;
+                    u.set_link(*class, l);
+                },
+            );
+        }
+        // Computation: the fixed cost from the smallest add (CPUs: from
+        // the div chain, above), then the throughput at each larger size.
+        for (kind, g) in &m.adds {
+            let now = t.compute(*kind);
+            let fixed = (*kind != DeviceKind::Cpu).then_some(now.fixed_us);
+            fit_sweep(&mut t, g, fixed, now.gbps, &|u, fixed, c| {
+                let mut cost = u.compute(*kind);
+                cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
+                cost.gbps = c;
+                u.set_compute(*kind, cost);
+            });
+        }
+        // Deferred copies.
+        for (class, g) in &m.deferred {
+            let inv = solve1(
+                |y| {
+                    let mut u = t.clone();
+                    let mut l = u.link(*class);
+                    l.deferred_gbps = gbps(y);
+                    u.set_link(*class, l);
+                    g.model(&u)
+                },
+                per_byte(t.link(*class).deferred_gbps),
+                g.us,
+            );
+            let mut l = t.link(*class);
+            l.deferred_gbps = clamp(gbps(inv));
+            t.set_link(*class, l);
+        }
+    }
+    t
+}
