@@ -448,6 +448,11 @@ fn cli_err_limited(kb: u64, args: &[&str], env: &[(&str, &str)]) -> Outcome {
         .arg(bin)
         .args(args)
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"))
+        // As in `cli_err`: never this machine's calibration cache.
+        .env(
+            "FUEL_CACHE_DIR",
+            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
+        )
         .stdin(std::process::Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -1214,6 +1219,10 @@ fn cli_env_not_utf8() -> Outcome {
     let mut cmd = Command::new(fuel_opt()?);
     cmd.args(["-", "--passes", "dce"])
         .env("FUEL_PRINT_AFTER", std::ffi::OsStr::from_bytes(b"dce\xff"))
+        .env(
+            "FUEL_CACHE_DIR",
+            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
+        )
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
