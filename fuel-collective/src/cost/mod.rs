@@ -279,7 +279,7 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
 /// host-to-host figures; else the `same-device` link. A GPU also pays its
 /// kernels' fixed cost: the copy is a submission and a fence like a kernel.
 fn within_us(topo: &Topology, device: Device, bytes: usize, working: usize) -> f64 {
-    let class = if device.is_cpu() || topo.in_host_memory(device.kind) {
+    let class = if topo.in_host_memory(device.kind) {
         LinkClass::HostHost
     } else {
         LinkClass::SameDevice

@@ -223,11 +223,12 @@ pub fn measure(
     effort: Effort,
     say: &mut dyn FnMut(String),
 ) -> Result<Topology, Failure> {
-    let mut passes = Vec::with_capacity(effort.passes.max(1));
-    for _ in 0..effort.passes.max(1) {
-        passes.push(measure_once(devices, base, effort)?);
+    let first = measure_once(devices, base, effort)?;
+    let mut others = Vec::with_capacity(effort.passes.saturating_sub(1));
+    for _ in 1..effort.passes {
+        others.push(measure_once(devices, base, effort)?);
     }
-    let m = merge(passes);
+    let m = merge(first, others);
     let mut base = base.clone();
     if host_memory_vulkan(devices) {
         base.host_memory.insert(DeviceKind::Vulkan);
@@ -316,13 +317,10 @@ fn measure_once(devices: &[Device], base: &Topology, effort: Effort) -> Result<M
     Ok(m)
 }
 
-/// The passes as one: every graph's time (and CPU time) the median over
-/// the passes. Every pass times the same graphs in the same order.
-fn merge(mut passes: Vec<Measured>) -> Measured {
-    let Some(mut m) = passes.pop() else {
-        unreachable!("measure runs at least one pass")
-    };
-    let others = passes;
+/// `m` and the other passes as one: every graph's time (and CPU time) the
+/// median over the passes. Every pass times the same graphs in the same
+/// order.
+fn merge(mut m: Measured, others: Vec<Measured>) -> Measured {
     let med = |t: &mut Timed, of: Vec<&Timed>| {
         let mut us: Vec<f64> = of.iter().map(|o| o.us).chain([t.us]).collect();
         let mut cpu: Vec<f64> = of.iter().map(|o| o.cpu_us).chain([t.cpu_us]).collect();
