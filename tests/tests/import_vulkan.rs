@@ -106,20 +106,25 @@ fn host_copies_to_vulkan_are_views_and_bit_exact_in_every_position() {
         };
         let (_, off) = compiled(&src, off_options);
         let imported = on.imported_copies();
+        let in_place = on.inputs_in_place();
         if import_on() {
             // %4, %5 and the output %16 (kernel results) are views; %14
-            // copies the caller's input, which is not page-backed.
+            // copies the caller's input, which is not page-backed. The
+            // input %6 on vulkan:0 is read where the caller's bytes lie.
             assert_eq!(imported.len(), 3, "{dtype}: {imported:?}");
+            assert_eq!(in_place.len(), 1, "{dtype}: {in_place:?}");
         } else {
             assert!(imported.is_empty(), "{dtype}: {imported:?}");
+            assert!(in_place.is_empty(), "{dtype}: {in_place:?}");
         }
         assert!(off.imported_copies().is_empty());
+        assert!(off.inputs_in_place().is_empty());
         let made_on = runs_exactly(&g, &on, &format!("{dtype}, import"));
         let made_off = runs_exactly(&g, &off, &format!("{dtype}, no import"));
-        // Each view saves the copy's buffer on vulkan:0.
+        // Each view, and the input read in place, saves a buffer on vulkan:0.
         assert_eq!(
             made_off - made_on,
-            imported.len(),
+            imported.len() + in_place.len(),
             "{dtype}: vulkan:0 made {made_on} buffers per run with import, {made_off} without"
         );
         assert_eq!(
@@ -204,6 +209,7 @@ fn the_environment_turns_import_off_and_bad_values_are_refused() {
     for name in [
         "host_copies_to_vulkan_are_views_and_bit_exact_in_every_position",
         "every_fault_with_imported_views_leaks_nothing",
+        "inputs_on_vulkan_are_read_where_the_caller_holds_them",
     ] {
         let out = std::process::Command::new(&exe)
             .args(["--exact", name, "--nocapture"])
@@ -275,7 +281,80 @@ fn an_output_sent_to_vulkan_is_imported_run_after_run() {
         }
         assert_no_leaks(&exe);
     }
-    // The input %1 and, without import, the copy %4.
-    let want_made = if import_on() { 1 } else { 2 };
+    // Without import, the input %1 and the copy %4; with it, neither (the
+    // input is read in place, the copy is a view).
+    let want_made = if import_on() { 0 } else { 2 };
     assert!(made.iter().all(|&m| m == want_made), "{made:?}");
+}
+
+/// Inputs on a Vulkan device whose memory is the host's are read where the
+/// caller's bytes lie (`DeviceWork::Input { in_place }`): no buffer is made
+/// for them, every reader (a Vulkan fold in each operand position, `div`,
+/// a slice's view, `concat`, a copy to the host folded there, the input
+/// returned as an output) gets the caller's values bit for bit, and the
+/// caller's tensors are unchanged afterwards. An input under
+/// `INPUT_IN_PLACE_MIN` is uploaded. With import off, nothing is read in
+/// place and the results are the same.
+#[test]
+fn inputs_on_vulkan_are_read_where_the_caller_holds_them() {
+    let test = "inputs_on_vulkan_are_read_where_the_caller_holds_them";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    let half = N / 2;
+    let t = format!("f32[{N}]");
+    let src = format!(
+        "graph @in_place {{
+  %0 = input \"a\" @vulkan:0 : {t}
+  %1 = input \"b\" @vulkan:0 : {t}
+  %2 = input \"small\" @vulkan:0 : f32[64]
+  %3 = add %0, %1 @vulkan:0 : {t}
+  %4 = mul %1, %3, %0 @vulkan:0 : {t}
+  %5 = copy %0 -> cpu:0 : {t}
+  %6 = input \"c\" @cpu:0 : {t}
+  %7 = add %6, %5 @cpu:0 : {t}
+  %8 = slice %1 {{axis=0, len={half}, start={half}}} @vulkan:0 : f32[{half}]
+  %9 = max %8, %8 @vulkan:0 : f32[{half}]
+  %10 = div %0 {{by=3}} @vulkan:0 : {t}
+  %11 = concat %2, %1 {{axis=0}} @vulkan:0 : f32[{}]
+  return %0, %3, %4, %7, %9, %10, %11, %8, %2
+}}
+",
+        N + 64
+    );
+    let (g, on) = compiled(&src, exec::Options::default());
+    let (_, off) = compiled(
+        &src,
+        exec::Options {
+            import_host_buffers: false,
+            ..Default::default()
+        },
+    );
+    let names = |exe: &Executable| -> Vec<String> {
+        exe.inputs_in_place()
+            .into_iter()
+            .filter_map(|id| match &g.node(id).unwrap().op {
+                fuel_graph_ext::Op::Input { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    if import_on() {
+        assert_eq!(names(&on), ["a", "b"]);
+    } else {
+        assert!(names(&on).is_empty());
+    }
+    assert!(names(&off).is_empty());
+    let inputs = deterministic_inputs(&g);
+    let kept = inputs.clone();
+    let made_on = runs_exactly(&g, &on, "in place");
+    let made_off = runs_exactly(&g, &off, "uploaded");
+    assert_eq!(inputs, kept, "a run changed the caller's inputs");
+    assert_eq!(
+        made_off - made_on,
+        names(&on).len(),
+        "vulkan:0 made {made_on} buffers per run with inputs in place, {made_off} without"
+    );
+    let n = fail_at_every_point(&g, &DEVS);
+    assert!(n > 10, "{n} faults checked");
 }

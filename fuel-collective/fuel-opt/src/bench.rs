@@ -576,6 +576,7 @@ fn vulkan_transfer_path(devices: &[fuel_graph_ext::Device]) -> Option<String> {
         "through the staging buffer"
     };
     let import = match dev.import_status() {
+        Ok(_) if dev.reads_inputs_in_place() => "host-arena buffers imported and inputs read in place, so runs may skip moves this bound counts (FUEL_VULKAN_IMPORT=0 turns it off)".to_string(),
         Ok(_) => "host-arena buffers imported (FUEL_VULKAN_IMPORT=0 turns it off)".to_string(),
         Err(why) => format!("host import off: {why}"),
     };

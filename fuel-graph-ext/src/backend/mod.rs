@@ -137,6 +137,17 @@ impl Ctx {
         }
     }
 
+    /// Whether a caller's input here is read where it lies rather than
+    /// uploaded (a Vulkan device whose memory is the host's and which
+    /// imports host memory).
+    pub fn reads_inputs_in_place(&self) -> bool {
+        match self {
+            #[cfg(feature = "vulkan")]
+            Ctx::Vulkan(v) => v.reads_inputs_in_place(),
+            _ => false,
+        }
+    }
+
     /// Whether values of `dtype` may live here.
     pub fn supports(&self, dtype: DType) -> Result<(), ExecError> {
         let r = match self {
@@ -365,8 +376,10 @@ fn wrong(op: &str) -> ExecError {
 /// arm below is real device work.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DeviceWork {
-    /// Uploads the named input.
-    Input { name: String },
+    /// Uploads the named input or, `in_place`, reads the caller's bytes
+    /// where they lie (planned by `Schedule::inputs_in_place`; a Vulkan
+    /// device whose memory is the host's imports them).
+    Input { name: String, in_place: bool },
     /// Copies (or moves) operand 0 from `src` to the step's device.
     Copy { src: Device, is_move: bool },
     /// A kernel on the step's device.
@@ -407,12 +420,21 @@ pub struct DeviceCall<'a> {
 pub fn run(ctx: &Ctx, call: DeviceCall<'_>, faults: &Faults) -> Result<Buf, ExecError> {
     let bytes = call.ty.size_bytes();
     match call.work {
-        DeviceWork::Input { name } => {
+        DeviceWork::Input { name, in_place } => {
             let data = call
                 .input
                 .ok_or_else(|| ExecError::MissingInput(name.clone()))?;
             match ctx {
                 Ctx::Cpu(a) if cpu::aligned(data) => Ok(Buf::Cpu(a.wrap(data.clone(), faults)?)),
+                // Read in place: no allocation, so no allocation fault
+                // point, as `Executable::planned_events` counts. Where the
+                // driver refuses these bytes after all, an upload passes
+                // none either.
+                #[cfg(feature = "vulkan")]
+                Ctx::Vulkan(v) if *in_place => match v.input_in_place(data)? {
+                    Some(view) => Ok(Buf::Vulkan(view)),
+                    None => ctx.upload(data, &Faults::new(None)),
+                },
                 _ => ctx.upload(data, faults),
             }
         }

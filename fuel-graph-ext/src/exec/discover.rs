@@ -77,6 +77,9 @@ pub fn discover() -> Discovery {
         Ok((inst, per)) => {
             for (a, info) in inst.adapters().iter().enumerate() {
                 let import = match inst.host_import(a) {
+                    Ok(align) if info.host_memory => {
+                        format!("host import on ({align}-byte pointers; inputs read in place)")
+                    }
                     Ok(align) => format!("host import on ({align}-byte pointers)"),
                     Err(why) => format!("host import off: {why}"),
                 };

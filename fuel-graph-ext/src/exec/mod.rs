@@ -377,6 +377,9 @@ impl<'g> Compiler<'g> {
             plan.import_host_copies(backend::cpu::HOST_PAGE, |d| {
                 ctxs.get(&d).is_some_and(Ctx::imports_host)
             });
+            plan.inputs_in_place(views::INPUT_IN_PLACE_MIN, |d| {
+                ctxs.get(&d).is_some_and(Ctx::reads_inputs_in_place)
+            });
         }
         for (d, c) in ctxs.iter().filter(|(_, c)| !matches!(c, Ctx::Cpu(_))) {
             if let Some(cap) = c.capacity() {
@@ -519,6 +522,22 @@ impl Executable {
             .collect()
     }
 
+    /// The graph's inputs read where the caller's bytes lie instead of
+    /// uploaded ([`Schedule::inputs_in_place`](schedule::Schedule::inputs_in_place)).
+    pub fn inputs_in_place(&self) -> BTreeSet<crate::graph::NodeId> {
+        self.plan
+            .steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.work,
+                    Work::Device(DeviceWork::Input { in_place: true, .. })
+                )
+            })
+            .map(|s| s.node)
+            .collect()
+    }
+
     /// Each `driver_all_reduce` island: the collective driver that runs it
     /// (`host`, `nccl`) and its ranks' devices, in rank order.
     pub fn driver_islands(&self) -> Vec<(&'static str, Vec<Device>)> {
@@ -654,7 +673,7 @@ impl Executable {
         // Check inputs before touching any device.
         let mut data: Vec<Option<Arc<[u8]>>> = vec![None; n];
         for (i, s) in plan.steps.iter().enumerate() {
-            if let Work::Device(DeviceWork::Input { name }) = &s.work {
+            if let Work::Device(DeviceWork::Input { name, .. }) = &s.work {
                 let t = inputs
                     .get(name)
                     .ok_or_else(|| ExecError::MissingInput(name.clone()))?;

@@ -37,7 +37,10 @@ impl Executable {
         let mut ev = RunEvents::default();
         for s in &plan.steps {
             match &s.work {
-                Work::Device(DeviceWork::Input { .. }) => ev.allocs += 1,
+                // An input read in place allocates nothing.
+                Work::Device(DeviceWork::Input { in_place, .. }) => {
+                    ev.allocs += usize::from(!in_place)
+                }
                 Work::Device(DeviceWork::Copy { .. }) => {
                     ev.copies += 1;
                     ev.allocs += 1;

@@ -272,7 +272,10 @@ impl Schedule {
                     .ok_or_else(|| ExecError::Internal("operand type missing".into()))
             };
             let work = match &n.op {
-                Op::Input { name, .. } => Work::Device(DeviceWork::Input { name: name.clone() }),
+                Op::Input { name, .. } => Work::Device(DeviceWork::Input {
+                    name: name.clone(),
+                    in_place: false,
+                }),
                 Op::Copy { .. } | Op::Move { .. } => {
                     let src = n
                         .operands

@@ -1,7 +1,8 @@
 //! The rewrites planned once the devices are open, since a device decides
 //! what it can do in place: host-to-Vulkan copies that become views of
-//! imported host memory ([`Work::Import`]) and slices of one contiguous run
-//! that become views of their operand's buffer ([`Work::View`]). Both are
+//! imported host memory ([`Work::Import`]), inputs read where the caller's
+//! bytes lie ([`Schedule::inputs_in_place`]) and slices of one contiguous
+//! run that become views of their operand's buffer ([`Work::View`]). All are
 //! pure functions of the schedule and what each device reports; the rule
 //! the cost model reads for slices ([`slice_is_view`]) lives here too, so
 //! the estimates follow what runs.
@@ -10,6 +11,12 @@ use super::schedule::{Schedule, Step, Work};
 use crate::backend::{DeviceWork, Kernel};
 use crate::device::Device;
 use crate::dtype::TensorType;
+
+/// The smallest input read in place ([`Schedule::inputs_in_place`]).
+/// Importing the pages of an input cost about 0.1 us on lavapipe, the
+/// same as copying 16 KiB (`docs/performance.md`); below that a copy is
+/// as cheap and keeps the plan simple.
+pub const INPUT_IN_PLACE_MIN: usize = 16 << 10;
 
 /// The storage-buffer offset alignment the cost model assumes for a
 /// Vulkan view: 256 bytes, the largest a Vulkan device may ask for, so an
@@ -92,6 +99,29 @@ impl Schedule {
             }
         }
         elided
+    }
+
+    /// Marks the inputs on devices that read a caller's bytes where they lie
+    /// (`reads_in_place`: a Vulkan device whose memory is the host's and
+    /// which imports host memory) and of at least `min_bytes` as read in
+    /// place: the step imports the host pages holding the caller's tensor
+    /// instead of allocating a buffer and copying into it. The tensor is
+    /// only read, as every input is. Returns how many it marked.
+    pub fn inputs_in_place(
+        &mut self,
+        min_bytes: usize,
+        reads_in_place: impl Fn(Device) -> bool,
+    ) -> usize {
+        let mut marked = 0;
+        for st in &mut self.steps {
+            if let Work::Device(DeviceWork::Input { in_place, .. }) = &mut st.work {
+                if st.ty.size_bytes() >= min_bytes && reads_in_place(st.device) {
+                    *in_place = true;
+                    marked += 1;
+                }
+            }
+        }
+        marked
     }
 
     /// For each slot, whether an [`Work::Import`] step views its buffer:
@@ -183,6 +213,31 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_inputs_on_devices_that_read_in_place_are_marked() {
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4096]\n  %1 = input \"b\" @vulkan:1 : f32[4096]\n  %2 = input \"c\" @vulkan:0 : f32[16]\n  %3 = input \"d\" @cpu:0 : f32[4096]\n  return %0, %1, %2, %3\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let mut p = Schedule::new(&g).unwrap();
+        // Only vulkan:0 reads in place; 16 KiB is the least.
+        assert_eq!(
+            p.inputs_in_place(INPUT_IN_PLACE_MIN, |d| d == Device::vulkan(0)),
+            1
+        );
+        let marked: Vec<bool> = p
+            .steps
+            .iter()
+            .map(|s| {
+                matches!(
+                    s.work,
+                    Work::Device(DeviceWork::Input { in_place: true, .. })
+                )
+            })
+            .collect();
+        assert_eq!(marked, [true, false, false, false]);
+        let mut none = Schedule::new(&g).unwrap();
+        assert_eq!(none.inputs_in_place(INPUT_IN_PLACE_MIN, |_| false), 0);
+    }
 
     #[test]
     fn host_copies_to_importing_vulkan_devices_become_views() {

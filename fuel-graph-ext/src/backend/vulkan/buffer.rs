@@ -35,6 +35,7 @@ impl VkDev {
             offset: 0,
             dev: self.clone(),
             view_of: None,
+            caller: None,
         })
     }
 
@@ -47,7 +48,7 @@ impl VkDev {
     pub fn upload(&self, src: &[u8], dst: &mut VkBuf) -> Result<(), ExecError> {
         self.check_own("upload", &[dst])?;
         self.check_alive("upload")?;
-        if dst.view_of.is_some() {
+        if dst.view_of.is_some() || dst.caller.is_some() {
             return Err(ExecError::Internal(
                 "upload into a view of host memory (views are only read)".into(),
             ));
@@ -159,6 +160,10 @@ pub struct VkBuf {
     /// kept alive (and counted, where it lives) while the view lives. The
     /// Vulkan buffer and memory belong to that buffer, not to this view.
     pub(super) view_of: Option<Arc<crate::backend::Buf>>,
+    /// For a caller's input read in place ([`VkDev::input_in_place`]): the
+    /// input's bytes, held alive while the buffer and memory imported from
+    /// them (which this buffer owns, uncounted) live.
+    pub(super) caller: Option<Arc<[u8]>>,
 }
 
 impl VkBuf {
@@ -183,6 +188,13 @@ impl VkBuf {
         self.view_of
             .as_deref()
             .is_some_and(|b| matches!(b, crate::backend::Buf::Cpu(_)))
+    }
+
+    /// Whether it reads a caller's input where it lies
+    /// ([`VkDev::input_in_place`]), or is a view of such a buffer.
+    pub fn is_caller_view(&self) -> bool {
+        self.caller.is_some()
+            || matches!(self.view_of.as_deref(), Some(crate::backend::Buf::Vulkan(b)) if b.is_caller_view())
     }
 
     /// A view of `len` bytes of `of` (a Vulkan buffer) starting `at` bytes
@@ -211,6 +223,7 @@ impl VkBuf {
             offset,
             dev: b.dev.clone(),
             view_of: Some(of.clone()),
+            caller: None,
         })
     }
 
@@ -250,6 +263,21 @@ impl Drop for VkBuf {
         if self.view_of.is_some() {
             // The buffer belongs to what it views (an import stays with
             // its host block); dropping `view_of` releases that.
+            return;
+        }
+        if let Some(bytes) = self.caller.take() {
+            if self.dev.lost().is_some() {
+                // Work whose wait failed may still read the memory: keep
+                // the bytes and the import for the life of the process.
+                std::mem::forget(bytes);
+                return;
+            }
+            // SAFETY: the buffer and memory are this view's own, and no
+            // submit that used them is in flight (each was waited on).
+            unsafe {
+                self.dev.dev.destroy_buffer(self.buffer, None);
+                self.dev.dev.free_memory(self.memory, None);
+            }
             return;
         }
         self.dev.counter.sub(self.len);

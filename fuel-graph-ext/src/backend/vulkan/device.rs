@@ -60,7 +60,12 @@ impl VkDev {
         };
         let capacity = instance.capacity(pd, &memory, mapped_type);
         // SAFETY: `pd` belongs to this live instance.
-        let limits = unsafe { vi.get_physical_device_properties(pd) }.limits;
+        let props = unsafe { vi.get_physical_device_properties(pd) };
+        let limits = props.limits;
+        let host_memory = matches!(
+            props.device_type,
+            vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
+        );
         let view_align = limits.min_storage_buffer_offset_alignment.max(4);
         // SAFETY: queue 0 of a family we asked for.
         let queue = unsafe { dev.get_device_queue(family, 0) };
@@ -164,6 +169,7 @@ impl VkDev {
             let import = import.map(|align| super::import::Importer {
                 ext: ash::ext::external_memory_host::Device::new(vi, &dev),
                 align,
+                host_memory,
             });
             Ok(Arc::new(VkDev {
                 import,

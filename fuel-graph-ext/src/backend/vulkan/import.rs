@@ -15,7 +15,7 @@
 
 use super::memory::Mapping;
 use super::*;
-use crate::backend::pages::{HostView, PageBlock, HOST_PAGE};
+use crate::backend::pages::{HostView, HOST_PAGE};
 use crate::backend::Buf;
 use std::ptr::NonNull;
 
@@ -39,6 +39,10 @@ pub(super) struct Importer {
     pub(super) ext: ash::ext::external_memory_host::Device,
     /// `minImportedHostPointerAlignment`.
     pub(super) align: u64,
+    /// The adapter's memory is the host's (lavapipe, an integrated GPU),
+    /// so a kernel reads imported memory as fast as its own: callers'
+    /// inputs are read in place ([`VkDev::input_in_place`]).
+    pub(super) host_memory: bool,
 }
 
 impl Instance {
@@ -85,6 +89,26 @@ pub(super) fn import_decision(align: Option<u64>) -> Result<u64, String> {
         ));
     }
     Ok(align)
+}
+
+/// The pages to import for `len` bytes at address `at`: from `at` rounded
+/// down to `align` to its end rounded up, and the bytes' offset into that
+/// span, which a kernel binds and so must be a multiple of `view_align`;
+/// `None` when it is not, or the end overflows.
+fn import_span(
+    at: usize,
+    len: usize,
+    align: usize,
+    view_align: u64,
+) -> Option<(usize, usize, u64)> {
+    let start = at - at % align.max(1);
+    let end = at
+        .checked_add(len)?
+        .checked_next_multiple_of(align.max(1))?;
+    let offset = (at - start) as u64;
+    offset
+        .is_multiple_of(view_align)
+        .then_some((start, end, offset))
 }
 
 /// One device's import of one host block.
@@ -163,7 +187,7 @@ impl VkDev {
             if known.is_some() {
                 return known;
             }
-            let made = self.import_block(imp, block)?;
+            let made = self.import_range(imp, block.ptr(), block.cap())?;
             views.push(Box::new(Imported {
                 buffer: made.0,
                 memory: made.1,
@@ -182,25 +206,77 @@ impl VkDev {
             offset: 0,
             dev: self.clone(),
             view_of: Some(keep.clone()),
+            caller: None,
         }))
     }
 
-    /// A buffer over all of `block`, bound to memory imported from its
-    /// pointer in a host-coherent type; `None` when the driver refuses.
-    fn import_block(
+    /// Whether callers' inputs are read in place here: host import is on
+    /// and the device's memory is the host's.
+    pub fn reads_inputs_in_place(&self) -> bool {
+        self.import.as_ref().is_ok_and(|i| i.host_memory)
+    }
+
+    /// The caller's input `data` as a buffer on this device that reads it
+    /// where it lies: the host pages holding it are imported for the life
+    /// of the returned buffer, which holds `data` alive, counts nothing on
+    /// the device and is only read (an input is never written). `None`,
+    /// and the caller uploads, when import is off, the device's memory is
+    /// not the host's (a discrete GPU reads its own memory faster), its
+    /// offset in its first page is not a multiple
+    /// of the device's storage-buffer offset alignment, or the driver
+    /// refuses.
+    pub fn input_in_place(self: &Arc<Self>, data: &Arc<[u8]>) -> Result<Option<VkBuf>, ExecError> {
+        self.check_alive("input")?;
+        let Ok(imp) = &self.import else {
+            return Ok(None);
+        };
+        if !imp.host_memory {
+            return Ok(None);
+        }
+
+        let Ok(align) = usize::try_from(imp.align) else {
+            return Ok(None);
+        };
+        let at = data.as_ptr() as usize;
+        let Some((start, end, offset)) = import_span(at, data.len(), align, self.view_align) else {
+            return Ok(None);
+        };
+        // The pages from `start` to `end` are mapped: each holds at least
+        // one byte of `data`. Bytes of them outside `data` are never read
+        // through this buffer (its offset and length cover `data` only).
+        let Some((buffer, memory)) = self.import_range(imp, start as *mut u8, end - start) else {
+            return Ok(None);
+        };
+        Ok(Some(VkBuf {
+            buffer,
+            memory,
+            map: NonNull::new(data.as_ptr().cast_mut()).map(Mapping),
+            len: data.len(),
+            offset,
+            dev: self.clone(),
+            view_of: None,
+            caller: Some(data.clone()),
+        }))
+    }
+
+    /// A buffer over the `cap` bytes at `ptr` (both multiples of the
+    /// import alignment), bound to memory imported from that pointer in a
+    /// host-coherent type; `None` when the driver refuses.
+    fn import_range(
         &self,
         imp: &Importer,
-        block: &PageBlock,
+        ptr: *mut u8,
+        cap: usize,
     ) -> Option<(vk::Buffer, vk::DeviceMemory)> {
         let kind = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
         let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        // SAFETY: the pointer is the start of `block`'s live allocation;
-        // `props` is a valid output structure.
+        // SAFETY: the pointer starts `cap` bytes of live, mapped host
+        // memory; `props` is a valid output structure.
         let r = unsafe {
             (imp.ext.fp().get_memory_host_pointer_properties_ext)(
                 self.dev.handle(),
                 kind,
-                block.ptr().cast_const().cast(),
+                ptr.cast_const().cast(),
                 &mut props,
             )
         };
@@ -209,7 +285,7 @@ impl VkDev {
         }
         let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(kind);
         let info = vk::BufferCreateInfo::default()
-            .size(block.cap() as u64)
+            .size(cap as u64)
             .usage(
                 vk::BufferUsageFlags::STORAGE_BUFFER
                     | vk::BufferUsageFlags::TRANSFER_SRC
@@ -229,20 +305,22 @@ impl VkDev {
             // SAFETY: an unused buffer of this device.
             unsafe { self.dev.destroy_buffer(buffer, None) }
         };
-        let Some(ty) = ty.filter(|_| req.size <= block.cap() as u64) else {
+        let Some(ty) = ty.filter(|_| req.size <= cap as u64) else {
             destroy();
             return None;
         };
         let mut from = vk::ImportMemoryHostPointerInfoEXT::default()
             .handle_type(kind)
-            .host_pointer(block.ptr().cast());
+            .host_pointer(ptr.cast());
         let alloc = vk::MemoryAllocateInfo::default()
-            .allocation_size(block.cap() as u64)
+            .allocation_size(cap as u64)
             .memory_type_index(ty)
             .push_next(&mut from);
         // SAFETY: valid allocate info; the host pointer and size are aligned
         // to `minImportedHostPointerAlignment` (checked by the caller) and
-        // the block outlives the memory (its views are released first).
+        // the caller keeps the host memory alive longer than the Vulkan
+        // memory (a block releases its views first; a caller's input view
+        // holds the input's bytes).
         let Ok(memory) = (unsafe { self.dev.allocate_memory(&alloc, None) }) else {
             destroy();
             return None;
@@ -337,5 +415,84 @@ mod tests {
         // Under a page: no page block, so no view.
         let small = Arc::new(Buf::Cpu(arena.alloc(64, &faults).unwrap()));
         assert!(dev.view_of_host(&small, 64).unwrap().is_none());
+    }
+
+    /// A caller's bytes read in place: the GPU copies exactly them out of
+    /// the view (which starts inside its first imported page), the view
+    /// counts nothing on the device, and dropping it frees the import
+    /// while the caller's bytes live on. Bytes at a pointer whose offset
+    /// into its page the device cannot bind are refused (the caller then
+    /// uploads).
+    #[test]
+    fn an_input_is_read_where_the_caller_holds_it() {
+        let inst = match Instance::open() {
+            Ok(i) => i,
+            Err(u) => {
+                let test = "an_input_is_read_where_the_caller_holds_it";
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
+                return;
+            }
+        };
+        let dev = inst.open_device(Device::vulkan(0)).unwrap();
+        if !dev.reads_inputs_in_place() {
+            // FUEL_VULKAN_IMPORT=0, a driver without the extension, or a
+            // discrete GPU: no input is read in place.
+            let data: Arc<[u8]> = vec![7u8; 2 * HOST_PAGE].into();
+            assert!(dev.input_in_place(&data).unwrap().is_none());
+            return;
+        }
+        let faults = Faults::new(None);
+        let n = 5 * HOST_PAGE + 12;
+        let data: Arc<[u8]> = (0..n)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect::<Vec<_>>()
+            .into();
+        let before = dev.stats();
+        let view = dev.input_in_place(&data).unwrap().unwrap();
+        assert!(view.is_caller_view());
+        assert_eq!(view.len(), n);
+        assert_eq!(
+            dev.stats().allocations,
+            before.allocations,
+            "a view makes no buffer"
+        );
+        assert_eq!(Arc::strong_count(&data), 2, "the view holds the bytes");
+        let out = dev.alloc(n, &faults).unwrap();
+        let whole = [crate::backend::Region {
+            operand: 0,
+            src: 0,
+            dst: 0,
+            len: n,
+        }];
+        dev.copy_regions("copy", &whole, &[&view], &out, &faults)
+            .unwrap();
+        let mut got = vec![0u8; n];
+        dev.download(&out, &mut got).unwrap();
+        assert!(got[..] == data[..], "the GPU read other bytes");
+        let mapped = view.with_mapped(|b| b == &data[..]).unwrap().unwrap();
+        assert!(mapped, "the host reads other bytes through the view");
+        drop((view, out));
+        assert_eq!(Arc::strong_count(&data), 1, "the view let go of the bytes");
+        assert_eq!(dev.stats().current, 0);
+    }
+
+    #[test]
+    fn an_import_spans_whole_pages_and_binds_at_an_allowed_offset() {
+        // 100 bytes 48 into a page: that one page, bound 48 bytes in.
+        assert_eq!(
+            import_span(4096 + 48, 100, 4096, 16),
+            Some((4096, 8192, 48))
+        );
+        // Across a page boundary: both pages.
+        assert_eq!(
+            import_span(8192 - 16, 32, 4096, 16),
+            Some((4096, 12288, 4080))
+        );
+        // Page-aligned bytes of whole pages: exactly them.
+        assert_eq!(import_span(8192, 8192, 4096, 64), Some((8192, 16384, 0)));
+        // An offset the device cannot bind (8 into a 16-byte rule): refused.
+        assert_eq!(import_span(4096 + 8, 100, 4096, 16), None);
+        // The end past the address space: refused, not wrapped.
+        assert_eq!(import_span(usize::MAX - 10, 100, 4096, 4), None);
     }
 }
