@@ -104,6 +104,10 @@ pub enum StepKind {
         device: Device,
         /// Its size.
         bytes: usize,
+        /// Read where the caller's tensor lies (a large input on a Vulkan
+        /// device in host memory, [`crate::lower::estimate::input_in_place`]):
+        /// the dispatcher's bookkeeping, no bytes.
+        in_place: bool,
     },
     /// A graph output on `device` is read back to the caller.
     Output {
@@ -263,7 +267,8 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
             bytes,
             peered,
         } => driver_us(topo, device, ranks, bytes, peered, working) + step,
-        StepKind::Input { device, bytes } if !device.is_cpu() => {
+        StepKind::Input { in_place: true, .. } => topo.runner(Runner::Inline).step_us,
+        StepKind::Input { device, bytes, .. } if !device.is_cpu() => {
             host_link(device).time_us_at(bytes, working) + step
         }
         StepKind::Input { .. } => step,
@@ -373,8 +378,10 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
             host(device, inputs.saturating_add(1).saturating_mul(bytes)),
         ),
         StepKind::Driver { device, .. } => (on(device), 0),
-        // The caller's bytes are host memory; on a CPU they are lent.
-        StepKind::Input { device, bytes } | StepKind::Output { device, bytes } => {
+        // The caller's bytes are host memory; on a CPU they are lent, and
+        // an input read in place is the dispatcher's bookkeeping.
+        StepKind::Input { in_place: true, .. } => (dispatcher, 0),
+        StepKind::Input { device, bytes, .. } | StepKind::Output { device, bytes } => {
             let res = match kind {
                 StepKind::Input { .. } => on(device),
                 _ => dispatcher,

@@ -155,6 +155,7 @@ fn host_work_shares_the_cores() {
             kind: StepKind::Input {
                 device: Device::cuda(0),
                 bytes: 4,
+                in_place: false,
             },
             deps: vec![],
         }))
@@ -195,6 +196,7 @@ fn host_memory_is_shared_by_every_worker() {
             kind: StepKind::Input {
                 device: Device::vulkan(0),
                 bytes: 4,
+                in_place: false,
             },
             deps: vec![],
         },
@@ -223,6 +225,7 @@ fn huge_steps_on_host_memory_do_not_overflow() {
             kind: StepKind::Input {
                 device: v,
                 bytes: huge,
+                in_place: false,
             },
             deps: vec![],
         },

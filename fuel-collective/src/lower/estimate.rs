@@ -234,6 +234,7 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
             Op::Input { device, .. } if io => StepKind::Input {
                 device: *device,
                 bytes,
+                in_place: input_in_place(topo, *device, bytes),
             },
             Op::Input { .. } => continue,
             Op::DriverAllReduce { device, .. } => {
@@ -345,6 +346,19 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
         }
     }
     steps
+}
+
+/// Whether the executor reads an input of `bytes` on `device` where the
+/// caller's tensor lies instead of uploading it
+/// (`exec::schedule::Schedule::inputs_in_place`): a Vulkan device whose
+/// memory is the host's (`host-memory vulkan` in the topology, which
+/// calibration writes for lavapipe) and an input of at least
+/// `exec::views::INPUT_IN_PLACE_MIN` bytes. The model assumes host import
+/// is on, as it does for [`imported_hop`].
+pub fn input_in_place(topo: &Topology, device: Device, bytes: usize) -> bool {
+    device.kind == DeviceKind::Vulkan
+        && topo.in_host_memory(device.kind)
+        && bytes >= fuel_graph_ext::exec::views::INPUT_IN_PLACE_MIN
 }
 
 /// Whether the executor runs copy `id` as a view of host memory imported
@@ -465,5 +479,41 @@ mod tests {
         assert_eq!(imported.iter().filter(|b| **b).count(), 2, "{imported:?}");
         let est = estimate_graph(&g, &Topology::default());
         assert_eq!(est.bytes_moved, 4096 * 4 + 16 * 4);
+    }
+
+    /// With Vulkan in host memory (lavapipe's calibrated topology), a large
+    /// input on a Vulkan device is read in place: the run's estimate loses
+    /// its upload, and a small input keeps it. Without host memory every
+    /// Vulkan input is an upload.
+    #[test]
+    fn large_vulkan_inputs_in_host_memory_cost_no_upload() {
+        let src = |n: usize| {
+            format!(
+                "graph @g {{\n  %0 = input \"a\" @vulkan:0 : f32[{n}]\n  %1 = add %0, %0 @vulkan:0 : f32[{n}]\n  return %1\n}}\n"
+            )
+        };
+        let mut lavapipe = Topology::default();
+        lavapipe.host_memory.insert(DeviceKind::Vulkan);
+        let v = Device::vulkan(0);
+        let big = 1 << 20;
+        assert!(input_in_place(&lavapipe, v, big));
+        assert!(!input_in_place(&lavapipe, v, 4096));
+        assert!(!input_in_place(&Topology::default(), v, big));
+        assert!(!input_in_place(&lavapipe, Device::cpu(0), big));
+        let run = |t: &Topology, n: usize| {
+            let g = fuel_graph_ext::text::parse(&src(n)).unwrap();
+            (estimate_run(&g, t), estimate_graph(&g, t))
+        };
+        // The run costs more than the graph's own steps (the output is read
+        // back), and less than where the input is uploaded.
+        let (in_place, graph) = run(&lavapipe, big / 4);
+        let mut uploads = lavapipe.clone();
+        uploads.host_memory.clear();
+        let (uploaded, _) = run(&uploads, big / 4);
+        assert!(
+            in_place.total_us() < uploaded.total_us(),
+            "{in_place:?} vs {uploaded:?}"
+        );
+        assert!(in_place.total_us() >= graph.total_us());
     }
 }

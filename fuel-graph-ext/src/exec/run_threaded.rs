@@ -114,8 +114,9 @@ impl Executable {
         }
     }
 
-    /// Starts step `i`: on the dispatcher's thread when it is the runner's
-    /// own work (a shared or deferred copy), else on its device's worker.
+    /// Starts step `i`: on the dispatcher's thread when it needs no device
+    /// time (`Work::needs_device`; a host input too, which wraps the
+    /// caller's bytes), else on its device's worker.
     fn launch(
         &self,
         i: usize,
@@ -135,7 +136,12 @@ impl Executable {
                 })
             })
         };
-        if !step.work.needs_device() {
+        let host_input = step.device.is_cpu()
+            && matches!(
+                step.work,
+                Work::Device(crate::backend::DeviceWork::Input { .. })
+            );
+        if !step.work.needs_device() || host_input {
             // No device work: the slot takes its source's buffer right here.
             let res = execute(&self.plan, &self.comms, i, &ctx, &ins, step_data, faults);
             let _ = done.send((i, store(table, res)));

@@ -80,13 +80,20 @@ pub enum Work {
 }
 
 impl Work {
-    /// False for the runner's own work (a shared or deferred copy, a
-    /// view), which takes no device time and runs on the dispatcher's
-    /// thread.
+    /// False for work that moves no bytes and submits nothing (a shared or
+    /// deferred copy, a view, an import of host memory, an input read in
+    /// place): it takes well under a microsecond, less than handing it to
+    /// a device's worker, so the threaded runner does it on the
+    /// dispatcher's thread. (Where an import or an input in place falls
+    /// back to a copy, that copy runs there too.)
     pub fn needs_device(&self) -> bool {
         !matches!(
             self,
-            Work::Share { .. } | Work::Defer { .. } | Work::View { .. }
+            Work::Share { .. }
+                | Work::Defer { .. }
+                | Work::View { .. }
+                | Work::Import { .. }
+                | Work::Device(DeviceWork::Input { in_place: true, .. })
         )
     }
 
@@ -553,6 +560,29 @@ mod tests {
             concat_regions(&[&c, &c], 0),
             vec![r(0, 0, 0, 5), r(1, 0, 5, 5)]
         );
+    }
+
+    #[test]
+    fn only_work_that_moves_bytes_or_submits_goes_to_a_worker() {
+        let input = |in_place| {
+            Work::Device(DeviceWork::Input {
+                name: "a".into(),
+                in_place,
+            })
+        };
+        let vk = Device::vulkan(0);
+        assert!(input(false).needs_device());
+        assert!(!input(true).needs_device());
+        assert!(!Work::Import {
+            src: Device::cpu(0)
+        }
+        .needs_device());
+        assert!(!Work::View { offset: 0 }.needs_device());
+        let copy = Work::Device(DeviceWork::Copy {
+            src: vk,
+            is_move: false,
+        });
+        assert!(copy.needs_device());
     }
 
     #[test]
