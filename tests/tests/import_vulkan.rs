@@ -210,6 +210,7 @@ fn the_environment_turns_import_off_and_bad_values_are_refused() {
         "host_copies_to_vulkan_are_views_and_bit_exact_in_every_position",
         "every_fault_with_imported_views_leaks_nothing",
         "inputs_on_vulkan_are_read_where_the_caller_holds_them",
+        "a_host_star_over_vulkan_inputs_in_place_runs_inline",
     ] {
         let out = std::process::Command::new(&exe)
             .args(["--exact", name, "--nocapture"])
@@ -345,6 +346,8 @@ fn inputs_on_vulkan_are_read_where_the_caller_holds_them() {
         assert!(names(&on).is_empty());
     }
     assert!(names(&off).is_empty());
+    // vulkan:0 runs kernels here, so both take the worker runner.
+    assert!(!on.runs_inline() && !off.runs_inline());
     let inputs = deterministic_inputs(&g);
     let kept = inputs.clone();
     let made_on = runs_exactly(&g, &on, "in place");
@@ -357,4 +360,43 @@ fn inputs_on_vulkan_are_read_where_the_caller_holds_them() {
     );
     let n = fail_at_every_point(&g, &DEVS);
     assert!(n > 10, "{n} faults checked");
+}
+
+/// A star on the host over Vulkan shards read in place: the Vulkan steps
+/// are all the runner's own work (inputs in place, deferred copies into the
+/// host fold, imports of the sum), so the executable runs inline on the
+/// caller's thread, with results exact run after run. With import off the
+/// inputs are uploaded by the Vulkan workers, and it runs threaded.
+#[test]
+fn a_host_star_over_vulkan_inputs_in_place_runs_inline() {
+    let test = "a_host_star_over_vulkan_inputs_in_place_runs_inline";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    let t = format!("f32[{N}]");
+    let src = format!(
+        "graph @star {{
+  %0 = input \"a\" @cpu:0 : {t}
+  %1 = input \"b\" @vulkan:0 : {t}
+  %2 = copy %1 -> cpu:0 : {t}
+  %3 = add %0, %2 @cpu:0 : {t}
+  %4 = copy %3 -> vulkan:0 : {t}
+  return %3, %4
+}}
+"
+    );
+    let (g, on) = compiled(&src, exec::Options::default());
+    let (_, off) = compiled(
+        &src,
+        exec::Options {
+            import_host_buffers: false,
+            ..Default::default()
+        },
+    );
+    assert_eq!(on.runs_inline(), import_on());
+    assert!(!off.runs_inline());
+    runs_exactly(&g, &on, "inline");
+    runs_exactly(&g, &off, "threaded");
+    let n = fail_at_every_point(&g, &DEVS);
+    assert!(n > 3, "{n} faults checked");
 }

@@ -392,8 +392,17 @@ impl<'g> Compiler<'g> {
         // Host arenas share the host's cores: handing their steps to worker
         // threads buys no overlap, only a thread handoff per step, and the
         // kernels of large steps use every core anyway. Such an executable
-        // runs its steps in schedule order on the caller's thread.
-        let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)));
+        // runs its steps in schedule order on the caller's thread. So does
+        // one whose GPU steps are all the runner's own work (inputs read in
+        // place, imports, deferred or shared copies, views: no submit, no
+        // bytes moved), where every step that needs a worker is a host's.
+        let on_host = |d: &Device| ctxs.get(d).is_some_and(|c| matches!(c, Ctx::Cpu(_)));
+        let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)))
+            || (plan.steps.iter().any(|s| !on_host(&s.device))
+                && plan
+                    .steps
+                    .iter()
+                    .all(|s| on_host(&s.device) || !s.work.needs_device()));
         let inline_on_pool = inline
             && plan.islands.is_empty()
             && plan
@@ -520,6 +529,13 @@ impl Executable {
             .filter(|s| matches!(s.work, Work::Import { .. }))
             .map(|s| s.node)
             .collect()
+    }
+
+    /// Whether runs go step by step on the caller's thread (the inline
+    /// runner: every step that needs a device's worker is on a host arena)
+    /// rather than through a worker per device.
+    pub fn runs_inline(&self) -> bool {
+        self.inline
     }
 
     /// The graph's inputs read where the caller's bytes lie instead of
