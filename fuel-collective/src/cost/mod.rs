@@ -152,14 +152,20 @@ impl StepKind {
         }
     }
 
-    /// The devices the step touches.
-    fn devices(&self) -> [Option<Device>; 2] {
+    /// Whether the executor's threaded runner hands this step to the
+    /// worker of a device that is not a host arena: a transfer that moves
+    /// bytes to a GPU, a kernel or driver call on one, an input uploaded to
+    /// one. A shared hop (an import), an input read in place and an output
+    /// read back are the runner's own work; a hop to the host runs on the
+    /// host's worker. (The executor's rule: `exec::schedule::Work::needs_device`.)
+    pub fn on_gpu_worker(&self) -> bool {
         match *self {
-            StepKind::Transfer { from, to, .. } => [Some(from), Some(to)],
-            StepKind::Compute { device, .. }
-            | StepKind::Driver { device, .. }
-            | StepKind::Input { device, .. }
-            | StepKind::Output { device, .. } => [Some(device), None],
+            StepKind::Transfer { to, mode, .. } => mode != CopyMode::Shared && !to.is_cpu(),
+            StepKind::Compute { device, .. } | StepKind::Driver { device, .. } => !device.is_cpu(),
+            StepKind::Input {
+                device, in_place, ..
+            } => !in_place && !device.is_cpu(),
+            StepKind::Output { .. } => false,
         }
     }
 }
@@ -214,9 +220,17 @@ pub fn runner_for(devices: impl IntoIterator<Item = Device>) -> Runner {
     }
 }
 
-/// The runner for a list of steps (see [`runner_for`]).
+/// The runner for a list of steps, as the executor picks it: inline when
+/// every step is on host arenas ([`runner_for`]), and also when no step
+/// would go to a GPU's worker ([`StepKind::on_gpu_worker`]: the GPU steps
+/// are all the runner's own work, such as inputs read in place and hops
+/// shared as imports).
 pub fn runner_of(steps: &[Step]) -> Runner {
-    runner_for(steps.iter().flat_map(|s| s.kind.devices()).flatten())
+    if steps.iter().any(|s| s.kind.on_gpu_worker()) {
+        Runner::Threaded
+    } else {
+        Runner::Inline
+    }
 }
 
 /// The size throughputs are looked up at for a list of steps: its largest

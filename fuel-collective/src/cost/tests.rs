@@ -248,3 +248,45 @@ fn size_and_compute_matter() {
         "default vulkan reduce is slower than cpu"
     );
 }
+
+/// The runner follows the executor's rule: a Vulkan input read in place,
+/// a deferred hop to the host and a shared (imported) hop back leave no
+/// GPU worker any work, so the steps run inline; an uploaded input, a
+/// kernel on the GPU or a hop that moves bytes to it make them threaded.
+#[test]
+fn gpu_steps_that_are_the_runners_own_run_inline() {
+    let (h, v) = (Device::cpu(0), Device::vulkan(0));
+    let input = |in_place| Step {
+        kind: StepKind::Input {
+            device: v,
+            bytes: 1 << 20,
+            in_place,
+        },
+        deps: vec![],
+    };
+    let shared_back = Step {
+        kind: StepKind::Transfer {
+            from: h,
+            to: v,
+            bytes: 0,
+            mode: CopyMode::Shared,
+        },
+        deps: vec![],
+    };
+    let star = vec![
+        input(true),
+        hop(v, h, 1 << 20, &[0]),
+        compute(h, 2, 1 << 20, &[1]),
+        shared_back.clone(),
+    ];
+    assert_eq!(runner_of(&star), Runner::Inline);
+    let mut uploaded = star.clone();
+    uploaded[0] = input(false);
+    assert_eq!(runner_of(&uploaded), Runner::Threaded);
+    let mut folded_there = star.clone();
+    folded_there.push(compute(v, 2, 1 << 20, &[]));
+    assert_eq!(runner_of(&folded_there), Runner::Threaded);
+    let mut moved_back = star;
+    moved_back[3] = hop(h, v, 1 << 20, &[]);
+    assert_eq!(runner_of(&moved_back), Runner::Threaded);
+}

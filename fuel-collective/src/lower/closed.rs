@@ -23,10 +23,11 @@ use super::algorithm::Lowering;
 use super::shape;
 use super::site::CollectiveSite;
 use crate::cost::{runner_for, Estimate, Priced, StepKind, Tally};
+use fuel_graph_ext::backend::cpu::HOST_PAGE;
 use fuel_graph_ext::exec::schedule::{slice_is_view, CopyMode, CopySite};
 use fuel_graph_ext::exec::Options;
-use fuel_graph_ext::topology::Route;
-use fuel_graph_ext::{Device, Op, ReduceOp, Topology};
+use fuel_graph_ext::topology::{Route, Runner};
+use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
 use rustc_hash::FxHashMap;
 use std::hash::{Hash, Hasher};
 
@@ -116,39 +117,117 @@ fn mode(src: Device, dst: Device, is_output: bool, one_fold_reader: bool) -> Cop
     .mode(&Options::default())
 }
 
+/// Whether a host-to-`to` copy of `bytes` whose source the host computed
+/// runs as an import (the rule of `estimate::imported_hop`, for a source
+/// known to be computed): a Vulkan destination and at least a page.
+fn imports(to: Device, bytes: usize) -> bool {
+    to.kind == DeviceKind::Vulkan && bytes >= HOST_PAGE
+}
+
+/// A copy `from -> to` of `bytes` in `mode`, or the shared hop of an
+/// import when `imported`.
+fn hop(from: Device, to: Device, bytes: usize, mode: CopyMode, imported: bool) -> StepKind {
+    if imported {
+        StepKind::Transfer {
+            from,
+            to,
+            bytes: 0,
+            mode: CopyMode::Shared,
+        }
+    } else {
+        StepKind::Transfer {
+            from,
+            to,
+            bytes,
+            mode,
+        }
+    }
+}
+
 /// Adds `bytes` going `from -> to` as the lowering moves them, staged
 /// through `topo.staging` where the route says so, starting at `start`.
 /// `last` is the mode of the copy into `to` (the first hop of a staged pair
-/// only feeds the second, so it always moves). Returns when it arrives.
+/// only feeds the second, so it always moves). `computed`: the host
+/// computed the source (not a caller's input, not a slice's view), so a
+/// direct host-to-Vulkan copy of it is an import; the second hop of a
+/// staged pair copies the first's result, which is always computed.
+/// Returns when it arrives.
 fn move_to(
     tally: &mut Tally<'_>,
     topo: &Topology,
     (from, to, bytes): (Device, Device, usize),
     last: CopyMode,
     start: f64,
+    computed: bool,
 ) -> f64 {
     if from == to {
         return start;
     }
-    let copy = |from, to, mode| StepKind::Transfer {
-        from,
-        to,
-        bytes,
-        mode,
-    };
     match topo.route(from, to) {
-        Route::Direct => tally.add(&copy(from, to, last), start),
-        Route::Staged(s) => {
-            let mid = tally.add(&copy(from, s, CopyMode::Moves), start);
-            tally.add(&copy(s, to, last), mid)
+        Route::Direct => {
+            let imported = computed && from.is_cpu() && imports(to, bytes);
+            tally.add(&hop(from, to, bytes, last, imported), start)
         }
+        Route::Staged(s) => {
+            let mid = tally.add(&hop(from, s, bytes, CopyMode::Moves, false), start);
+            tally.add(&hop(s, to, bytes, last, imports(to, bytes)), mid)
+        }
+    }
+}
+
+/// Whether a host-to-`d` delivery of `bytes` (direct from a host `at`, or
+/// the second hop through the staging CPU) needs `d`'s worker: a GPU that
+/// does not import it.
+fn delivery_on_gpu(d: Device, bytes: usize, computed: bool) -> bool {
+    let imported = computed && imports(d, bytes);
+    !d.is_cpu() && !imported
+}
+
+/// The runner the executor takes for a star at `at` (the rule of
+/// `cost::runner_of`): inline unless some step goes to a GPU's worker,
+/// which is a shard uploaded to a GPU, a fold on one, or a result sent to
+/// one that does not import it.
+fn star_runner(site: &CollectiveSite, at: Device, topo: &Topology) -> Runner {
+    let bytes = site.ty.size_bytes();
+    let uploads = site
+        .devs
+        .iter()
+        .any(|&d| !d.is_cpu() && !super::estimate::input_in_place(topo, d, bytes));
+    if uploads || !at.is_cpu() {
+        return Runner::Threaded;
+    }
+    let gpu_delivery = match site.op {
+        Op::Reduce { root, .. } => site
+            .devs
+            .get(root)
+            .is_some_and(|&d| delivery_on_gpu(d, bytes, true)),
+        Op::ReduceScatter { axis, .. } => {
+            let shares = match site.scatter() {
+                Ok(Some((_, shares))) => shares,
+                _ => Vec::new(),
+            };
+            site.devs.iter().zip(&shares).any(|(&d, &(start, len))| {
+                let part = site.ty.with_dim(axis, len).size_bytes();
+                let computed = !slice_is_view(at, &site.ty, axis, start, len);
+                d != at && delivery_on_gpu(d, part, computed)
+            })
+        }
+        _ => site
+            .devs
+            .iter()
+            .any(|&d| d != at && delivery_on_gpu(d, bytes, true)),
+    };
+    if gpu_delivery {
+        Runner::Threaded
+    } else {
+        Runner::Inline
     }
 }
 
 /// Star at `at`: every shard into one fold, then the delivery.
 fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     let bytes = site.ty.size_bytes();
-    let runner = runner_for(site.devs.iter().copied().chain([at]));
+    let runner = star_runner(site, at, topo);
     // Its largest tensor: the shards and the total.
     let mut tally = Tally::new(topo, runner, bytes);
     // Every shard into the fold at `at`, which is the last copy's one
@@ -156,7 +235,8 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     let mut ready: f64 = 0.0;
     for &d in &site.devs {
         let into = mode(last_src(topo, d, at), at, false, true);
-        ready = ready.max(move_to(&mut tally, topo, (d, at, bytes), into, 0.0));
+        let arrives = move_to(&mut tally, topo, (d, at, bytes), into, 0.0, false);
+        ready = ready.max(arrives);
     }
     let fold = StepKind::Compute {
         device: at,
@@ -177,7 +257,14 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     match site.op {
         Op::Reduce { root, .. } => {
             if let Some(&d) = site.devs.get(root) {
-                move_to(&mut tally, topo, (at, d, bytes), CopyMode::Moves, total);
+                move_to(
+                    &mut tally,
+                    topo,
+                    (at, d, bytes),
+                    CopyMode::Moves,
+                    total,
+                    true,
+                );
             }
         }
         Op::ReduceScatter { axis, .. } => {
@@ -190,7 +277,8 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                 let part = site.ty.with_dim(axis, len).size_bytes();
                 // A slice of one run is a view of the fold's result, which
                 // costs the runner's bookkeeping, as a shared copy does.
-                let slice = if slice_is_view(at, &site.ty, axis, start, len) {
+                let view = slice_is_view(at, &site.ty, axis, start, len);
+                let slice = if view {
                     StepKind::Transfer {
                         from: at,
                         to: at,
@@ -201,18 +289,23 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     StepKind::layout(at, part)
                 };
                 let cut = tally.add(&slice, total);
-                move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut);
+                move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut, !view);
             }
         }
         _ => {
             // The star's spread: from `at` straight to each other device;
             // staged ones go through one copy on the staging CPU, which is
             // reused, as is a copy the staging CPU got as a target.
-            let copy = |to| StepKind::Transfer {
-                from: at,
-                to,
-                bytes,
-                mode: CopyMode::Moves,
+            // The fold's result is computed, so a host `at`'s copy to a
+            // Vulkan rank is an import.
+            let copy = |to: Device| {
+                hop(
+                    at,
+                    to,
+                    bytes,
+                    CopyMode::Moves,
+                    at.is_cpu() && imports(to, bytes),
+                )
             };
             let mut held: FxHashMap<Device, f64> = FxHashMap::default();
             held.insert(at, total);
@@ -231,13 +324,8 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                                 m
                             }
                         };
-                        let hop = StepKind::Transfer {
-                            from: s,
-                            to: d,
-                            bytes,
-                            mode: CopyMode::Moves,
-                        };
-                        tally.add(&hop, mid)
+                        let second = hop(s, d, bytes, CopyMode::Moves, imports(d, bytes));
+                        tally.add(&second, mid)
                     }
                 };
                 held.insert(d, done);
@@ -381,7 +469,8 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 let from = dev(end);
                 // Each chunk's only reader is the concat on the root.
                 let last = mode(last_src(topo, from, root_dev), root_dev, false, false);
-                ready = ready.max(move_to(&mut tally, topo, (from, root_dev, bytes), last, t));
+                let at_root = move_to(&mut tally, topo, (from, root_dev, bytes), last, t, true);
+                ready = ready.max(at_root);
             }
             let concat = StepKind::layout(root_dev, full);
             tally.add(&concat, ready);
@@ -586,6 +675,7 @@ mod tests {
             mean in any::<bool>(),
             rows in 1usize..4,
             cols in 1usize..9,
+            wide in any::<bool>(),
             peers in any::<bool>(),
             staging in 0u32..3,
             scale in prop::sample::select(vec![0.05, 1.0, 20.0]),
@@ -593,6 +683,10 @@ mod tests {
             let devs: Vec<Device> = picks.iter().map(|i| POOL[*i]).collect();
             let n = devs.len();
             // Reduce-scatter needs the cut axis to divide by the ranks.
+            // Wide tensors are pages long: host-to-Vulkan hops of computed
+            // values become imports, and inputs on Vulkan in host memory
+            // are read in place.
+            let cols = if wide { cols * 1024 } else { cols };
             let shape = if kind == 2 { vec![n * rows, cols] } else { vec![rows * 3, cols] };
             let g = text::parse(&source(&devs, kind, mean, &shape)).unwrap();
             let id = g
@@ -607,7 +701,11 @@ mod tests {
                 .chain([topo.staging])
                 .map(|d| Lowering::Star(Star { at: Some(d) }))
                 .collect();
-            lowerings.push(Lowering::Ring(Ring));
+            // The ring's closed form does not price imports (its hops of
+            // partial sums to Vulkan ranks), so only narrow rings compare.
+            if !wide {
+                lowerings.push(Lowering::Ring(Ring));
+            }
             let mut checked = 0;
             for l in &lowerings {
                 let Some(closed) = estimate(&site, l, &topo) else { continue };

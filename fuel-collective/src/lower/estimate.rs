@@ -15,7 +15,7 @@ use super::closed::{self, StarClass};
 use super::emit::Emitter;
 use super::site::CollectiveSite;
 use super::star::Star;
-use crate::cost::{estimate, estimate_with, runner_of, Estimate, Step, StepKind};
+use crate::cost::{estimate_with, runner_of, Estimate, Step, StepKind};
 use fuel_graph_ext::exec::schedule::{slice_is_view, CopyMode, CopySite};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
@@ -166,7 +166,12 @@ impl Scratch {
         // The results leave the collective: the executor copies into them
         // (it shares or defers only copies that other steps read).
         scratch.set_outputs(results);
-        Ok(estimate(topo, &graph_steps(&scratch, topo, &before)))
+        let runner = graph_runner(&scratch, topo);
+        Ok(estimate_with(
+            topo,
+            runner,
+            &graph_steps(&scratch, topo, &before),
+        ))
     }
 }
 
@@ -279,11 +284,18 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                     is_output: outputs.contains(&v),
                     one_fold_reader,
                 };
+                // An import is a view made on the dispatcher's thread: a
+                // shared hop, whatever the copy's mode would have been.
+                let imported = imported_hop(g, id);
                 StepKind::Transfer {
                     from,
                     to: *to,
-                    bytes: if imported_hop(g, id) { 0 } else { bytes },
-                    mode: site.mode(&options),
+                    bytes: if imported { 0 } else { bytes },
+                    mode: if imported {
+                        CopyMode::Shared
+                    } else {
+                        site.mode(&options)
+                    },
                 }
             }
             // A slice of one run runs as a view of its operand, as a
@@ -415,7 +427,18 @@ pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
 /// The cost model's estimate for a whole lowered graph's steps (no inputs
 /// or outputs, no fixed cost per run).
 pub fn estimate_graph(g: &Graph, topo: &Topology) -> Estimate {
-    estimate(topo, &graph_steps(g, topo, &BTreeSet::new()))
+    estimate_with(
+        topo,
+        graph_runner(g, topo),
+        &graph_steps(g, topo, &BTreeSet::new()),
+    )
+}
+
+/// The runner the executor takes for `g` ([`runner_of`] over every step,
+/// inputs included: an input uploaded to a GPU keeps its worker busy even
+/// where the estimate leaves inputs out).
+pub fn graph_runner(g: &Graph, topo: &Topology) -> Runner {
+    runner_of(&steps_of(g, topo, &BTreeSet::new(), true))
 }
 
 /// The cost model's estimate of one run of a lowered graph as the executor

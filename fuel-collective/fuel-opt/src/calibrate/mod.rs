@@ -99,7 +99,10 @@ fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure>
         }
     }
     let cpu_us = cpu / effort.iters.max(1) as f64;
-    let runner = if devices.iter().all(|d| d.is_cpu()) {
+    // The runner the executable took: inline for all-host groups, and for
+    // graphs whose GPU steps are all the runner's own (a Vulkan input read
+    // in place and copied to the host).
+    let runner = if exe.runs_inline() {
         Runner::Inline
     } else {
         Runner::Threaded
