@@ -126,6 +126,8 @@ pub(crate) struct Candidate {
     /// Entries along axis 0.
     pub rows: usize,
     pub bytes: usize,
+    /// Some result is a graph output.
+    pub output: bool,
 }
 
 /// The all-reduces that could merge, in topological order.
@@ -152,6 +154,7 @@ fn candidates(g: &Graph) -> Vec<Candidate> {
             },
             rows: n.ty.shape[0],
             bytes: n.ty.size_bytes(),
+            output: g.outputs().iter().any(|v| v.node == id),
         });
     }
     out
@@ -234,7 +237,10 @@ impl Pass for CombineCollectives {
         let plan = plan::buckets(
             &items,
             |k| k.1,
-            |i| self.opts.threshold.is_some() || models[&cands[i].key].worth(cands[i].bytes),
+            |i| {
+                self.opts.threshold.is_some()
+                    || models[&cands[i].key].worth(cands[i].bytes, cands[i].output)
+            },
             |open, b, i| {
                 let members: Vec<Vec<NodeId>> = open
                     .iter()
@@ -252,8 +258,11 @@ impl Pass for CombineCollectives {
         )
         .keep_if(|b| {
             let key = &cands[b[0]].key;
-            let sizes: Vec<usize> = b.iter().map(|&i| cands[i].bytes).collect();
-            self.opts.threshold.is_some() || models[key].saving_us(&sizes) > 0.0
+            let items: Vec<(usize, bool)> = b
+                .iter()
+                .map(|&i| (cands[i].bytes, cands[i].output))
+                .collect();
+            self.opts.threshold.is_some() || models[key].saving_us(&items) > 0.0
         });
         if plan.buckets.is_empty() {
             g.add_note(alone_note(&plan));
@@ -302,11 +311,23 @@ fn bucket_note(
         human_bytes(total),
     );
     let apart: f64 = sizes.iter().map(|b| model.collective.at(*b)).sum();
+    let items: Vec<(usize, bool)> = members.iter().map(|c| (c.bytes, c.output)).collect();
+    let outputs = items.iter().filter(|(_, out)| *out).count();
+    let back = model.read_back;
+    let read_back = if outputs > 0 && (back.fixed_us > 0.0 || back.per_byte_us > 0.0) {
+        format!(
+            ", read-back {:.2}us + {:.3}us/KiB per output item ({outputs} of them)",
+            back.fixed_us,
+            back.per_byte_us * 1024.0
+        )
+    } else {
+        String::new()
+    };
     let _ = write!(
         s,
-        ": apart {:.1}us, merged {:.1}us by the cost model (fixed part {:.2}us each, copies {:.2}us + {:.3}us/KiB per item); threshold {} per rank ({})",
+        ": apart {:.1}us, merged {:.1}us by the cost model (fixed part {:.2}us each, copies {:.2}us + {:.3}us/KiB per item{read_back}); threshold {} per rank ({})",
         apart,
-        apart - model.saving_us(&sizes),
+        apart - model.saving_us(&items),
         model.collective.fixed_us,
         model.per_item.fixed_us,
         model.per_item.per_byte_us * 1024.0,

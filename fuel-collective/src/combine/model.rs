@@ -12,7 +12,9 @@
 //! where the device binds one) under the runner the group's devices
 //! get (summed
 //! over ranks on the inline runner, which runs one step at a time; the
-//! busiest rank, plus the dispatcher's work, on the threaded one).
+//! busiest rank, plus the dispatcher's work, on the threaded one). An
+//! item whose results are graph outputs also pays their read-back on the
+//! host ranks (`read_back_us`).
 
 use super::plan::{Line, Model};
 use super::{Key, NAME};
@@ -102,6 +104,20 @@ fn item_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
     }
 }
 
+/// What one merged item of `bytes` per rank whose results are graph
+/// outputs adds: on each host rank, where its slice is a view of the
+/// merged result, the runner's copy of that view into the caller's tensor
+/// (a host copy of its bytes). The runner reads outputs back one after
+/// another on the caller's thread, so the ranks' copies add up. A GPU rank
+/// reads its output back either way.
+fn read_back_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
+    key.devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Cpu)
+        .map(|d| cost::step_us(topo, Runner::Inline, &StepKind::layout(*d, bytes), bytes))
+        .sum()
+}
+
 /// The model for `key`'s group.
 pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError> {
     let row = key.dtype.size_bytes() * key.rest.iter().product::<usize>();
@@ -114,6 +130,10 @@ pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError>
         per_item: Line::through(
             (row, item_us(key, row, topo)),
             (large.0, item_us(key, large.0, topo)),
+        ),
+        read_back: Line::through(
+            (row, read_back_us(key, row, topo)),
+            (large.0, read_back_us(key, large.0, topo)),
         ),
     })
 }

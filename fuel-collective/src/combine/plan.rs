@@ -56,6 +56,11 @@ pub struct Model {
     /// What one merged item adds: its share of the `concat` on every rank
     /// and its `slice` on every rank, by its bytes per rank.
     pub per_item: Line,
+    /// What a merged item whose results are graph outputs adds on top: on
+    /// every host rank its slice is a view of the merged result, which the
+    /// runner copies out into the caller's tensor, where the all-reduce
+    /// alone writes that tensor in place.
+    pub read_back: Line,
 }
 
 /// Sixteen times the fixed cost, less one: a bucket of
@@ -68,10 +73,21 @@ const FIXED_SHARE: f64 = 15.0;
 pub const MAX_DEFAULT_THRESHOLD: usize = 64 << 20;
 
 impl Model {
+    /// What merging an item of `bytes` per rank adds (`output`: its
+    /// results are graph outputs).
+    pub fn item_us(&self, bytes: usize, output: bool) -> f64 {
+        let back = if output {
+            self.read_back.at(bytes)
+        } else {
+            0.0
+        };
+        self.per_item.at(bytes) + back
+    }
+
     /// True when merging an item of `bytes` per rank saves more than it
     /// costs: the collective's fixed part exceeds the item's copies.
-    pub fn worth(&self, bytes: usize) -> bool {
-        self.collective.fixed_us > self.per_item.at(bytes)
+    pub fn worth(&self, bytes: usize, output: bool) -> bool {
+        self.collective.fixed_us > self.item_us(bytes, output)
     }
 
     /// The default threshold, bytes per rank: the bucket size where the
@@ -91,14 +107,14 @@ impl Model {
         }
     }
 
-    /// Microseconds saved by merging items of these sizes into one
-    /// collective (negative: a loss).
-    pub fn saving_us(&self, sizes: &[usize]) -> f64 {
-        let apart: f64 = sizes.iter().map(|b| self.collective.at(*b)).sum();
-        let total: usize = sizes.iter().sum();
-        let together =
-            self.collective.at(total) + sizes.iter().map(|b| self.per_item.at(*b)).sum::<f64>();
-        apart - together
+    /// Microseconds saved by merging items of these sizes (and whether
+    /// each one's results are graph outputs) into one collective
+    /// (negative: a loss).
+    pub fn saving_us(&self, items: &[(usize, bool)]) -> f64 {
+        let apart: f64 = items.iter().map(|(b, _)| self.collective.at(*b)).sum();
+        let total: usize = items.iter().map(|(b, _)| b).sum();
+        let copies: f64 = items.iter().map(|&(b, out)| self.item_us(b, out)).sum();
+        apart - (self.collective.at(total) + copies)
     }
 }
 
@@ -279,6 +295,10 @@ mod tests {
                 fixed_us: 5.0,
                 per_byte_us: 0.0001,
             },
+            read_back: Line {
+                fixed_us: 1.0,
+                per_byte_us: 0.0001,
+            },
         };
         let t = m.default_threshold();
         assert_eq!(t, 3_000_000);
@@ -295,9 +315,14 @@ mod tests {
         };
         assert_eq!(flat.default_threshold(), MAX_DEFAULT_THRESHOLD);
         // Worth it while the item's copies cost less than the fixed part.
-        assert!(m.worth(64 << 10));
-        assert!(!m.worth(4 << 20));
-        assert!(m.saving_us(&[65536; 100]) > 0.0);
+        assert!(m.worth(64 << 10, false));
+        assert!(!m.worth(4 << 20, false));
+        assert!(m.saving_us(&[(65536, false); 100]) > 0.0);
+        // An output item also pays its read-back: at 1 MiB per rank the
+        // copies alone fit under the fixed part, with the read-back not.
+        assert!(m.worth(1 << 20, false));
+        assert!(!m.worth(1 << 20, true));
+        assert!(m.saving_us(&[(1 << 20, true); 4]) < m.saving_us(&[(1 << 20, false); 4]));
     }
 
     #[test]
