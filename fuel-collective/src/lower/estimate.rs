@@ -348,16 +348,44 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                 continue;
             };
             let deps = index.get(&v.node).copied().into_iter().collect();
-            steps.push(Step {
-                kind: StepKind::Output {
-                    device,
-                    bytes: ty.size_bytes(),
-                },
-                deps,
-            });
+            let bytes = ty.size_bytes();
+            // A host output is written straight into the caller's tensor,
+            // unless its buffer must stay the arena's (a view of it is
+            // imported to Vulkan) or is another buffer's (a slice's view):
+            // then the runner copies it out.
+            let kind = if device.is_cpu() && read_back_on_host(g, *v) {
+                StepKind::layout(device, bytes)
+            } else {
+                StepKind::Output { device, bytes }
+            };
+            steps.push(Step { kind, deps });
         }
     }
     steps
+}
+
+/// Whether the runner copies host output `v` out into the caller's tensor
+/// rather than having its step write there: a value imported into a Vulkan
+/// device (`exec::views::lent_to_imports`: its buffer stays the arena's),
+/// or a slice that runs as a view of another buffer.
+fn read_back_on_host(g: &Graph, v: ValueId) -> bool {
+    let Some(n) = g.node(v.node) else {
+        return false;
+    };
+    let viewed = match &n.op {
+        Op::Slice {
+            axis,
+            start,
+            len,
+            device,
+        } => n
+            .operands
+            .first()
+            .and_then(|o| g.value_type(*o))
+            .is_some_and(|t| slice_is_view(*device, t, *axis, *start, *len)),
+        _ => false,
+    };
+    viewed || g.users(v).iter().any(|(r, _)| imported_hop(g, *r))
 }
 
 /// Whether the executor reads an input of `bytes` on `device` where the
@@ -538,5 +566,27 @@ mod tests {
             "{in_place:?} vs {uploaded:?}"
         );
         assert!(in_place.total_us() >= graph.total_us());
+    }
+
+    /// A host output whose value is also imported to Vulkan, or which is a
+    /// slice's view, is copied out by the runner; one its step writes in
+    /// place is not.
+    #[test]
+    fn host_outputs_kept_by_the_arena_are_read_back() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[4096]
+  %1 = add %0, %0 @cpu:0 : f32[4096]
+  %2 = copy %1 -> vulkan:0 : f32[4096]
+  %3 = mul %0, %0 @cpu:0 : f32[4096]
+  %4 = slice %3 {axis=0, len=1024, start=0} @cpu:0 : f32[1024]
+  %5 = max %0, %0 @cpu:0 : f32[4096]
+  return %1, %2, %4, %5
+}
+";
+        let g = fuel_graph_ext::text::parse(src).unwrap();
+        let outs = g.outputs().to_vec();
+        let back: Vec<bool> = outs.iter().map(|v| read_back_on_host(&g, *v)).collect();
+        // %1 (imported by %2) and %4 (a view) are copied out; %5 is not.
+        assert_eq!(back, [true, false, true, false]);
     }
 }
