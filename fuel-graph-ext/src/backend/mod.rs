@@ -421,6 +421,9 @@ pub fn run(ctx: &Ctx, call: DeviceCall<'_>, faults: &Faults) -> Result<Buf, Exec
     let bytes = call.ty.size_bytes();
     match call.work {
         DeviceWork::Input { name, in_place } => {
+            // Only a Vulkan device reads inputs in place.
+            #[cfg(not(feature = "vulkan"))]
+            let _ = in_place;
             let data = call
                 .input
                 .ok_or_else(|| ExecError::MissingInput(name.clone()))?;
