@@ -54,6 +54,17 @@ fn graph(dtype: &str) -> String {
     )
 }
 
+/// `src` compiled with import on (the defaults) and off.
+fn on_and_off(src: &str) -> (Graph, Executable, Executable) {
+    let (g, on) = compiled(src, exec::Options::default());
+    let off = exec::Options {
+        import_host_buffers: false,
+        ..Default::default()
+    };
+    let (_, off) = compiled(src, off);
+    (g, on, off)
+}
+
 fn compiled(src: &str, options: exec::Options) -> (Graph, Executable) {
     let g = text::parse(src).unwrap();
     let exe = exec::compile_with_options(&g, &DEVS, &Topology::default(), options).unwrap();
@@ -99,12 +110,7 @@ fn host_copies_to_vulkan_are_views_and_bit_exact_in_every_position() {
     }
     for dtype in ["i32", "u32", "f32"] {
         let src = graph(dtype);
-        let (g, on) = compiled(&src, exec::Options::default());
-        let off_options = exec::Options {
-            import_host_buffers: false,
-            ..Default::default()
-        };
-        let (_, off) = compiled(&src, off_options);
+        let (g, on, off) = on_and_off(&src);
         let imported = on.imported_copies();
         let in_place = on.inputs_in_place();
         if import_on() {
@@ -162,14 +168,7 @@ fn views_count_their_bytes_once_on_the_host() {
 }}
 "
     );
-    let (g, on) = compiled(&src, exec::Options::default());
-    let (_, off) = compiled(
-        &src,
-        exec::Options {
-            import_host_buffers: false,
-            ..Default::default()
-        },
-    );
+    let (g, on, off) = on_and_off(&src);
     assert_eq!(on.imported_copies().len(), 1);
     runs_exactly(&g, &on, "import");
     runs_exactly(&g, &off, "no import");
@@ -323,14 +322,7 @@ fn inputs_on_vulkan_are_read_where_the_caller_holds_them() {
 ",
         N + 64
     );
-    let (g, on) = compiled(&src, exec::Options::default());
-    let (_, off) = compiled(
-        &src,
-        exec::Options {
-            import_host_buffers: false,
-            ..Default::default()
-        },
-    );
+    let (g, on, off) = on_and_off(&src);
     let names = |exe: &Executable| -> Vec<String> {
         exe.inputs_in_place()
             .into_iter()
@@ -385,14 +377,7 @@ fn a_host_star_over_vulkan_inputs_in_place_runs_inline() {
 }}
 "
     );
-    let (g, on) = compiled(&src, exec::Options::default());
-    let (_, off) = compiled(
-        &src,
-        exec::Options {
-            import_host_buffers: false,
-            ..Default::default()
-        },
-    );
+    let (g, on, off) = on_and_off(&src);
     assert_eq!(on.runs_inline(), import_on());
     assert!(!off.runs_inline());
     runs_exactly(&g, &on, "inline");

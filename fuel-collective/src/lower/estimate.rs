@@ -497,10 +497,10 @@ mod tests {
     use super::*;
 
     /// A host kernel's result copied to vulkan:0 moves no bytes, read there
-    /// or returned; a copy of a caller's input and a copy under a page do,
-    /// as the executor runs them.
+    /// or returned (a shared hop); a copy of a caller's input and a copy
+    /// under a page do, as the executor runs them.
     #[test]
-    fn imported_hops_cost_their_latency_not_their_bytes() {
+    fn imported_hops_move_no_bytes() {
         let src = "graph @g {
   %0 = input \"a\" @cpu:0 : f32[4096]
   %1 = add %0, %0 @cpu:0 : f32[4096]

@@ -348,17 +348,41 @@ mod tests {
     /// finds the import attached to it. Views count nothing on the device,
     /// read the host bytes bit for bit, and a small buffer (no page block)
     /// gets no view.
+    /// vulkan:0, or `None` after printing why `test` skips.
+    fn device_or_skip(test: &str) -> Option<Arc<VkDev>> {
+        match Instance::open() {
+            Ok(inst) => Some(inst.open_device(Device::vulkan(0)).unwrap()),
+            Err(u) => {
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
+                None
+            }
+        }
+    }
+
+    /// `view`'s bytes as the GPU reads them: a region copy on the device
+    /// into a buffer of its own, downloaded.
+    fn gpu_copy_of(dev: &Arc<VkDev>, view: &VkBuf) -> Vec<u8> {
+        let faults = Faults::new(None);
+        let n = view.len();
+        let out = dev.alloc(n, &faults).unwrap();
+        let whole = [crate::backend::Region {
+            operand: 0,
+            src: 0,
+            dst: 0,
+            len: n,
+        }];
+        dev.copy_regions("copy", &whole, &[view], &out, &faults)
+            .unwrap();
+        let mut got = vec![0u8; n];
+        dev.download(&out, &mut got).unwrap();
+        got
+    }
+
     #[test]
     fn a_block_is_imported_once_and_views_count_nothing() {
-        let inst = match Instance::open() {
-            Ok(i) => i,
-            Err(u) => {
-                let test = "a_block_is_imported_once_and_views_count_nothing";
-                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
-                return;
-            }
+        let Some(dev) = device_or_skip("a_block_is_imported_once_and_views_count_nothing") else {
+            return;
         };
-        let dev = inst.open_device(Device::vulkan(0)).unwrap();
         if dev.import_status().is_err() {
             // FUEL_VULKAN_IMPORT=0 or a driver without the extension.
             assert!(dev.import_status().is_err());
@@ -386,17 +410,7 @@ mod tests {
                 "round {round}: a view counts nothing"
             );
             assert_eq!(dev.stats().allocations, made);
-            let out = dev.alloc(n, &faults).unwrap();
-            let whole = [crate::backend::Region {
-                operand: 0,
-                src: 0,
-                dst: 0,
-                len: n,
-            }];
-            dev.copy_regions("copy", &whole, &[&view], &out, &faults)
-                .unwrap();
-            let mut got = vec![0u8; n];
-            dev.download(&out, &mut got).unwrap();
+            let got = gpu_copy_of(&dev, &view);
             assert!(got == want, "round {round}: the GPU read other bytes");
             let views = |s: &Arc<Buf>| {
                 s.as_cpu()
@@ -404,7 +418,7 @@ mod tests {
                     .map(|b| b.with_views(|v| v.len()))
             };
             assert_eq!(views(&src), Some(1), "round {round}: one import per block");
-            drop((view, out));
+            drop(view);
             assert_eq!(arena.stats().current, n, "the source is still counted");
             drop(src);
             assert_eq!(arena.stats().current, 0);
@@ -425,15 +439,9 @@ mod tests {
     /// uploads).
     #[test]
     fn an_input_is_read_where_the_caller_holds_it() {
-        let inst = match Instance::open() {
-            Ok(i) => i,
-            Err(u) => {
-                let test = "an_input_is_read_where_the_caller_holds_it";
-                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
-                return;
-            }
+        let Some(dev) = device_or_skip("an_input_is_read_where_the_caller_holds_it") else {
+            return;
         };
-        let dev = inst.open_device(Device::vulkan(0)).unwrap();
         if !dev.reads_inputs_in_place() {
             // FUEL_VULKAN_IMPORT=0, a driver without the extension, or a
             // discrete GPU: no input is read in place.
@@ -441,7 +449,6 @@ mod tests {
             assert!(dev.input_in_place(&data).unwrap().is_none());
             return;
         }
-        let faults = Faults::new(None);
         let n = 5 * HOST_PAGE + 12;
         let data: Arc<[u8]> = (0..n)
             .map(|i| (i * 7 % 251) as u8)
@@ -457,21 +464,11 @@ mod tests {
             "a view makes no buffer"
         );
         assert_eq!(Arc::strong_count(&data), 2, "the view holds the bytes");
-        let out = dev.alloc(n, &faults).unwrap();
-        let whole = [crate::backend::Region {
-            operand: 0,
-            src: 0,
-            dst: 0,
-            len: n,
-        }];
-        dev.copy_regions("copy", &whole, &[&view], &out, &faults)
-            .unwrap();
-        let mut got = vec![0u8; n];
-        dev.download(&out, &mut got).unwrap();
+        let got = gpu_copy_of(&dev, &view);
         assert!(got[..] == data[..], "the GPU read other bytes");
         let mapped = view.with_mapped(|b| b == &data[..]).unwrap().unwrap();
         assert!(mapped, "the host reads other bytes through the view");
-        drop((view, out));
+        drop(view);
         assert_eq!(Arc::strong_count(&data), 1, "the view let go of the bytes");
         assert_eq!(dev.stats().current, 0);
     }
