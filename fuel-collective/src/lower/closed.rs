@@ -375,6 +375,10 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
         view: Priced,
         /// The partial from the previous position: no copy, one, or two.
         hops: Vec<Priced>,
+        /// The same when the partial is the first position's slice taken
+        /// as a view of its shard (not a value the host computed, so a
+        /// direct host-to-Vulkan hop of it is no import).
+        hops_of_view: Vec<Priced>,
         add: Priced,
         div: Priced,
     }
@@ -388,22 +392,25 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                     inputs,
                     bytes,
                 };
-                let copy = |from, to, mode| StepKind::Transfer {
-                    from,
-                    to,
-                    bytes,
-                    mode,
-                };
-                let hops = if prev == d {
-                    Vec::new()
-                } else {
+                let hops_from = |computed: bool| {
+                    if prev == d {
+                        return Vec::new();
+                    }
                     match topo.route(prev, d) {
                         Route::Direct => {
-                            vec![tally.price(&copy(prev, d, mode(prev, d, false, true)))]
+                            let imported = computed && prev.is_cpu() && imports(d, bytes);
+                            let m = mode(prev, d, false, true);
+                            vec![tally.price(&hop(prev, d, bytes, m, imported))]
                         }
                         Route::Staged(s) => vec![
-                            tally.price(&copy(prev, s, CopyMode::Moves)),
-                            tally.price(&copy(s, d, mode(s, d, false, true))),
+                            tally.price(&hop(prev, s, bytes, CopyMode::Moves, false)),
+                            tally.price(&hop(
+                                s,
+                                d,
+                                bytes,
+                                mode(s, d, false, true),
+                                imports(d, bytes),
+                            )),
                         ],
                     }
                 };
@@ -416,7 +423,8 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 Position {
                     slice: tally.price(&StepKind::layout(d, bytes)),
                     view: tally.price(&view),
-                    hops,
+                    hops: hops_from(true),
+                    hops_of_view: hops_from(false),
                     add: tally.price(&compute(2)),
                     div: tally.price(&compute(1)),
                 }
@@ -444,11 +452,17 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
         };
         let first = (end + 1) % n;
         let mut partial = tally.add_priced(slice(first), 0.0);
+        let first_is_view = slice_is_view(dev(first), &site.ty, axis, start, len);
         for step in 1..n {
             let p = &pos_of[(first + step) % n];
             let piece = tally.add_priced(slice((first + step) % n), 0.0);
             let mut arrived = partial;
-            for h in &p.hops {
+            let hops = if step == 1 && first_is_view {
+                &p.hops_of_view
+            } else {
+                &p.hops
+            };
+            for h in hops {
                 arrived = tally.add_priced(h, arrived);
             }
             partial = tally.add_priced(&p.add, arrived.max(piece));
@@ -500,11 +514,11 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
             let mut ready: Vec<f64> = vec![0.0; targets.len()];
             for (c, (&(t, end), &(_, len))) in reduced.iter().zip(&chunks).enumerate() {
                 let bytes = site.ty.with_dim(axis, len).size_bytes();
-                let copy = |from, to| StepKind::Transfer {
-                    from,
-                    to,
-                    bytes,
-                    mode: mode(from, to, false, false),
+                // Every value passed on is computed (the reduced chunk, or a
+                // copy of it), so a host-to-Vulkan hop is an import.
+                let copy = |from: Device, to: Device| {
+                    let imported = from.is_cpu() && imports(to, bytes);
+                    hop(from, to, bytes, mode(from, to, false, false), imported)
                 };
                 let mark = c + 1;
                 seen[pos_slot[end]] = mark;
@@ -701,11 +715,7 @@ mod tests {
                 .chain([topo.staging])
                 .map(|d| Lowering::Star(Star { at: Some(d) }))
                 .collect();
-            // The ring's closed form does not price imports (its hops of
-            // partial sums to Vulkan ranks), so only narrow rings compare.
-            if !wide {
-                lowerings.push(Lowering::Ring(Ring));
-            }
+            lowerings.push(Lowering::Ring(Ring));
             let mut checked = 0;
             for l in &lowerings {
                 let Some(closed) = estimate(&site, l, &topo) else { continue };
