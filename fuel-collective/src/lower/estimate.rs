@@ -300,24 +300,12 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
             }
             // A slice of one run runs as a view of its operand, as a
             // shared copy does: the runner's bookkeeping, no bytes.
-            Op::Slice {
-                axis,
-                start,
-                len,
-                device,
-            } if n
-                .operands
-                .first()
-                .and_then(|v| g.value_type(*v))
-                .is_some_and(|t| slice_is_view(*device, t, *axis, *start, *len)) =>
-            {
-                StepKind::Transfer {
-                    from: *device,
-                    to: *device,
-                    bytes: 0,
-                    mode: CopyMode::Shared,
-                }
-            }
+            Op::Slice { device, .. } if viewed_slice(g, n) => StepKind::Transfer {
+                from: *device,
+                to: *device,
+                bytes: 0,
+                mode: CopyMode::Shared,
+            },
             Op::Slice { device, .. } | Op::Concat { device, .. } => {
                 StepKind::layout(*device, bytes)
             }
@@ -369,23 +357,26 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
 /// device (`exec::views::lent_to_imports`: its buffer stays the arena's),
 /// or a slice that runs as a view of another buffer.
 fn read_back_on_host(g: &Graph, v: ValueId) -> bool {
-    let Some(n) = g.node(v.node) else {
+    g.node(v.node).is_some_and(|n| viewed_slice(g, n))
+        || g.users(v).iter().any(|(r, _)| imported_hop(g, *r))
+}
+
+/// Whether node `n` is a `slice` the executor runs as a view of its
+/// operand ([`slice_is_view`]).
+fn viewed_slice(g: &Graph, n: &fuel_graph_ext::Node) -> bool {
+    let Op::Slice {
+        axis,
+        start,
+        len,
+        device,
+    } = n.op
+    else {
         return false;
     };
-    let viewed = match &n.op {
-        Op::Slice {
-            axis,
-            start,
-            len,
-            device,
-        } => n
-            .operands
-            .first()
-            .and_then(|o| g.value_type(*o))
-            .is_some_and(|t| slice_is_view(*device, t, *axis, *start, *len)),
-        _ => false,
-    };
-    viewed || g.users(v).iter().any(|(r, _)| imported_hop(g, *r))
+    n.operands
+        .first()
+        .and_then(|v| g.value_type(*v))
+        .is_some_and(|t| slice_is_view(device, t, axis, start, len))
 }
 
 /// Whether the executor reads an input of `bytes` on `device` where the
@@ -432,20 +423,9 @@ pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
     // A buffer the arena made: not a caller's input, and not a slice that
     // runs as a view of another buffer. (A graph output qualifies: the
     // runner keeps it in the arena's block and copies it out at the end.)
-    let computed = g.node(origin).is_some_and(|s| match &s.op {
-        Op::Input { .. } => false,
-        Op::Slice {
-            axis,
-            start,
-            len,
-            device,
-        } => !s
-            .operands
-            .first()
-            .and_then(|v| g.value_type(*v))
-            .is_some_and(|t| slice_is_view(*device, t, *axis, *start, *len)),
-        _ => true,
-    });
+    let computed = g
+        .node(origin)
+        .is_some_and(|s| !matches!(s.op, Op::Input { .. }) && !viewed_slice(g, s));
     to.kind == DeviceKind::Vulkan
         && from_host
         && computed
