@@ -66,6 +66,35 @@ fn pieces_give_the_same_bits_as_the_whole_value() {
     }
 }
 
+/// A chain: the second all_reduce relays the first one's results onward,
+/// so a relay's source is a value an earlier cut replaced by a `concat`
+/// (the fuzzer found the pass cutting the stale id instead, which by then
+/// named a piece: a type error after `lower-collectives`).
+#[test]
+fn a_chain_relays_what_the_earlier_cut_joined() {
+    let devices = [Device::vulkan(1), Device::vulkan(2), Device::cuda(2), Device::cuda(0)];
+    let mut g = all_reduce(&devices, &[65], ReduceOp::Max);
+    let first = g.outputs().to_vec();
+    let ty = g.value_type(first[0]).cloned().unwrap();
+    let second = g.add_node(Op::AllReduce { op: ReduceOp::Max }, &first, ty);
+    for r in 0..devices.len() as u32 {
+        g.push_output(fuel_graph_ext::graph::ValueId { node: second, result: r });
+    }
+    let ins = deterministic_inputs(&g);
+    let want = interpret(&g, &ins).unwrap();
+    for k in [2, 5] {
+        let p = format!("algorithm=star, reduce_at=cuda:0, chunks={k}");
+        let cut = lower(&g, &fuel_collective::pipeline_with(&p));
+        let concats = count(&cut, |o| matches!(o, Op::Concat { .. }));
+        assert!(concats >= 2 * (devices.len() - 1), "{p}: {concats} concats");
+        for (i, (a, b)) in interpret(&cut, &ins).unwrap().iter().zip(&want).enumerate() {
+            if let Err(e) = a.check_same(b) {
+                panic!("{p}: result {i}: {e}");
+            }
+        }
+    }
+}
+
 #[test]
 fn auto_keeps_small_values_whole_and_host_groups_are_left_alone() {
     let g = all_reduce(&GPUS, &[6], ReduceOp::Sum);

@@ -111,9 +111,12 @@ pub fn best_k(
     best.0
 }
 
-/// One relay the pass made: `a` to the staging CPU (`m`), then on to GPUs.
+/// One relay the pass made: a value to the staging CPU (`m`), then on to
+/// GPUs. The value is `m`'s operand as the graph holds it when the relay is
+/// cut ([`Relay::source`]), not as it was when the relays were listed: an
+/// earlier cut may have replaced it (a chain of collectives relays one
+/// collective's result onward), and the id it had may since name a piece.
 struct Relay {
-    a: ValueId,
     m: NodeId,
     /// The copies of `m` to GPUs.
     on: Vec<NodeId>,
@@ -151,10 +154,17 @@ fn relays(g: &Graph, topo: &Topology, made: &BTreeSet<NodeId>) -> Vec<Relay> {
             .into_iter()
             .collect();
         if !on.is_empty() {
-            out.push(Relay { a, m: id, on });
+            out.push(Relay { m: id, on });
         }
     }
     out
+}
+
+impl Relay {
+    /// The value `m` copies to the staging CPU, now.
+    fn source(&self, g: &Graph) -> Option<ValueId> {
+        g.node(self.m).and_then(|n| n.operands.first().copied())
+    }
 }
 
 /// Cuts the relays among `made` into pieces; returns `(bytes, k)` for each
@@ -167,7 +177,8 @@ pub(super) fn pipeline(
 ) -> Vec<(usize, usize)> {
     let mut cut = Vec::new();
     for r in relays(g, topo, made) {
-        let (Some(ty), Some(from)) = (g.value_type(r.a).cloned(), g.value_device(r.a)) else {
+        let Some(a) = r.source(g) else { continue };
+        let (Some(ty), Some(from)) = (g.value_type(a).cloned(), g.value_device(a)) else {
             continue;
         };
         let Some((axis, extent)) = ty
@@ -191,7 +202,7 @@ pub(super) fn pipeline(
         let Some(parts) = super::shape::chunks(extent, k).filter(|p| p.len() > 1) else {
             continue;
         };
-        cut_relay(g, &r, from, &ty, axis, &parts);
+        cut_relay(g, &r, a, from, &ty, axis, &parts);
         cut.push((bytes, parts.len()));
     }
     cut
@@ -201,6 +212,7 @@ pub(super) fn pipeline(
 fn cut_relay(
     g: &mut Graph,
     r: &Relay,
+    a: ValueId,
     from: Device,
     ty: &TensorType,
     axis: usize,
@@ -222,7 +234,7 @@ fn cut_relay(
                 len: *len,
                 device: from,
             },
-            &[r.a],
+            &[a],
             piece_ty.clone(),
         );
         mids.push(g.add_value(Op::Copy { to: mid }, &[s], piece_ty));
