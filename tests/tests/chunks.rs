@@ -72,13 +72,21 @@ fn pieces_give_the_same_bits_as_the_whole_value() {
 /// named a piece: a type error after `lower-collectives`).
 #[test]
 fn a_chain_relays_what_the_earlier_cut_joined() {
-    let devices = [Device::vulkan(1), Device::vulkan(2), Device::cuda(2), Device::cuda(0)];
+    let devices = [
+        Device::vulkan(1),
+        Device::vulkan(2),
+        Device::cuda(2),
+        Device::cuda(0),
+    ];
     let mut g = all_reduce(&devices, &[65], ReduceOp::Max);
     let first = g.outputs().to_vec();
     let ty = g.value_type(first[0]).cloned().unwrap();
     let second = g.add_node(Op::AllReduce { op: ReduceOp::Max }, &first, ty);
     for r in 0..devices.len() as u32 {
-        g.push_output(fuel_graph_ext::graph::ValueId { node: second, result: r });
+        g.push_output(fuel_graph_ext::graph::ValueId {
+            node: second,
+            result: r,
+        });
     }
     let ins = deterministic_inputs(&g);
     let want = interpret(&g, &ins).unwrap();

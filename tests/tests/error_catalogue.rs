@@ -72,6 +72,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0503", vulkan_index_too_high),
     ("E0504", cuda_not_installed),
     ("E0505", vulkan_import_bad_setting),
+    ("E0506", cuda_pin_bad_setting),
     ("E0601", dtype_u8_on_vulkan),
     ("E0602", dtype_i16_on_vulkan),
     ("E0603", vulkan_divisor_past_32_bits),
@@ -755,6 +756,10 @@ fn vulkan_import_bad_setting() -> Outcome {
         Some(VK_ONLY),
         &[("FUEL_VULKAN_IMPORT", "yes")],
     )
+}
+fn cuda_pin_bad_setting() -> Outcome {
+    // Checked before any work, so a host graph shows it on any machine.
+    cli_err(&["-", "--run"], Some(SMALL), &[("FUEL_CUDA_PIN", "yes")])
 }
 fn cuda_not_installed() -> Outcome {
     if exec::discover().has(Device::cuda(0)) {

@@ -5,7 +5,8 @@
 //! decided. Host arenas copy with memcpy (a host copy that only feeds other
 //! steps never gets here: the runner shares the source's buffer, see
 //! `schedule::Work::Share`); host and CUDA use the driver's
-//! copies (pinned staging for large transfers); CUDA to CUDA is a device or
+//! copies (one DMA into or out of a page-locked arena block for large
+//! transfers, else pinned staging; see `cuda::pin`); CUDA to CUDA is a device or
 //! peer copy; host and Vulkan go through a host-visible staging buffer;
 //! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an
 //! error that names the pass which stages it through the host,
@@ -46,9 +47,9 @@ pub fn copy(
     match (src, &mut out) {
         (Buf::Cpu(s), Buf::Cpu(d)) => cpu::memcpy(&s.bytes()[..bytes], d),
         #[cfg(feature = "cuda")]
-        (Buf::Cpu(s), Buf::Cuda(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
+        (Buf::Cpu(s), Buf::Cuda(d)) => d.dev().clone().upload_from(s, bytes, d)?,
         #[cfg(feature = "cuda")]
-        (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download(s, &mut d.bytes_mut()[..bytes])?,
+        (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download_into(s, d, bytes)?,
         // Same context: a device copy; two contexts: cudarc issues a peer copy.
         #[cfg(feature = "cuda")]
         (Buf::Cuda(s), Buf::Cuda(d)) => d.dev().clone().copy_regions("copy", &whole, &[s], d)?,

@@ -7,7 +7,8 @@
 //! no ICD (`vkCreateInstance` gives `ERROR_INCOMPATIBLE_DRIVER`), no
 //! physical device, no libcuda, no GPU. Each Vulkan device's line says
 //! whether it reads host-arena buffers in place (host import, see
-//! `backend::vulkan`) or why not.
+//! `backend::vulkan`) or why not; each CUDA device's line whether it
+//! page-locks them (`backend::cuda::pin`).
 
 #[cfg(feature = "cuda")]
 use crate::backend::cuda;
@@ -105,9 +106,13 @@ pub fn discover() -> Discovery {
     #[cfg(feature = "cuda")]
     match cuda::device_count() {
         Ok(n) => {
+            let pin = match cuda::pin::pin_decision(cuda::pin::pin_setting()) {
+                Ok(()) => "host-arena buffers page-locked for one-DMA transfers".to_string(),
+                Err(why) => format!("host-arena pinning off: {why}"),
+            };
             for i in 0..n {
                 d.available
-                    .push((Device::cuda(i as u32), format!("CUDA GPU {i}")));
+                    .push((Device::cuda(i as u32), format!("CUDA GPU {i} ({pin})")));
             }
         }
         Err((reason, hint)) => d.unavailable.push(Unavailable {

@@ -187,6 +187,17 @@ pub fn vulkan_import_setting() -> Result<bool, String> {
     Ok(false)
 }
 
+/// `FUEL_CUDA_PIN` as the CUDA backend reads it when a device opens:
+/// whether CUDA devices page-lock host-arena buffers (unset or `1`: yes,
+/// `0`: no), or the error for any other value. `Ok(false)` in a build
+/// without CUDA.
+pub fn cuda_pin_setting() -> Result<bool, String> {
+    #[cfg(feature = "cuda")]
+    return backend::cuda::pin::pin_setting();
+    #[cfg(not(feature = "cuda"))]
+    Ok(false)
+}
+
 /// Compiles `g` for `devices` with the default [`Topology`]. An empty device
 /// list means "the devices the graph uses".
 ///

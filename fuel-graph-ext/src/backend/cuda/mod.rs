@@ -6,7 +6,8 @@
 //! the PTX text of [`crate::backend::cuda::ptx`], loaded with `Ptx::from_src` (no
 //! NVRTC). Host data moves with `cuMemcpyHtoD`/`DtoH`, through a pinned
 //! staging buffer (allocated without write-combining, so reads are fast) when
-//! the transfer is large enough to pay for it; CUDA-to-CUDA copies are
+//! the transfer is large enough to pay for it, or straight into a host
+//! arena's page-locked block ([`pin`]); CUDA-to-CUDA copies are
 //! `cuMemcpyDtoD` on one context and `cuMemcpyPeer` across two. Every call
 //! synchronises its stream before returning, so a step is complete when its
 //! call returns.
@@ -17,6 +18,7 @@ use crate::backend::Region;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::error::ExecError;
+pub mod pin;
 pub mod ptx;
 
 use crate::op::ElementwiseOp;
@@ -84,6 +86,8 @@ pub struct CudaDev {
     stream: Arc<CudaStream>,
     funcs: HashMap<String, CudaFunction>,
     counter: AllocCounter,
+    /// Whether host-arena blocks are page-locked ([`pin`]), or why not.
+    pin: std::sync::Mutex<Result<(), String>>,
 }
 
 impl CudaDev {
@@ -95,6 +99,12 @@ impl CudaDev {
             hint: hint.to_string(),
         };
         let count = device_count().map_err(|(r, h)| unavailable(r, &h))?;
+        let pin = pin::pin_setting().map_err(|e| {
+            unavailable(
+                e,
+                "`fuel-opt devices` shows whether host-arena buffers are page-locked",
+            )
+        })?;
         if device.index as usize >= count {
             return Err(unavailable(
                 format!(
@@ -119,6 +129,7 @@ impl CudaDev {
                 stream,
                 funcs,
                 counter: AllocCounter::default(),
+                pin: std::sync::Mutex::new(pin::pin_decision(Ok(pin))),
             }))
         });
         match opened {
