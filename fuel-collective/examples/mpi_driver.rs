@@ -28,6 +28,11 @@ fn run() -> Result<usize, String> {
     let e = |x: fuel_collective::DriverError| x.to_string();
     let id = MpiDriver::group_id(&CommunicationId::new("mpi-check")).map_err(e)?;
     let comm = MpiDriver::join(id, n, rank).map_err(e)?;
+    // The driver told glibc to keep freed memory (MPI's per-call
+    // temporaries reuse it instead of faulting in fresh pages).
+    if fuel_graph_ext::driver::mpi::heap::freed_memory_stays(16 << 20) == Some(false) {
+        return Err("after the MPI driver started, a freed 16 MiB buffer left the heap (FUEL_MPI_KEEP_FREED)".into());
+    }
     let dev = MpiDriver::open(Device::cpu(0)).map_err(e)?;
     let s = MpiDriver::comm_stream(&comm);
     let t = Duration::from_secs(30);

@@ -24,6 +24,7 @@
 
 mod arrive;
 mod calls;
+pub mod heap;
 mod ops;
 mod p2p;
 mod raw;
@@ -224,6 +225,7 @@ impl MpiDriver {
     /// MPI, initialised at `MPI_THREAD_MULTIPLE` (or checked to be, when the
     /// program initialised it), and the handle a communicator keeps.
     fn runtime() -> Result<Option<Arc<Universe>>, DriverError> {
+        heap::keep_freed_memory().map_err(|e| backend("MPI_Init_thread", e.to_string()))?;
         let mut st = lock(&STATE);
         if let State::Untouched = &*st {
             *st = match mpi::initialize_with_threading(Threading::Multiple) {
