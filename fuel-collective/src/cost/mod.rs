@@ -47,8 +47,10 @@
 //! counts against twice the host-to-host copy bandwidth (a copy reads and
 //! writes each byte), so transfers that look independent still contend for
 //! it. Where the topology gives the host's core count, the cores are a
-//! resource too: the work of each worker step on a host-side device, the
-//! CPU part of every hand-off and the dispatcher's starts, over the count.
+//! resource too: the work of each worker step on a host-side device (a
+//! kernel of a `host-kernels` kind such as lavapipe once per core, since
+//! measured alone it had them all), the CPU part of every hand-off and the
+//! dispatcher's starts, over the count.
 //! Latency-bound small messages therefore favour few steps
 //! (star), bandwidth-bound large ones favour spreading bytes over many
 //! devices (ring), where the devices really run side by side.
@@ -425,6 +427,10 @@ pub struct Priced {
     pub dispatch_us: f64,
     /// For a transfer, the bytes it moves.
     pub moved: Option<usize>,
+    /// Microseconds of the host's cores its own work takes (a worker step
+    /// on a host-memory device; a kernel of a `host-kernels` kind once per
+    /// core, since measured alone it had them all).
+    pub core_us: f64,
 }
 
 /// Sums work per resource and the longest chain, one step at a time, in
@@ -506,6 +512,15 @@ impl<'a> Tally<'a> {
             Resource::Worker(_) => (us - self.topo.runner(Runner::Threaded).step_us).max(0.0),
             _ => us,
         };
+        let core_us = match (resource, kind) {
+            (Resource::Worker(d), StepKind::Compute { .. })
+                if self.topo.kernels_on_host_cores(d.kind) =>
+            {
+                busy_us * f64::from(self.topo.host_cores().unwrap_or(1))
+            }
+            (Resource::Worker(d), _) if self.topo.in_host_memory(d.kind) => busy_us,
+            _ => 0.0,
+        };
         Priced {
             us,
             busy_us,
@@ -513,6 +528,7 @@ impl<'a> Tally<'a> {
             host_us,
             dispatch_us,
             moved,
+            core_us,
         }
     }
 
@@ -533,12 +549,7 @@ impl<'a> Tally<'a> {
                 // The step's work where the device is the host's, and the
                 // part of its hand-off that keeps a core busy (a wake-up,
                 // a report back; the rest is waiting).
-                let own = if self.topo.in_host_memory(d.kind) {
-                    p.busy_us
-                } else {
-                    0.0
-                };
-                self.cores_us += own + self.topo.handoff_cpu_us() + p.dispatch_us;
+                self.cores_us += p.core_us + self.topo.handoff_cpu_us() + p.dispatch_us;
             }
             // No step is placed there: it is the sum of their host bytes.
             Resource::HostMemory => {}

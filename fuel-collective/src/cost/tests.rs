@@ -177,6 +177,43 @@ fn host_work_shares_the_cores() {
     assert_eq!(estimate(&t, &steps), free);
 }
 
+/// A kernel of a `host-kernels` kind (lavapipe) had every core when it
+/// was measured alone, so two of them side by side on two devices take
+/// turns: in the cores bound each counts once per core.
+#[test]
+fn kernels_run_by_the_host_cores_count_once_per_core() {
+    let mut t = Topology::default();
+    t.host_memory.insert(DeviceKind::Vulkan);
+    t.set_host_cores(Some(2));
+    let bytes = 1 << 20;
+    let steps = [
+        compute(Device::vulkan(0), 2, bytes, &[]),
+        compute(Device::vulkan(1), 2, bytes, &[]),
+    ];
+    let fold =
+        step_us(&t, Runner::Threaded, &steps[0].kind, bytes) - t.runner(Runner::Threaded).step_us;
+    let apart = estimate(&t, &steps);
+    // Host memory only: each fold's own time over the two cores.
+    assert!(apart.busiest_us < 1.5 * fold, "{apart:?}, fold {fold}");
+    t.host_kernels.insert(DeviceKind::Vulkan);
+    let shared = estimate(&t, &steps);
+    let th = t.runner(Runner::Threaded);
+    let want = (2.0 * 2.0 * fold + 2.0 * (t.handoff_cpu_us() + th.dispatch_us)) / 2.0;
+    assert!(
+        (shared.busiest_us - want).abs() < 1e-6,
+        "{shared:?}, want {want}"
+    );
+    assert!(shared.total_us() > 1.9 * fold, "{shared:?}");
+    // A copy on such a device is one thread's memcpy: counted once.
+    let copy = [Step {
+        kind: StepKind::layout(Device::vulkan(0), bytes),
+        deps: vec![],
+    }];
+    let mut plain = t.clone();
+    plain.host_kernels.clear();
+    assert_eq!(estimate(&t, &copy), estimate(&plain, &copy));
+}
+
 #[test]
 fn host_memory_is_shared_by_every_worker() {
     // Two host folds on two workers do not overlap past host memory.

@@ -671,6 +671,12 @@ mod tests {
         if scale > 1.0 {
             t.host_memory.insert(DeviceKind::Vulkan);
         }
+        // Past 2, lavapipe-like: its kernels run on two host cores.
+        if scale > 2.0 {
+            t.host_kernels.insert(DeviceKind::Vulkan);
+            t.set_host_cores(Some(2));
+            t.set_handoff_cpu_us(1.0);
+        }
         t
     }
 

@@ -107,6 +107,17 @@ impl Topology {
                     }
                     t.host_memory.insert(k);
                 }
+                ["host-kernels", k] => {
+                    let k = kind(k)?;
+                    if k == DeviceKind::Cpu {
+                        return Err(err(
+                            "a cpu's kernels run on the host already: `host-kernels` takes cuda or vulkan"
+                                .into(),
+                        ));
+                    }
+                    t.host_kernels.insert(k);
+                    t.host_memory.insert(k);
+                }
                 ["cores", n, rest @ ..] => {
                     let n = n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
                         err(format!(
@@ -253,7 +264,7 @@ impl Topology {
                 }
                 _ => {
                     return Err(err(
-                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `cores N [handoff=US]`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
+                        "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `host-kernels KIND`, `cores N [handoff=US]`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
                             .into(),
                     ))
                 }
@@ -277,7 +288,12 @@ impl Topology {
             let _ = writeln!(s, "driver {k}");
         }
         for k in &self.host_memory {
-            let _ = writeln!(s, "host-memory {k}");
+            if !self.host_kernels.contains(k) {
+                let _ = writeln!(s, "host-memory {k}");
+            }
+        }
+        for k in &self.host_kernels {
+            let _ = writeln!(s, "host-kernels {k}");
         }
         if let Some(n) = self.cores {
             if self.handoff_cpu_us > 0.0 {

@@ -213,6 +213,11 @@ pub struct Topology {
     /// integrated GPU, or lavapipe. Their transfers and kernels load host
     /// memory on both ends.
     pub host_memory: BTreeSet<DeviceKind>,
+    /// Device kinds (besides the CPU) whose kernels the host's cores run,
+    /// each dispatch spread over all of them: lavapipe (`host-kernels
+    /// KIND`). A kernel measured alone had every core, so in the cores
+    /// bound it counts its time once per core. Implies `host-memory`.
+    pub host_kernels: BTreeSet<DeviceKind>,
     /// The host's cores, which every host-side worker shares (a `cores`
     /// line; the calibrator writes the machine's): the threaded runner's
     /// hand-offs, host kernels and the kernels of a host-memory device all
@@ -308,6 +313,7 @@ impl Default for Topology {
             runners,
             drivers: BTreeSet::new(),
             host_memory: BTreeSet::new(),
+            host_kernels: BTreeSet::new(),
             cores: None,
             handoff_cpu_us: 0.0,
             process: LinkCost::new(DEFAULT_PROCESS_LINK.0, DEFAULT_PROCESS_LINK.1),
@@ -357,6 +363,12 @@ impl Topology {
     /// the kinds a `host-memory` line names).
     pub fn in_host_memory(&self, kind: DeviceKind) -> bool {
         kind == DeviceKind::Cpu || self.host_memory.contains(&kind)
+    }
+
+    /// True if the host's cores run `kind`'s kernels (a `host-kernels`
+    /// line: lavapipe).
+    pub fn kernels_on_host_cores(&self, kind: DeviceKind) -> bool {
+        self.host_kernels.contains(&kind)
     }
 
     /// Declares peer access between two CUDA devices (both directions).

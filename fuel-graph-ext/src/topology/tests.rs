@@ -70,6 +70,22 @@ fn the_host_core_count_round_trips_and_defaults_to_none() {
 }
 
 #[test]
+fn host_kernels_imply_host_memory_and_round_trip() {
+    let t = Topology::parse("host-kernels vulkan\ncores 2\n").unwrap();
+    assert!(t.kernels_on_host_cores(DeviceKind::Vulkan));
+    assert!(t.in_host_memory(DeviceKind::Vulkan));
+    assert!(!t.kernels_on_host_cores(DeviceKind::Cuda));
+    let text = t.to_text();
+    assert!(
+        text.contains("host-kernels vulkan") && !text.contains("host-memory"),
+        "{text}"
+    );
+    assert_eq!(Topology::parse(&text).unwrap(), t);
+    let e = Topology::parse("host-kernels cpu").unwrap_err().to_string();
+    assert!(e.contains("`host-kernels` takes cuda or vulkan"), "{e}");
+}
+
+#[test]
 fn every_figure_round_trips() {
     let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nhost-memory vulkan\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30 dispatch=1.5\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
     let t = Topology::parse(text).unwrap();

@@ -40,7 +40,7 @@ use std::time::Instant;
 
 /// The sizes links and computations are timed at: the smallest fixes the
 /// latency or fixed cost, the others a point of the throughput curve each.
-const SIZES: [usize; 4] = [4 << 10, 64 << 10, 1 << 20, 4 << 20];
+const SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20];
 const BIG: usize = 4 << 20;
 const CHAIN: usize = 33;
 
@@ -187,21 +187,28 @@ fn deferred_graph(gpu: Device, bytes: usize) -> String {
     )
 }
 
-/// True if a Vulkan device of the group sits on an adapter whose memory is
-/// the host's.
-fn host_memory_vulkan(devices: &[Device]) -> bool {
+/// Whether a Vulkan device of the group sits on an adapter whose memory is
+/// the host's, and whether on one whose kernels the host's cores run (a
+/// CPU device: lavapipe).
+fn host_side_vulkan(devices: &[Device]) -> (bool, bool) {
     use fuel_graph_ext::backend::vulkan::{devices_per_adapter, Instance};
     let Ok(inst) = Instance::open() else {
-        return false;
+        return (false, false);
     };
     let adapters = inst.adapters();
-    devices.iter().any(|d| {
-        d.kind == DeviceKind::Vulkan
-            && adapters
-                // A bad FUEL_VULKAN_DEVICES is reported when the devices open.
-                .get((d.index / devices_per_adapter().unwrap_or(1)) as usize)
-                .is_some_and(|a| a.host_memory)
-    })
+    let of = |d: &Device| {
+        (d.kind == DeviceKind::Vulkan)
+            .then(|| {
+                adapters
+                    // A bad FUEL_VULKAN_DEVICES is reported when the devices open.
+                    .get((d.index / devices_per_adapter().unwrap_or(1)) as usize)
+            })
+            .flatten()
+    };
+    (
+        devices.iter().filter_map(of).any(|a| a.host_memory),
+        devices.iter().filter_map(of).any(|a| a.cpu_device),
+    )
 }
 
 /// Everything timed for one calibration.
@@ -233,8 +240,12 @@ pub fn measure(
     }
     let m = merge(first, others);
     let mut base = base.clone();
-    if host_memory_vulkan(devices) {
+    let (host_memory, host_kernels) = host_side_vulkan(devices);
+    if host_memory {
         base.host_memory.insert(DeviceKind::Vulkan);
+    }
+    if host_kernels {
+        base.host_kernels.insert(DeviceKind::Vulkan);
     }
     let mut topo = fit::fit(&m, &base);
     // The calibration graphs are single chains, which the cores do not
@@ -248,6 +259,9 @@ pub fn measure(
     report(&m, &topo, say);
     if topo.in_host_memory(DeviceKind::Vulkan) {
         say("host-memory vulkan: the Vulkan adapter's memory is the host's (a CPU device or an integrated GPU)".into());
+    }
+    if topo.kernels_on_host_cores(DeviceKind::Vulkan) {
+        say("host-kernels vulkan: the host's cores run the Vulkan adapter's kernels (a CPU device), so they count against the cores once per core".into());
     }
     // What is written must read back.
     Topology::parse(&topo.to_text()).map_err(|e| {

@@ -8,8 +8,10 @@ use fuel_graph_ext::topology::RunnerCost;
 /// one of three passes ran 3x slow and one 2x fast.
 #[test]
 fn fits_recover_the_figures_that_made_the_times() {
-    let curve =
-        |g: [f64; 3]| Curve::new(&[(SIZES[1], g[0]), (SIZES[2], g[1]), (SIZES[3], g[2])]).unwrap();
+    let curve = |g: [f64; 4]| {
+        let pts: Vec<(usize, f64)> = SIZES[1..].iter().copied().zip(g).collect();
+        Curve::new(&pts).unwrap()
+    };
     let mut truth = Topology::default();
     truth.set_runner(
         Runner::Inline,
@@ -28,20 +30,20 @@ fn fits_recover_the_figures_that_made_the_times() {
         },
     );
     let mut hv = truth.link(LinkClass::HostVulkan);
-    hv.bandwidth = curve([9.0, 7.0, 6.5]);
+    hv.bandwidth = curve([9.0, 7.0, 6.5, 5.0]);
     hv.latency_us = 44.0;
     hv.deferred_gbps = 20.0;
     truth.set_link(LinkClass::HostVulkan, hv);
     let mut hh = truth.link(LinkClass::HostHost);
-    hh.bandwidth = curve([40.0, 30.0, 20.0]);
+    hh.bandwidth = curve([40.0, 30.0, 20.0, 15.0]);
     hh.latency_us = 0.4;
     truth.set_link(LinkClass::HostHost, hh);
     let mut vk = truth.compute(DeviceKind::Vulkan);
-    vk.gbps = curve([0.4, 0.5, 0.45]);
+    vk.gbps = curve([0.4, 0.5, 0.45, 0.42]);
     vk.fixed_us = 70.0;
     truth.set_compute(DeviceKind::Vulkan, vk);
     let mut cpu = truth.compute(DeviceKind::Cpu);
-    cpu.gbps = curve([60.0, 25.0, 14.0]);
+    cpu.gbps = curve([60.0, 25.0, 14.0, 10.0]);
     cpu.fixed_us = 0.2;
     truth.set_compute(DeviceKind::Cpu, cpu);
     // Each pass's times are the truth's times `scale` fold: one pass slowed

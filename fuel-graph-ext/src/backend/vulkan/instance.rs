@@ -40,6 +40,9 @@ pub struct AdapterInfo {
     /// True if its memory is the host's: a CPU device (lavapipe) or an
     /// integrated GPU.
     pub host_memory: bool,
+    /// True if it is a CPU device (lavapipe): its kernels run on the
+    /// host's cores, each dispatch spread over all of them.
+    pub cpu_device: bool,
 }
 
 impl Instance {
@@ -112,6 +115,7 @@ impl Instance {
                         props.device_type,
                         vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
                     ),
+                    cpu_device: props.device_type == vk::PhysicalDeviceType::CPU,
                 }
             })
             .collect()
