@@ -124,6 +124,29 @@ fn imports(to: Device, bytes: usize) -> bool {
     to.kind == DeviceKind::Vulkan && bytes >= HOST_PAGE
 }
 
+/// What a moved value is, which decides whether its host-to-Vulkan hop is
+/// an import (`estimate::imported_hop`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The host computed it (a fold's result, a copy): imported from a page.
+    Computed,
+    /// A caller's input: imported where the device reads callers' bytes
+    /// in place (`estimate::input_in_place`).
+    Caller,
+    /// A slice that is a view of another buffer: never imported.
+    View,
+}
+
+/// Whether a direct hop `from -> to` of `bytes` of `src` is an import.
+fn imported(topo: &Topology, src: Source, from: Device, to: Device, bytes: usize) -> bool {
+    from.is_cpu()
+        && match src {
+            Source::Computed => imports(to, bytes),
+            Source::Caller => super::estimate::input_in_place(topo, to, bytes),
+            Source::View => false,
+        }
+}
+
 /// A copy `from -> to` of `bytes` in `mode`, or the shared hop of an
 /// import when `imported`.
 fn hop(from: Device, to: Device, bytes: usize, mode: CopyMode, imported: bool) -> StepKind {
@@ -147,10 +170,10 @@ fn hop(from: Device, to: Device, bytes: usize, mode: CopyMode, imported: bool) -
 /// Adds `bytes` going `from -> to` as the lowering moves them, staged
 /// through `topo.staging` where the route says so, starting at `start`.
 /// `last` is the mode of the copy into `to` (the first hop of a staged pair
-/// only feeds the second, so it always moves). `computed`: the host
-/// computed the source (not a caller's input, not a slice's view), so a
-/// direct host-to-Vulkan copy of it is an import; the second hop of a
-/// staged pair copies the first's result, which is always computed.
+/// only feeds the second, so it always moves). `src` says what the value
+/// is, which decides whether a direct host-to-Vulkan copy of it is an
+/// import ([`imported`]); the second hop of a staged pair copies the
+/// first's result, which is always computed.
 /// Returns when it arrives.
 fn move_to(
     tally: &mut Tally<'_>,
@@ -158,14 +181,14 @@ fn move_to(
     (from, to, bytes): (Device, Device, usize),
     last: CopyMode,
     start: f64,
-    computed: bool,
+    src: Source,
 ) -> f64 {
     if from == to {
         return start;
     }
     match topo.route(from, to) {
         Route::Direct => {
-            let imported = computed && from.is_cpu() && imports(to, bytes);
+            let imported = imported(topo, src, from, to, bytes);
             tally.add(&hop(from, to, bytes, last, imported), start)
         }
         Route::Staged(s) => {
@@ -235,7 +258,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     let mut ready: f64 = 0.0;
     for &d in &site.devs {
         let into = mode(last_src(topo, d, at), at, false, true);
-        let arrives = move_to(&mut tally, topo, (d, at, bytes), into, 0.0, false);
+        let arrives = move_to(&mut tally, topo, (d, at, bytes), into, 0.0, Source::Caller);
         ready = ready.max(arrives);
     }
     let fold = StepKind::Compute {
@@ -263,7 +286,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     (at, d, bytes),
                     CopyMode::Moves,
                     total,
-                    true,
+                    Source::Computed,
                 );
             }
         }
@@ -289,7 +312,8 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     StepKind::layout(at, part)
                 };
                 let cut = tally.add(&slice, total);
-                move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut, !view);
+                let src = if view { Source::View } else { Source::Computed };
+                move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut, src);
             }
         }
         _ => {
@@ -483,7 +507,14 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 let from = dev(end);
                 // Each chunk's only reader is the concat on the root.
                 let last = mode(last_src(topo, from, root_dev), root_dev, false, false);
-                let at_root = move_to(&mut tally, topo, (from, root_dev, bytes), last, t, true);
+                let at_root = move_to(
+                    &mut tally,
+                    topo,
+                    (from, root_dev, bytes),
+                    last,
+                    t,
+                    Source::Computed,
+                );
                 ready = ready.max(at_root);
             }
             let concat = StepKind::layout(root_dev, full);

@@ -286,7 +286,7 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
                 };
                 // An import is a view made on the dispatcher's thread: a
                 // shared hop, whatever the copy's mode would have been.
-                let imported = imported_hop(g, id);
+                let imported = imported_hop(g, id, topo);
                 StepKind::Transfer {
                     from,
                     to: *to,
@@ -341,7 +341,7 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
             // unless its buffer must stay the arena's (a view of it is
             // imported to Vulkan) or is another buffer's (a slice's view):
             // then the runner copies it out.
-            let kind = if device.is_cpu() && read_back_on_host(g, *v) {
+            let kind = if device.is_cpu() && read_back_on_host(g, *v, topo) {
                 StepKind::layout(device, bytes)
             } else {
                 StepKind::Output { device, bytes }
@@ -356,9 +356,9 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
 /// rather than having its step write there: a value imported into a Vulkan
 /// device (`exec::views::lent_to_imports`: its buffer stays the arena's),
 /// or a slice that runs as a view of another buffer.
-fn read_back_on_host(g: &Graph, v: ValueId) -> bool {
+fn read_back_on_host(g: &Graph, v: ValueId, topo: &Topology) -> bool {
     g.node(v.node).is_some_and(|n| viewed_slice(g, n))
-        || g.users(v).iter().any(|(r, _)| imported_hop(g, *r))
+        || g.users(v).iter().any(|(r, _)| imported_hop(g, *r, topo))
 }
 
 /// Whether node `n` is a `slice` the executor runs as a view of its
@@ -395,11 +395,14 @@ pub fn input_in_place(topo: &Topology, device: Device, bytes: usize) -> bool {
 /// Whether the executor runs copy `id` as a view of host memory imported
 /// into a Vulkan device (`exec::schedule::Work::Import`, on by default where
 /// the driver has `VK_EXT_external_memory_host`): a host-to-Vulkan copy of
-/// at least a page whose source the host computed (not a caller's input,
-/// nor a slice that is a view). Such a hop moves no bytes, so the model
-/// charges it its link's latency (the fence) only. The same rule as the
-/// executor's plan, read off the graph alone.
-pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
+/// at least a page whose source the host computed (not a slice that is a
+/// view), or of a caller's host input where the device reads callers'
+/// bytes in place ([`input_in_place`]: host-memory Vulkan, 16 KiB and up).
+/// Such a hop moves no bytes, so the model charges it the dispatcher's
+/// bookkeeping only. The same rule as the executor's plan
+/// (`Schedule::import_host_copies`, `Schedule::import_caller_copies`),
+/// read off the graph alone.
+pub fn imported_hop(g: &Graph, id: NodeId, topo: &Topology) -> bool {
     let Some(n) = g.node(id) else { return false };
     let (Op::Copy { to } | Op::Move { to }) = n.op else {
         return false;
@@ -426,10 +429,14 @@ pub fn imported_hop(g: &Graph, id: NodeId) -> bool {
     let computed = g
         .node(origin)
         .is_some_and(|s| !matches!(s.op, Op::Input { .. }) && !viewed_slice(g, s));
+    let caller = g
+        .node(origin)
+        .is_some_and(|s| matches!(s.op, Op::Input { device, .. } if device.is_cpu()));
+    let bytes = n.ty.size_bytes();
     to.kind == DeviceKind::Vulkan
         && from_host
-        && computed
-        && n.ty.size_bytes() >= fuel_graph_ext::backend::cpu::HOST_PAGE
+        && ((computed && bytes >= fuel_graph_ext::backend::cpu::HOST_PAGE)
+            || (caller && input_in_place(topo, to, bytes)))
 }
 
 /// The cost model's estimate for a whole lowered graph's steps (no inputs
@@ -477,8 +484,9 @@ mod tests {
     use super::*;
 
     /// A host kernel's result copied to vulkan:0 moves no bytes, read there
-    /// or returned (a shared hop); a copy of a caller's input and a copy
-    /// under a page do, as the executor runs them.
+    /// or returned (a shared hop); a copy of a caller's input (unless the
+    /// device reads callers' bytes in place) and a copy under a page do,
+    /// as the executor runs them.
     #[test]
     fn imported_hops_move_no_bytes() {
         let src = "graph @g {
@@ -504,12 +512,23 @@ mod tests {
                 .nth(k)
                 .unwrap()
         };
-        let imported: Vec<bool> = (0..4).map(|k| imported_hop(&g, copy(k))).collect();
+        let imported: Vec<bool> = (0..4)
+            .map(|k| imported_hop(&g, copy(k), &Topology::default()))
+            .collect();
         // %2 and %5 imported; %3 (an input) and %8 (16 floats) not: their
         // order in topo order may differ, so count, and check bytes moved.
         assert_eq!(imported.iter().filter(|b| **b).count(), 2, "{imported:?}");
         let est = estimate_graph(&g, &Topology::default());
         assert_eq!(est.bytes_moved, 4096 * 4 + 16 * 4);
+        // Where Vulkan reads callers' bytes in place (lavapipe), the copy
+        // of the caller's input %3 (16 KiB) is imported too.
+        let mut lavapipe = Topology::default();
+        lavapipe.host_memory.insert(DeviceKind::Vulkan);
+        let imported = (0..4)
+            .filter(|k| imported_hop(&g, copy(*k), &lavapipe))
+            .count();
+        assert_eq!(imported, 3);
+        assert_eq!(estimate_graph(&g, &lavapipe).bytes_moved, 16 * 4);
     }
 
     /// With Vulkan in host memory (lavapipe's calibrated topology), a large
@@ -565,7 +584,10 @@ mod tests {
 ";
         let g = fuel_graph_ext::text::parse(src).unwrap();
         let outs = g.outputs().to_vec();
-        let back: Vec<bool> = outs.iter().map(|v| read_back_on_host(&g, *v)).collect();
+        let back: Vec<bool> = outs
+            .iter()
+            .map(|v| read_back_on_host(&g, *v, &Topology::default()))
+            .collect();
         // %1 (imported by %2) and %4 (a view) are copied out; %5 is not.
         assert_eq!(back, [true, false, true, false]);
     }

@@ -484,6 +484,14 @@ pub fn import_host(
         if let Some(view) = v.view_of_host(src, bytes)? {
             return Ok(Buf::Vulkan(view));
         }
+        // A caller's tensor on the host, on a device that reads callers'
+        // bytes where they lie (as it reads its own inputs).
+        let caller = src.as_cpu().and_then(|c| c.shared_bytes());
+        if let Some(data) = caller.filter(|d| d.len() == bytes && v.reads_inputs_in_place()) {
+            if let Some(view) = v.input_in_place(data)? {
+                return Ok(Buf::Vulkan(view));
+            }
+        }
     }
     copy::copy(src, ctx, bytes, &Faults::new(None), None)
 }

@@ -391,6 +391,9 @@ impl<'g> Compiler<'g> {
             plan.inputs_in_place(views::INPUT_IN_PLACE_MIN, |d| {
                 ctxs.get(&d).is_some_and(Ctx::reads_inputs_in_place)
             });
+            let _k = plan.import_caller_copies(views::INPUT_IN_PLACE_MIN, |d| {
+                ctxs.get(&d).is_some_and(Ctx::reads_inputs_in_place)
+            });
         }
         for (d, c) in ctxs.iter().filter(|(_, c)| !matches!(c, Ctx::Cpu(_))) {
             if let Some(cap) = c.capacity() {

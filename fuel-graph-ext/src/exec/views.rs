@@ -101,6 +101,48 @@ impl Schedule {
         elided
     }
 
+    /// Turns copies of a caller's host input to a device that reads
+    /// callers' bytes where they lie (`reads_in_place`: a Vulkan device
+    /// whose memory is the host's, as for [`Schedule::inputs_in_place`])
+    /// into [`Work::Import`] views, for copies of at least `min_bytes`:
+    /// the step imports the pages holding the caller's tensor. On lavapipe
+    /// a kernel that reads such pages together with a buffer of its own
+    /// runs at half speed (`docs/performance.md`); read in place, all its
+    /// operands are alike. Returns how many it marked.
+    pub fn import_caller_copies(
+        &mut self,
+        min_bytes: usize,
+        reads_in_place: impl Fn(Device) -> bool,
+    ) -> usize {
+        let mut marked = 0;
+        for i in 0..self.steps.len() {
+            let st = &self.steps[i];
+            let src = match st.work {
+                Work::Device(DeviceWork::Copy { src, .. }) | Work::Defer { src } => src,
+                _ => continue,
+            };
+            if !src.is_cpu()
+                || st.device.kind != crate::device::DeviceKind::Vulkan
+                || !reads_in_place(st.device)
+                || st.ty.size_bytes() < min_bytes
+            {
+                continue;
+            }
+            let Some(&operand) = st.operands.first() else {
+                continue;
+            };
+            let owner = *self.share_chain(operand).last().unwrap_or(&operand);
+            let caller = self.steps.get(owner).is_some_and(|o| {
+                o.device.is_cpu() && matches!(o.work, Work::Device(DeviceWork::Input { .. }))
+            });
+            if caller {
+                self.steps[i].work = Work::Import { src };
+                marked += 1;
+            }
+        }
+        marked
+    }
+
     /// Marks the inputs on devices that read a caller's bytes where they lie
     /// (`reads_in_place`: a Vulkan device whose memory is the host's and
     /// which imports host memory) and of at least `min_bytes` as read in
@@ -270,6 +312,34 @@ mod tests {
         // A graph output (%6 on vulkan:1) may be a view too.
         assert_eq!(both.import_host_copies(4096, |d| !d.is_cpu()), 2);
         assert!(kind(&both, 6));
+    }
+
+    #[test]
+    fn copies_of_callers_host_inputs_are_read_in_place_where_the_device_can() {
+        // %2: a caller's input through a shared host copy, deferred into a
+        // fold on vulkan:0; %3: the same input to vulkan:1, which does not
+        // read in place; %4: a kernel result (not a caller's); %6: 16
+        // bytes, under the least.
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4096]\n  %1 = copy %0 -> cpu:1 : f32[4096]\n  %2 = copy %1 -> vulkan:0 : f32[4096]\n  %3 = copy %0 -> vulkan:1 : f32[4096]\n  %4 = add %0, %0 @cpu:0 : f32[4096]\n  %5 = copy %4 -> vulkan:0 : f32[4096]\n  %6 = input \"s\" @cpu:0 : f32[4]\n  %7 = copy %6 -> vulkan:0 : f32[4]\n  %8 = add %2, %5 @vulkan:0 : f32[4096]\n  return %8, %3, %7\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let imported = |p: &Schedule| -> Vec<usize> {
+            let order = g.topo_order();
+            p.steps
+                .iter()
+                .filter(|s| matches!(s.work, Work::Import { .. }))
+                .filter_map(|s| order.iter().position(|n| *n == s.node))
+                .collect()
+        };
+        let mut p = Schedule::new(&g).unwrap();
+        assert_eq!(
+            p.import_caller_copies(INPUT_IN_PLACE_MIN, |d| d == Device::vulkan(0)),
+            1
+        );
+        let order = g.topo_order();
+        let at = |n: usize| order.iter().position(|x| x.0.index() == n).unwrap();
+        assert_eq!(imported(&p), [at(2)]);
+        let mut none = Schedule::new(&g).unwrap();
+        assert_eq!(none.import_caller_copies(INPUT_IN_PLACE_MIN, |_| false), 0);
     }
 
     #[test]

@@ -376,6 +376,15 @@ impl CpuBuf {
         }
     }
 
+    /// The caller's bytes it shares, when it holds a caller's tensor
+    /// ([`Arena::wrap`]) rather than bytes of the arena's own.
+    pub fn shared_bytes(&self) -> Option<&Arc<[u8]>> {
+        match &self.store {
+            Store::Shared(b) => Some(b),
+            _ => None,
+        }
+    }
+
     /// Its page-aligned block, when it has one (buffers the arena made of
     /// [`HOST_PAGE`] bytes or more; not a caller's bytes).
     pub fn page_block(&self) -> Option<&PageBlock> {
