@@ -65,54 +65,42 @@ impl Schedule {
         min_bytes: usize,
         imports: impl Fn(Device) -> bool,
     ) -> usize {
-        let mut elided = 0;
-        for i in 0..self.steps.len() {
-            let st = &self.steps[i];
-            let src = match st.work {
-                Work::Device(DeviceWork::Copy { src, .. }) | Work::Defer { src } => src,
-                _ => continue,
-            };
-            if !src.is_cpu()
-                || st.device.kind != crate::device::DeviceKind::Vulkan
-                || !imports(st.device)
-                || st.ty.size_bytes() < min_bytes
-            {
-                continue;
-            }
-            let Some(&operand) = st.operands.first() else {
-                continue;
-            };
-            // The buffer the operand's slot holds, through shared host
-            // copies only: a slice's view is not a block of its own.
-            let owner = *self.share_chain(operand).last().unwrap_or(&operand);
-            let page_backed = self.steps.get(owner).is_some_and(|o| {
-                o.device.is_cpu()
-                    && o.ty.size_bytes() >= min_bytes
-                    && matches!(
-                        o.work,
-                        Work::Device(DeviceWork::Kernel(_) | DeviceWork::Copy { .. })
-                    )
-            });
-            if page_backed {
-                self.steps[i].work = Work::Import { src };
-                elided += 1;
-            }
-        }
-        elided
+        self.import_copies(min_bytes, imports, |o| {
+            o.ty.size_bytes() >= min_bytes
+                && matches!(
+                    o.work,
+                    Work::Device(DeviceWork::Kernel(_) | DeviceWork::Copy { .. })
+                )
+        })
     }
 
     /// Turns copies of a caller's host input to a device that reads
     /// callers' bytes where they lie (`reads_in_place`: a Vulkan device
     /// whose memory is the host's, as for [`Schedule::inputs_in_place`])
     /// into [`Work::Import`] views, for copies of at least `min_bytes`:
-    /// the step imports the pages holding the caller's tensor. On lavapipe
-    /// a kernel that reads such pages together with a buffer of its own
-    /// runs at half speed (`docs/performance.md`); read in place, all its
-    /// operands are alike. Returns how many it marked.
+    /// the step imports the pages holding the caller's tensor. Besides the
+    /// copy, it spares a Vulkan fold a deferred operand, which it would
+    /// fold in with a second kernel pass (`docs/performance.md`). Returns
+    /// how many it marked.
     pub fn import_caller_copies(
         &mut self,
         min_bytes: usize,
         reads_in_place: impl Fn(Device) -> bool,
+    ) -> usize {
+        self.import_copies(min_bytes, reads_in_place, |o| {
+            matches!(o.work, Work::Device(DeviceWork::Input { .. }))
+        })
+    }
+
+    /// Marks as [`Work::Import`] each copy (or deferred copy) of at least
+    /// `min_bytes` from a host arena to a Vulkan device `device_ok` accepts
+    /// whose source buffer, followed through shared host copies (a slice's
+    /// view is not a buffer of its own), is a host step `owner_ok` accepts.
+    fn import_copies(
+        &mut self,
+        min_bytes: usize,
+        device_ok: impl Fn(Device) -> bool,
+        owner_ok: impl Fn(&Step) -> bool,
     ) -> usize {
         let mut marked = 0;
         for i in 0..self.steps.len() {
@@ -123,7 +111,7 @@ impl Schedule {
             };
             if !src.is_cpu()
                 || st.device.kind != crate::device::DeviceKind::Vulkan
-                || !reads_in_place(st.device)
+                || !device_ok(st.device)
                 || st.ty.size_bytes() < min_bytes
             {
                 continue;
@@ -132,10 +120,11 @@ impl Schedule {
                 continue;
             };
             let owner = *self.share_chain(operand).last().unwrap_or(&operand);
-            let caller = self.steps.get(owner).is_some_and(|o| {
-                o.device.is_cpu() && matches!(o.work, Work::Device(DeviceWork::Input { .. }))
-            });
-            if caller {
+            if self
+                .steps
+                .get(owner)
+                .is_some_and(|o| o.device.is_cpu() && owner_ok(o))
+            {
                 self.steps[i].work = Work::Import { src };
                 marked += 1;
             }
