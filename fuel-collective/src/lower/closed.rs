@@ -328,7 +328,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     to,
                     bytes,
                     CopyMode::Moves,
-                    at.is_cpu() && imports(to, bytes),
+                    imported(topo, Source::Computed, at, to, bytes),
                 )
             };
             let mut held: FxHashMap<Device, f64> = FxHashMap::default();
@@ -416,13 +416,13 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                     inputs,
                     bytes,
                 };
-                let hops_from = |computed: bool| {
+                let hops_from = |src: Source| {
                     if prev == d {
                         return Vec::new();
                     }
                     match topo.route(prev, d) {
                         Route::Direct => {
-                            let imported = computed && prev.is_cpu() && imports(d, bytes);
+                            let imported = imported(topo, src, prev, d, bytes);
                             let m = mode(prev, d, false, true);
                             vec![tally.price(&hop(prev, d, bytes, m, imported))]
                         }
@@ -447,8 +447,8 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 Position {
                     slice: tally.price(&StepKind::layout(d, bytes)),
                     view: tally.price(&view),
-                    hops: hops_from(true),
-                    hops_of_view: hops_from(false),
+                    hops: hops_from(Source::Computed),
+                    hops_of_view: hops_from(Source::View),
                     add: tally.price(&compute(2)),
                     div: tally.price(&compute(1)),
                 }
@@ -548,7 +548,7 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 // Every value passed on is computed (the reduced chunk, or a
                 // copy of it), so a host-to-Vulkan hop is an import.
                 let copy = |from: Device, to: Device| {
-                    let imported = from.is_cpu() && imports(to, bytes);
+                    let imported = imported(topo, Source::Computed, from, to, bytes);
                     hop(from, to, bytes, mode(from, to, false, false), imported)
                 };
                 let mark = c + 1;
