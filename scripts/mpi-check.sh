@@ -47,6 +47,8 @@ run() {
 
 run mpi_driver 4 300
 run mpi_collectives 4 300
+# Three ranks: the float all-reduce's ring goes round an odd number of runs.
+run mpi_collectives 3 300
 # Before MPI ran at MPI_THREAD_MULTIPLE with a communicator per group, this
 # deadlocked (the two threads' collectives met each other on one world).
 run mpi_threads 2 120

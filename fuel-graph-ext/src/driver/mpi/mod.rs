@@ -28,6 +28,7 @@ pub mod heap;
 mod ops;
 mod p2p;
 mod raw;
+mod ring;
 mod route;
 
 use super::common::{

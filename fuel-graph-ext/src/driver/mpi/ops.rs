@@ -154,43 +154,7 @@ pub(super) fn all_reduce(
                 ffi::MPI_Allreduce(cptr(src), mptr(dst), k, t, o, c.raw())
             })
         }
-        Route::ScatterGather(wire) => {
-            let Some((t, o)) = raw::reduction(wire, dtype, op) else {
-                return fold_gathered(c, dtype, op, &src[..dst.len()], dst, 0);
-            };
-            let counts = route::split(n, c.ranks);
-            let displs = route::offsets(&counts);
-            let (kc, kd) = (
-                ints("MPI_Reduce_scatter", &counts)?,
-                ints("MPI_Allgatherv", &displs)?,
-            );
-            let mut part = Scratch::new(counts[c.rank] * es)?;
-            // SAFETY: `src` holds the `n` elements the counts sum to; `part`
-            // this rank's run.
-            check("MPI_Reduce_scatter", unsafe {
-                ffi::MPI_Reduce_scatter(
-                    cptr(src),
-                    mptr(part.bytes_mut()),
-                    kc.as_ptr(),
-                    t,
-                    o,
-                    c.raw(),
-                )
-            })?;
-            // SAFETY: `dst` holds every run at its offset.
-            check("MPI_Allgatherv", unsafe {
-                ffi::MPI_Allgatherv(
-                    cptr(part.bytes()),
-                    kc[c.rank],
-                    t,
-                    mptr(dst),
-                    kc.as_ptr(),
-                    kd.as_ptr(),
-                    t,
-                    c.raw(),
-                )
-            })
-        }
+        Route::Ring => super::ring::all_reduce(c, dtype, op, src, dst),
     }
 }
 

@@ -4,20 +4,21 @@
 //! - Integers and bool reduce with `MPI_Allreduce` and MPI's own type and
 //!   op. Their arithmetic is exact (sums and products wrap), so whatever
 //!   order MPI folds in, every rank holds the same bits.
-//! - Floats (f32, f64; f16 and bf16 through a user op) reduce with
-//!   `MPI_Reduce_scatter` then `MPI_Allgatherv`: each run of elements is
-//!   reduced on exactly one rank and the others receive a copy of its
-//!   bits. A float `MPI_Allreduce` may fold in a different order on
-//!   different ranks (recursive doubling does), and a float sum depends on
-//!   the order. The bytes moved are those of a ring all-reduce.
+//! - Floats (f32, f64, f16, bf16) reduce round a ring of `MPI_Sendrecv`
+//!   calls (`ring`): each run of elements is folded along the ring, ends
+//!   on exactly one rank, and the others receive a copy of its bits. A
+//!   float `MPI_Allreduce` may fold in a different order on different
+//!   ranks (recursive doubling does), and a float sum depends on the
+//!   order. The bytes moved are those of a ring all-reduce.
 //! - `Mean` widens to the dtype's mean accumulator
 //!   (`DType::mean_accumulator`: f16 → f32, bf16 → f64, small integers →
 //!   64-bit), sums there by the rule above, divides by the group size and
 //!   narrows: the interpreter's definition.
-//! - f16 and bf16 have no MPI type: they travel as 16-bit words and reduce
-//!   with a user op (`MPI_Op_create`) whose body is the CPU backend's fold.
-//!   If MPI cannot make the op, and only then, the driver gathers every
-//!   rank's bytes and folds them in rank order (counted by
+//! - f16 and bf16 have no MPI type: they travel as 16-bit words. The ring
+//!   folds them itself; `reduce` and `reduce_scatter` reduce them with a
+//!   user op (`MPI_Op_create`) whose body is the CPU backend's fold. If MPI
+//!   cannot make the op, and only then, the driver gathers every rank's
+//!   bytes and folds them in rank order (counted by
 //!   `MpiDriver::fallback_folds`).
 
 use crate::dtype::DType;
@@ -37,8 +38,8 @@ pub(crate) enum Wire {
 pub(crate) enum Route {
     /// `MPI_Allreduce`: exact arithmetic.
     Allreduce(Wire),
-    /// `MPI_Reduce_scatter` then `MPI_Allgatherv`: one owner per element.
-    ScatterGather(Wire),
+    /// The ring of `MPI_Sendrecv` calls (`ring`): one owner per element.
+    Ring,
     /// Widen to `acc` (the same dtype when it is its own accumulator), sum
     /// by `acc`'s route, divide, narrow.
     Mean {
@@ -70,7 +71,7 @@ pub(crate) fn all_reduce(dtype: DType, op: ReduceOp) -> Route {
     if exact(dtype) {
         Route::Allreduce(wire(dtype))
     } else {
-        Route::ScatterGather(wire(dtype))
+        Route::Ring
     }
 }
 
@@ -110,8 +111,9 @@ mod tests {
             ] {
                 let r = all_reduce(d, op);
                 match d {
-                    DType::F32 | DType::F64 => assert_eq!(r, Route::ScatterGather(Wire::Native)),
-                    DType::F16 | DType::BF16 => assert_eq!(r, Route::ScatterGather(Wire::User)),
+                    DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+                        assert_eq!(r, Route::Ring)
+                    }
                     _ => assert_eq!(r, Route::Allreduce(Wire::Native), "{d}"),
                 }
             }
