@@ -214,3 +214,84 @@ fn comm_node_on_vulkan_is_refused_naming_the_driver() {
         "{e}"
     );
 }
+
+/// `run_into` hands a `comm.*` step the caller's previous output tensor to
+/// write into: after the first run, every result of a collective lands in
+/// the bytes the caller already holds (no new output memory, no copy out),
+/// each run still equals the world oracle, and a tensor the caller keeps a
+/// clone of is never overwritten.
+#[test]
+fn spmd_results_are_written_into_the_callers_output_tensors() {
+    let n = 2;
+    let id = HostDriver::group_id(&CommunicationId::new("exec-driver-spmd-run-into")).unwrap();
+    let results = on_ranks(n, Duration::from_secs(60), move |rank| {
+        let opts = JoinOptions::with_timeout(Duration::from_secs(30));
+        let comm = HostDriver::join_with(id, n, rank, opts).unwrap();
+        let c = DriverCommunicator::<HostDriver>::new(
+            comm,
+            HostDriver::open(C0).unwrap(),
+            Duration::from_secs(30),
+        );
+        let g = LazyGraph::new("rank");
+        let ty = TensorType::new(DType::F32, &[4, 8]);
+        let x = g.input("x", C0, ty.clone());
+        let sum = c.all_reduce(&x, ReduceOp::Sum).unwrap();
+        let ag = c.all_gather(&x, 0).unwrap();
+        let rs = c.reduce_scatter(&x, ReduceOp::Max, 0).unwrap();
+        let outs = [&sum, &ag, &rs];
+        let exe = c.compile(&outs).unwrap();
+        let mut graph = g.snapshot();
+        graph.set_outputs(outs.iter().map(|t| t.value()).collect());
+        let mut tensors = Vec::new();
+        let mut rounds = Vec::new();
+        let mut first: Vec<*const u8> = Vec::new();
+        let mut kept = None;
+        for round in 0..4 {
+            let input = BTreeMap::from([("x".to_string(), rank_input(&ty, rank, round))]);
+            let as_tensors = input
+                .iter()
+                .map(|(k, v)| (k.clone(), fuel_graph_ext::Tensor::from_host(v)))
+                .collect();
+            exe.run_into(&as_tensors, &mut tensors).unwrap();
+            let ptrs: Vec<*const u8> = tensors.iter().map(|t| t.bytes().as_ptr()).collect();
+            match round {
+                0 => first = ptrs,
+                // The caller keeps the all_gather's tensor of round 1.
+                1 => {
+                    assert_eq!(ptrs, first, "rank {rank}: round 1 wrote in place");
+                    kept = Some((tensors[1].clone(), tensors[1].to_host()));
+                }
+                _ => {
+                    assert_eq!(ptrs[0], first[0], "rank {rank}, round {round}: all_reduce");
+                    assert_eq!(
+                        ptrs[2], first[2],
+                        "rank {rank}, round {round}: reduce_scatter"
+                    );
+                }
+            }
+            for d in exe.devices() {
+                assert_eq!(exe.memory(d).unwrap().current, 0, "rank {rank}: {d} leaks");
+            }
+            let got: Vec<HostTensor> = tensors.iter().map(|t| t.to_host()).collect();
+            rounds.push((input, got));
+        }
+        let (tensor, then) = kept.unwrap();
+        assert!(
+            tensor.to_host().check_same(&then).is_ok(),
+            "rank {rank}: a tensor the caller kept was overwritten"
+        );
+        (graph, rounds)
+    });
+    let graphs: Vec<Graph> = results.iter().map(|r| r.0.clone()).collect();
+    for round in 0..4 {
+        let inputs: Vec<_> = results.iter().map(|r| r.1[round].0.clone()).collect();
+        let want = interpret_world(&graphs, &inputs).unwrap();
+        for (rank, r) in results.iter().enumerate() {
+            for (k, (g, w)) in r.1[round].1.iter().zip(&want[rank]).enumerate() {
+                if let Err(e) = g.check_same(w) {
+                    panic!("round {round}, rank {rank}, output {k}: {e}");
+                }
+            }
+        }
+    }
+}

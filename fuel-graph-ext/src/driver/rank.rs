@@ -19,6 +19,7 @@ use crate::device::DeviceKind;
 use crate::dtype::TensorType;
 use crate::exec::ExecError;
 use crate::op::{CommOp, ReduceOp};
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +43,10 @@ pub struct CommCall<'a> {
     pub out_ty: &'a TensorType,
     /// The run's fault points (allocations count).
     pub faults: &'a Faults,
+    /// The caller's previous output bytes for this step, which a host
+    /// result is written into instead of a fresh buffer (`None` when the
+    /// result is not an output or the caller has none to give).
+    pub reuse: Option<Arc<[u8]>>,
 }
 
 /// One rank's membership of an SPMD world, as a compiled graph's `comm.*`
@@ -127,6 +132,8 @@ struct Run<'a, D: CollectiveDriver> {
     stream: D::CommStream,
     rank: usize,
     ranks: usize,
+    /// The caller's output bytes, until the first allocation takes them.
+    reuse: Cell<Option<Arc<[u8]>>>,
 }
 
 impl<D: CollectiveDriver> Run<'_, D> {
@@ -138,10 +145,33 @@ impl<D: CollectiveDriver> Run<'_, D> {
         }
     }
 
-    /// A fresh destination of `bytes` on the step's device.
+    /// A fresh destination of `bytes` on the step's device ([`fresh`]).
+    ///
+    /// [`fresh`]: Self::fresh
     fn alloc(&self, bytes: usize) -> Result<DeviceResource<D>, ExecError> {
-        let buf = self.call.ctx.alloc(bytes, self.call.faults)?;
+        let buf = self.fresh(bytes)?;
         D::adopt(buf).map_err(|e| self.exec_err(e))
+    }
+
+    /// A buffer of `bytes` on the step's device: the caller's output bytes
+    /// when they are that long (`Ctx::alloc_reusing`), else a new one.
+    fn fresh(&self, bytes: usize) -> Result<Buf, ExecError> {
+        let (reuse, keep) = match self.reuse.take() {
+            Some(r) if r.len() != bytes => (None, Some(r)),
+            r => (r, None),
+        };
+        self.reuse.set(keep);
+        self.call.ctx.alloc_reusing(bytes, self.call.faults, reuse)
+    }
+
+    /// Hands back a result buffer the run will not return after all; the
+    /// caller's output bytes it held go back for the next allocation.
+    fn unused(&self, dst: Buf) {
+        if let Buf::Cpu(b) = dst {
+            if let Ok(bytes) = b.into_shared() {
+                self.reuse.set(Some(bytes));
+            }
+        }
     }
 
     /// Waits for everything enqueued and takes `dst`'s buffer back.
@@ -158,7 +188,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
         ins: &[Arc<Buf>],
         bytes: usize,
     ) -> Result<Buf, ExecError> {
-        let mut out = self.call.ctx.alloc(bytes, self.call.faults)?;
+        let mut out = self.fresh(bytes)?;
         backend::gather(
             self.call.ctx,
             self.call.mnemonic,
@@ -214,7 +244,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 posted.map_err(d)?;
                 let out = self.finish(dst)?;
                 if self.rank == root {
-                    drop(out);
+                    self.unused(out);
                     return self.copy_of_src();
                 }
                 Ok(out)
@@ -247,7 +277,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
                     if native.map_err(d)? {
                         return self.finish(dst);
                     }
-                    drop(dst);
+                    self.unused(D::reclaim(dst).map_err(d)?);
                 }
                 let full = self.alloc(in_bytes)?;
                 D::all_reduce(comm, &src, &full, dt, count, op, s).map_err(d)?;
@@ -606,8 +636,9 @@ impl<D: CollectiveDriver> GraphComm for RankComm<D> {
         D::KIND
     }
 
-    fn run(&self, call: CommCall<'_>) -> Result<Buf, ExecError> {
+    fn run(&self, mut call: CommCall<'_>) -> Result<Buf, ExecError> {
         let comm = lock(&self.comm);
+        let reuse = Cell::new(call.reuse.take());
         let run = Run::<D> {
             comm: &comm,
             dev: &self.dev,
@@ -616,6 +647,7 @@ impl<D: CollectiveDriver> GraphComm for RankComm<D> {
             stream: D::comm_stream(&comm),
             rank: self.rank,
             ranks: self.ranks,
+            reuse,
         };
         run.run()
     }

@@ -131,13 +131,15 @@ pub(super) fn check(g: &Graph, plan: &Schedule, comms: &mut CommTable) -> Result
 }
 
 /// Runs `comm.*` step `step` through its communicator: the operand's buffer
-/// goes in, this rank's result comes back in a new buffer of `ctx`.
+/// goes in, this rank's result comes back in a new buffer of `ctx` (or in
+/// `reuse`, the caller's previous output bytes, where they fit).
 pub(super) fn run(
     plan: &Schedule,
     step: &Step,
     comms: &CommTable,
     ctx: &Ctx,
     ins: &[Arc<Buf>],
+    reuse: Option<Arc<[u8]>>,
     faults: &Faults,
 ) -> Result<Buf, ExecError> {
     let Work::Comm { op, comm, .. } = &step.work else {
@@ -166,5 +168,6 @@ pub(super) fn run(
         in_ty,
         out_ty: &step.ty,
         faults,
+        reuse,
     })
 }

@@ -82,7 +82,9 @@ pub(super) fn execute(
             faults,
         )
         .map(Arc::new),
-        Work::Comm { .. } => spmd::run(plan, step, comms, ctx, ins, faults).map(Arc::new),
+        Work::Comm { .. } => {
+            spmd::run(plan, step, comms, ctx, ins, data.reuse, faults).map(Arc::new)
+        }
         Work::Island { .. } => Err(ExecError::Internal(
             "a driver all-reduce runs for its whole island, not step by step".into(),
         )),
