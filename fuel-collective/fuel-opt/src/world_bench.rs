@@ -1,7 +1,11 @@
 //! `mpirun -n P fuel-opt bench --world`: nccl-tests-style rows for a world
 //! all_reduce over P processes × the local `--devices` (feature `mpi`),
-//! each beside the raw `MPI_Allreduce` of the same bytes on host buffers,
-//! measured in the same run, and the ratio.
+//! each beside the bound for its shape, measured in the same run, and the
+//! ratio. The bound is the raw `MPI_Allreduce` of the same bytes on host
+//! buffers plus, where a process holds more than one shard, the local
+//! part's own bound: the single-process bench's host bound for the local
+//! group (a k-ary add and k−1 copies of host vectors) and its staging
+//! bound (every Vulkan device's download and upload of the bytes).
 //!
 //! Every process records the world all_reduce (`WorldGroup`, hub chosen
 //! with the `--topology` figures), lowers and compiles it once per size,
@@ -11,7 +15,7 @@
 //! `MPI_Allreduce` (MPI_FLOAT, MPI_SUM) of the same number of bytes per
 //! process on host vectors, straight through rsmpi, outside the driver.
 //! Rank 0 prints its own medians. `busbw` is `algbw · 2(n-1)/n` with n =
-//! P·k ranks; the bound's is with n = P (its ranks are processes).
+//! P·k ranks, the bound's too.
 
 use super::BenchArgs;
 use crate::Failure;
@@ -36,6 +40,8 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
 #[cfg(feature = "mpi")]
 mod imp {
     use super::{BenchArgs, Failure};
+    use crate::bench::staging_bound_us;
+    use crate::collective::Collective;
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
     use crate::world::imp::{process_and_count, value};
@@ -97,11 +103,19 @@ mod imp {
                 a.iters,
                 a.warmup
             )?;
+            let local = if k > 1 {
+                format!(
+                    "the local group's host bound (a {k}-ary add and {} copies of host vectors)",
+                    k - 1
+                )
+            } else {
+                "no local host bound (one device per process)".to_string()
+            };
             outln!(
-                "# bound: raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers, same run; ratio = time / bound time"
+                "# bound = mpi + local, same run: mpi = raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers; local = {local} plus the staging bound (each Vulkan device's download and upload; none without one); ratio = time / bound time"
             )?;
             outln!(
-                "#{:>11} {:>10} {:>6} {:>10} {:>12} {:>12} {:>7} {:>14} {:>12} {:>6}",
+                "#{:>11} {:>10} {:>6} {:>10} {:>12} {:>12} {:>7} {:>10} {:>10} {:>14} {:>12} {:>6}",
                 "size",
                 "count",
                 "type",
@@ -109,6 +123,8 @@ mod imp {
                 "algbw(GB/s)",
                 "busbw(GB/s)",
                 "#wrong",
+                "mpi(us)",
+                "local(us)",
                 "bound(us)",
                 "bound busbw",
                 "ratio"
@@ -161,6 +177,13 @@ mod imp {
                     times.push(t.elapsed());
                 }
             }
+            // The timed runs wrote into the tensors of the runs before
+            // them: check the last one's result too.
+            let wrong = wrong
+                + outs
+                    .iter()
+                    .map(|t| t.to_host().differences(&want))
+                    .sum::<usize>();
             let time_us = median(times);
             let src = vec![1.0f32; bytes.div_ceil(4)];
             let mut dst = vec![0.0f32; src.len()];
@@ -176,13 +199,19 @@ mod imp {
             if dst.first() != Some(&(raw.size() as f32)) {
                 return Err(fail(&"the raw MPI_Allreduce bound gave a wrong sum"));
             }
-            let bound_us = median(bound);
+            let mpi_us = median(bound);
+            let local_us = if k > 1 {
+                Collective::AllReduce.bound_us(k, bytes, dtype.size_bytes(), a.iters, a.warmup)?
+            } else {
+                0.0
+            } + staging_bound_us(&devices, bytes, a.iters, a.warmup)?;
+            let bound_us = mpi_us + local_us;
             if p == 0 {
                 let algbw = bytes as f64 / (time_us * 1e3);
                 let bus = |ranks: usize| 2.0 * (ranks as f64 - 1.0) / ranks as f64;
-                let bound_bus = bytes as f64 / (bound_us * 1e3) * bus(np);
+                let bound_bus = bytes as f64 / (bound_us * 1e3) * bus(n);
                 outln!(
-                    "{:>12} {:>10} {:>6} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>14.1} {:>12.3} {:>6.2}",
+                    "{:>12} {:>10} {:>6} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>10.1} {:>10.1} {:>14.1} {:>12.3} {:>6.2}",
                     format_size(bytes),
                     count,
                     dtype.to_string(),
@@ -190,6 +219,8 @@ mod imp {
                     algbw,
                     algbw * bus(n),
                     wrong,
+                    mpi_us,
+                    local_us,
                     bound_us,
                     bound_bus,
                     time_us / bound_us
