@@ -117,6 +117,11 @@ pub enum StepKind {
         device: Device,
         /// Its size.
         bytes: usize,
+        /// A host output whose step could not write the caller's tensor
+        /// (its buffer is lent to imports, or is a view of another): the
+        /// runner copies it out after the run, a memcpy on its own thread.
+        /// A host output that is not copied out costs nothing.
+        copied_out: bool,
     },
 }
 
@@ -288,9 +293,14 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
             host_link(device).time_us_at(bytes, working) + step
         }
         StepKind::Input { .. } => step,
-        StepKind::Output { device, bytes } if !device.is_cpu() => {
+        StepKind::Output { device, bytes, .. } if !device.is_cpu() => {
             host_link(device).time_us_at(bytes, working)
         }
+        StepKind::Output {
+            bytes,
+            copied_out: true,
+            ..
+        } => topo.link(LinkClass::HostHost).time_us_at(bytes, working),
         StepKind::Output { .. } => 0.0,
     }
 }
@@ -397,7 +407,13 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
         // The caller's bytes are host memory; on a CPU they are lent, and
         // an input read in place is the dispatcher's bookkeeping.
         StepKind::Input { in_place: true, .. } => (dispatcher, 0),
-        StepKind::Input { device, bytes, .. } | StepKind::Output { device, bytes } => {
+        // A host output copied out is read and written in host memory.
+        StepKind::Output {
+            bytes,
+            copied_out: true,
+            device,
+        } if device.is_cpu() => (dispatcher, bytes.saturating_mul(2)),
+        StepKind::Input { device, bytes, .. } | StepKind::Output { device, bytes, .. } => {
             let res = match kind {
                 StepKind::Input { .. } => on(device),
                 _ => dispatcher,

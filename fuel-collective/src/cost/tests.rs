@@ -327,3 +327,38 @@ fn gpu_steps_that_are_the_runners_own_run_inline() {
     moved_back[3] = hop(h, v, 1 << 20, &[]);
     assert_eq!(runner_of(&moved_back), Runner::Threaded);
 }
+
+/// A host output the runner copies out after the run (its buffer lent to
+/// imports) is a memcpy on the dispatcher's thread: it costs its bytes at
+/// the host-to-host figures, not a worker's hand-off, and one written in
+/// place costs nothing. (Like every read-back under the threaded runner it
+/// counts on the critical path and in the dispatcher's work.)
+#[test]
+fn a_host_output_copied_out_is_a_memcpy_not_a_worker_step() {
+    let mut t = Topology::default();
+    let mut th = t.runner(Runner::Threaded);
+    th.step_us = 50.0;
+    t.set_runner(Runner::Threaded, th);
+    let (h, v) = (Device::cpu(0), Device::vulkan(0));
+    let bytes = 1 << 16;
+    let out = |copied_out| Step {
+        kind: StepKind::Output {
+            device: h,
+            bytes,
+            copied_out,
+        },
+        deps: vec![0],
+    };
+    let memcpy = t.link(LinkClass::HostHost).time_us_at(bytes, bytes);
+    let base = estimate_with(&t, Runner::Threaded, &[compute(v, 2, bytes, &[])]);
+    for (copied, extra) in [(true, 2.0 * memcpy), (false, 0.0)] {
+        let e = estimate_with(
+            &t,
+            Runner::Threaded,
+            &[compute(v, 2, bytes, &[]), out(copied)],
+        );
+        let grew = e.total_us() - base.total_us();
+        assert!((grew - extra).abs() < 1e-9, "copied {copied}: {grew} vs {extra}");
+        assert!(grew < t.runner(Runner::Threaded).step_us, "no hand-off");
+    }
+}

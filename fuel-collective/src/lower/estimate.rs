@@ -341,10 +341,10 @@ fn steps_of(g: &Graph, topo: &Topology, skip: &BTreeSet<NodeId>, io: bool) -> Ve
             // unless its buffer must stay the arena's (a view of it is
             // imported to Vulkan) or is another buffer's (a slice's view):
             // then the runner copies it out.
-            let kind = if device.is_cpu() && read_back_on_host(g, *v, topo) {
-                StepKind::layout(device, bytes)
-            } else {
-                StepKind::Output { device, bytes }
+            let kind = StepKind::Output {
+                device,
+                bytes,
+                copied_out: device.is_cpu() && read_back_on_host(g, *v, topo),
             };
             steps.push(Step { kind, deps });
         }

@@ -4,7 +4,7 @@
 //! they settle ([`fit`]).
 
 use super::{Measured, Timed, SIZES};
-use fuel_graph_ext::topology::{Curve, Runner};
+use fuel_graph_ext::topology::{Curve, LinkClass, Runner};
 use fuel_graph_ext::{DeviceKind, Topology};
 
 /// Keeps a fitted figure finite and above zero: a throughput too fast to
@@ -234,12 +234,29 @@ pub(super) fn fit(m: &Measured, base: &Topology) -> Topology {
         // Links: the latency from the smallest copy, then the bandwidth at
         // each larger size (microseconds per byte, which the model is
         // affine in).
-        for (class, _, _, g) in &m.links {
+        //
+        // A link whose two ends both live in host memory (the host and
+        // lavapipe) is a memcpy: its latency is the host-to-host copy's,
+        // measured inline. Its own smallest copy runs on the threaded
+        // runner (a 4 KiB copy to a GPU is an upload on its worker), whose
+        // step cost swings by more than such a latency between passes, so
+        // fitted from it the latency came out anywhere from 0 to 7 us and
+        // dragged the 64 KiB point to infinity with it.
+        let host_latency = t.link(LinkClass::HostHost).latency_us;
+        for (class, a, b, g) in &m.links {
             let now = t.link(*class);
+            let memcpy = *class != LinkClass::HostHost
+                && t.in_host_memory(a.kind)
+                && t.in_host_memory(b.kind);
+            if memcpy {
+                let mut l = now;
+                l.latency_us = host_latency;
+                t.set_link(*class, l);
+            }
             fit_sweep(
                 &mut t,
                 g,
-                Some(now.latency_us),
+                (!memcpy).then_some(now.latency_us),
                 now.bandwidth,
                 &|u, lat, c| {
                     let mut l = u.link(*class);
