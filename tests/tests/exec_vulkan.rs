@@ -282,13 +282,15 @@ fn fault_halfway_on_vulkan_then_a_clean_run() {
     if !devices_or_skip("fault_halfway_on_vulkan_then_a_clean_run", &[V0, C0]) {
         return;
     }
+    // Under a page, so the input is uploaded and its copy moves bytes:
+    // every fault point below has a step to hit.
     let src = "graph @f {
-  %0 = input \"a\" @vulkan:0 : f32[2048]
-  %1 = input \"b\" @cpu:0 : f32[2048]
-  %2 = copy %1 -> vulkan:0 : f32[2048]
-  %3 = add %0, %2 @vulkan:0 : f32[2048]
-  %4 = copy %3 -> cpu:0 : f32[2048]
-  %5 = max %4, %1 @cpu:0 : f32[2048]
+  %0 = input \"a\" @vulkan:0 : f32[512]
+  %1 = input \"b\" @cpu:0 : f32[512]
+  %2 = copy %1 -> vulkan:0 : f32[512]
+  %3 = add %0, %2 @vulkan:0 : f32[512]
+  %4 = copy %3 -> cpu:0 : f32[512]
+  %5 = max %4, %1 @cpu:0 : f32[512]
   return %5
 }
 ";

@@ -363,17 +363,21 @@ fn inputs_on_vulkan_are_read_where_the_caller_holds_them() {
 /// A star on the host over Vulkan shards read in place: the Vulkan steps
 /// are all the runner's own work (inputs in place, deferred copies into the
 /// host fold, imports of the sum), so the executable runs inline on the
-/// caller's thread, with results exact run after run. With import off the
-/// inputs are uploaded by the Vulkan workers, and it runs threaded.
+/// caller's thread, with results exact run after run, down to shards of
+/// one host page (`INPUT_IN_PLACE_MIN`). Under a page the shard is
+/// uploaded by the Vulkan worker and it runs threaded, as it does at every
+/// size with import off.
 #[test]
 fn a_host_star_over_vulkan_inputs_in_place_runs_inline() {
     let test = "a_host_star_over_vulkan_inputs_in_place_runs_inline";
     if !devices_or_skip(test, &DEVS) {
         return;
     }
-    let t = format!("f32[{N}]");
-    let src = format!(
-        "graph @star {{
+    let page = exec::views::INPUT_IN_PLACE_MIN / 4;
+    for (n, inline) in [(N, import_on()), (page, import_on()), (page / 2, false)] {
+        let t = format!("f32[{n}]");
+        let src = format!(
+            "graph @star {{
   %0 = input \"a\" @cpu:0 : {t}
   %1 = input \"b\" @vulkan:0 : {t}
   %2 = copy %1 -> cpu:0 : {t}
@@ -382,12 +386,15 @@ fn a_host_star_over_vulkan_inputs_in_place_runs_inline() {
   return %3, %4
 }}
 "
-    );
-    let (g, on, off) = on_and_off(&src);
-    assert_eq!(on.runs_inline(), import_on());
-    assert!(!off.runs_inline());
-    runs_exactly(&g, &on, "inline");
-    runs_exactly(&g, &off, "threaded");
-    let n = fail_at_every_point(&g, &DEVS);
-    assert!(n > 3, "{n} faults checked");
+        );
+        let (g, on, off) = on_and_off(&src);
+        assert_eq!(on.runs_inline(), inline, "{t}");
+        assert!(!off.runs_inline(), "{t}");
+        runs_exactly(&g, &on, &format!("{t}, import"));
+        runs_exactly(&g, &off, &format!("{t}, no import"));
+        if n == N {
+            let faults = fail_at_every_point(&g, &DEVS);
+            assert!(faults > 3, "{faults} faults checked");
+        }
+    }
 }

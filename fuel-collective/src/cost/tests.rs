@@ -358,7 +358,10 @@ fn a_host_output_copied_out_is_a_memcpy_not_a_worker_step() {
             &[compute(v, 2, bytes, &[]), out(copied)],
         );
         let grew = e.total_us() - base.total_us();
-        assert!((grew - extra).abs() < 1e-9, "copied {copied}: {grew} vs {extra}");
+        assert!(
+            (grew - extra).abs() < 1e-9,
+            "copied {copied}: {grew} vs {extra}"
+        );
         assert!(grew < t.runner(Runner::Threaded).step_us, "no hand-off");
     }
 }

@@ -547,7 +547,8 @@ mod tests {
         let v = Device::vulkan(0);
         let big = 1 << 20;
         assert!(input_in_place(&lavapipe, v, big));
-        assert!(!input_in_place(&lavapipe, v, 4096));
+        assert!(input_in_place(&lavapipe, v, 4096));
+        assert!(!input_in_place(&lavapipe, v, 4095));
         assert!(!input_in_place(&Topology::default(), v, big));
         assert!(!input_in_place(&lavapipe, Device::cpu(0), big));
         let run = |t: &Topology, n: usize| {

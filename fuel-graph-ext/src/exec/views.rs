@@ -12,11 +12,17 @@ use crate::backend::{DeviceWork, Kernel};
 use crate::device::Device;
 use crate::dtype::TensorType;
 
-/// The smallest input read in place ([`Schedule::inputs_in_place`]).
-/// Importing the pages of an input cost about 0.1 us on lavapipe, the
-/// same as copying 16 KiB (`docs/performance.md`); below that a copy is
-/// as cheap and keeps the plan simple.
-pub const INPUT_IN_PLACE_MIN: usize = 16 << 10;
+/// The smallest input read in place ([`Schedule::inputs_in_place`]): a
+/// host page, the smallest buffer of the executor's own that a Vulkan
+/// device can import too ([`crate::backend::cpu::HOST_PAGE`]). An upload
+/// is a step on the device's worker, so one small upload kept a run on the
+/// threaded runner, whose hand-offs cost tens of microseconds each on a
+/// small VM: a 4 KiB all_reduce on `[vulkan:0, vulkan:1, cpu:0]` took
+/// 80-130 us with its shards uploaded and 1.6 us read in place
+/// (`docs/performance.md`). Under a page the fold's result could not be
+/// imported back anyway, so the run keeps its workers and the copy is as
+/// cheap as the import (about 0.1 us on lavapipe).
+pub const INPUT_IN_PLACE_MIN: usize = crate::backend::cpu::HOST_PAGE;
 
 /// The storage-buffer offset alignment the cost model assumes for a
 /// Vulkan view: 256 bytes, the largest a Vulkan device may ask for, so an
