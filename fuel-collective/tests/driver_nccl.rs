@@ -120,7 +120,7 @@ fn nccl_refuses_types_it_cannot_name_without_crashing() {
 #[test]
 fn nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu() {
     use fuel_collective::{Communicator, DriverCommunicator};
-    use fuel_graph_ext::interp::{interpret_world, HostTensor};
+    use fuel_graph_ext::interp::HostTensor;
     use fuel_graph_ext::{DType, LazyGraph, TensorType};
     use std::collections::BTreeMap;
     let Some(n) = gpus() else { return };
@@ -167,17 +167,6 @@ fn nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu() {
         }
         (graph, rounds)
     });
-    let graphs: Vec<_> = results.iter().map(|r| r.0.clone()).collect();
-    for round in 0..2 {
-        let inputs: Vec<_> = results.iter().map(|r| r.1[round].0.clone()).collect();
-        let want = interpret_world(&graphs, &inputs).unwrap();
-        for (rank, r) in results.iter().enumerate() {
-            for (k, (g, w)) in r.1[round].1.iter().zip(&want[rank]).enumerate() {
-                if let Err(e) = g.check_same(w) {
-                    panic!("round {round}, rank {rank}, output {k}: {e}");
-                }
-            }
-        }
-    }
+    fuel_test_support::world::assert_rounds_match_world(&results);
     println!("PROOF nccl spmd: {n} rank(s), one per GPU, comm.all_reduce/broadcast/all_gather/reduce_scatter on the GPU buffers, compiled once, 2 runs equal interpret_world");
 }

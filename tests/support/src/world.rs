@@ -190,3 +190,31 @@ pub fn check_world(
     }
     Ok(out)
 }
+
+/// What one rank ran in each round: its inputs and the results it got.
+pub type Rounds = Vec<(BTreeMap<String, HostTensor>, Vec<HostTensor>)>;
+
+/// Checks every round of SPMD runs against `interpret_world`: `ranks[r]`
+/// is rank r's graph and its rounds (the same number on every rank), and
+/// every rank's results of a round must equal what the interpreter gives
+/// for that round's inputs, bit for bit.
+pub fn assert_rounds_match_world(ranks: &[(Graph, Rounds)]) {
+    let graphs: Vec<Graph> = ranks.iter().map(|r| r.0.clone()).collect();
+    let rounds = ranks.first().map_or(0, |r| r.1.len());
+    for round in 0..rounds {
+        let inputs: Vec<_> = ranks.iter().map(|r| r.1[round].0.clone()).collect();
+        let want = match interpret_world(&graphs, &inputs) {
+            Ok(w) => w,
+            Err(e) => panic!("round {round}: interpret_world: {e}"),
+        };
+        for (rank, r) in ranks.iter().enumerate() {
+            let got = &r.1[round].1;
+            assert_eq!(got.len(), want[rank].len(), "round {round}, rank {rank}");
+            for (k, (g, w)) in got.iter().zip(&want[rank]).enumerate() {
+                if let Err(e) = g.check_same(w) {
+                    panic!("round {round}, rank {rank}, output {k}: {e}");
+                }
+            }
+        }
+    }
+}

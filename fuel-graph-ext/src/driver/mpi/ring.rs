@@ -147,58 +147,56 @@ unsafe fn exchange(
 mod tests {
     use super::*;
 
+    /// The ranks folded into each rank's copy of each run (`held[r][b]`).
+    type Held = Vec<Vec<Vec<usize>>>;
+
+    /// Plays `p - 1` steps of `step` on `held`: each rank takes the run its
+    /// left neighbour sends, appending itself to the ranks folded into it
+    /// when `fold`.
+    fn play(
+        held: &mut Held,
+        p: usize,
+        step: fn(usize, usize, usize) -> (usize, usize),
+        fold: bool,
+    ) {
+        for s in 0..p.saturating_sub(1) {
+            let sent: Vec<(usize, Vec<usize>)> = (0..p)
+                .map(|r| {
+                    let (out, _) = step(r, p, s);
+                    (out, held[r][out].clone())
+                })
+                .collect();
+            for (r, runs) in held.iter_mut().enumerate() {
+                let (_, into) = step(r, p, s);
+                let (run, came) = &sent[(r + p - 1) % p];
+                assert_eq!(
+                    *run, into,
+                    "p={p} s={s}: rank {r} takes the run its left sends"
+                );
+                runs[into] = came.clone();
+                if fold {
+                    runs[into].push(r);
+                }
+            }
+        }
+    }
+
     /// Plays the ring's schedule on lists of the ranks folded into each run:
     /// every run must end on its owner with every rank folded in once, in
     /// ring order from the owner's successor, and reach every rank intact.
     #[test]
     fn every_run_goes_round_once_and_reaches_everyone() {
         for p in 1..=7 {
-            // held[r][b]: the ranks folded into rank r's copy of run b.
-            let mut held: Vec<Vec<Vec<usize>>> = (0..p).map(|r| vec![vec![r]; p]).collect();
-            for s in 0..p.saturating_sub(1) {
-                let sent: Vec<(usize, Vec<usize>)> = (0..p)
-                    .map(|r| {
-                        let (out, _) = scatter_step(r, p, s);
-                        (out, held[r][out].clone())
-                    })
-                    .collect();
-                for r in 0..p {
-                    let (_, into) = scatter_step(r, p, s);
-                    let (run, partial) = &sent[(r + p - 1) % p];
-                    assert_eq!(
-                        *run, into,
-                        "p={p} s={s}: rank {r} takes the run its left sends"
-                    );
-                    let mut folded = partial.clone();
-                    folded.push(r);
-                    held[r][into] = folded;
-                }
-            }
+            let order = |b: usize| -> Vec<usize> { (1..=p).map(|i| (b + i) % p).collect() };
+            let mut held: Held = (0..p).map(|r| vec![vec![r]; p]).collect();
+            play(&mut held, p, scatter_step, true);
             for (r, runs) in held.iter().enumerate() {
-                let order: Vec<usize> = (1..=p).map(|i| (r + i) % p).collect();
-                assert_eq!(runs[r], order, "p={p}: run {r} on its owner");
+                assert_eq!(runs[r], order(r), "p={p}: run {r} on its owner");
             }
-            for s in 0..p.saturating_sub(1) {
-                let sent: Vec<(usize, Vec<usize>)> = (0..p)
-                    .map(|r| {
-                        let (out, _) = gather_step(r, p, s);
-                        (out, held[r][out].clone())
-                    })
-                    .collect();
-                for r in 0..p {
-                    let (_, into) = gather_step(r, p, s);
-                    let (run, whole) = &sent[(r + p - 1) % p];
-                    assert_eq!(
-                        *run, into,
-                        "p={p} s={s}: rank {r} takes the run its left sends"
-                    );
-                    held[r][into] = whole.clone();
-                }
-            }
+            play(&mut held, p, gather_step, false);
             for (r, runs) in held.iter().enumerate() {
                 for (b, ranks) in runs.iter().enumerate() {
-                    let order: Vec<usize> = (1..=p).map(|i| (b + i) % p).collect();
-                    assert_eq!(*ranks, order, "p={p}: rank {r}'s run {b}");
+                    assert_eq!(*ranks, order(b), "p={p}: rank {r}'s run {b}");
                 }
             }
         }
