@@ -325,10 +325,11 @@ fn bucket_note(
     };
     let _ = write!(
         s,
-        ": apart {:.1}us, merged {:.1}us by the cost model (fixed part {:.2}us each, copies {:.2}us + {:.3}us/KiB per item{read_back}); threshold {} per rank ({})",
+        ": apart {:.1}us, merged {:.1}us by the cost model (fixed part {:.2}us each at the smallest, bucket {:.2}us, copies {:.2}us + {:.3}us/KiB per item{read_back}); threshold {} per rank ({})",
         apart,
         apart - model.saving_us(&items),
-        model.collective.fixed_us,
+        model.collective.fixed_at(lo),
+        model.bucket_us,
         model.per_item.fixed_us,
         model.per_item.per_byte_us * 1024.0,
         human_bytes(threshold),

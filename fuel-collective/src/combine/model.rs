@@ -16,10 +16,11 @@
 //! item whose results are graph outputs also pays their read-back on the
 //! host ranks (`read_back_us`).
 
-use super::plan::{Line, Model};
+use super::plan::{Line, Model, Points};
 use super::{Key, NAME};
 use crate::cost::{self, StepKind};
 use crate::lower::{estimate_graph, LowerCollectives, LowerOptions};
+use fuel_graph_ext::backend::cpu::HOST_PAGE;
 use fuel_graph_ext::exec::schedule::{CopyMode, ASSUMED_VIEW_ALIGN};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::pass::{Pass, PassError};
@@ -118,22 +119,52 @@ fn read_back_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
         .sum()
 }
 
+/// What a bucket pays once: its `concat`'s fixed cost (the step of a
+/// concat of no bytes) on the slowest rank under the group's runner, or
+/// summed over the ranks on the inline runner.
+fn bucket_us(key: &Key, topo: &Topology) -> f64 {
+    let runner = cost::runner_for(key.devices.iter().copied());
+    let fixed = key
+        .devices
+        .iter()
+        .map(|d| cost::step_us(topo, runner, &StepKind::layout(*d, 0), 0));
+    match runner {
+        Runner::Inline => fixed.sum(),
+        Runner::Threaded => fixed.fold(0.0, f64::max),
+    }
+}
+
 /// The model for `key`'s group.
 pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError> {
     let row = key.dtype.size_bytes() * key.rest.iter().product::<usize>();
     let row = row.max(1);
-    let large_rows = (LARGE / row).max(2);
-    let small = (row, all_reduce_us(key, 1, topo)?);
-    let large = (large_rows * row, all_reduce_us(key, large_rows, topo)?);
+    // One row, a host page (where inputs start to be read in place), 1 MiB
+    // and 16 MiB, in rows.
+    let rows = [1, HOST_PAGE.div_ceil(row), (1 << 20) / row, LARGE / row]
+        .map(|r| r.max(1));
+    let mut points = [(0, 0.0); 4];
+    for (p, r) in points.iter_mut().zip(rows) {
+        // Sizes that round to the same rows get the next row up, so the
+        // points stay apart.
+        *p = (r * row, all_reduce_us(key, r, topo)?);
+    }
+    for i in 1..points.len() {
+        if points[i].0 <= points[i - 1].0 {
+            let r = points[i - 1].0 / row + 1;
+            points[i] = (r * row, all_reduce_us(key, r, topo)?);
+        }
+    }
+    let (small, large) = (points[0].0, points[3].0);
     Ok(Model {
-        collective: Line::through(small, large),
+        collective: Points(points),
         per_item: Line::through(
-            (row, item_us(key, row, topo)),
-            (large.0, item_us(key, large.0, topo)),
+            (small, item_us(key, small, topo)),
+            (large, item_us(key, large, topo)),
         ),
         read_back: Line::through(
-            (row, read_back_us(key, row, topo)),
-            (large.0, read_back_us(key, large.0, topo)),
+            (small, read_back_us(key, small, topo)),
+            (large, read_back_us(key, large, topo)),
         ),
+        bucket_us: bucket_us(key, topo),
     })
 }

@@ -47,12 +47,64 @@ impl Line {
     }
 }
 
+/// One collective's estimate by bytes per rank: straight lines between
+/// estimates at a few sizes, in increasing order of size, extended past
+/// both ends. One line through the smallest and the largest would not do:
+/// the runner can change between them (on lavapipe a collective of a page
+/// or more per rank runs inline, a smaller one pays its workers'
+/// hand-offs), so the cost per size has a step in it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Points(pub [(usize, f64); 4]);
+
+impl Points {
+    /// The same cost at every size's line: `line`'s value at each point.
+    pub fn on(line: Line, sizes: [usize; 4]) -> Points {
+        Points(sizes.map(|b| (b, line.at(b))))
+    }
+
+    /// The segment for `bytes`: the first one below the second point, the
+    /// last one above the third, else the one it falls in.
+    fn segment(&self, bytes: usize) -> Line {
+        let p = &self.0;
+        let i = p[1..p.len() - 1]
+            .iter()
+            .take_while(|(b, _)| *b <= bytes)
+            .count();
+        let (a, b) = (p[i], p[i + 1]);
+        let dx = b.0 as f64 - a.0 as f64;
+        let per_byte_us = if dx > 0.0 { (b.1 - a.1) / dx } else { 0.0 };
+        Line {
+            fixed_us: a.1 - per_byte_us * a.0 as f64,
+            per_byte_us,
+        }
+    }
+
+    /// Microseconds at `bytes` (never negative).
+    pub fn at(&self, bytes: usize) -> f64 {
+        self.segment(bytes).at(bytes).max(0.0)
+    }
+
+    /// The large sizes' line: the last segment, with a negative slope or
+    /// intercept clamped to zero.
+    pub fn large(&self) -> Line {
+        let n = self.0.len();
+        Line::through(self.0[n - 2], self.0[n - 1])
+    }
+
+    /// What merging `bytes` into a large bucket saves of a collective of
+    /// its own: all of it but what its bytes add to the bucket at the
+    /// large sizes' cost per byte.
+    pub fn fixed_at(&self, bytes: usize) -> f64 {
+        (self.at(bytes) - self.large().per_byte_us * bytes as f64).max(0.0)
+    }
+}
+
 /// What merging costs and saves for one kind of collective (one group, op
 /// and dtype).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Model {
     /// One collective alone, by bytes per rank.
-    pub collective: Line,
+    pub collective: Points,
     /// What one merged item adds: its share of the `concat` on every rank
     /// and its `slice` on every rank, by its bytes per rank.
     pub per_item: Line,
@@ -61,6 +113,10 @@ pub struct Model {
     /// runner copies out into the caller's tensor, where the all-reduce
     /// alone writes that tensor in place.
     pub read_back: Line,
+    /// What a bucket pays once, whatever it holds: its `concat`'s fixed
+    /// cost on the slowest rank (on a GPU rank under the threaded runner a
+    /// worker's hand-off and a submission).
+    pub bucket_us: f64,
 }
 
 /// Sixteen times the fixed cost, less one: a bucket of
@@ -85,21 +141,24 @@ impl Model {
     }
 
     /// True when merging an item of `bytes` per rank saves more than it
-    /// costs: the collective's fixed part exceeds the item's copies.
+    /// costs: the collective's fixed part at its size exceeds the item's
+    /// copies.
     pub fn worth(&self, bytes: usize, output: bool) -> bool {
-        self.collective.fixed_us > self.item_us(bytes, output)
+        self.collective.fixed_at(bytes) > self.item_us(bytes, output)
     }
 
     /// The default threshold, bytes per rank: the bucket size where the
-    /// fixed part is 1/16 of the collective's time, at most
+    /// smallest collective's fixed part is 1/16 of the collective's time
+    /// at the large sizes' cost per byte, at most
     /// [`MAX_DEFAULT_THRESHOLD`] (and that when the model has no cost per
     /// byte).
     pub fn default_threshold(&self) -> usize {
-        let c = self.collective;
+        let c = self.collective.large();
         if c.per_byte_us <= 0.0 {
             return MAX_DEFAULT_THRESHOLD;
         }
-        let t = FIXED_SHARE * c.fixed_us / c.per_byte_us;
+        let fixed = self.collective.fixed_at(self.collective.0[0].0);
+        let t = FIXED_SHARE * fixed / c.per_byte_us;
         if t >= MAX_DEFAULT_THRESHOLD as f64 {
             MAX_DEFAULT_THRESHOLD
         } else {
@@ -114,7 +173,7 @@ impl Model {
         let apart: f64 = items.iter().map(|(b, _)| self.collective.at(*b)).sum();
         let total: usize = items.iter().map(|(b, _)| b).sum();
         let copies: f64 = items.iter().map(|&(b, out)| self.item_us(b, out)).sum();
-        apart - (self.collective.at(total) + copies)
+        apart - (self.collective.at(total) + copies + self.bucket_us)
     }
 }
 
@@ -286,11 +345,15 @@ mod tests {
 
     #[test]
     fn the_default_threshold_leaves_a_sixteenth_to_the_fixed_cost() {
+        let sizes = [4, 4096, 1 << 20, 16 << 20];
         let m = Model {
-            collective: Line {
-                fixed_us: 200.0,
-                per_byte_us: 0.001,
-            },
+            collective: Points::on(
+                Line {
+                    fixed_us: 200.0,
+                    per_byte_us: 0.001,
+                },
+                sizes,
+            ),
             per_item: Line {
                 fixed_us: 5.0,
                 per_byte_us: 0.0001,
@@ -299,18 +362,22 @@ mod tests {
                 fixed_us: 1.0,
                 per_byte_us: 0.0001,
             },
+            bucket_us: 0.0,
         };
         let t = m.default_threshold();
         assert_eq!(t, 3_000_000);
         let c = m.collective;
-        let share = c.fixed_us / c.at(t);
+        let share = c.fixed_at(4) / c.at(t);
         assert!((share - 1.0 / 16.0).abs() < 1e-9, "{share}");
         // With no cost per byte, the memory cap.
         let flat = Model {
-            collective: Line {
-                fixed_us: 1.0,
-                per_byte_us: 0.0,
-            },
+            collective: Points::on(
+                Line {
+                    fixed_us: 1.0,
+                    per_byte_us: 0.0,
+                },
+                sizes,
+            ),
             ..m
         };
         assert_eq!(flat.default_threshold(), MAX_DEFAULT_THRESHOLD);
@@ -323,6 +390,42 @@ mod tests {
         assert!(m.worth(1 << 20, false));
         assert!(!m.worth(1 << 20, true));
         assert!(m.saving_us(&[(1 << 20, true); 4]) < m.saving_us(&[(1 << 20, false); 4]));
+    }
+
+    /// A collective that runs inline from a page up (a small fixed cost)
+    /// and pays hand-offs below it: merging items of a page or more saves
+    /// only their small fixed part, which a bucket's own fixed cost eats;
+    /// items under a page save their hand-offs.
+    #[test]
+    fn a_step_in_the_cost_is_priced_on_its_own_side() {
+        let m = Model {
+            collective: Points([
+                (4, 200.0),
+                (4096, 2.0),
+                (1 << 20, 300.0),
+                (16 << 20, 4800.0),
+            ]),
+            per_item: Line {
+                fixed_us: 0.3,
+                per_byte_us: 1e-5,
+            },
+            read_back: Line {
+                fixed_us: 0.0,
+                per_byte_us: 0.0,
+            },
+            bucket_us: 150.0,
+        };
+        // On its own side of the step, each point is exact, and sizes in
+        // between lie on the segment.
+        assert!((m.collective.at(4096) - 2.0).abs() < 1e-9);
+        assert!((m.collective.at(4) - 200.0).abs() < 1e-9);
+        assert!(m.collective.at(64 << 10) < 20.0);
+        // 100 items of a page: apart 200 us, merged about 120 us of
+        // collective plus 150 for the bucket: not worth it.
+        assert!(m.saving_us(&[(4096, false); 100]) < 0.0);
+        // 100 tiny items: apart 20 ms of hand-offs, merged far less.
+        assert!(m.saving_us(&[(4, false); 100]) > 0.0);
+        assert!(m.worth(4, false));
     }
 
     #[test]
