@@ -140,8 +140,7 @@ pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError>
     let row = row.max(1);
     // One row, a host page (where inputs start to be read in place), 1 MiB
     // and 16 MiB, in rows.
-    let rows = [1, HOST_PAGE.div_ceil(row), (1 << 20) / row, LARGE / row]
-        .map(|r| r.max(1));
+    let rows = [1, HOST_PAGE.div_ceil(row), (1 << 20) / row, LARGE / row].map(|r| r.max(1));
     let mut points = [(0, 0.0); 4];
     for (p, r) in points.iter_mut().zip(rows) {
         // Sizes that round to the same rows get the next row up, so the
