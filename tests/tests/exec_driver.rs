@@ -207,10 +207,14 @@ fn comm_node_on_vulkan_is_refused_naming_the_driver() {
 }
 
 /// `run_into` hands a `comm.*` step the caller's previous output tensor to
-/// write into: after the first run, every result of a collective lands in
-/// the bytes the caller already holds (no new output memory, no copy out),
-/// each run still equals the world oracle, and a tensor the caller keeps a
-/// clone of is never overwritten.
+/// write into: after the first run the reduce_scatter's result (sliced out
+/// of an all-reduce on this driver, which no peer reads) lands in the bytes
+/// the caller already holds, every run still equals the world oracle, and a
+/// tensor the caller keeps a clone of is never overwritten. The
+/// all_reduce's and all_gather's results are read by the peer rank's
+/// thread, whose reference may outlive the step by a moment (it did under
+/// AddressSanitizer), and then the runner takes a new buffer: correct, not
+/// in place, so this test does not require it of them.
 #[test]
 fn spmd_results_are_written_into_the_callers_output_tensors() {
     let n = 2;
@@ -245,20 +249,17 @@ fn spmd_results_are_written_into_the_callers_output_tensors() {
                 .collect();
             exe.run_into(&as_tensors, &mut tensors).unwrap();
             let ptrs: Vec<*const u8> = tensors.iter().map(|t| t.bytes().as_ptr()).collect();
-            match round {
-                0 => first = ptrs,
-                // The caller keeps the all_gather's tensor of round 1.
-                1 => {
-                    assert_eq!(ptrs, first, "rank {rank}: round 1 wrote in place");
-                    kept = Some((tensors[1].clone(), tensors[1].to_host()));
-                }
-                _ => {
-                    assert_eq!(ptrs[0], first[0], "rank {rank}, round {round}: all_reduce");
-                    assert_eq!(
-                        ptrs[2], first[2],
-                        "rank {rank}, round {round}: reduce_scatter"
-                    );
-                }
+            if round == 0 {
+                first = ptrs;
+            } else {
+                assert_eq!(
+                    ptrs[2], first[2],
+                    "rank {rank}, round {round}: reduce_scatter in place"
+                );
+            }
+            // The caller keeps the all_gather's tensor of round 1.
+            if round == 1 {
+                kept = Some((tensors[1].clone(), tensors[1].to_host()));
             }
             for d in exe.devices() {
                 assert_eq!(exe.memory(d).unwrap().current, 0, "rank {rank}: {d} leaks");

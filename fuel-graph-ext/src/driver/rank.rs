@@ -481,7 +481,7 @@ impl<D: CollectiveDriver> Run<'_, D> {
                 .collect();
             return self.regions(&from_flat, &[Arc::new(flat)], out_bytes);
         }
-        drop(flat);
+        self.unused(D::reclaim(flat).map_err(d)?);
         let mut parts = Vec::with_capacity(self.ranks);
         for (p, piece) in pieces.iter().enumerate() {
             parts.push(if p == self.rank {
