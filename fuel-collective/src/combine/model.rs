@@ -140,18 +140,15 @@ pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError>
     let row = row.max(1);
     // One row, a host page (where inputs start to be read in place), 1 MiB
     // and 16 MiB, in rows.
-    let rows = [1, HOST_PAGE.div_ceil(row), (1 << 20) / row, LARGE / row].map(|r| r.max(1));
+    // Sizes that round to the same rows get the next row up, so the points
+    // stay apart; each is then estimated once.
+    let mut rows = [1, HOST_PAGE.div_ceil(row), (1 << 20) / row, LARGE / row];
+    for i in 1..rows.len() {
+        rows[i] = rows[i].max(rows[i - 1] + 1);
+    }
     let mut points = [(0, 0.0); 4];
     for (p, r) in points.iter_mut().zip(rows) {
-        // Sizes that round to the same rows get the next row up, so the
-        // points stay apart.
         *p = (r * row, all_reduce_us(key, r, topo)?);
-    }
-    for i in 1..points.len() {
-        if points[i].0 <= points[i - 1].0 {
-            let r = points[i - 1].0 / row + 1;
-            points[i] = (r * row, all_reduce_us(key, r, topo)?);
-        }
     }
     let (small, large) = (points[0].0, points[3].0);
     Ok(Model {

@@ -58,6 +58,7 @@ pub struct Points(pub [(usize, f64); 4]);
 
 impl Points {
     /// The same cost at every size's line: `line`'s value at each point.
+    #[cfg(test)]
     pub fn on(line: Line, sizes: [usize; 4]) -> Points {
         Points(sizes.map(|b| (b, line.at(b))))
     }
