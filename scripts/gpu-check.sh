@@ -100,6 +100,41 @@ failed() {
   fi
 }
 
+# bench_row NAME ENV ARGS BENCH_ARGS...: one `fuel-opt bench BENCH_ARGS ARGS
+# --csv` under `env ENV` (ENV and ARGS are word lists, either may be empty);
+# sets `t` to its first row's time in us, or to "" when it failed, printed
+# no row, or got a wrong element.
+bench_row() {
+  local name="$1" envs="$2" extra="$3"
+  shift 3
+  t=""
+  # shellcheck disable=SC2086 # word lists on purpose
+  run_step "$name" 60 env $envs "$opt" bench "$@" $extra --csv || { failed "$name" $?; return; }
+  local row
+  row=$(grep -E '^[0-9]+,' "$tmp/step.out" | head -1)
+  [ -n "$row" ] || { problem "$name printed no row"; return; }
+  [ "$(echo "$row" | cut -d, -f9)" = 0 ] || { problem "$name: wrong elements: $row"; return; }
+  t=$(echo "$row" | cut -d, -f6)
+}
+# versus NAME ENV_A ARGS_A ENV_B ARGS_B BENCH_ARGS...: variants a and b in
+# turns, two rounds; sets best_a and best_b (the faster run of each) and
+# returns 0 when both have one.
+versus() {
+  local name="$1" env_a="$2" args_a="$3" env_b="$4" args_b="$5"
+  shift 5
+  local la lb
+  la=$(echo $env_a $args_a) lb=$(echo $env_b $args_b)
+  best_a="" best_b=""
+  for round in 1 2; do
+    bench_row "$name, ${la:-as is} (round $round)" "$env_a" "$args_a" "$@"
+    [ -n "$t" ] && best_a=$(awk -v a="$t" -v b="$best_a" 'BEGIN {print (b == "" || a < b) ? a : b}')
+    bench_row "$name, ${lb:-as is} (round $round)" "$env_b" "$args_b" "$@"
+    [ -n "$t" ] && best_b=$(awk -v a="$t" -v b="$best_b" 'BEGIN {print (b == "" || a < b) ? a : b}')
+  done
+  [ -n "$best_a" ] && [ -n "$best_b" ]
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+
 say "gpu-check: bundle $bundle$([ "$rehearse" = 1 ] && echo ', rehearsal (no FUEL_REQUIRE_CUDA)')"
 [ -f "$bundle/MANIFEST" ] && sed 's/^/  /' "$bundle/MANIFEST" | tee -a "$log"
 say "host: $(uname -srm)"
@@ -202,33 +237,27 @@ else
     if [ "$rows" = 0 ]; then problem "fuel-opt bench printed no rows"; fi
     if [ "$wrong" != 0 ]; then problem "fuel-opt bench: $wrong size(s) with wrong elements"; fi
   fi
-  # Issue 20's NVIDIA figure: a staged cuda:0 -> cpu:0 -> vulkan:0 copy of
-  # 64 MiB (a broadcast from cuda:0 to vulkan:0) with the host block pinned
-  # for CUDA and imported by Vulkan (the bytes move once), against the
-  # two-copy chain (FUEL_CUDA_PIN=0 FUEL_VULKAN_IMPORT=0), in turns; the
-  # best of two rounds each. A benchmark, so it reports and does not judge.
-  best_one="" best_two=""
-  for round in 1 2; do
-    for mode in one two; do
-      flags=(FUEL_CUDA_PIN=1 FUEL_VULKAN_IMPORT=1)
-      [ "$mode" = two ] && flags=(FUEL_CUDA_PIN=0 FUEL_VULKAN_IMPORT=0)
-      run_step "staged copy cuda:0 -> vulkan:0, 64M, ${flags[*]} (round $round)" 60 \
-        env "${flags[@]}" "$opt" bench --collective broadcast --devices cuda:0,vulkan:0 \
-        --sizes 64M --iters 10 --warmup 2 --csv || { failed "staged copy bench ($mode)" $?; continue; }
-      row=$(grep -E '^[0-9]+,' "$tmp/step.out" | head -1)
-      t=$(echo "$row" | cut -d, -f6)
-      [ "$(echo "$row" | cut -d, -f9)" = 0 ] || problem "staged copy bench ($mode): wrong elements: $row"
-      [ -n "$t" ] || { problem "staged copy bench ($mode) printed no row"; continue; }
-      if [ "$mode" = one ]; then
-        best_one=$(awk -v a="$t" -v b="$best_one" 'BEGIN {print (b == "" || a < b) ? a : b}')
-      else
-        best_two=$(awk -v a="$t" -v b="$best_two" 'BEGIN {print (b == "" || a < b) ? a : b}')
-      fi
-    done
-  done
-  if [ -n "$best_one" ] && [ -n "$best_two" ]; then
-    say "PROOF staged cuda:0 -> cpu:0 -> vulkan:0, 64 MiB: ${best_one} us pinned and imported (one move), ${best_two} us as two copies: $(awk -v a="$best_one" -v b="$best_two" 'BEGIN {printf "%.2f", b / a}')x (issue 20 asks for 1.8x)"
-  fi
+  # Three A/B benchmarks, each variant run in turns with the other, the
+  # best of two rounds each. They report and do not judge (a benchmark),
+  # but a failed run or a wrong element is a problem.
+  #
+  # Issue 20: a staged cuda:0 -> cpu:0 -> vulkan:0 copy of 64 MiB (a
+  # broadcast from cuda:0 to vulkan:0) with the host block pinned for CUDA
+  # and imported by Vulkan (the bytes move once), against the two-copy chain.
+  copy=(--collective broadcast --devices cuda:0,vulkan:0 --sizes 64M --iters 10 --warmup 2)
+  two="FUEL_CUDA_PIN=0 FUEL_VULKAN_IMPORT=0"
+  versus "staged copy cuda:0 -> vulkan:0, 64M" \
+    "FUEL_CUDA_PIN=1 FUEL_VULKAN_IMPORT=1" "" "$two" "" "${copy[@]}" &&
+    say "PROOF staged cuda:0 -> cpu:0 -> vulkan:0, 64 MiB: $best_a us pinned and imported (one move), $best_b us as two copies: $(ratio "$best_b" "$best_a")x (issue 20 asks for 1.8x)"
+  # Issue 16: the same two-copy chain cut into pieces (chunks=auto) against
+  # the unpipelined chain.
+  versus "pipelined relay cuda:0 -> vulkan:0, 64M" \
+    "$two" "--chunks auto" "$two" "--chunks 1" "${copy[@]}" &&
+    say "PROOF pipelined cuda:0 -> cpu:0 -> vulkan:0 as two copies, 64 MiB: $best_a us with chunks=auto, $best_b us unpipelined: $(ratio "$best_b" "$best_a")x (issue 16 asks for 1.5x)"
+  # Issue 16: f32 crossing devices as bf16, against f32 all the way.
+  versus "all_reduce over cuda:0, vulkan:0, cpu:0, 16M, transport bf16" \
+    "" "--transport bf16" "" "" --devices cuda:0,vulkan:0,cpu:0 --sizes 16M --iters 10 --warmup 2 &&
+    say "PROOF transport=bf16 all_reduce over cuda:0, vulkan:0, cpu:0, f32, 16 MiB: $best_a us with bf16 on the links, $best_b us without: $(ratio "$best_b" "$best_a")x (issue 16 asks for 1.4x on its lavapipe group)"
 fi
 
 proofs=$(grep -c '^PROOF ' "$log")

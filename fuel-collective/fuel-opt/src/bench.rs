@@ -444,36 +444,63 @@ pub fn time_runs(
     iters: usize,
     warmup: usize,
 ) -> Result<(f64, usize), Failure> {
+    Ok(time_each(g, &[exe], iters, warmup)?[0])
+}
+
+/// [`time_runs`] for several lowerings of `g` at once, taken in turns: each
+/// is warmed up, then every round times one run of each, so a slow spell of
+/// a shared machine falls on all of them alike rather than on whichever
+/// was being timed then. Where there are several, each timed run follows an
+/// untimed one of the same executable, so it starts with its own data in
+/// the caches, as a run of a loop does.
+pub fn time_each(
+    g: &fuel_graph_ext::Graph,
+    exes: &[&exec::Executable],
+    iters: usize,
+    warmup: usize,
+) -> Result<Vec<(f64, usize)>, Failure> {
     let host_inputs = try_deterministic_inputs(g).map_err(|e| Failure::input(e.to_string()))?;
     let inputs: BTreeMap<String, Tensor> = host_inputs
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
         .collect();
-    // The same output vector every time: `run_into` overwrites it in place,
-    // as a training loop would.
-    let mut last = Vec::new();
-    let mut run = |exe: &exec::Executable| {
-        exe.run_into(&inputs, &mut last)
+    // One output vector per executable, the same every time: `run_into`
+    // overwrites it in place, as a training loop would.
+    let mut last: Vec<Vec<Tensor>> = vec![Vec::new(); exes.len()];
+    let run = |exe: &exec::Executable, out: &mut Vec<Tensor>| {
+        exe.run_into(&inputs, out)
             .map_err(|e| Failure::input(format!("run failed: {e}")))
     };
-    for _ in 0..warmup {
-        run(exe)?;
+    for (exe, out) in exes.iter().zip(&mut last) {
+        for _ in 0..warmup {
+            run(exe, out)?;
+        }
     }
-    let mut times = Vec::with_capacity(iters);
+    let rewarm = exes.len() > 1;
+    let mut times = vec![Vec::with_capacity(iters); exes.len()];
     for _ in 0..iters {
-        let t = Instant::now();
-        run(exe)?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+        for ((exe, out), times) in exes.iter().zip(&mut last).zip(&mut times) {
+            if rewarm {
+                run(exe, out)?;
+            }
+            let t = Instant::now();
+            run(exe, out)?;
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
     }
-    let time_us = scenario::median_us(&mut times);
     let want = interpret(g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
-    let mut wrong = 0;
-    for (got, w) in last.iter().zip(&want) {
-        wrong += got.to_host().differences(w);
-    }
     let count = want.first().map_or(0, |w| w.ty.num_elements());
-    wrong += want.len().saturating_sub(last.len()) * count;
-    Ok((time_us, wrong))
+    Ok(last
+        .iter()
+        .zip(&mut times)
+        .map(|(last, times)| {
+            let mut wrong = want.len().saturating_sub(last.len()) * count;
+            for (got, w) in last.iter().zip(&want) {
+                wrong += got.to_host().differences(w);
+            }
+            (scenario::median_us(times), wrong)
+        })
+        .collect())
 }
 
 fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -> String {

@@ -448,6 +448,10 @@ fn bench_validate_prints_estimates_measurements_and_a_summary() {
         }
         assert_eq!(at.iter().filter(|r| r[4] == "1").count(), 1, "{stdout}");
         assert_eq!(at.iter().filter(|r| r[5] == "1").count(), 1, "{stdout}");
+        // On two CPUs hierarchical has one island and lowers to star's
+        // program: timed once, the two rows carry the same measurement.
+        assert_eq!(at[0][3], at[1][3], "{stdout}");
+        assert_ne!(at[0][3], at[2][3], "{stdout}");
     }
     assert!(
         stderr.contains("# estimate/measured over 8 points: median"),
@@ -456,6 +460,10 @@ fn bench_validate_prints_estimates_measurements_and_a_summary() {
     assert!(stderr.contains("# auto: the measured best at "), "{stderr}");
     let table = text(&fuel_opt(&args[..args.len() - 1], None).stdout);
     assert!(table.contains("est/meas"), "{table}");
+    assert!(
+        table.contains("(the program star runs: timed once)"),
+        "{table}"
+    );
     assert!(table.contains("# costs: defaults"), "{table}");
     assert!(table.contains("# auto: the measured best at "), "{table}");
 }
