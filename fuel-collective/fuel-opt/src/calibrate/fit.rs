@@ -87,11 +87,11 @@ fn gbps(per_byte: f64) -> f64 {
     }
 }
 
-/// `c` with a point at each timed size above the smallest (the first,
-/// 64 KiB, is the figure for every smaller step too), starting from `c`'s
-/// own figures there.
-fn sized(c: Curve) -> Curve {
-    let pts: Vec<(usize, f64)> = SIZES[1..].iter().map(|&b| (b, c.at(b))).collect();
+/// `c` with a point at each timed size from `first` on (1: above the
+/// smallest, whose figure then holds for every smaller step too), starting
+/// from `c`'s own figures there.
+fn sized(c: Curve, first: usize) -> Curve {
+    let pts: Vec<(usize, f64)> = SIZES[first..].iter().map(|&b| (b, c.at(b))).collect();
     Curve::new(&pts).unwrap_or(c)
 }
 
@@ -108,9 +108,19 @@ type SetFigures<'a> = dyn Fn(&mut Topology, Option<f64>, Curve) + 'a;
 /// Fits what `set` sets to `g`, one graph timed at growing sizes: the
 /// fixed part from the smallest (when `fixed` gives its value now), then
 /// the curve's point at each larger size (in microseconds per byte, which
-/// the model is affine in).
-fn fit_sweep(t: &mut Topology, g: &[Timed], fixed: Option<f64>, curve: Curve, set: &SetFigures) {
-    let mut c = sized(curve);
+/// the model is affine in). With `small_point` (and no fixed part to fit),
+/// the smallest size is a point of the curve too: what a small step costs
+/// beyond the fixed part set elsewhere (per operand, for a computation) is
+/// its figure there.
+fn fit_sweep(
+    t: &mut Topology,
+    g: &[Timed],
+    (fixed, small_point): (Option<f64>, bool),
+    curve: Curve,
+    set: &SetFigures,
+) {
+    let first = usize::from(fixed.is_some() || !small_point);
+    let mut c = sized(curve, first);
     set(t, None, c);
     if let Some(now) = fixed {
         let x = solve1(
@@ -124,17 +134,17 @@ fn fit_sweep(t: &mut Topology, g: &[Timed], fixed: Option<f64>, curve: Curve, se
         );
         set(t, Some(clamp(x)), c);
     }
-    for (k, timed) in g.iter().enumerate().skip(1) {
+    for (k, timed) in g.iter().enumerate().skip(first) {
         let inv = solve1(
             |y| {
                 let mut u = t.clone();
-                set(&mut u, None, with_point(c, k - 1, y));
+                set(&mut u, None, with_point(c, k - first, y));
                 timed.model(&u)
             },
-            per_byte(c.points()[k - 1].1),
+            per_byte(c.points()[k - first].1),
             timed.us,
         );
-        c = with_point(c, k - 1, per_byte(clamp(gbps(inv))));
+        c = with_point(c, k - first, per_byte(clamp(gbps(inv))));
         set(t, None, c);
     }
 }
@@ -256,7 +266,7 @@ pub(super) fn fit(m: &Measured, base: &Topology) -> Topology {
             fit_sweep(
                 &mut t,
                 g,
-                (!memcpy).then_some(now.latency_us),
+                ((!memcpy).then_some(now.latency_us), false),
                 now.bandwidth,
                 &|u, lat, c| {
                     let mut l = u.link(*class);
@@ -266,12 +276,16 @@ pub(super) fn fit(m: &Measured, base: &Topology) -> Topology {
                 },
             );
         }
-        // Computation: the fixed cost from the smallest add (CPUs: from
-        // the div chain, above), then the throughput at each larger size.
+        // Computation: the fixed cost from the smallest add, then the
+        // throughput at each larger size. A CPU's fixed cost comes from the
+        // div chain (above), and its smallest add is a point of the curve:
+        // at 4 KiB an operand costs more than the 64 KiB throughput says
+        // (an n-ary fold's runs grew by about 0.2 us per 4 KiB operand).
         for (kind, g) in &m.adds {
             let now = t.compute(*kind);
-            let fixed = (*kind != DeviceKind::Cpu).then_some(now.fixed_us);
-            fit_sweep(&mut t, g, fixed, now.gbps, &|u, fixed, c| {
+            let cpu = *kind == DeviceKind::Cpu;
+            let fixed = (!cpu).then_some(now.fixed_us);
+            fit_sweep(&mut t, g, (fixed, cpu), now.gbps, &|u, fixed, c| {
                 let mut cost = u.compute(*kind);
                 cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
                 cost.gbps = c;
