@@ -73,6 +73,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0504", cuda_not_installed),
     ("E0505", vulkan_import_bad_setting),
     ("E0506", cuda_pin_bad_setting),
+    ("E0507", spin_bad_setting),
     ("E0601", dtype_u8_on_vulkan),
     ("E0602", dtype_i16_on_vulkan),
     ("E0603", vulkan_divisor_past_32_bits),
@@ -760,6 +761,10 @@ fn vulkan_import_bad_setting() -> Outcome {
 fn cuda_pin_bad_setting() -> Outcome {
     // Checked before any work, so a host graph shows it on any machine.
     cli_err(&["-", "--run"], Some(SMALL), &[("FUEL_CUDA_PIN", "yes")])
+}
+fn spin_bad_setting() -> Outcome {
+    // Checked before any work, so a host graph shows it on any machine.
+    cli_err(&["-", "--run"], Some(SMALL), &[("FUEL_SPIN_US", "lots")])
 }
 fn cuda_not_installed() -> Outcome {
     if exec::discover().has(Device::cuda(0)) {

@@ -219,6 +219,7 @@ fn check_env() -> Result<(), Failure> {
     fuel_graph_ext::backend::vulkan::HostAccess::from_env().map_err(env_failure)?;
     fuel_graph_ext::exec::vulkan_import_setting().map_err(Failure::input)?;
     fuel_graph_ext::exec::cuda_pin_setting().map_err(Failure::input)?;
+    fuel_graph_ext::backend::worker::spin_setting().map_err(env_failure)?;
     #[cfg(feature = "mpi")]
     fuel_graph_ext::driver::mpi::heap::keep_freed_setting().map_err(env_failure)?;
     fuel_graph_ext::driver::JoinOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;

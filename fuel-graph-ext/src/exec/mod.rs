@@ -66,6 +66,9 @@ pub struct Executable {
     // Declared after `ctxs` is irrelevant: workers hold no device handles
     // between jobs, and are joined on drop.
     workers: HashMap<Device, Worker>,
+    /// How long the dispatcher and the workers poll before they sleep
+    /// ([`crate::backend::worker::SPIN_VAR`]).
+    spin: std::time::Duration,
     /// The communicators of the graph's `comm.*` nodes, by id.
     comms: Arc<CommTable>,
     /// The collective driver of each `driver_all_reduce` island, in
@@ -431,8 +434,13 @@ impl<'g> Compiler<'g> {
             crate::backend::worker::host_pool_ready()?;
         }
         let mut workers = HashMap::new();
+        let spin = if inline {
+            std::time::Duration::ZERO
+        } else {
+            crate::backend::worker::spin_setting()?
+        };
         for d in ctxs.keys().filter(|_| !inline) {
-            let w = Worker::spawn(format!("fuel-{d}")).map_err(|e| {
+            let w = Worker::spawn(format!("fuel-{d}"), spin).map_err(|e| {
                 crate::backend::worker::spawn_error(format!("the worker thread for {d}"), &e)
             })?;
             workers.insert(*d, w);
@@ -456,6 +464,7 @@ impl<'g> Compiler<'g> {
             plan: Arc::new(plan),
             ctxs,
             workers,
+            spin,
             comms: Arc::new(comms),
             islands: Arc::new(islands),
             armed: Mutex::new(None),

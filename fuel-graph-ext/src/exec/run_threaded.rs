@@ -75,7 +75,7 @@ impl Executable {
             if in_flight == 0 {
                 break;
             }
-            let Ok((i, res)) = done_rx.recv() else {
+            let Some((i, res)) = crate::backend::worker::recv_soon(&done_rx, self.spin) else {
                 first_err.get_or_insert(ExecError::Internal("a worker vanished".into()));
                 break;
             };

@@ -122,7 +122,7 @@ impl Driver for HostDriver {
     }
 
     fn new_stream(dev: &Arc<Arena>) -> Result<HostStream, DriverError> {
-        Worker::spawn(format!("{}-compute", dev.device))
+        Worker::spawn(format!("{}-compute", dev.device), std::time::Duration::ZERO)
             .map(|w| HostStream(Arc::new(w)))
             .map_err(|e| backend_error(Self::NAME, "spawn a stream thread", e))
     }
@@ -405,7 +405,7 @@ impl HostDriver {
                     .unwrap_or_else(|e| e.into_inner().0);
             }
         }
-        let worker = Worker::spawn(format!("{name}-rank{rank}-comm"))
+        let worker = Worker::spawn(format!("{name}-rank{rank}-comm"), std::time::Duration::ZERO)
             .map_err(|e| backend_error(Self::NAME, "spawn the comm stream thread", e))?;
         Ok(HostCommunicator {
             group,
