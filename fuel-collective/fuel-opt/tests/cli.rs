@@ -138,6 +138,42 @@ fn print_after_env_prints_to_stderr() {
     assert!(!err.contains("after dce"), "{err}");
 }
 
+/// `FUEL_LOG=fuel_graph_ext::exec=trace` prints a line per executed step
+/// with its time; without it, none.
+#[test]
+fn the_step_trace_names_each_step_and_its_time() {
+    let run = |log: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fuel-opt"));
+        cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .args(["bench", "--devices", "cpu:0,cpu:1", "--sizes", "4K"])
+            .args(["--iters", "1", "--warmup", "0", "--algorithm", "star"])
+            .env("FUEL_CACHE_DIR", empty_cache())
+            .env_remove("FUEL_LOG");
+        if let Some(l) = log {
+            cmd.env("FUEL_LOG", l);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    let err = run(Some("fuel_graph_ext::exec=trace"));
+    let adds: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("op=add device=cpu:0 bytes=4096 work=\"device\" us="))
+        .collect();
+    // One timed run: the star's one fold.
+    assert_eq!(adds.len(), 1, "{err}");
+    let us: f64 = adds[0]
+        .rsplit("us=")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(us > 0.0, "{err}");
+    assert!(!run(None).contains("op=add"));
+}
+
 /// Each bad input: exit code 2, no panic, and a message naming the problem.
 #[test]
 fn bad_input_is_an_error_not_a_panic() {

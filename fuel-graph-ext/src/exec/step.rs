@@ -49,6 +49,9 @@ pub(super) fn execute(
         .steps
         .get(i)
         .ok_or_else(|| ExecError::Internal(format!("no step {i}")))?;
+    // `FUEL_LOG=fuel_graph_ext::exec=trace`: every step's time, to read
+    // beside the cost model's estimate of it.
+    let started = tracing::enabled!(tracing::Level::TRACE).then(std::time::Instant::now);
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &step.work {
         Work::Share { .. } | Work::Defer { .. } => share(step, ins, faults),
         Work::Import { .. } => {
@@ -89,9 +92,33 @@ pub(super) fn execute(
             "a driver all-reduce runs for its whole island, not step by step".into(),
         )),
     }));
+    if let Some(t) = started {
+        tracing::trace!(
+            step = i,
+            op = %step.mnemonic,
+            device = %step.device,
+            bytes = step.ty.size_bytes(),
+            work = work_name(&step.work),
+            us = t.elapsed().as_secs_f64() * 1e6,
+            "step"
+        );
+    }
     match res {
         Ok(r) => r,
         Err(p) => Err(panicked(step, &*p)),
+    }
+}
+
+/// How a step's [`Work`] is carried out, in a word, for the step trace.
+fn work_name(w: &Work) -> &'static str {
+    match w {
+        Work::Device(_) => "device",
+        Work::Share { .. } => "share",
+        Work::Defer { .. } => "defer",
+        Work::Import { .. } => "import",
+        Work::View { .. } => "view",
+        Work::Comm { .. } => "comm",
+        Work::Island { .. } => "island",
     }
 }
 
