@@ -436,9 +436,8 @@ pub struct Priced {
     pub busy_us: f64,
     /// Where the time goes.
     pub resource: Resource,
-    /// Microseconds of host memory traffic (the bytes it reads or writes
-    /// there, at twice the host-to-host bandwidth).
-    pub host_us: f64,
+    /// Bytes it reads or writes in host memory.
+    pub host_bytes: f64,
     /// Microseconds of the dispatcher, for a step a worker runs.
     pub dispatch_us: f64,
     /// For a transfer, the bytes it moves.
@@ -461,7 +460,8 @@ pub struct Tally<'a> {
     dispatcher: f64,
     /// Work per device worker.
     workers: FxHashMap<Device, f64>,
-    host_us: f64,
+    /// Bytes read or written in host memory, by every step so far.
+    host_bytes: f64,
     /// Work on the host's cores (see [`Tally::finish`]).
     cores_us: f64,
     est: Estimate,
@@ -478,7 +478,7 @@ impl<'a> Tally<'a> {
             caller: 0.0,
             dispatcher: 0.0,
             workers: FxHashMap::default(),
-            host_us: 0.0,
+            host_bytes: 0.0,
             cores_us: 0.0,
             est: Estimate::default(),
         }
@@ -507,15 +507,6 @@ impl<'a> Tally<'a> {
             }
             _ => None,
         };
-        // Host memory moves twice the host-to-host copy bandwidth (a copy
-        // reads and writes each byte), at the working size.
-        let host_us = if host_bytes == 0 {
-            0.0
-        } else {
-            let size = self.working.max(kind.bytes());
-            let hh = self.topo.link(LinkClass::HostHost).bandwidth.at(size);
-            host_bytes as f64 / (2.0 * hh * 1e3)
-        };
         // The threaded runner's dispatcher starts every step a worker runs.
         let dispatch_us = match resource {
             Resource::Worker(_) => self.topo.runner(Runner::Threaded).dispatch_us,
@@ -541,7 +532,7 @@ impl<'a> Tally<'a> {
             us,
             busy_us,
             resource,
-            host_us,
+            host_bytes: host_bytes as f64,
             dispatch_us,
             moved,
             core_us,
@@ -570,7 +561,7 @@ impl<'a> Tally<'a> {
             // No step is placed there: it is the sum of their host bytes.
             Resource::HostMemory => {}
         }
-        self.host_us += p.host_us;
+        self.host_bytes += p.host_bytes;
         if let Some(bytes) = p.moved {
             self.est.transfers += 1;
             self.est.bytes_moved = self.est.bytes_moved.saturating_add(bytes);
@@ -582,8 +573,16 @@ impl<'a> Tally<'a> {
 
     /// The estimate of every step added.
     pub fn finish(mut self) -> Estimate {
-        let memory = if self.runner == Runner::Threaded {
-            self.host_us
+        // Host memory moves twice the host-to-host copy bandwidth (a copy
+        // reads and writes each byte), at the size of the data the run
+        // streams through it: about half its traffic, each byte written
+        // once and read once (a copy of `s` bytes, as calibrated, streams
+        // `s`). A run whose tensors are each small but that touches more
+        // than the caches hold runs at the larger size's figure.
+        let memory = if self.host_bytes > 0.0 {
+            let streamed = (self.host_bytes / 2.0).min(usize::MAX as f64) as usize;
+            let hh = self.topo.link(LinkClass::HostHost).bandwidth;
+            self.host_bytes / (2.0 * hh.at(self.working.max(streamed)) * 1e3)
         } else {
             0.0
         };

@@ -48,21 +48,42 @@ fn chains_add_and_parallel_workers_overlap() {
     assert!((same.busiest_us - 2.0 * work).abs() < 1e-9, "{same:?}");
 }
 
+/// An all-host run is the sum of its steps (one caller's thread), unless
+/// the bytes it streams through host memory, at the figure for a run that
+/// size, take longer: three 1 MiB steps stream 4 MiB, past the caches the
+/// default figures assume for one 1 MiB tensor.
 #[test]
-fn an_all_host_run_is_the_sum_of_its_steps() {
+fn an_all_host_run_is_the_sum_of_its_steps_or_its_memory_traffic() {
     let t = Topology::default();
     let (a, b, c) = (Device::cpu(0), Device::cpu(1), Device::cpu(2));
-    let steps = [
-        hop(b, a, 1 << 20, &[]),
-        hop(c, a, 1 << 20, &[]),
-        compute(a, 3, 1 << 20, &[0, 1]),
-    ];
-    assert_eq!(runner_of(&steps), Runner::Inline);
-    let sum: f64 = steps
-        .iter()
-        .map(|s| step_us(&t, Runner::Inline, &s.kind, 1 << 20))
-        .sum();
-    assert!((estimate(&t, &steps).total_us() - sum).abs() < 1e-9);
+    let run = |bytes: usize| {
+        let steps = [
+            hop(b, a, bytes, &[]),
+            hop(c, a, bytes, &[]),
+            compute(a, 3, bytes, &[0, 1]),
+        ];
+        assert_eq!(runner_of(&steps), Runner::Inline);
+        let sum: f64 = steps
+            .iter()
+            .map(|s| step_us(&t, Runner::Inline, &s.kind, bytes))
+            .sum();
+        // Each copy reads and writes its bytes; the fold reads three and
+        // writes one.
+        let traffic = (2 * 2 * bytes + 4 * bytes) as f64;
+        let hh = t.link(LinkClass::HostHost).bandwidth;
+        let memory = traffic / (2.0 * hh.at(traffic as usize / 2) * 1e3);
+        (estimate(&t, &steps).total_us(), sum, memory)
+    };
+    let (small, sum, memory) = run(4 << 10);
+    assert!(
+        memory < sum && (small - sum).abs() < 1e-9,
+        "{small} {sum} {memory}"
+    );
+    let (large, sum, memory) = run(1 << 20);
+    assert!(
+        memory > sum && (large - memory).abs() < 1e-9,
+        "{large} {sum} {memory}"
+    );
 }
 
 #[test]
@@ -148,6 +169,10 @@ fn layout_on_a_gpu_is_a_copy_not_a_fold() {
 #[test]
 fn host_work_shares_the_cores() {
     let mut t = Topology::default();
+    // Host memory fast enough not to be the bound: this is the cores'.
+    let mut hh = t.link(LinkClass::HostHost);
+    hh.bandwidth = fuel_graph_ext::topology::Curve::flat(1000.0);
+    t.set_link(LinkClass::HostHost, hh);
     let bytes = 128 << 10;
     let steps: Vec<Step> = (0..6)
         .map(|i| compute(Device::cpu(i), 2, bytes, &[]))
@@ -240,10 +265,39 @@ fn host_memory_is_shared_by_every_worker() {
     ];
     let e = estimate(&t, &steps);
     let hh = t.link(LinkClass::HostHost).bandwidth;
-    // At the working size: the largest tensor of the steps.
-    let memory = (2 * 3 * bytes + 4) as f64 / (2.0 * hh.at(bytes) * 1e3);
+    // At the size the run streams: half its traffic (each byte written
+    // once and read once), here more than its largest tensor.
+    let traffic = (2 * 3 * bytes + 4) as f64;
+    let memory = traffic / (2.0 * hh.at(traffic as usize / 2) * 1e3);
     assert!((e.busiest_us - memory).abs() < 1e-6, "{e:?}");
     assert!(e.busiest_us > e.critical_path_us);
+}
+
+/// Many small host folds that together stream more than the caches hold
+/// run at the larger size's figure: the memory bound looks the host-to-host
+/// bandwidth up at half the run's traffic, not at its largest tensor.
+#[test]
+fn host_memory_runs_at_the_size_the_whole_run_streams() {
+    let t = Topology::default();
+    let bytes = 256 << 10;
+    let steps: Vec<Step> = (0..16)
+        .map(|i| compute(Device::cpu(i % 4), 2, bytes, &[]))
+        .chain(std::iter::once(Step {
+            kind: StepKind::Input {
+                device: Device::cuda(0),
+                bytes: 4,
+                in_place: false,
+            },
+            deps: vec![],
+        }))
+        .collect();
+    let e = estimate(&t, &steps);
+    let hh = t.link(LinkClass::HostHost).bandwidth;
+    let traffic = (16 * 3 * bytes + 4) as f64;
+    let want = traffic / (2.0 * hh.at(traffic as usize / 2) * 1e3);
+    let per_tensor = traffic / (2.0 * hh.at(bytes) * 1e3);
+    assert!(want > 1.5 * per_tensor, "{want} {per_tensor}");
+    assert!((e.busiest_us - want).abs() < 1e-6, "{e:?}, want {want}");
 }
 
 #[test]
