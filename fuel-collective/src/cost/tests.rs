@@ -162,6 +162,22 @@ fn layout_on_a_gpu_is_a_copy_not_a_fold() {
     ));
 }
 
+/// `n` independent two-input folds of `bytes` on `cpus` CPUs in turn, and
+/// a CUDA input, which puts them on the threaded runner.
+fn host_folds_and_a_cuda_input(n: u32, cpus: u32, bytes: usize) -> Vec<Step> {
+    (0..n)
+        .map(|i| compute(Device::cpu(i % cpus), 2, bytes, &[]))
+        .chain(std::iter::once(Step {
+            kind: StepKind::Input {
+                device: Device::cuda(0),
+                bytes: 4,
+                in_place: false,
+            },
+            deps: vec![],
+        }))
+        .collect()
+}
+
 /// With a core count, the threaded runner's host work is spread over the
 /// cores: each worker step's own work where its device is the host's, the
 /// CPU part of every hand-off, and the dispatcher's starts. Six host folds
@@ -174,17 +190,7 @@ fn host_work_shares_the_cores() {
     hh.bandwidth = fuel_graph_ext::topology::Curve::flat(1000.0);
     t.set_link(LinkClass::HostHost, hh);
     let bytes = 128 << 10;
-    let steps: Vec<Step> = (0..6)
-        .map(|i| compute(Device::cpu(i), 2, bytes, &[]))
-        .chain(std::iter::once(Step {
-            kind: StepKind::Input {
-                device: Device::cuda(0),
-                bytes: 4,
-                in_place: false,
-            },
-            deps: vec![],
-        }))
-        .collect();
+    let steps = host_folds_and_a_cuda_input(6, 6, bytes);
     assert_eq!(runner_of(&steps), Runner::Threaded);
     let free = estimate(&t, &steps);
     t.set_host_cores(Some(2));
@@ -280,17 +286,7 @@ fn host_memory_is_shared_by_every_worker() {
 fn host_memory_runs_at_the_size_the_whole_run_streams() {
     let t = Topology::default();
     let bytes = 256 << 10;
-    let steps: Vec<Step> = (0..16)
-        .map(|i| compute(Device::cpu(i % 4), 2, bytes, &[]))
-        .chain(std::iter::once(Step {
-            kind: StepKind::Input {
-                device: Device::cuda(0),
-                bytes: 4,
-                in_place: false,
-            },
-            deps: vec![],
-        }))
-        .collect();
+    let steps = host_folds_and_a_cuda_input(16, 4, bytes);
     let e = estimate(&t, &steps);
     let hh = t.link(LinkClass::HostHost).bandwidth;
     let traffic = (16 * 3 * bytes + 4) as f64;
