@@ -50,7 +50,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "out/demo")]
     pub(crate) out: PathBuf,
     /// Timed runs after the first (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 20)]
     pub(crate) runs: usize,
     /// Across MPI processes: `mpirun -n P fuel-opt demo --world` (feature `mpi`; see `world.rs`).
     #[arg(long)]
