@@ -479,13 +479,13 @@ pub fn time_each(
     let rewarm = exes.len() > 1;
     let mut times = vec![Vec::with_capacity(iters); exes.len()];
     for _ in 0..iters {
-        for ((exe, out), times) in exes.iter().zip(&mut last).zip(&mut times) {
+        for ((exe, out), samples) in exes.iter().zip(&mut last).zip(&mut times) {
             if rewarm {
                 run(exe, out)?;
             }
             let t = Instant::now();
             run(exe, out)?;
-            times.push(t.elapsed().as_secs_f64() * 1e6);
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
         }
     }
     let want = interpret(g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
@@ -493,12 +493,12 @@ pub fn time_each(
     Ok(last
         .iter()
         .zip(&mut times)
-        .map(|(last, times)| {
-            let mut wrong = want.len().saturating_sub(last.len()) * count;
-            for (got, w) in last.iter().zip(&want) {
+        .map(|(out, samples)| {
+            let mut wrong = want.len().saturating_sub(out.len()) * count;
+            for (got, w) in out.iter().zip(&want) {
                 wrong += got.to_host().differences(w);
             }
-            (scenario::median_us(times), wrong)
+            (scenario::median_us(samples), wrong)
         })
         .collect())
 }

@@ -436,7 +436,8 @@ pub struct Priced {
     pub busy_us: f64,
     /// Where the time goes.
     pub resource: Resource,
-    /// Bytes it reads or writes in host memory.
+    /// Bytes it reads or writes in host memory (a float, so that a run's
+    /// sum of huge steps saturates instead of overflowing).
     pub host_bytes: f64,
     /// Microseconds of the dispatcher, for a step a worker runs.
     pub dispatch_us: f64,
