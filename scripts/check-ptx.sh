@@ -16,7 +16,7 @@ fi
 [ -x "$ptxas" ] || { echo "check-ptx: ptxas not found in $venv" >&2; exit 1; }
 dir=target/ptx
 rm -rf "$dir"
-FUEL_PTX_DUMP_DIR="$PWD/$dir" cargo test -p fuel-graph-ext --lib backend::cuda::ptx::tests::dump_for_ptxas -- --exact >/dev/null
+FUEL_PTX_DUMP_DIR="$PWD/$dir" cargo test -p fuel-runtime --lib backend::cuda::ptx::tests::dump_for_ptxas -- --exact >/dev/null
 n=0
 for f in "$dir"/*.ptx; do
   for arch in sm_80 sm_90; do

@@ -3,7 +3,7 @@
 #
 # 1. AddressSanitizer, on the stable toolchain (RUSTC_BOOTSTRAP=1 lets it
 #    take -Zsanitizer): the executor, driver, concurrency, fault and soak
-#    tests, and fuel-graph-ext's unit tests, with Vulkan required (lavapipe)
+#    tests, and fuel-graph-ext's and fuel-runtime's unit tests, with Vulkan required (lavapipe)
 #    so nothing skips. Leak checking is off (lavapipe and the Vulkan loader
 #    keep allocations until exit); the soak test also runs without ASan's
 #    quarantine, whose held-back frees would trip its memory-growth bound.
@@ -49,7 +49,7 @@ asan() {
 if runs asan; then
   say "AddressSanitizer (stable, RUSTC_BOOTSTRAP=1)"
   export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1
-  asan -p fuel-graph-ext --lib
+  asan -p fuel-graph-ext -p fuel-runtime --lib
   asan -p fuel-tests "${EXEC_TESTS[@]}" "${FAULT_TESTS[@]}" --test concurrency \
     -p fuel-collective --test driver_host
   say "AddressSanitizer: soak (no quarantine)"
@@ -77,7 +77,7 @@ elif nightly_has rust-src; then
     RUSTDOCFLAGS="-Zsanitizer=thread" \
     CARGO_TARGET_DIR="$dir/tsan" \
     cargo +nightly test -Zbuild-std --target "$triple" \
-    -p fuel-graph-ext --lib \
+    -p fuel-graph-ext -p fuel-runtime --lib \
     -p fuel-tests --test concurrency --test exec_driver "${FAULT_TESTS[@]}" \
     -p fuel-collective --test driver_host
 else
@@ -94,8 +94,8 @@ elif nightly_has rust-src && nightly_has miri; then
   # code Miri cannot run) or spends minutes per test in the interpreter.
   # long_text_is_cut_and_says_how_much builds a 20 MB line: minutes under
   # Miri for a test of string slicing the other runs cover.
-  CARGO_TARGET_DIR="$dir/miri" cargo +nightly miri test -p fuel-graph-ext --no-default-features --lib -- \
-    graph:: text:: interp:: verify:: topology:: exec::schedule:: \
+  CARGO_TARGET_DIR="$dir/miri" cargo +nightly miri test -p fuel-graph-ext --lib -- \
+    graph:: text:: interp:: verify:: topology:: plan:: \
     --skip long_text_is_cut_and_says_how_much
   CARGO_TARGET_DIR="$dir/miri" cargo +nightly miri test -p fuel-collective --no-default-features --lib -- \
     cost:: plan::

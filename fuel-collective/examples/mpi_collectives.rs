@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 type Res<T> = Result<T, String>;
-type Dev = Arc<fuel_graph_ext::backend::cpu::Arena>;
+type Dev = Arc<fuel_runtime::backend::cpu::Arena>;
 
 const T: Duration = Duration::from_secs(60);
 

@@ -38,11 +38,11 @@
 //! record and runs at once.
 
 use crate::{CollectiveError, Communicator};
-use fuel_graph_ext::driver::{CollectiveDriver, GraphComm, RankComm};
-use fuel_graph_ext::exec::{Compiler, Executable};
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::op::{scatter_extents, CommOp};
 use fuel_graph_ext::{LazyTensor, Op, ReduceOp, TensorType, ValueId};
+use fuel_runtime::driver::{CollectiveDriver, GraphComm, RankComm};
+use fuel_runtime::exec::{Compiler, Executable};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

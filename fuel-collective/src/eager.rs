@@ -18,10 +18,11 @@
 //! the executor's, so nothing here needs an error of its own.
 
 use crate::group::{CollectiveError, DeviceGroup};
-use fuel_graph_ext::calibration::CacheError;
-use fuel_graph_ext::exec::{self, ExecError, Executable, Tensor};
 use fuel_graph_ext::pass::{DebugOptions, PassError};
-use fuel_graph_ext::{LazyGraph, LazyTensor, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::Tensor;
+use fuel_graph_ext::{LazyGraph, LazyTensor, ReduceOp, TensorType};
+use fuel_runtime::calibration::CacheError;
+use fuel_runtime::exec::{self, ExecError, Executable};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -209,7 +210,7 @@ impl DeviceGroup {
             graph.output(r).map_err(CollectiveError::Build)?;
         }
         let mut g = graph.snapshot();
-        let topology = Arc::new(Topology::for_devices(self.devices())?);
+        let topology = Arc::new(fuel_runtime::calibration::topology_for(self.devices())?);
         crate::run_pipeline(
             &mut g,
             crate::DEFAULT_PIPELINE,

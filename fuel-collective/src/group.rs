@@ -143,7 +143,8 @@ pub enum CollectiveError {
 ///
 /// ```
 /// use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
-/// use fuel_graph_ext::{exec, DType, Device, LazyGraph, ReduceOp, Tensor, TensorType, Topology};
+/// use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, Tensor, TensorType, Topology};
+/// use fuel_runtime::exec;
 /// use std::collections::BTreeMap;
 /// use std::sync::Arc;
 ///
@@ -174,6 +175,7 @@ pub enum CollectiveError {
 pub struct DeviceGroup {
     devices: Vec<Device>,
     /// Executables of the eager calls (`*_now`), shared by clones.
+    #[cfg(feature = "runtime")]
     pub(crate) eager: std::sync::Arc<crate::eager::Cache>,
 }
 
@@ -197,6 +199,7 @@ impl DeviceGroup {
         }
         Ok(DeviceGroup {
             devices,
+            #[cfg(feature = "runtime")]
             eager: Default::default(),
         })
     }

@@ -10,10 +10,12 @@
 //! chunks, tree shape). `docs/lowering.md` explains the algorithms with pictures.
 //!
 //! The collective drivers (host threads, NCCL, MPI) that run a collective as
-//! one operation live beside the backends, in `fuel_graph_ext::driver`
-//! (the executor runs `driver_all_reduce` and `comm.*` nodes through them);
-//! this crate re-exports them as [`driver`] and puts the SPMD
-//! [`DriverCommunicator`] on top.
+//! one operation live in the runtime, `fuel_runtime::driver` (the executor
+//! runs `driver_all_reduce` and `comm.*` nodes through them); this crate
+//! re-exports them as `driver` and puts the SPMD `DriverCommunicator` on
+//! top. Those, the eager calls and world runs need the runtime, behind the
+//! default `runtime` feature; without it the crate is the recording API,
+//! the passes and the cost model, with no device code in its build.
 //!
 //! [`registry`] gives a pass registry with every pass of the project, and
 //! [`run_pipeline`] builds a pipeline from it and runs it: the one way
@@ -40,13 +42,13 @@
 //!    and a [`Topology`]. The result prints as
 //!    text IR ([`fuel_graph_ext::text::print`]) and DOT
 //!    ([`fuel_graph_ext::dot`]).
-//! 5. **Running.** [`exec::compile`](fuel_graph_ext::exec::compile) opens
-//!    the devices once; [`Executable::run`](fuel_graph_ext::Executable::run)
+//! 5. **Running.** `fuel_runtime::compile` opens
+//!    the devices once; `Executable::run`
 //!    (or `run_into`, which reuses output buffers) runs it with named
 //!    inputs, and [`LazyGraph::results`](fuel_graph_ext::LazyGraph::results)
 //!    finds each output by the handle it was recorded with.
-//! 6. **One rank per thread or process.** [`DriverCommunicator`] records
-//!    `comm.*` collectives that a [`CollectiveDriver`] ([`HostDriver`],
+//! 6. **One rank per thread or process.** `DriverCommunicator` records
+//!    `comm.*` collectives that a `CollectiveDriver` (`HostDriver`,
 //!    NCCL, MPI) runs at execution time.
 //!
 //! ```
@@ -69,29 +71,37 @@
 pub mod combine;
 pub mod comm;
 pub mod cost;
+#[cfg(feature = "runtime")]
 mod driver_comm;
+#[cfg(feature = "runtime")]
 pub mod eager;
 pub mod group;
 pub mod lower;
+#[cfg(feature = "runtime")]
 pub mod world;
 pub mod world_cost;
 
-/// The collective drivers, from the runtime (`fuel_graph_ext::driver`).
-pub use fuel_graph_ext::driver;
+/// The collective drivers, from the runtime (`fuel_runtime::driver`).
+#[cfg(feature = "runtime")]
+pub use fuel_runtime::driver;
 
 pub use comm::{Communicator, IdentityComm};
 #[cfg(feature = "mpi")]
 pub use driver::MpiDriver;
 #[cfg(feature = "nccl")]
 pub use driver::NcclDriver;
+#[cfg(feature = "runtime")]
 pub use driver::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, ElemType, HostDriver,
     JoinOptions,
 };
+#[cfg(feature = "runtime")]
 pub use driver_comm::DriverCommunicator;
+#[cfg(feature = "runtime")]
 pub use eager::EagerError;
 pub use group::{CollectiveError, DeviceGroup};
 pub use lower::{Decision, LowerCollectives, LowerOptions, Lowering};
+#[cfg(feature = "runtime")]
 pub use world::{WorldGroup, WorldProcess};
 
 use fuel_graph_ext::pass::{

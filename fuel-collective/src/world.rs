@@ -52,13 +52,13 @@
 
 use crate::world_cost::pick_hub;
 use crate::{CollectiveError, Communicator, DeviceGroup, DriverCommunicator};
-use fuel_graph_ext::driver::CollectiveDriver;
-use fuel_graph_ext::exec::{Compiler, Executable};
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::op::CommOp;
 use fuel_graph_ext::{
     DType, Device, DeviceKind, Graph, LazyGraph, LazyTensor, Op, ReduceOp, TensorType, Topology,
 };
+use fuel_runtime::driver::CollectiveDriver;
+use fuel_runtime::exec::{Compiler, Executable};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 

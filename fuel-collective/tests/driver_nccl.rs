@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// The number of GPUs, or None after printing why the test skips.
 fn gpus() -> Option<usize> {
-    match fuel_graph_ext::backend::cuda::device_count() {
+    match fuel_runtime::backend::cuda::device_count() {
         Err((r, h)) => {
             skip("driver_nccl", Backend::Cuda, &format!("{r} ({h})"));
             None

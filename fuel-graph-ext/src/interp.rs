@@ -82,10 +82,10 @@ fn held_elements(ty: &TensorType, what: &str) -> Result<usize, InterpError> {
 const HELD_BYTES: usize = std::mem::size_of::<f64>();
 
 fn out_of_memory(what: &str, ty: &TensorType, e: std::collections::TryReserveError) -> InterpError {
-    let fits = crate::backend::limits::host().map_or(String::new(), |c| {
+    let fits = crate::limits::host().map_or(String::new(), |c| {
         format!(
             "; this process may hold at most {} ({})",
-            crate::backend::limits::Bytes(c.total.bytes),
+            crate::limits::Bytes(c.total.bytes),
             c.total.what
         )
     });
@@ -147,7 +147,7 @@ pub enum InterpError {
     WorldMismatch(String),
     /// A value the host cannot hold (the interpreter keeps each element as
     /// an `f64`).
-    #[error("the interpreter cannot hold {what} ({ty}, {} as it keeps them): {reason}; interpret smaller tensors", crate::backend::limits::Bytes(*.bytes))]
+    #[error("the interpreter cannot hold {what} ({ty}, {} as it keeps them): {reason}; interpret smaller tensors", crate::limits::Bytes(*.bytes))]
     OutOfMemory {
         what: String,
         ty: TensorType,

@@ -9,10 +9,11 @@
 
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
-use crate::exec::{ExecError, Tensor};
 use crate::graph::{Graph, ValueId};
 use crate::op::{infer_type, result_types, ElementwiseOp, Op, ResultPlace, TypeError};
+use crate::outputs::OutputError;
 use crate::outputs::Outputs;
+use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -209,7 +210,7 @@ impl LazyGraph {
     /// name ([`Outputs::named`]). Lowering keeps the outputs' order, so
     /// the k-th tensor is the k-th recorded output; a count that differs
     /// from the outputs recorded is an error.
-    pub fn results(&self, tensors: Vec<Tensor>) -> Result<Outputs, ExecError> {
+    pub fn results(&self, tensors: Vec<Tensor>) -> Result<Outputs, OutputError> {
         let values = self.lock().outputs().to_vec();
         let names = self
             .inner

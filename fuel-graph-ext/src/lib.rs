@@ -4,14 +4,17 @@
 //! ([`text`]) and pictures ([`dot`]), the [`verify`]er, the pass framework
 //! ([`pass`]) with the generic [`passes`], the [`topology`] helper that says
 //! which copies are direct, the reference interpreter ([`interp`]) and
-//! [`lazy`] tensor builders, and the [`exec`]utor that runs lowered graphs
-//! on CPU, Vulkan and CUDA devices. See `docs/ARCHITECTURE.md` for the map.
+//! [`lazy`] tensor builders, and the [`plan`] that says how a lowered graph
+//! will run. The crate opens no device: the `fuel-runtime` crate (beside
+//! this one) runs graphs on CPU, Vulkan and CUDA devices, and the cost model
+//! in `fuel-collective` prices the same [`plan`]. See
+//! `docs/ARCHITECTURE.md` for the map.
 //!
 //! # A two-minute tour
 //!
 //! - **Values.** A [`TensorType`] is a [`DType`] and a shape; a [`Device`]
 //!   is `cpu:N`, `cuda:N` or `vulkan:N`. Host data is a [`Tensor`] (bytes
-//!   for the executor) or an [`interp::HostTensor`] (the interpreter's),
+//!   for the runtime) or an [`interp::HostTensor`] (the interpreter's),
 //!   both made from `&[T]` with `from_slice` and read with `to_vec::<T>()`
 //!   for every [`Element`] type (`f32`, `half::f16`, `i64`, `bool`, ...).
 //! - **Recording.** A [`LazyGraph`] records [`LazyTensor`]s: inputs,
@@ -22,14 +25,16 @@
 //!   from a [`PassRegistry`] (`cse,dce`, plus `lower-collectives` once
 //!   `fuel_collective::register` added it). [`text::print`] and
 //!   [`dot::to_dot`] show every step; [`verify`] checks one.
-//! - **Running.** [`compile`] opens the devices and plans the buffers once;
-//!   [`Executable::run`] (or `run_into`) runs with named inputs, and
-//!   [`LazyGraph::results`] finds each output by its handle or name. The
+//! - **Running.** `fuel_runtime::compile` opens the devices and plans the
+//!   buffers once ([`plan::Schedule`]); `Executable::run` (or `run_into`)
+//!   runs with named inputs, and [`LazyGraph::results`] finds each output
+//!   by its handle or name. The
 //!   [`interp`]reter computes the same values on the host, bit for bit, as
 //!   the oracle every test compares with.
 //!
 //! ```
-//! use fuel_graph_ext::{compile, DType, Device, LazyGraph, Tensor, TensorType};
+//! use fuel_graph_ext::{DType, Device, LazyGraph, Tensor, TensorType};
+//! use fuel_runtime::compile;
 //!
 //! let graph = LazyGraph::new("tour");
 //! let x = graph.input("x", Device::cpu(0), TensorType::new(DType::F32, &[2]));
@@ -44,25 +49,22 @@
 
 // Unit tests may unwrap; library code may not (the workspace lints say so).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
-// docs.rs builds with `--cfg docsrs`: mark what each backend feature adds.
-#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod backend;
-pub mod calibration;
 pub mod device;
 pub mod dot;
-pub mod driver;
 pub mod dtype;
 pub mod elem;
 pub mod env;
-pub mod exec;
 pub mod graph;
 pub mod interp;
 pub mod lazy;
+pub mod limits;
 pub mod op;
 pub mod outputs;
 pub mod pass;
 pub mod passes;
+pub mod plan;
+pub mod tensor;
 pub mod text;
 pub mod topology;
 pub mod verify;
@@ -70,13 +72,14 @@ pub mod verify;
 pub use device::{Device, DeviceKind};
 pub use dtype::{DType, TensorType};
 pub use elem::{ElemError, Element};
-pub use exec::{compile, discover, ExecError, Executable, Tensor};
 pub use graph::{Graph, Node, NodeId, ValueId};
 /// The `half` crate, whose `f16` and `bf16` are the element types of the
 /// f16 and bf16 dtypes.
 pub use half;
 pub use lazy::{BuildError, LazyGraph, LazyTensor};
 pub use op::{ElementwiseOp, Op, ReduceOp};
-pub use outputs::Outputs;
+pub use outputs::{OutputError, Outputs};
 pub use pass::{Changed, DebugOptions, Pass, PassContext, PassError, PassManager, PassRegistry};
+pub use plan::{PlanError, Schedule};
+pub use tensor::Tensor;
 pub use topology::Topology;

@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType};
+use fuel_runtime::exec;
 use fuel_test_support::{devices_or_skip, lower};
 
 /// One all_reduce of `op` over `devices`, f32 of `shape`.

@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
+use fuel_runtime::exec::{self, Tensor};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, lower};
 
 /// `sizes.len()` independent all_reduces of f32[size] over `devices`.

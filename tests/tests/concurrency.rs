@@ -9,7 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::{exec, text, DType, Device, ReduceOp, TensorType};
+use fuel_graph_ext::{text, DType, Device, ReduceOp, TensorType};
+use fuel_runtime::exec;
 use fuel_test_support::{all_reduce_graph, assert_close, lower};
 use fuel_test_support::{assert_no_leaks, devices_or_skip};
 use std::collections::BTreeMap;

@@ -7,9 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
+use fuel_runtime::exec;
 use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on, shards};
 
 const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];

@@ -20,10 +20,10 @@ use fuel_collective::{
     CollectiveDriver, CollectiveError, CommunicationId, DeviceGroup, Driver, DriverError, ElemType,
     HostDriver, JoinOptions, NcclDriver,
 };
-use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{text, DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_runtime::exec::{self, FaultPoint};
 use fuel_test_support::shards;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -551,7 +551,7 @@ fn topology_bad_process_line() -> Outcome {
 /// cache file of `cpu:0,cpu:1`; returns the error reading it gives, with
 /// the machine's path spelled `$CACHE/cpu-....topo`.
 fn cache_err(text: Option<&str>) -> Outcome {
-    use fuel_graph_ext::calibration::{read_file, Key};
+    use fuel_runtime::calibration::{read_file, Key};
     let devs = CPU01;
     let key = Key::for_devices(&devs).unwrap();
     let dir = std::env::temp_dir().join(format!("fuel-catalogue-cal-{}", std::process::id()));
@@ -582,7 +582,7 @@ fn cache_stale() -> Outcome {
     cache_err(Some("format 1\ndate 2026-11-29\nKEY\nreduce cpu 20\n"))
 }
 fn cache_unwritable() -> Outcome {
-    use fuel_graph_ext::calibration::CacheError;
+    use fuel_runtime::calibration::CacheError;
     // The folder is a file: nothing can be created under it.
     Ok(CacheError::Write {
         path: PathBuf::from("/home/u/.cache/fuel/calibration"),
@@ -1014,7 +1014,7 @@ fn exec_not_enough_memory() -> Outcome {
 }
 fn exec_kernel_buffer_too_large() -> Outcome {
     need_vulkan(&[Device::vulkan(0)])?;
-    let inst = fuel_graph_ext::backend::vulkan::Instance::open().unwrap();
+    let inst = fuel_runtime::backend::vulkan::Instance::open().unwrap();
     let cap = inst.open_device(Device::vulkan(0)).unwrap().capacity();
     if cap.kernel_buffer.bytes != 134_217_728 {
         return Err(Skip(format!(
@@ -1251,7 +1251,7 @@ fn cli_env_not_utf8() -> Outcome {
 }
 
 fn cli_stale_cache() -> Outcome {
-    use fuel_graph_ext::calibration::Key;
+    use fuel_runtime::calibration::Key;
     let cache = std::env::temp_dir().join(format!("fuel-catalogue-stale-{}", std::process::id()));
     let key = Key::for_devices(&CPU01).unwrap();
     let path = cache.join("calibration").join(key.file_name());

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, ExecError, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, DType, Device, TensorType};
+use fuel_runtime::exec::{self, ExecError, FaultPoint};
 use fuel_test_support::{assert_no_leaks, run_and_compare};
 use std::collections::BTreeMap;
 

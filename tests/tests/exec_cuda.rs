@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec;
 use fuel_graph_ext::{text, Device};
+use fuel_runtime::exec;
 use fuel_test_support::{
     all_reduce_graph, devices_or_skip, lower_on, nccl_or_skip, run_and_compare,
 };
@@ -158,10 +158,10 @@ fn host_transfers_go_straight_into_page_locked_arena_blocks() {
     if !devices_or_skip(test, &[G0, V0]) {
         return;
     }
-    use fuel_graph_ext::backend::cpu::Arena;
-    use fuel_graph_ext::backend::cuda::{pin, CudaDev};
-    use fuel_graph_ext::backend::fault::Faults;
     use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+    use fuel_runtime::backend::cpu::Arena;
+    use fuel_runtime::backend::cuda::{pin, CudaDev};
+    use fuel_runtime::backend::fault::Faults;
     use std::sync::Arc;
     let dev = CudaDev::open(G0).unwrap();
     dev.pin_status().unwrap();

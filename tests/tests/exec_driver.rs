@@ -12,9 +12,9 @@ use fuel_collective::{
     CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, HostDriver,
     JoinOptions,
 };
-use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_runtime::exec::{self, FaultPoint};
 use fuel_test_support::ranks::on_ranks;
 use fuel_test_support::world::assert_rounds_match_world;
 use fuel_test_support::{all_reduce_graph, assert_no_leaks, devices_or_skip, lower_on};

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, ExecError, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device};
+use fuel_runtime::exec::{self, ExecError, FaultPoint};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, run_and_compare};
 
 const V0: Device = Device::vulkan(0);

@@ -9,9 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, DType, Device, ReduceOp};
+use fuel_runtime::exec::{self, FaultPoint};
 use fuel_test_support::{
     all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower,
 };

@@ -82,9 +82,9 @@ fn legalising_passes_are_idempotent() {
 /// matches.
 #[test]
 fn a_present_calibration_cache_changes_no_golden() {
-    use fuel_graph_ext::calibration;
     use fuel_graph_ext::topology::{LinkClass, LinkCost, Source};
     use fuel_graph_ext::{Device, Topology};
+    use fuel_runtime::calibration;
     let dir = std::env::temp_dir().join(format!("fuel-golden-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // Safe here: nothing else in this test binary reads the variable.
@@ -101,7 +101,7 @@ fn a_present_calibration_cache_changes_no_golden() {
         println!("SKIP (part): no Vulkan device here, so only the CPU cache is present");
     }
     // The cache is there, and a library caller asking for it gets it...
-    let cached = Topology::for_devices(&cpus).unwrap();
+    let cached = fuel_runtime::calibration::topology_for(&cpus).unwrap();
     assert!(matches!(cached.source(), Source::Calibrated { .. }));
     // ... and its figures would change a golden's note if a golden read it.
     let case = fuel_test_support::golden_dir().join("collectives/all-reduce/cpu0-cpu1-auto.fir");

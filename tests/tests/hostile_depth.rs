@@ -12,11 +12,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{dot, text, Topology};
+use fuel_runtime::exec;
 use std::fmt::Write;
 use std::sync::Arc;
 

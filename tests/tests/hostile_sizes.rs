@@ -8,11 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::backend::limits;
-use fuel_graph_ext::exec::{self, ExecError};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs, InterpError};
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, LazyGraph, TensorType, Topology};
+use fuel_runtime::backend::limits;
+use fuel_runtime::exec::{self, ExecError};
 use std::collections::BTreeMap;
 
 fn verify_text(src: &str) -> String {
@@ -179,7 +179,7 @@ fn compile_refuses_a_kernel_buffer_past_the_vulkan_storage_range() {
     if !fuel_test_support::devices_or_skip("vulkan_storage_range", &[Device::vulkan(0)]) {
         return;
     }
-    let inst = fuel_graph_ext::backend::vulkan::Instance::open().unwrap();
+    let inst = fuel_runtime::backend::vulkan::Instance::open().unwrap();
     let cap = inst.open_device(Device::vulkan(0)).unwrap().capacity();
     let range = cap.kernel_buffer.bytes;
     if range.saturating_add(4) > cap.buffer.bytes {

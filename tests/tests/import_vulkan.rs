@@ -11,9 +11,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, Executable};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, Device, Graph, Topology};
+use fuel_runtime::exec::{self, Executable};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point};
 
 const DEVS: [Device; 2] = [Device::cpu(0), Device::vulkan(0)];

@@ -9,9 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{DType, Device, ReduceOp, Topology};
+use fuel_runtime::exec::{self, Tensor};
 use fuel_test_support::{all_reduce_graph, assert_close, lower};
 use std::collections::BTreeMap;
 

@@ -8,11 +8,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, ExecError, Tensor};
 use fuel_graph_ext::half::f16;
 use fuel_graph_ext::interp::{edge_inputs, edge_values, interpret, HostTensor};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{op, text, DType, Device, Topology};
+use fuel_runtime::exec::{self, ExecError, Tensor};
 use fuel_test_support::{assert_no_leaks, devices_or_skip};
 use std::collections::BTreeMap;
 use std::sync::Arc;

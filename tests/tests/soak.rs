@@ -7,7 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::{exec, DType, Device, ReduceOp};
+use fuel_graph_ext::{DType, Device, ReduceOp};
+use fuel_runtime::exec;
 use fuel_test_support::devices_or_skip;
 use fuel_test_support::{all_reduce_graph, all_values_bytes, assert_close, lower, rss_bytes};
 use std::sync::Mutex;

@@ -8,6 +8,11 @@
 //!   `insert_cross_device_copies.rs`), and no other file defines a pass.
 //! - No source file is over 800 lines, test code (anything under a `tests/`
 //!   folder) aside.
+//! - The compile-time half never names the runtime: no file of the IR crate
+//!   (`fuel-graph-ext/src/`) or of `fuel-collective`'s passes and cost model
+//!   (`src/lower/`, `src/combine/`, `src/cost/`) uses a `fuel_runtime` path
+//!   outside its comments. Cargo holds the IR crate's side already; this
+//!   holds `fuel-collective`'s, whose runtime feature is on by default.
 //!
 //! Each failure names the file and the fix.
 
@@ -101,6 +106,40 @@ fn oversized(root: &Path, files: &[PathBuf]) -> Vec<String> {
     problems
 }
 
+/// The folders of the compile-time half, which must not name the runtime.
+const COMPILE_TIME: [&str; 4] = [
+    "fuel-graph-ext/src/",
+    "fuel-collective/src/lower/",
+    "fuel-collective/src/combine/",
+    "fuel-collective/src/cost/",
+];
+
+/// Files of the compile-time half ([`COMPILE_TIME`]) with a line of code
+/// (not a comment) that names `fuel_runtime`.
+fn runtime_named_below(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in files {
+        let r = rel(root, f);
+        if !COMPILE_TIME.iter().any(|d| r.contains(d)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let hit = text.lines().enumerate().find(|(_, l)| {
+            let code = l.trim_start();
+            !code.starts_with("//") && code.contains("fuel_runtime")
+        });
+        if let Some((i, _)) = hit {
+            problems.push(format!(
+                "{r}:{}: names `fuel_runtime` in the compile-time half; ask the plan \
+                 (`fuel_graph_ext::plan`) instead, or move the code into the runtime \
+                 (see \"One plan\" in docs/ARCHITECTURE.md)",
+                i + 1
+            ));
+        }
+    }
+    problems
+}
+
 /// The type a line implements the `Pass` trait for, if it does
 /// (`impl Pass for Cse {`, `impl fuel_graph_ext::pass::Pass for X {`).
 fn pass_impl(line: &str) -> Option<&str> {
@@ -176,6 +215,7 @@ fn the_workspace_is_tidy() {
     let mut problems = missing_module_docs(&root, &files);
     problems.extend(misnamed_passes(&root, &files, &registered));
     problems.extend(oversized(&root, &files));
+    problems.extend(runtime_named_below(&root, &files));
     assert!(
         problems.is_empty(),
         "{} problem(s):\n{}",
@@ -210,8 +250,21 @@ fn each_rule_names_the_file_and_the_fix() {
     let long = format!("{doc}{}", "fn f() {}\n".repeat(MAX_LINES));
     std::fs::write(src.join("long.rs"), &long).unwrap();
     std::fs::write(tests.join("long_test.rs"), &long).unwrap();
+    let cost = root.join("fuel-collective/src/cost");
+    std::fs::create_dir_all(&cost).unwrap();
+    std::fs::write(
+        cost.join("calls_up.rs"),
+        format!("{doc}// fuel_runtime in a comment is fine\nuse fuel_runtime::exec;\n"),
+    )
+    .unwrap();
     let files = rust_files(&root);
-    assert_eq!(files.len(), 6);
+    assert_eq!(files.len(), 7);
+
+    let up = runtime_named_below(&root, &files);
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert!(up[0].starts_with(
+        "fuel-collective/src/cost/calls_up.rs:3: names `fuel_runtime` in the compile-time half"
+    ));
 
     let docs = missing_module_docs(&root, &files);
     assert_eq!(docs.len(), 2, "{docs:?}");

@@ -6,9 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{interpret, HostTensor};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
+use fuel_runtime::exec;
 use fuel_test_support::{devices_or_skip, lower};
 use std::collections::BTreeMap;
 

@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_graph_ext::half::{bf16, f16};
-use fuel_graph_ext::{exec, Device, Element, ExecError, LazyGraph, Tensor, TensorType};
+use fuel_graph_ext::{Device, Element, LazyGraph, Tensor, TensorType};
+use fuel_runtime::{exec, ExecError};
 use std::collections::BTreeMap;
 
 /// `data` goes through a run as an input on cpu:0 copied to cpu:1, and
@@ -123,12 +124,15 @@ fn lookups_that_cannot_succeed_are_errors() {
         Device::cpu(0),
         TensorType::new(fuel_graph_ext::DType::I32, &[2]),
     );
-    assert!(matches!(out.get(&o), Err(ExecError::ResultOfAnotherGraph)));
+    assert!(matches!(
+        out.get(&o),
+        Err(fuel_graph_ext::OutputError::ResultOfAnotherGraph)
+    ));
     // An output recorded after the snapshot: the counts differ.
     graph.output(&twice).unwrap();
     assert!(matches!(
         graph.results(results),
-        Err(ExecError::ResultCount {
+        Err(fuel_graph_ext::OutputError::ResultCount {
             recorded: 2,
             given: 1
         })

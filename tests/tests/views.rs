@@ -11,9 +11,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::exec::{self, Executable};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, Device, Graph, Topology};
+use fuel_runtime::exec::{self, Executable};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point};
 
 /// Rows of 64 elements: 256 bytes of f32 or i32, a multiple of every

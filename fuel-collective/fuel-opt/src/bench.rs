@@ -29,10 +29,10 @@ use crate::outln;
 use crate::scenario::{self, Shape};
 use crate::sizes::{format_size, parse_sizes};
 use crate::Failure;
-use fuel_graph_ext::backend::cpu;
-use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::{DType, ReduceOp, TensorType, Topology};
+use fuel_runtime::backend::cpu;
+use fuel_runtime::exec::{self, Tensor};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -571,16 +571,16 @@ pub fn host_moves_us(
 fn host_vec<T: Clone>(len: usize, v: T) -> Result<Vec<T>, Failure> {
     let mut out = Vec::new();
     out.try_reserve_exact(len).map_err(|e| {
-        let fits = fuel_graph_ext::backend::limits::host().map_or(String::new(), |c| {
+        let fits = fuel_runtime::backend::limits::host().map_or(String::new(), |c| {
             format!(
                 "; this process may hold at most {} ({})",
-                fuel_graph_ext::backend::limits::Bytes(c.total.bytes),
+                fuel_runtime::backend::limits::Bytes(c.total.bytes),
                 c.total.what
             )
         });
         Failure::input(format!(
             "the host bound cannot allocate {}: {e}{fits}; give smaller --sizes",
-            fuel_graph_ext::backend::limits::Bytes(len.saturating_mul(std::mem::size_of::<T>()))
+            fuel_runtime::backend::limits::Bytes(len.saturating_mul(std::mem::size_of::<T>()))
         ))
     })?;
     out.resize(len, v);
@@ -593,7 +593,7 @@ fn vulkan_transfer_path(devices: &[fuel_graph_ext::Device]) -> Option<String> {
     let d = devices
         .iter()
         .find(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)?;
-    let dev = fuel_graph_ext::backend::vulkan::Instance::open()
+    let dev = fuel_runtime::backend::vulkan::Instance::open()
         .ok()?
         .open_device(*d)
         .ok()?;
@@ -622,7 +622,7 @@ pub fn staging_bound_us(
     iters: usize,
     warmup: usize,
 ) -> Result<f64, Failure> {
-    use fuel_graph_ext::backend::{fault::Faults, vulkan::Instance};
+    use fuel_runtime::backend::{fault::Faults, vulkan::Instance};
     let vk: Vec<_> = devices
         .iter()
         .filter(|d| d.kind == fuel_graph_ext::DeviceKind::Vulkan)

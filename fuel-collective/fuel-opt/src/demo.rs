@@ -13,14 +13,14 @@ use crate::outln;
 use crate::scenario::{self, Shape};
 use crate::Failure;
 use fuel_collective::lower::estimate_run;
-use fuel_graph_ext::calibration;
 use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::dtype::MAX_TENSOR_BYTES;
-use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
 use fuel_graph_ext::{Device, Topology};
+use fuel_runtime::calibration;
+use fuel_runtime::exec::{self, Tensor};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -240,7 +240,8 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     }
     outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
 
-    let est = estimate_run(&lowered, &topo);
+    let est = estimate_run(&lowered, &topo)
+        .map_err(|e| Failure::input(format!("pricing the lowered demo: {e}")))?;
     outln!("== time")?;
     outln!("  compile            {compile_ms:>10.2} ms")?;
     outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
@@ -280,7 +281,8 @@ fn shard_type(elements: usize, dtype: DType, n: usize) -> Result<TensorType, Fai
 /// on the first run (a few seconds, with a progress line), or the
 /// defaults where there is no cache folder.
 fn costs(devices: &[Device]) -> Result<Topology, Failure> {
-    let topo = Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))?;
+    let topo = fuel_runtime::calibration::topology_for(devices)
+        .map_err(|e| Failure::input(e.to_string()))?;
     let Some((path, _)) = calibration::cache_file(devices) else {
         outln!("== costs: {}", topo.source())?;
         return Ok(topo);

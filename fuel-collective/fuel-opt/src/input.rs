@@ -11,8 +11,8 @@
 //! block. Names in messages are quoted safely.
 
 use crate::Failure;
-use fuel_graph_ext::backend::limits::Bytes;
 use fuel_graph_ext::text::excerpt;
+use fuel_runtime::backend::limits::Bytes;
 use std::io::{IsTerminal, Read};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;

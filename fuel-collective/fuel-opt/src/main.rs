@@ -102,8 +102,14 @@ struct OptArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Emit {
+    /// The text IR.
     Text,
+    /// A DOT picture.
     Dot,
+    /// The execution plan: one line per step with its device, work, bytes
+    /// and slots, as the executor would run it (no device is opened: the
+    /// devices' capabilities are assumed from the topology).
+    Plan,
 }
 
 /// A failure with the exit code it maps to.
@@ -215,14 +221,14 @@ fn env_failure(e: fuel_graph_ext::env::EnvError) -> Failure {
 /// subcommand runs (`FUEL_PRINT_AFTER` and `FUEL_DUMP_DIR` are checked
 /// where a pipeline is built).
 fn check_env() -> Result<(), Failure> {
-    fuel_graph_ext::backend::vulkan::devices_per_adapter().map_err(env_failure)?;
-    fuel_graph_ext::backend::vulkan::HostAccess::from_env().map_err(env_failure)?;
-    fuel_graph_ext::exec::vulkan_import_setting().map_err(Failure::input)?;
-    fuel_graph_ext::exec::cuda_pin_setting().map_err(Failure::input)?;
-    fuel_graph_ext::backend::worker::spin_setting().map_err(env_failure)?;
+    fuel_runtime::backend::vulkan::devices_per_adapter().map_err(env_failure)?;
+    fuel_runtime::backend::vulkan::HostAccess::from_env().map_err(env_failure)?;
+    fuel_runtime::exec::vulkan_import_setting().map_err(Failure::input)?;
+    fuel_runtime::exec::cuda_pin_setting().map_err(Failure::input)?;
+    fuel_runtime::backend::worker::spin_setting().map_err(env_failure)?;
     #[cfg(feature = "mpi")]
-    fuel_graph_ext::driver::mpi::heap::keep_freed_setting().map_err(env_failure)?;
-    fuel_graph_ext::driver::JoinOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;
+    fuel_runtime::driver::mpi::heap::keep_freed_setting().map_err(env_failure)?;
+    fuel_runtime::driver::JoinOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;
     Ok(())
 }
 
@@ -243,7 +249,7 @@ pub fn input_limit(text: &str) -> Result<usize, Failure> {
 
 /// The topology for `devices`: the `--topology` file (at most `limit`
 /// bytes) if one is given, else this machine's calibration cache for them,
-/// else the defaults ([`Topology::for_devices`]). A damaged or stale cache
+/// else the defaults (`fuel_runtime::calibration::topology_for`). A damaged or stale cache
 /// is an error.
 pub fn load_topology(
     path: Option<&PathBuf>,
@@ -251,7 +257,8 @@ pub fn load_topology(
     limit: usize,
 ) -> Result<Topology, Failure> {
     match path {
-        None => Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string())),
+        None => fuel_runtime::calibration::topology_for(devices)
+            .map_err(|e| Failure::input(e.to_string())),
         Some(p) => {
             let shown = p.to_string_lossy();
             let text = input::read_text(&shown, "topology ", limit)?;
@@ -282,6 +289,24 @@ fn graph_devices(g: &fuel_graph_ext::Graph) -> Vec<Device> {
         }
     }
     devs.into_iter().collect()
+}
+
+/// `--emit plan`: the plan of a lowered, placed graph, built with the
+/// capabilities the cost model assumes from `topo`.
+fn plan_text(g: &fuel_graph_ext::Graph, topo: &Topology, shown: &str) -> Result<String, Failure> {
+    verify(g, Level::Placement, topo).map_err(|e| {
+        Failure::input(format!(
+            "{shown}: --emit plan needs a placed graph; lower it first \
+             (e.g. --passes lower-collectives,insert-cross-device-copies,split-cross-vendor-copies): {e}"
+        ))
+    })?;
+    let plan = fuel_collective::cost::price::plan_for(g, topo)
+        .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
+    Ok(fuel_graph_ext::plan::print::print(
+        &plan,
+        g,
+        "assumed from the topology (no device opened)",
+    ))
 }
 
 fn opt(a: &OptArgs) -> Result<(), Failure> {
@@ -322,6 +347,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
     match a.emit {
         Emit::Text => out!("{}", text::print(&g))?,
         Emit::Dot => out!("{}", fuel_graph_ext::dot::to_dot(&g))?,
+        Emit::Plan => out!("{}", plan_text(&g, &topo, &shown)?)?,
     }
     if a.interpret {
         let inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;

@@ -10,9 +10,9 @@
 use crate::outln;
 use crate::Failure;
 use fuel_graph_ext::device::parse_device_list;
-use fuel_graph_ext::exec;
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::Graph;
+use fuel_runtime::exec;
 
 /// Lists devices and why any backend is unavailable.
 pub fn devices() -> Result<(), Failure> {

@@ -5,9 +5,9 @@
 use crate::Failure;
 use fuel_collective::{Decision, DeviceGroup, DEFAULT_PIPELINE};
 use fuel_graph_ext::device::parse_device_list;
-use fuel_graph_ext::exec::{self, Discovery};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::{Device, DeviceKind, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
+use fuel_runtime::exec::{self, Discovery};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

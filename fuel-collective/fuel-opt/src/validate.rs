@@ -22,8 +22,8 @@ use crate::scenario::{self, Shape};
 use crate::sizes::format_size;
 use crate::Failure;
 use fuel_collective::lower::{estimate_run, Reason};
-use fuel_graph_ext::exec;
 use fuel_graph_ext::{DType, Device, ReduceOp, TensorType, Topology};
+use fuel_runtime::exec;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
@@ -203,7 +203,9 @@ fn measure_size(s: &Sweep<'_>, size: usize) -> Result<Vec<Point>, Failure> {
                 programs.len() - 1
             }
         };
-        rows.push((alg, estimate_run(&lowered, s.topo).total_us(), at));
+        let est = estimate_run(&lowered, s.topo)
+            .map_err(|e| Failure::input(format!("pricing {alg}: {e}")))?;
+        rows.push((alg, est.total_us(), at));
     }
     let exes: Vec<&exec::Executable> = programs.iter().map(|(_, e)| e).collect();
     let timed = crate::bench::time_each(&g, &exes, s.iters, s.warmup)?;

@@ -138,7 +138,7 @@ fn print_after_env_prints_to_stderr() {
     assert!(!err.contains("after dce"), "{err}");
 }
 
-/// `FUEL_LOG=fuel_graph_ext::exec=trace` prints a line per executed step
+/// `FUEL_LOG=fuel_runtime::exec=trace` prints a line per executed step
 /// with its time; without it, none.
 #[test]
 fn the_step_trace_names_each_step_and_its_time() {
@@ -156,7 +156,7 @@ fn the_step_trace_names_each_step_and_its_time() {
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stderr)
     };
-    let err = run(Some("fuel_graph_ext::exec=trace"));
+    let err = run(Some("fuel_runtime::exec=trace"));
     let adds: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("op=add device=cpu:0 bytes=4096 work=\"device\" us="))

@@ -77,7 +77,7 @@ fn refused(o: &Output, wants: &[&str]) -> String {
 }
 
 fn have_vulkan(test: &str) -> bool {
-    let d = fuel_graph_ext::exec::discover();
+    let d = fuel_runtime::exec::discover();
     match d.why_not(fuel_graph_ext::Device::vulkan(1)) {
         None => true,
         Some(why) => {

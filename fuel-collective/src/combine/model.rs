@@ -20,10 +20,9 @@ use super::plan::{Line, Model, Points};
 use super::{Key, NAME};
 use crate::cost::{self, StepKind};
 use crate::lower::{estimate_graph, LowerCollectives, LowerOptions};
-use fuel_graph_ext::backend::cpu::HOST_PAGE;
-use fuel_graph_ext::exec::schedule::{CopyMode, ASSUMED_VIEW_ALIGN};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::pass::{Pass, PassError};
+use fuel_graph_ext::plan::{Caps, CopyMode, HOST_PAGE};
 use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{DeviceKind, Graph, Op, TensorType, Topology};
 use std::sync::Arc;
@@ -63,7 +62,9 @@ fn all_reduce_us(key: &Key, rows: usize, topo: &Arc<Topology>) -> Result<f64, Pa
     LowerCollectives::new(LowerOptions::default(), topo.clone())
         .run(&mut g)
         .map_err(|e| PassError::internal(NAME, format!("pricing a scratch all_reduce: {e}")))?;
-    Ok(estimate_graph(&g, topo).total_us())
+    let e = estimate_graph(&g, topo)
+        .map_err(|e| PassError::internal(NAME, format!("pricing a scratch all_reduce: {e}")))?;
+    Ok(e.total_us())
 }
 
 /// What one merged item of `bytes` per rank costs in copies.
@@ -73,14 +74,13 @@ fn item_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
         let kind = |b: usize| StepKind::layout(*d, b);
         let step = |b: usize| cost::step_us(topo, runner, &kind(b), bytes);
         // Its slice is a view of the merged result where the device binds
-        // one at its offset (`exec::schedule::slice_is_view`: a host arena
-        // always; Vulkan at multiples of 256 bytes, which items of such
-        // sizes keep); it costs the runner's bookkeeping, as a shared copy.
-        let viewed = match d.kind {
-            DeviceKind::Cpu => true,
-            DeviceKind::Vulkan => bytes.is_multiple_of(ASSUMED_VIEW_ALIGN),
-            _ => false,
-        };
+        // one at its offset (the plan's rule, with the capabilities the
+        // model assumes: a host arena always; Vulkan at its alignment,
+        // which items of such sizes keep); it costs the runner's
+        // bookkeeping, as a shared copy.
+        let viewed = Caps::assumed(*d, topo)
+            .view_align
+            .is_some_and(|a| a <= 1 || (bytes.is_multiple_of(a) && bytes.is_multiple_of(4)));
         let slice = if viewed {
             let view = StepKind::Transfer {
                 from: *d,

@@ -59,7 +59,9 @@
 //! (a whole run, `fuel_collective::lower::estimate_run`); candidates of one
 //! collective are compared without it.
 
-use fuel_graph_ext::exec::schedule::CopyMode;
+pub mod price;
+
+use fuel_graph_ext::plan::CopyMode;
 use fuel_graph_ext::topology::{LinkClass, Runner};
 use fuel_graph_ext::{Device, DeviceKind, Topology};
 use rustc_hash::FxHashMap;

@@ -4,7 +4,7 @@
 //!
 //! [`Element`] is the Rust type of each dtype as users see it (`f32`,
 //! `half::f16`, `bool`, ...): what typed host data is made from and read
-//! back as ([`crate::exec::Tensor::from_slice`],
+//! back as ([`crate::Tensor::from_slice`],
 //! [`crate::interp::HostTensor::to_vec`]); a wrong type is an
 //! [`ElemError`], never a reinterpretation.
 //!
@@ -29,6 +29,8 @@ use crate::op::ElementwiseOp;
 
 /// Runs `$body` with `$t` bound to the Rust type of `$dtype`, bool's being
 /// `$bool` (the kernels' [`Bool`] byte or the users' `bool`).
+#[doc(hidden)]
+#[macro_export]
 macro_rules! with_dtype_type {
     ($dtype:expr, $t:ident, $bool:ty => $body:expr) => {
         match $dtype {
@@ -87,15 +89,20 @@ macro_rules! with_dtype_type {
         }
     };
 }
-pub(crate) use with_dtype_type;
+#[doc(hidden)]
+pub use crate::with_dtype_type;
 
-/// Runs `$body` with `$t` bound to the [`Scalar`] type of `$dtype`.
+/// Runs `$body` with `$t` bound to the [`Scalar`] type of `$dtype` (the
+/// runtime's CPU folds use it too, hence exported).
+#[doc(hidden)]
+#[macro_export]
 macro_rules! with_scalar {
     ($dtype:expr, $t:ident => $body:expr) => {
         $crate::elem::with_dtype_type!($dtype, $t, $crate::elem::Bool => $body)
     };
 }
-pub(crate) use with_scalar;
+#[doc(hidden)]
+pub use crate::with_scalar;
 
 /// Runs `$body` with `$t` bound to the [`Element`] type of `$dtype`.
 macro_rules! with_element {

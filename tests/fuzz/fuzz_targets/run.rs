@@ -13,7 +13,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use fuel_graph_ext::exec::{self, ExecError};
+use fuel_runtime::exec::{self, ExecError};
 use fuel_graph_ext::interp::{edge_values, interpret, HostTensor};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager};
 use fuel_graph_ext::*;

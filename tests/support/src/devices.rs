@@ -9,8 +9,8 @@
 //! unit tests (which see their crate's types, not this crate's) call it
 //! with whatever reason their probe gave.
 
-use fuel_graph_ext::exec;
 use fuel_graph_ext::{Device, DeviceKind};
+use fuel_runtime::exec;
 
 /// A backend a test may need, and may be required to find.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,9 +7,9 @@
 
 use crate::memory::assert_no_leaks;
 use crate::run::assert_close;
-use fuel_graph_ext::exec::{self, FaultPoint};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device, Graph};
+use fuel_runtime::exec::{self, FaultPoint};
 
 /// The tail of every injected fault's message.
 const TAIL: &str = "(armed by `Executable::inject_fault`; the next run is unaffected)";

@@ -2,8 +2,8 @@
 //! zero, the bound on what a graph can place on a device, and the
 //! process's resident memory.
 
-use fuel_graph_ext::exec::Executable;
 use fuel_graph_ext::{Device, Graph};
+use fuel_runtime::exec::Executable;
 
 /// Asserts every opened device holds no buffer.
 pub fn assert_no_leaks(exe: &Executable) {

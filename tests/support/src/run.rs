@@ -2,9 +2,9 @@
 //! reference interpreter.
 
 use crate::memory::assert_no_leaks;
-use fuel_graph_ext::exec::{self, Executable};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, Device};
+use fuel_runtime::exec::{self, Executable};
 
 /// Compiles `src` for `devices`, runs it on deterministic inputs, checks
 /// every result equals the interpreter's exactly and that every device's

@@ -1,6 +1,6 @@
 //! `fuel-opt calibrate` (and `bench --calibrate`): measures what the cost
 //! model assumes, with the executor itself, and keeps it in the
-//! calibration cache (`fuel_graph_ext::calibration`) or a topology file.
+//! calibration cache (`fuel_runtime::calibration`) or a topology file.
 //!
 //! Each figure is fitted so that the model's own estimate of a small
 //! calibration graph ([`fuel_collective::lower::estimate_run_on`]: inputs,
@@ -31,10 +31,10 @@ use crate::outln;
 use crate::scenario;
 use crate::Failure;
 use fuel_collective::lower::estimate_run_on;
-use fuel_graph_ext::exec::{self, Tensor};
 use fuel_graph_ext::interp::deterministic_inputs;
 use fuel_graph_ext::topology::{Curve, LinkClass, Runner};
 use fuel_graph_ext::{text, Device, DeviceKind, Graph, Topology};
+use fuel_runtime::exec::{self, Tensor};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -70,9 +70,11 @@ struct Timed {
 }
 
 impl Timed {
-    /// The model's estimate of this graph under `topo`.
+    /// The model's estimate of this graph under `topo`. The graph was
+    /// compiled and run, so it has a plan; were it refused, the estimate is
+    /// infinite and no fit takes it.
     fn model(&self, topo: &Topology) -> f64 {
-        estimate_run_on(&self.graph, topo, self.runner).total_us()
+        estimate_run_on(&self.graph, topo, self.runner).map_or(f64::INFINITY, |e| e.total_us())
     }
 }
 
@@ -191,7 +193,7 @@ fn deferred_graph(gpu: Device, bytes: usize) -> String {
 /// the host's, and whether on one whose kernels the host's cores run (a
 /// CPU device: lavapipe).
 fn host_side_vulkan(devices: &[Device]) -> (bool, bool) {
-    use fuel_graph_ext::backend::vulkan::{devices_per_adapter, Instance};
+    use fuel_runtime::backend::vulkan::{devices_per_adapter, Instance};
     let Ok(inst) = Instance::open() else {
         return (false, false);
     };
@@ -507,14 +509,14 @@ pub fn to_cache(
     say: &mut dyn FnMut(String),
 ) -> Result<Topology, Failure> {
     let topo = measure(devices, &Topology::default(), effort, say)?;
-    let date = fuel_graph_ext::calibration::today();
-    let path = fuel_graph_ext::calibration::write(devices, &topo, &date)
+    let date = fuel_runtime::calibration::today();
+    let path = fuel_runtime::calibration::write(devices, &topo, &date)
         .map_err(|e| Failure::input(e.to_string()))?;
     say(format!(
         "# wrote {}: lower-collectives uses it for these devices when no --topology is given",
         path.display()
     ));
-    Topology::for_devices(devices).map_err(|e| Failure::input(e.to_string()))
+    fuel_runtime::calibration::topology_for(devices).map_err(|e| Failure::input(e.to_string()))
 }
 
 /// `bench --calibrate`: measures and writes a topology file to `out`.

@@ -60,7 +60,7 @@ fn truth() -> Topology {
 fn pass(truth: &Topology, scale: f64, extra_us: f64) -> Measured {
     let g = |src: &str, runner| {
         let graph = text::parse(src).unwrap();
-        let us = estimate_run_on(&graph, truth, runner).total_us() * scale;
+        let us = estimate_run_on(&graph, truth, runner).unwrap().total_us() * scale;
         Timed {
             graph,
             runner,

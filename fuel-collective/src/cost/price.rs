@@ -1,0 +1,154 @@
+//! The cost model's reading of a plan: the same [`Schedule`] the runtime
+//! runs, built by the same rules, turned into the model's [`Step`]s.
+//!
+//! [`plan_for`] builds a lowered graph's plan with the capabilities the
+//! model assumes of each device ([`Caps::assumed`]), through
+//! [`Schedule::fit_to_devices`] as the runtime does with the opened
+//! devices' own. [`plan_steps`] then maps each scheduled step to what it
+//! costs: a copy by the mode the plan gave it (a real copy, a shared
+//! buffer, an operand deferred into its fold, an import), a slice by
+//! whether the plan made it a view, an input by whether it is read in
+//! place, a host output by whether the runner must copy it out. No rule of
+//! how a graph runs is restated here: an execution trick added to the plan
+//! is priced with no second edit.
+
+use super::{runner_of, Step, StepKind};
+use fuel_graph_ext::graph::NodeId;
+use fuel_graph_ext::plan::{Caps, CopyMode, DeviceWork, Kernel, Options, Schedule, Work};
+use fuel_graph_ext::topology::Runner;
+use fuel_graph_ext::{DeviceKind, Graph, PlanError, Topology};
+use std::collections::BTreeSet;
+
+/// The plan of `g` as the runtime would build it on devices with the
+/// capabilities the model assumes ([`Caps::assumed`]) and the default
+/// [`Options`]. `g` must be lowered (no collectives left).
+pub fn plan_for(g: &Graph, topo: &Topology) -> Result<Schedule, PlanError> {
+    let options = Options::default();
+    let mut plan = Schedule::new_with(g, &options)?;
+    plan.fit_to_devices(&options, |d| Caps::assumed(d, topo));
+    Ok(plan)
+}
+
+/// The model's steps for `plan` (of graph `g`): one per scheduled step
+/// whose node is not in `skip` (for example the nodes that existed before a
+/// lowering), each waiting on the steps of its operands that are priced.
+/// Inputs are left out unless `io`; with `io`, each input is an
+/// [`StepKind::Input`] and each graph output adds an [`StepKind::Output`].
+pub fn plan_steps(
+    plan: &Schedule,
+    topo: &Topology,
+    skip: &BTreeSet<NodeId>,
+    io: bool,
+) -> Vec<Step> {
+    // Schedule slot -> model step, for the slots that are priced.
+    let mut index: Vec<Option<usize>> = vec![None; plan.steps.len()];
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    for (slot, s) in plan.steps.iter().enumerate() {
+        if skip.contains(&s.node) {
+            continue;
+        }
+        let Some(kind) = step_kind(plan, slot, topo, io) else {
+            continue;
+        };
+        let deps = s
+            .operands
+            .iter()
+            .filter_map(|&o| index.get(o).copied().flatten())
+            .collect();
+        index[slot] = Some(steps.len());
+        steps.push(Step { kind, deps });
+    }
+    if io {
+        let lent = plan.lent_to_imports();
+        for &slot in &plan.outputs {
+            let Some(s) = plan.steps.get(slot) else {
+                continue;
+            };
+            // A host output is written straight into the caller's tensor,
+            // unless its buffer must stay the arena's (imported into a
+            // Vulkan device) or is another buffer's (a view): then the
+            // runner copies it out after the run.
+            let kept =
+                lent.get(slot).copied().unwrap_or(false) || matches!(s.work, Work::View { .. });
+            let kind = StepKind::Output {
+                device: s.device,
+                bytes: s.ty.size_bytes(),
+                copied_out: s.device.is_cpu() && kept,
+            };
+            let deps = index.get(slot).copied().flatten().into_iter().collect();
+            steps.push(Step { kind, deps });
+        }
+    }
+    steps
+}
+
+/// What scheduled step `slot` costs, or `None` for an input when inputs
+/// are not priced.
+fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<StepKind> {
+    let s = plan.steps.get(slot)?;
+    let (device, bytes) = (s.device, s.ty.size_bytes());
+    let transfer = |from, bytes, mode| StepKind::Transfer {
+        from,
+        to: device,
+        bytes,
+        mode,
+    };
+    Some(match &s.work {
+        Work::Device(DeviceWork::Input { in_place, .. }) => {
+            if !io {
+                return None;
+            }
+            StepKind::Input {
+                device,
+                bytes,
+                in_place: *in_place,
+            }
+        }
+        Work::Device(DeviceWork::Copy { src, .. }) => transfer(*src, bytes, CopyMode::Moves),
+        Work::Share { src } => transfer(*src, bytes, CopyMode::Shared),
+        Work::Defer { src } => transfer(*src, bytes, CopyMode::Deferred),
+        // An import and a view move no bytes: the dispatcher's bookkeeping.
+        Work::Import { src } => transfer(*src, 0, CopyMode::Shared),
+        Work::View { .. } => transfer(device, 0, CopyMode::Shared),
+        Work::Device(DeviceWork::Kernel(Kernel::Gather { .. })) => StepKind::layout(device, bytes),
+        Work::Device(DeviceWork::Kernel(Kernel::Fold { .. })) => StepKind::Compute {
+            device,
+            inputs: s.operands.len(),
+            bytes,
+        },
+        Work::Device(DeviceWork::Kernel(Kernel::Div { .. } | Kernel::Cast { .. }))
+        | Work::Comm { .. } => StepKind::Compute {
+            device,
+            inputs: 1,
+            bytes,
+        },
+        Work::Island { island, .. } => {
+            let shards = &plan.islands.get(*island)?.shards;
+            let devs: Vec<_> = shards
+                .iter()
+                .filter_map(|&o| plan.steps.get(o).map(|st| st.device))
+                .collect();
+            let peered = devs.iter().all(|a| {
+                devs.iter().all(|b| {
+                    a == b
+                        || (a.kind == b.kind
+                            && a.kind == DeviceKind::Cuda
+                            && topo.has_peer(a.index, b.index))
+                })
+            });
+            StepKind::Driver {
+                device,
+                ranks: shards.len(),
+                bytes,
+                peered,
+            }
+        }
+    })
+}
+
+/// The runner the runtime takes for `plan` ([`runner_of`] over every step,
+/// inputs included: an input uploaded to a GPU keeps its worker busy even
+/// where an estimate leaves inputs out).
+pub fn plan_runner(plan: &Schedule, topo: &Topology) -> Runner {
+    runner_of(&plan_steps(plan, topo, &BTreeSet::new(), true))
+}

@@ -1,0 +1,108 @@
+//! NCCL's collectives with a count per rank: NCCL has no `Allgatherv` or
+//! `Reduce_scatter` with counts, so the all-gather is one `ncclBroadcast`
+//! per root (root r's `counts[r]` elements into their run of every rank's
+//! result) and the reduce-scatter one `ncclReduce` per root (the r-th run
+//! of every rank's operand reduced onto rank r), each launched together
+//! inside `ncclGroupStart`/`ncclGroupEnd`. NCCL cannot compare the counts
+//! the ranks pass: callers must agree on them first.
+
+use super::super::common::{check_counts, check_src_dst};
+use super::super::{DeviceResource, DriverError};
+use super::{collective, elem_bytes, nccl_red_op, NcclCommStream, NcclCommunicator, NcclDriver};
+use cudarc::nccl::{result, sys};
+use fuel_graph_ext::op::ReduceOp;
+use std::ffi::c_void;
+
+impl NcclDriver {
+    /// [`CollectiveDriver::all_gather_uneven`](super::super::CollectiveDriver::all_gather_uneven)
+    /// as grouped broadcasts, one per root.
+    pub(super) fn all_gather_grouped(
+        comm: &NcclCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: sys::ncclDataType_t,
+        counts: &[usize],
+        stream: NcclCommStream,
+    ) -> Result<(), DriverError> {
+        comm.check(stream)?;
+        let total = check_counts("nccl", "all_gather_uneven", counts, comm.ranks)?;
+        let es = elem_bytes(dtype);
+        check_src_dst(
+            "all_gather_uneven",
+            es,
+            (counts[comm.rank], src.bytes),
+            (total, dst.bytes),
+        )?;
+        collective(comm, "ncclBroadcast", src, dst, |sp, dp, cs| {
+            result::group_start()?;
+            let mut at = 0u64;
+            for (root, count) in counts.iter().enumerate() {
+                // Only the root reads its send buffer; the others pass
+                // their run of the result.
+                let send = if root == comm.rank { sp } else { dp + at };
+                // SAFETY: `src` holds `counts[rank]` and `dst` the sum of
+                // `counts` elements (checked); each run lies inside them.
+                unsafe {
+                    result::broadcast(
+                        send as *const c_void,
+                        (dp + at) as *mut c_void,
+                        *count,
+                        dtype,
+                        root as i32,
+                        comm.raw,
+                        cs,
+                    )?;
+                }
+                at += (count * es) as u64;
+            }
+            result::group_end()
+        })
+    }
+
+    /// [`CollectiveDriver::reduce_scatter_uneven`](super::super::CollectiveDriver::reduce_scatter_uneven)
+    /// as grouped reduces, one per root.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reduce_scatter_grouped(
+        comm: &NcclCommunicator,
+        src: &DeviceResource<Self>,
+        dst: &DeviceResource<Self>,
+        dtype: sys::ncclDataType_t,
+        counts: &[usize],
+        op: ReduceOp,
+        stream: NcclCommStream,
+    ) -> Result<(), DriverError> {
+        comm.check(stream)?;
+        let total = check_counts("nccl", "reduce_scatter_uneven", counts, comm.ranks)?;
+        let es = elem_bytes(dtype);
+        check_src_dst(
+            "reduce_scatter_uneven",
+            es,
+            (total, src.bytes),
+            (counts[comm.rank], dst.bytes),
+        )?;
+        collective(comm, "ncclReduce", src, dst, |sp, dp, cs| {
+            result::group_start()?;
+            let mut at = 0u64;
+            for (root, count) in counts.iter().enumerate() {
+                // Only the root writes its receive buffer, this rank's
+                // whole result.
+                // SAFETY: `src` holds the sum of `counts` and `dst`
+                // `counts[rank]` elements (checked); each run lies inside.
+                unsafe {
+                    result::reduce(
+                        (sp + at) as *const c_void,
+                        dp as *mut c_void,
+                        *count,
+                        dtype,
+                        nccl_red_op(op),
+                        root as i32,
+                        comm.raw,
+                        cs,
+                    )?;
+                }
+                at += (count * es) as u64;
+            }
+            result::group_end()
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! The plan as text: one line per step, saying on which device it runs,
+//! what work it does (a real copy, a shared buffer, an import, a view, a
+//! kernel, ...), how many bytes its result holds, the slot it writes and
+//! the slots it reads, and the node of the text IR it comes from. What
+//! `fuel-opt --emit plan` prints, so a user sees what the executor will do
+//! without running it. Deterministic for a given graph and capabilities.
+
+use super::schedule::{Schedule, Work};
+use super::work::{DeviceWork, Kernel};
+use crate::dot::human_bytes;
+use crate::graph::Graph;
+use crate::text::print::Numbering;
+use std::fmt::Write;
+
+/// `plan` of `g` as text. `caps` is said in the header (for example
+/// "assumed from the topology, no device opened").
+pub fn print(plan: &Schedule, g: &Graph, caps: &str) -> String {
+    let num = Numbering::new(g);
+    let mut s = String::with_capacity(64 + 72 * plan.steps.len());
+    let _ = writeln!(
+        s,
+        "plan @{}: {} steps, {} outputs; device capabilities {caps}",
+        crate::text::excerpt::token(&g.name),
+        plan.steps.len(),
+        plan.outputs.len()
+    );
+    for (slot, st) in plan.steps.iter().enumerate() {
+        let node = num
+            .number(st.node)
+            .map_or_else(|| "%?".to_string(), |n| format!("%{n}"));
+        let reads = st
+            .operands
+            .iter()
+            .map(|o| format!("s{o}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            s,
+            "  s{slot:<4} {:<10} {:<34} {:>10}  {node:<6} {:<10} reads [{reads}]",
+            st.device.to_string(),
+            work(&st.work),
+            human_bytes(st.ty.size_bytes()),
+            st.mnemonic,
+        );
+    }
+    let outs = plan
+        .outputs
+        .iter()
+        .map(|o| format!("s{o}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = writeln!(s, "  outputs [{outs}]");
+    s
+}
+
+/// What a step does, in a few words.
+fn work(w: &Work) -> String {
+    match w {
+        Work::Device(DeviceWork::Input { name, in_place }) => format!(
+            "input \"{}\"{}",
+            crate::text::excerpt::token(name),
+            if *in_place { " read in place" } else { "" }
+        ),
+        Work::Device(DeviceWork::Copy { src, is_move }) => {
+            format!("{} from {src}", if *is_move { "move" } else { "copy" })
+        }
+        Work::Device(DeviceWork::Kernel(k)) => match k {
+            Kernel::Fold { kind } => format!("fold {}", kind.as_str()),
+            Kernel::Div { by } => format!("div by {by}"),
+            Kernel::Cast { from } => format!("cast from {from}"),
+            Kernel::Gather { regions } => format!("gather {} region(s)", regions.len()),
+        },
+        Work::Share { src } => format!("share {src}'s buffer"),
+        Work::Defer { src } => format!("deferred from {src} into its fold"),
+        Work::Import { src } => format!("import {src}'s buffer"),
+        Work::View { offset } => format!("view at +{offset} B"),
+        Work::Comm { op, comm, ranks } => {
+            format!("comm.{} (comm {comm}, {ranks} ranks)", op.mnemonic())
+        }
+        Work::Island { island, rank } => format!("driver island {island}, rank {rank}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Caps, Options};
+    use crate::topology::Topology;
+
+    /// Every kind of work prints, numbered as the text IR numbers nodes.
+    #[test]
+    fn prints_each_step_with_its_device_work_and_slot() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[1024]
+  %1 = copy %0 -> cpu:1 : f32[1024]
+  %2 = add %1, %1 @cpu:1 : f32[1024]
+  %3 = copy %2 -> vulkan:0 : f32[1024]
+  %4 = slice %2 {axis=0, len=256, start=0} @cpu:1 : f32[256]
+  return %3, %4
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let options = Options::default();
+        let mut plan = Schedule::new_with(&g, &options).unwrap();
+        let topo = Topology::default();
+        plan.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
+        let text = print(&plan, &g, "assumed");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 7, "{text}");
+        assert!(
+            lines[0].starts_with("plan @g: 5 steps, 2 outputs"),
+            "{text}"
+        );
+        assert!(lines[1].contains("cpu:0") && lines[1].contains("input \"a\""));
+        assert!(lines[2].contains("share cpu:0's buffer"), "{text}");
+        assert!(lines[3].contains("fold add") && lines[3].contains("4.0 KiB"));
+        assert!(lines[4].contains("import cpu:1's buffer"), "{text}");
+        assert!(lines[5].contains("view at +0 B") && lines[5].contains("%4"));
+        assert!(lines[6].contains("outputs [s3, s4]"), "{text}");
+        // Without views or imports, the same graph copies.
+        let mut plain = Schedule::new_with(&g, &options).unwrap();
+        plain.fit_to_devices(&options, |_| Caps::default());
+        let text = print(&plain, &g, "none");
+        assert!(text.contains("copy from cpu:1") && text.contains("gather 1 region(s)"));
+    }
+}

@@ -1,0 +1,674 @@
+//! The schedule and buffer plan: pure functions of a verified graph.
+//!
+//! [`Schedule::new`] turns the graph into steps in a deterministic topological
+//! order. Step `i` writes buffer slot `i`; each slot records how many operand
+//! reads it will see, so the runner frees a buffer the moment its last reader
+//! finishes (graph outputs are kept until they are read back). Slices and
+//! concats become lists of byte [`Region`](Region)s, which every backend carries out
+//! as plain copies. A copy between two host arenas whose result only feeds
+//! other steps becomes [`Work::Share`]: every host arena lives in this
+//! process's memory, so the step's slot shares its source's buffer and
+//! nothing is copied or allocated. A copy between a GPU and the host whose
+//! one reader is an element-wise fold on the destination becomes
+//! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
+//! root never holds all its copies at once. Nothing here touches a device.
+
+use super::region::{concat_regions_into, slice_regions_into, try_region_list, Region};
+use super::work::{DeviceWork, Kernel};
+use super::{Options, PlanError};
+use crate::device::Device;
+use crate::dtype::TensorType;
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{Op, ReduceOp};
+use std::collections::HashMap;
+
+pub use super::views::{slice_is_view, ASSUMED_VIEW_ALIGN};
+
+/// What a step does: device work for its device's backend, or work the
+/// runner does itself.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Work {
+    /// Input, copy or kernel on the step's device (the runtime's `backend::run`).
+    Device(DeviceWork),
+    /// A copy or move from the host arena `src` to another host arena whose
+    /// result is not a graph output: the step's slot holds operand 0's
+    /// buffer itself. Every reader only reads it, and the buffer lives until
+    /// both slots are done with it. Graph outputs always copy, so the caller
+    /// gets bytes of its own.
+    Share { src: Device },
+    /// A copy between a GPU and the host (either way; to a GPU only for
+    /// Vulkan) whose only reader is an element-wise fold on the destination,
+    /// and which is not a graph output: the slot holds the source buffer,
+    /// and the fold moves it when it gets to it (see `backend::run`):
+    /// the host reads a mapped Vulkan buffer in place or downloads into one
+    /// scratch buffer; a Vulkan fold uploads into one scratch buffer and
+    /// folds in place. The destination holds the result plus at most one
+    /// operand instead of all of them.
+    Defer { src: Device },
+    /// A copy or move from the host arena `src` to a Vulkan device that
+    /// imports host memory (`VK_EXT_external_memory_host`): the step's slot holds a *view* of operand 0's
+    /// host buffer on the device (imported once per host block, kept across
+    /// runs), which holds that buffer alive. Nothing is copied or allocated
+    /// on the device; the bytes stay counted once, on the host arena. The
+    /// rules are [`Work::Share`]'s: every reader only reads. Unlike a shared
+    /// copy it may be a graph output: an output on a GPU is always read
+    /// back into the caller's own tensor, so the caller never holds the
+    /// view. Planned by [`Schedule::import_host_copies`] once the devices
+    /// are open.
+    Import { src: Device },
+    /// A `slice` whose bytes are one contiguous run of its operand's,
+    /// starting `offset` bytes in: the step's slot holds a *view* of
+    /// operand 0's buffer (on the same device) instead of a copy, which
+    /// holds that buffer alive. Nothing is copied or allocated. The rules
+    /// are [`Work::Share`]'s: every reader only reads. It may be a graph
+    /// output: outputs are read back into the caller's own bytes. Planned
+    /// by [`Schedule::view_slices`] once the devices are open, since a
+    /// device decides which offsets it can bind.
+    View { offset: usize },
+    /// An SPMD collective through the communicator handed to compile as
+    /// `comm` (see the runtime's `exec::spmd`), on the worker of the step's device.
+    Comm {
+        op: crate::op::CommOp,
+        comm: u32,
+        ranks: usize,
+    },
+    /// Rank `rank`'s result of driver all-reduce `island`
+    /// ([`Schedule::islands`]): the first of the island's steps to run runs
+    /// the collective for every rank and fills every member's slot.
+    Island { island: usize, rank: usize },
+}
+
+impl Work {
+    /// False for work that moves no bytes and submits nothing (a shared or
+    /// deferred copy, a view, an import of host memory, an input read in
+    /// place): it takes well under a microsecond, less than handing it to
+    /// a device's worker, so the threaded runner does it on the
+    /// dispatcher's thread. (Where an import or an input in place falls
+    /// back to a copy, that copy runs there too.)
+    pub fn needs_device(&self) -> bool {
+        !matches!(
+            self,
+            Work::Share { .. }
+                | Work::Defer { .. }
+                | Work::View { .. }
+                | Work::Import { .. }
+                | Work::Device(DeviceWork::Input { in_place: true, .. })
+        )
+    }
+
+    /// A kernel step's kernel.
+    pub fn kernel(&self) -> Option<&Kernel> {
+        match self {
+            Work::Device(DeviceWork::Kernel(k)) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The source of a copy that moves bytes.
+    pub fn copy_source(&self) -> Option<Device> {
+        match self {
+            Work::Device(DeviceWork::Copy { src, .. }) => Some(*src),
+            _ => None,
+        }
+    }
+}
+
+/// How the executor runs one `copy` or `move`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyMode {
+    /// A real copy into a buffer of its own, on the destination's worker.
+    Moves,
+    /// [`Work::Share`]: the slot holds its source's buffer; nothing moves.
+    Shared,
+    /// [`Work::Defer`]: the fold that reads it moves the bytes.
+    Deferred,
+}
+
+/// What decides how a copy runs: its ends, whether it is a graph output,
+/// and whether its one and only read is by an element-wise fold on its
+/// destination. The cost model reads the same rule
+/// (`fuel_collective::cost`), so its estimates follow what the executor
+/// does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopySite {
+    /// Where the bytes are.
+    pub src: Device,
+    /// Where they go (the step's device).
+    pub dst: Device,
+    /// The copy's result is a graph output (outputs always copy).
+    pub is_output: bool,
+    /// Its only read is by an element-wise fold on `dst`.
+    pub one_fold_reader: bool,
+}
+
+impl CopySite {
+    /// The mode [`Schedule::new_with`] gives this copy under `options`:
+    /// host-to-host copies that are not outputs are shared; a copy between
+    /// a GPU and the host that is not an output and whose one reader is a
+    /// fold on a host or Vulkan destination is deferred into that fold.
+    pub fn mode(&self, options: &Options) -> CopyMode {
+        let (src, dst) = (self.src, self.dst);
+        if self.is_output {
+            return CopyMode::Moves;
+        }
+        if src.is_cpu() && dst.is_cpu() {
+            return if options.share_host_copies {
+                CopyMode::Shared
+            } else {
+                CopyMode::Moves
+            };
+        }
+        // Only the host and Vulkan folds take deferred operands.
+        let across = src.is_cpu() != dst.is_cpu();
+        let folds_deferred = dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan;
+        if across && folds_deferred && self.one_fold_reader && options.defer_gpu_copies_into_folds {
+            CopyMode::Deferred
+        } else {
+            CopyMode::Moves
+        }
+    }
+}
+
+/// One scheduled node.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The graph node.
+    pub node: NodeId,
+    /// The op's mnemonic, for errors.
+    pub mnemonic: String,
+    /// What to do.
+    pub work: Work,
+    /// Where the result lives (and which worker runs the step).
+    pub device: Device,
+    /// The result type.
+    pub ty: TensorType,
+    /// Operand slots (step indices), in operand order.
+    pub operands: Vec<usize>,
+}
+
+/// The whole schedule: steps, read counts, dependents, outputs.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// Steps in topological order.
+    pub steps: Vec<Step>,
+    /// For each slot, how many operand reads it gets.
+    pub reads: Vec<usize>,
+    /// For each step, the steps that read its result (deduplicated).
+    pub dependents: Vec<Vec<usize>>,
+    /// The slot of each graph output, in return order.
+    pub outputs: Vec<usize>,
+    /// The driver all-reduces, each run once for all its ranks.
+    pub islands: Vec<Island>,
+}
+
+/// The `driver_all_reduce` nodes of one collective: the same shards, the
+/// same op, one node per rank whose result the graph uses. Its collective
+/// driver (the host driver for CPU devices, NCCL for CUDA) runs it once for
+/// every rank, nodes or not, since every rank must take part.
+#[derive(Clone, Debug)]
+pub struct Island {
+    /// The reduction.
+    pub op: ReduceOp,
+    /// Rank r's shard (an operand slot).
+    pub shards: Vec<usize>,
+    /// Rank r's device: its node's, or its shard's when it has no node.
+    pub devices: Vec<Device>,
+    /// Rank r's step, when the graph has a node for it.
+    pub members: Vec<Option<usize>>,
+    /// The type of every shard and result.
+    pub ty: TensorType,
+    /// The nodes' mnemonic, for errors.
+    pub mnemonic: String,
+}
+
+/// An empty region list with room for a slice or concat along `axis` of a
+/// `ty` result from `parts` operands on `device`; a list the host cannot
+/// hold is an error, not an abort.
+fn regions_for(
+    ty: &TensorType,
+    axis: usize,
+    parts: usize,
+    device: Device,
+) -> Result<Vec<Region>, PlanError> {
+    try_region_list(ty, axis, parts).map_err(|e| PlanError::OutOfMemory {
+        device,
+        bytes: ty.size_bytes(),
+        reason: format!("the host cannot hold the list of byte regions to copy for it: {e}"),
+    })
+}
+
+impl Schedule {
+    /// Schedules `g`, which must already have passed the verifier, with
+    /// host-to-host copies shared (see [`Work::Share`]).
+    pub fn new(g: &Graph) -> Result<Schedule, PlanError> {
+        Schedule::new_with(g, &Options::default())
+    }
+
+    /// [`Schedule::new`] with the copy rewrites `options` asks for: with both
+    /// off every copy is a real copy into a buffer of its own.
+    pub fn new_with(g: &Graph, options: &Options) -> Result<Schedule, PlanError> {
+        let mut elementwise = Vec::new();
+        let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
+        let mut steps = Vec::new();
+        let mut islands: Vec<Island> = Vec::new();
+        for (number, id) in g.topo_order().into_iter().enumerate() {
+            let n = g
+                .node(id)
+                .ok_or_else(|| PlanError::Internal(format!("node %{number} vanished")))?;
+            if n.op.is_collective() {
+                return Err(PlanError::Collective {
+                    op: n.op.mnemonic(),
+                });
+            }
+            let slot = |v: &ValueId| {
+                slot_of.get(&v.node).copied().ok_or_else(|| {
+                    let name = crate::text::Numbering::new(g).name(g, *v);
+                    PlanError::Internal(format!("operand {name} not scheduled"))
+                })
+            };
+            let operands = n.operands.iter().map(slot).collect::<Result<Vec<_>, _>>()?;
+            let device = n
+                .op
+                .device()
+                .ok_or_else(|| PlanError::Internal(format!("{} has no device", n.op.mnemonic())))?;
+            let operand_ty = |i: usize| -> Result<&TensorType, PlanError> {
+                n.operands
+                    .get(i)
+                    .and_then(|v| g.value_type(*v))
+                    .ok_or_else(|| PlanError::Internal("operand type missing".into()))
+            };
+            let work = match &n.op {
+                Op::Input { name, .. } => Work::Device(DeviceWork::Input {
+                    name: name.clone(),
+                    in_place: false,
+                }),
+                Op::Copy { .. } | Op::Move { .. } => {
+                    let src = n
+                        .operands
+                        .first()
+                        .and_then(|v| g.value_device(*v))
+                        .ok_or_else(|| PlanError::Internal("copy without a source".into()))?;
+                    Work::Device(DeviceWork::Copy {
+                        src,
+                        is_move: matches!(n.op, Op::Move { .. }),
+                    })
+                }
+                Op::Elementwise { kind, .. } => {
+                    Work::Device(DeviceWork::Kernel(Kernel::Fold { kind: *kind }))
+                }
+                Op::Comm {
+                    kind, comm, ranks, ..
+                } => Work::Comm {
+                    op: *kind,
+                    comm: *comm,
+                    ranks: *ranks,
+                },
+                // Every rank's node of one driver all-reduce joins one
+                // island, which runs once for all of them.
+                Op::DriverAllReduce { op, rank, .. } => {
+                    let shard_devices = n
+                        .operands
+                        .iter()
+                        .map(|v| g.value_device(*v))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| PlanError::Internal("a shard has no device".into()))?;
+                    let k = islands
+                        .iter()
+                        .position(|is: &Island| {
+                            is.op == *op
+                                && is.shards == operands
+                                && is.members.get(*rank) == Some(&None)
+                        })
+                        .unwrap_or_else(|| {
+                            islands.push(Island {
+                                op: *op,
+                                shards: operands.clone(),
+                                devices: shard_devices,
+                                members: vec![None; operands.len()],
+                                ty: n.ty.clone(),
+                                mnemonic: n.op.mnemonic(),
+                            });
+                            islands.len() - 1
+                        });
+                    let is = &mut islands[k];
+                    let (Some(member), Some(dev)) =
+                        (is.members.get_mut(*rank), is.devices.get_mut(*rank))
+                    else {
+                        return Err(PlanError::Internal(format!(
+                            "rank {rank} of a driver all-reduce of {} shards",
+                            operands.len()
+                        )));
+                    };
+                    *member = Some(steps.len());
+                    *dev = device;
+                    Work::Island {
+                        island: k,
+                        rank: *rank,
+                    }
+                }
+                Op::Div { by, .. } => Work::Device(DeviceWork::Kernel(Kernel::Div { by: *by })),
+                Op::Cast { .. } => Work::Device(DeviceWork::Kernel(Kernel::Cast {
+                    from: operand_ty(0)?.dtype,
+                })),
+                Op::Slice {
+                    axis, start, len, ..
+                } => {
+                    let ty = operand_ty(0)?;
+                    let mut regions = regions_for(ty, *axis, 1, device)?;
+                    slice_regions_into(&mut regions, ty, *axis, *start, *len);
+                    Work::Device(DeviceWork::Kernel(Kernel::Gather { regions }))
+                }
+                Op::Concat { axis, .. } => {
+                    let tys = (0..n.operands.len())
+                        .map(operand_ty)
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let mut regions = regions_for(&n.ty, *axis, tys.len(), device)?;
+                    concat_regions_into(&mut regions, &tys, *axis);
+                    Work::Device(DeviceWork::Kernel(Kernel::Gather { regions }))
+                }
+                op => return Err(PlanError::Collective { op: op.mnemonic() }),
+            };
+            slot_of.insert(id, steps.len());
+            elementwise.push(matches!(n.op, Op::Elementwise { .. }));
+            steps.push(Step {
+                node: id,
+                mnemonic: n.op.mnemonic(),
+                work,
+                device,
+                ty: n.ty.clone(),
+                operands,
+            });
+        }
+        let mut reads = vec![0usize; steps.len()];
+        let mut dependents = vec![Vec::new(); steps.len()];
+        for (i, s) in steps.iter().enumerate() {
+            for &o in &s.operands {
+                reads[o] += 1;
+                // Steps are visited in order, so `i` is the last dependent
+                // pushed if it is one already: no scan of the list (a value
+                // read by 100 000 steps would make that quadratic).
+                if dependents[o].last() != Some(&i) {
+                    dependents[o].push(i);
+                }
+            }
+        }
+        let outputs = g
+            .outputs()
+            .iter()
+            .map(|v| {
+                slot_of
+                    .get(&v.node)
+                    .copied()
+                    .ok_or_else(|| PlanError::Internal("output not scheduled".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut is_output = vec![false; steps.len()];
+        for &o in &outputs {
+            if let Some(x) = is_output.get_mut(o) {
+                *x = true;
+            }
+        }
+        for i in 0..steps.len() {
+            let Some(src) = steps[i].work.copy_source() else {
+                continue;
+            };
+            let dst = steps[i].device;
+            let one_fold_reader = match dependents[i].as_slice() {
+                [r] => {
+                    reads[i] == 1
+                        && elementwise[*r]
+                        && steps[*r].device == dst
+                        && matches!(steps[*r].work.kernel(), Some(Kernel::Fold { .. }))
+                }
+                _ => false,
+            };
+            let copy = CopySite {
+                src,
+                dst,
+                is_output: is_output[i],
+                one_fold_reader,
+            };
+            match copy.mode(options) {
+                CopyMode::Moves => {}
+                CopyMode::Shared => steps[i].work = Work::Share { src },
+                CopyMode::Deferred => steps[i].work = Work::Defer { src },
+            }
+        }
+        Ok(Schedule {
+            steps,
+            reads,
+            dependents,
+            outputs,
+            islands,
+        })
+    }
+
+    /// The slot whose buffer slot `i` holds: its own, or for a
+    /// [`Work::Share`], [`Work::Defer`], [`Work::Import`] or [`Work::View`]
+    /// step the buffer it holds or views (followed through chains).
+    pub fn owner(&self, i: usize) -> usize {
+        let mut o = i;
+        while let Some(Step {
+            work: Work::Share { .. } | Work::Defer { .. } | Work::Import { .. } | Work::View { .. },
+            operands,
+            ..
+        }) = self.steps.get(o)
+        {
+            match operands.first() {
+                Some(&src) => o = src,
+                None => break,
+            }
+        }
+        o
+    }
+
+    /// The bytes each device would hold at its peak if the steps ran one
+    /// after another in schedule order, freeing each buffer once no slot
+    /// that holds it has a read left. A fold with deferred operands is
+    /// counted as holding one scratch buffer of its size while it runs (an
+    /// upper bound: a mapped operand, or a Vulkan fold's leading upload,
+    /// needs none).
+    pub fn sequential_peak(&self) -> HashMap<Device, usize> {
+        let n = self.steps.len();
+        let mut left = self.reads.clone();
+        let mut now: HashMap<Device, usize> = HashMap::new();
+        let mut peak: HashMap<Device, usize> = HashMap::new();
+        let mut keep = vec![false; n];
+        for &o in &self.outputs {
+            if let Some(k) = keep.get_mut(o) {
+                *k = true;
+            }
+        }
+        let owner: Vec<usize> = (0..n).map(|i| self.owner(i)).collect();
+        // Live slots per buffer, indexed by the owning slot.
+        let mut holders = vec![0usize; n];
+        let release = |slot: usize, holders: &mut Vec<usize>, now: &mut HashMap<Device, usize>| {
+            let o = owner[slot];
+            holders[o] -= 1;
+            if holders[o] == 0 {
+                let st = &self.steps[o];
+                if let Some(c) = now.get_mut(&st.device) {
+                    *c = c.saturating_sub(st.ty.size_bytes());
+                }
+            }
+        };
+        for (i, s) in self.steps.iter().enumerate() {
+            holders[owner[i]] += 1;
+            if owner[i] == i {
+                let cur = now.entry(s.device).or_default();
+                *cur = cur.saturating_add(s.ty.size_bytes());
+                let scratch = if s
+                    .operands
+                    .iter()
+                    .any(|&o| matches!(self.steps[o].work, Work::Defer { .. }))
+                {
+                    s.ty.size_bytes()
+                } else {
+                    0
+                };
+                let p = peak.entry(s.device).or_default();
+                *p = (*p).max(cur.saturating_add(scratch));
+            }
+            for &o in &s.operands {
+                left[o] -= 1;
+                if left[o] == 0 && !keep[o] {
+                    release(o, &mut holders, &mut now);
+                }
+            }
+            if self.reads[i] == 0 && !keep[i] {
+                release(i, &mut holders, &mut now);
+            }
+        }
+        peak
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::plan::region::{concat_regions, slice_regions};
+
+    fn r(operand: usize, src: usize, dst: usize, len: usize) -> Region {
+        Region {
+            operand,
+            src,
+            dst,
+            len,
+        }
+    }
+
+    #[test]
+    fn slice_and_concat_regions() {
+        let t = TensorType::new(DType::F32, &[3, 4]);
+        // Rows 1..3 of a 3x4: one contiguous block.
+        assert_eq!(slice_regions(&t, 0, 1, 2), vec![r(0, 16, 0, 32)]);
+        // Columns 1..3: one region per row.
+        assert_eq!(
+            slice_regions(&t, 1, 1, 2),
+            vec![r(0, 4, 0, 8), r(0, 20, 8, 8), r(0, 36, 16, 8)]
+        );
+        let a = TensorType::new(DType::I32, &[2, 1]);
+        let b = TensorType::new(DType::I32, &[2, 2]);
+        assert_eq!(
+            concat_regions(&[&a, &b], 1),
+            vec![r(0, 0, 0, 4), r(1, 0, 4, 8), r(0, 4, 12, 4), r(1, 8, 16, 8)]
+        );
+        let c = TensorType::new(DType::U8, &[5]);
+        assert_eq!(
+            concat_regions(&[&c, &c], 0),
+            vec![r(0, 0, 0, 5), r(1, 0, 5, 5)]
+        );
+    }
+
+    #[test]
+    fn only_work_that_moves_bytes_or_submits_goes_to_a_worker() {
+        let input = |in_place| {
+            Work::Device(DeviceWork::Input {
+                name: "a".into(),
+                in_place,
+            })
+        };
+        let vk = Device::vulkan(0);
+        assert!(input(false).needs_device());
+        assert!(!input(true).needs_device());
+        assert!(!Work::Import {
+            src: Device::cpu(0)
+        }
+        .needs_device());
+        assert!(!Work::View { offset: 0 }.needs_device());
+        let copy = Work::Device(DeviceWork::Copy {
+            src: vk,
+            is_move: false,
+        });
+        assert!(copy.needs_device());
+    }
+
+    #[test]
+    fn buffers_are_freed_after_their_last_read() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = add %0, %1 @cpu:0 : f32[4]\n  %3 = add %2, %2 @cpu:0 : f32[4]\n  return %3\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Schedule::new(&g).unwrap();
+        assert_eq!(p.reads, vec![1, 1, 2, 0]);
+        // a, b, a+b live at once (48 bytes); then a and b go before the last add.
+        assert_eq!(p.sequential_peak()[&Device::cpu(0)], 48);
+    }
+
+    #[test]
+    fn host_copies_that_only_feed_steps_share_their_source() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = copy %0 -> cpu:1 : f32[4]\n  %2 = add %1, %1 @cpu:1 : f32[4]\n  %3 = copy %2 -> cpu:0 : f32[4]\n  return %3\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Schedule::new(&g).unwrap();
+        assert_eq!(
+            p.steps[1].work,
+            Work::Share {
+                src: Device::cpu(0)
+            }
+        );
+        // The output copy stays a copy: the caller gets its own bytes.
+        assert!(p.steps[3].work.copy_source().is_some());
+        assert_eq!(p.owner(1), 0);
+        assert_eq!(p.owner(2), 2);
+        let peak = p.sequential_peak();
+        // cpu:1 holds only the sum. cpu:0's input lives on while the shared
+        // slot is read (by the add), and is gone before the output copy.
+        assert_eq!(peak[&Device::cpu(1)], 16);
+        assert_eq!(peak[&Device::cpu(0)], 16);
+        let unshared = Schedule::new_with(
+            &g,
+            &Options {
+                share_host_copies: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(unshared.steps[1].work.copy_source().is_some());
+        assert_eq!(unshared.sequential_peak()[&Device::cpu(1)], 32);
+    }
+
+    #[test]
+    fn gpu_copies_read_once_by_a_host_fold_are_deferred() {
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = copy %0 -> cpu:0 : f32[4]\n  %3 = copy %0 -> cpu:0 : f32[4]\n  %4 = add %1, %2 @cpu:0 : f32[4]\n  %5 = div %3 {by=2} @cpu:0 : f32[4]\n  return %4, %5\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Schedule::new(&g).unwrap();
+        let work = |mn: &str, k: usize| {
+            p.steps
+                .iter()
+                .filter(|s| s.mnemonic == mn)
+                .nth(k)
+                .map(|s| s.work.clone())
+                .unwrap()
+        };
+        // Read by the add: deferred. Read by a div (not a fold): copied.
+        let deferred = Work::Defer {
+            src: Device::vulkan(0),
+        };
+        assert_eq!(
+            [work("copy", 0), work("copy", 1)]
+                .iter()
+                .filter(|w| **w == deferred)
+                .count(),
+            1
+        );
+        assert!(p
+            .steps
+            .iter()
+            .any(|s| s.mnemonic == "copy" && s.work.copy_source().is_some()));
+        // cpu:0 peaks with the input, the copy for the div, and the add's
+        // result plus its scratch: 4 x 16 bytes at most, never 5.
+        let peak = p.sequential_peak()[&Device::cpu(0)];
+        assert!(peak <= 64, "{peak}");
+        let plain = Schedule::new_with(
+            &g,
+            &Options {
+                defer_gpu_copies_into_folds: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(plain
+            .steps
+            .iter()
+            .all(|s| !matches!(s.work, Work::Defer { .. })));
+    }
+}

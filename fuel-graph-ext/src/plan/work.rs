@@ -1,0 +1,44 @@
+//! What a step asks of its device: an input, a copy or one of the kernels
+//! every backend has. The schedule ([`super::schedule`]) hands these to the
+//! runtime, which carries each out on the device's backend; the cost model
+//! prices the same values. Pure data, with no device in sight.
+
+use super::region::Region;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::op::ElementwiseOp;
+
+/// What a device does for one step: the work a backend carries out. The
+/// runner's own work (sharing a buffer, a collective) is not here, so every
+/// arm below is real device work.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceWork {
+    /// Uploads the named input or, `in_place`, reads the caller's bytes
+    /// where they lie (planned by `Schedule::inputs_in_place`; a Vulkan
+    /// device whose memory is the host's imports them).
+    Input { name: String, in_place: bool },
+    /// Copies (or moves) operand 0 from `src` to the step's device.
+    Copy { src: Device, is_move: bool },
+    /// A kernel on the step's device.
+    Kernel(Kernel),
+}
+
+/// The kernels every backend has.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kernel {
+    /// Folds an element-wise op over all operands in one pass.
+    Fold { kind: ElementwiseOp },
+    /// Divides operand 0 by a positive integer.
+    Div { by: u64 },
+    /// Converts operand 0's `from` elements to the result's dtype.
+    Cast { from: DType },
+    /// Gathers byte regions of the operands (slice and concat).
+    Gather { regions: Vec<Region> },
+}
+
+/// The launches after the first of a GPU fold of `n` operands on a backend
+/// that folds at most `max` per launch: each later launch folds the partial
+/// result (copied into a scratch accumulator) with up to `max - 1` more.
+pub fn chained_launches(n: usize, max: usize) -> usize {
+    n.saturating_sub(max).div_ceil(max.saturating_sub(1).max(1))
+}
