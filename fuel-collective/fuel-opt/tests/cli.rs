@@ -88,6 +88,44 @@ fn reads_stdin_and_emits_dot() {
     assert!(dot.contains("subgraph cluster_"), "{dot}");
 }
 
+/// `--emit plan` prints one line per step of the lowered graph's plan,
+/// numbered as the text IR numbers nodes, and refuses a graph that still
+/// holds a collective with the passes that lower it.
+#[test]
+fn emit_plan_lists_every_step_and_refuses_an_unlowered_graph() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/mixed.fir"
+    ))
+    .unwrap();
+    let out = fuel_opt(&["-", "--passes", PIPELINE, "--emit", "plan"], Some(&src));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    let lowered = fuel_opt(&["-", "--passes", PIPELINE], Some(&src));
+    let nodes = text(&lowered.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with('%'))
+        .count();
+    let lines: Vec<&str> = plan.lines().collect();
+    assert!(lines[0].starts_with("plan @mixed: "), "{plan}");
+    assert!(lines[0].contains("no device opened"), "{plan}");
+    let steps = lines
+        .iter()
+        .filter(|l| l.trim_start().starts_with('s'))
+        .count();
+    assert_eq!(steps, nodes, "one step per node:\n{plan}");
+    assert!(plan.contains("input \""), "{plan}");
+    assert!(
+        lines.last().unwrap().trim_start().starts_with("outputs ["),
+        "{plan}"
+    );
+    // Before lowering there is no plan: the message names the fix.
+    let out = fuel_opt(&["-", "--emit", "plan"], Some(&src));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(err.contains("lower"), "{err}");
+}
+
 #[test]
 fn dump_dir_has_a_file_pair_per_step() {
     let dir = std::env::temp_dir().join(format!("fuel-opt-dump-{}", std::process::id()));

@@ -14,9 +14,11 @@
 
 use super::{runner_of, Step, StepKind};
 use fuel_graph_ext::graph::NodeId;
-use fuel_graph_ext::plan::{Caps, CopyMode, DeviceWork, Kernel, Options, Schedule, Work};
+use fuel_graph_ext::plan::{
+    Caps, CopyMode, DeviceWork, Kernel, Options, Schedule, Work, INPUT_IN_PLACE_MIN,
+};
 use fuel_graph_ext::topology::Runner;
-use fuel_graph_ext::{DeviceKind, Graph, PlanError, Topology};
+use fuel_graph_ext::{Device, DeviceKind, Graph, PlanError, Topology};
 use std::collections::BTreeSet;
 
 /// The plan of `g` as the runtime would build it on devices with the
@@ -144,6 +146,14 @@ fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<
             }
         }
     })
+}
+
+/// Whether the runtime reads an input of `bytes` on `device` where the
+/// caller's tensor lies instead of uploading it: the plan's rule
+/// ([`Caps::assumed`], [`INPUT_IN_PLACE_MIN`]) for one input, for the
+/// closed forms (`lower/closed_form.rs`), which price without a plan.
+pub fn input_in_place(topo: &Topology, device: Device, bytes: usize) -> bool {
+    Caps::assumed(device, topo).reads_inputs_in_place && bytes >= INPUT_IN_PLACE_MIN
 }
 
 /// The runner the runtime takes for `plan` ([`runner_of`] over every step,

@@ -11,7 +11,7 @@
 //! graph note, the DOT caption and the `tracing` line are its `Display`.
 
 use super::algorithm::{family, Ask, Family, Lowering, ALGORITHMS};
-use super::estimate::{EstimateCache, EstimateKey, Scratch};
+use super::estimate::{EstimateKey, Scratch};
 use super::site::CollectiveSite;
 use super::{all_to_all, LowerOptions, NAME};
 use crate::cost::Estimate;
@@ -19,6 +19,10 @@ use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
 use std::fmt;
 use std::sync::Arc;
+
+/// Every candidate with its estimate, per [`EstimateKey`], for one run of
+/// the pass.
+pub(super) type EstimateCache = rustc_hash::FxHashMap<EstimateKey, std::sync::Arc<Candidates>>;
 
 /// What `lower-collectives` decided for one collective, and why.
 #[derive(Clone, Debug, PartialEq)]

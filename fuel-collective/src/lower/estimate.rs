@@ -11,8 +11,7 @@
 //! depends on lets a chain of identical collectives be estimated once.
 
 use super::algorithm::Lowering;
-use super::choose::Candidates;
-use super::closed::{self, StarClass};
+use super::closed_form::{self as closed, StarClass};
 use super::emit::Emitter;
 use super::site::CollectiveSite;
 use super::star::Star;
@@ -20,13 +19,11 @@ use crate::cost::{estimate_with, price, runner_of, Estimate, Step};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::passes::Transfers;
-use fuel_graph_ext::plan::{Caps, INPUT_IN_PLACE_MIN};
 use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{DType, Device, Graph, Op, PlanError, TensorType, Topology};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// The graph a collective's candidates are estimated in, and the stand-ins
 /// of its operands there.
@@ -35,7 +32,7 @@ pub(super) struct Scratch {
     graph: Graph,
     vals: Vec<ValueId>,
     /// Every operand is a distinct value with no copies yet, so the closed
-    /// forms ([`super::closed`]) apply.
+    /// forms ([`super::closed_form`]) apply.
     fresh: bool,
     /// Closed-form star estimates, one per class of equivalent points.
     stars: RefCell<FxHashMap<StarClass, Estimate>>,
@@ -110,7 +107,7 @@ impl Scratch {
     }
 
     /// The estimate of `site` lowered with `lowering`: in closed form where
-    /// one applies ([`super::closed`]), else by lowering it into a copy of
+    /// one applies ([`super::closed_form`]), else by lowering it into a copy of
     /// the scratch graph and estimating the nodes that adds.
     pub fn estimate(
         &self,
@@ -206,10 +203,6 @@ impl EstimateKey {
     }
 }
 
-/// Every candidate with its estimate, per [`EstimateKey`], for one run of
-/// the pass.
-pub(super) type EstimateCache = FxHashMap<EstimateKey, Arc<Candidates>>;
-
 /// The cost model's view of an already lowered graph: its plan
 /// ([`price::plan_for`], the runtime's own rules with the devices'
 /// capabilities assumed from `topo`), every step of it priced
@@ -226,14 +219,6 @@ pub fn graph_steps(
         skip,
         false,
     ))
-}
-
-/// Whether the runtime reads an input of `bytes` on `device` where the
-/// caller's tensor lies instead of uploading it: the plan's rule
-/// ([`Caps::assumed`], [`INPUT_IN_PLACE_MIN`]) for one input, for the
-/// closed forms, which price without building a plan.
-pub fn input_in_place(topo: &Topology, device: Device, bytes: usize) -> bool {
-    Caps::assumed(device, topo).reads_inputs_in_place && bytes >= INPUT_IN_PLACE_MIN
 }
 
 /// The cost model's estimate for a whole lowered graph's steps (no inputs
@@ -336,11 +321,11 @@ mod tests {
             .insert(fuel_graph_ext::DeviceKind::Vulkan);
         let v = Device::vulkan(0);
         let big = 1 << 20;
-        assert!(input_in_place(&lavapipe, v, big));
-        assert!(input_in_place(&lavapipe, v, 4096));
-        assert!(!input_in_place(&lavapipe, v, 4095));
-        assert!(!input_in_place(&Topology::default(), v, big));
-        assert!(!input_in_place(&lavapipe, Device::cpu(0), big));
+        assert!(price::input_in_place(&lavapipe, v, big));
+        assert!(price::input_in_place(&lavapipe, v, 4096));
+        assert!(!price::input_in_place(&lavapipe, v, 4095));
+        assert!(!price::input_in_place(&Topology::default(), v, big));
+        assert!(!price::input_in_place(&lavapipe, Device::cpu(0), big));
         let run = |t: &Topology, n: usize| {
             let g = fuel_graph_ext::text::parse(&src(n)).unwrap();
             (estimate_run(&g, t).unwrap(), estimate_graph(&g, t).unwrap())

@@ -73,9 +73,9 @@
 //! [`PassError`] naming the collective, never a made-up value.
 //!
 
+use super::choose::EstimateCache;
 use super::chunks::{self, Chunks};
 use super::emit::Emitter;
-use super::estimate::EstimateCache;
 use super::site::CollectiveSite;
 use super::transport::{self, Transport};
 use super::{algorithm, choose, Decision, Exchange};

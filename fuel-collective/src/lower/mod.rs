@@ -19,7 +19,7 @@ mod algorithm;
 mod all_to_all;
 mod choose;
 mod chunks;
-mod closed;
+mod closed_form;
 mod driver;
 mod emit;
 mod estimate;

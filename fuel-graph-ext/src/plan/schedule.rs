@@ -237,6 +237,143 @@ fn regions_for(
     })
 }
 
+/// Where one rank's `driver_all_reduce` node sits in the schedule.
+struct Member {
+    /// Its step.
+    step: usize,
+    /// The rank it computes.
+    rank: usize,
+    /// Its device.
+    device: Device,
+}
+
+/// Adds rank `at.rank`'s node of a driver all-reduce of `operands` to the
+/// island of the same shards and op that still lacks that rank (a new one
+/// if none does), and returns the step's work.
+fn join_island(
+    islands: &mut Vec<Island>,
+    g: &Graph,
+    n: &crate::graph::Node,
+    op: ReduceOp,
+    operands: &[usize],
+    at: Member,
+) -> Result<Work, PlanError> {
+    let shard_devices = n
+        .operands
+        .iter()
+        .map(|v| g.value_device(*v))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| PlanError::Internal("a shard has no device".into()))?;
+    let k = islands
+        .iter()
+        .position(|is: &Island| {
+            is.op == op && is.shards == operands && is.members.get(at.rank) == Some(&None)
+        })
+        .unwrap_or_else(|| {
+            islands.push(Island {
+                op,
+                shards: operands.to_vec(),
+                devices: shard_devices,
+                members: vec![None; operands.len()],
+                ty: n.ty.clone(),
+                mnemonic: n.op.mnemonic(),
+            });
+            islands.len() - 1
+        });
+    let is = &mut islands[k];
+    let (Some(member), Some(dev)) = (is.members.get_mut(at.rank), is.devices.get_mut(at.rank))
+    else {
+        return Err(PlanError::Internal(format!(
+            "rank {} of a driver all-reduce of {} shards",
+            at.rank,
+            operands.len()
+        )));
+    };
+    *member = Some(at.step);
+    *dev = at.device;
+    Ok(Work::Island {
+        island: k,
+        rank: at.rank,
+    })
+}
+
+/// The work of node `n` on `device`, for every op but a driver all-reduce
+/// ([`join_island`]).
+fn work_of(g: &Graph, n: &crate::graph::Node, device: Device) -> Result<Work, PlanError> {
+    let operand_ty = |i: usize| -> Result<&TensorType, PlanError> {
+        n.operands
+            .get(i)
+            .and_then(|v| g.value_type(*v))
+            .ok_or_else(|| PlanError::Internal("operand type missing".into()))
+    };
+    let kernel = |k| Work::Device(DeviceWork::Kernel(k));
+    Ok(match &n.op {
+        Op::Input { name, .. } => Work::Device(DeviceWork::Input {
+            name: name.clone(),
+            in_place: false,
+        }),
+        Op::Copy { .. } | Op::Move { .. } => {
+            let src = n
+                .operands
+                .first()
+                .and_then(|v| g.value_device(*v))
+                .ok_or_else(|| PlanError::Internal("copy without a source".into()))?;
+            Work::Device(DeviceWork::Copy {
+                src,
+                is_move: matches!(n.op, Op::Move { .. }),
+            })
+        }
+        Op::Elementwise { kind, .. } => kernel(Kernel::Fold { kind: *kind }),
+        Op::Comm {
+            kind, comm, ranks, ..
+        } => Work::Comm {
+            op: *kind,
+            comm: *comm,
+            ranks: *ranks,
+        },
+        Op::Div { by, .. } => kernel(Kernel::Div { by: *by }),
+        Op::Cast { .. } => kernel(Kernel::Cast {
+            from: operand_ty(0)?.dtype,
+        }),
+        Op::Slice {
+            axis, start, len, ..
+        } => {
+            let ty = operand_ty(0)?;
+            let mut regions = regions_for(ty, *axis, 1, device)?;
+            slice_regions_into(&mut regions, ty, *axis, *start, *len);
+            kernel(Kernel::Gather { regions })
+        }
+        Op::Concat { axis, .. } => {
+            let tys = (0..n.operands.len())
+                .map(operand_ty)
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut regions = regions_for(&n.ty, *axis, tys.len(), device)?;
+            concat_regions_into(&mut regions, &tys, *axis);
+            kernel(Kernel::Gather { regions })
+        }
+        op => return Err(PlanError::Collective { op: op.mnemonic() }),
+    })
+}
+
+/// For each step, how many operand reads its slot gets, and the steps that
+/// read it (deduplicated, in order).
+fn read_counts(steps: &[Step]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut reads = vec![0usize; steps.len()];
+    let mut dependents = vec![Vec::new(); steps.len()];
+    for (i, s) in steps.iter().enumerate() {
+        for &o in &s.operands {
+            reads[o] += 1;
+            // Steps are visited in order, so `i` is the last dependent
+            // pushed if it is one already: no scan of the list (a value
+            // read by 100 000 steps would make that quadratic).
+            if dependents[o].last() != Some(&i) {
+                dependents[o].push(i);
+            }
+        }
+    }
+    (reads, dependents)
+}
+
 impl Schedule {
     /// Schedules `g`, which must already have passed the verifier, with
     /// host-to-host copies shared (see [`Work::Share`]).
@@ -247,7 +384,6 @@ impl Schedule {
     /// [`Schedule::new`] with the copy rewrites `options` asks for: with both
     /// off every copy is a real copy into a buffer of its own.
     pub fn new_with(g: &Graph, options: &Options) -> Result<Schedule, PlanError> {
-        let mut elementwise = Vec::new();
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
         let mut islands: Vec<Island> = Vec::new();
@@ -271,105 +407,20 @@ impl Schedule {
                 .op
                 .device()
                 .ok_or_else(|| PlanError::Internal(format!("{} has no device", n.op.mnemonic())))?;
-            let operand_ty = |i: usize| -> Result<&TensorType, PlanError> {
-                n.operands
-                    .get(i)
-                    .and_then(|v| g.value_type(*v))
-                    .ok_or_else(|| PlanError::Internal("operand type missing".into()))
-            };
             let work = match &n.op {
-                Op::Input { name, .. } => Work::Device(DeviceWork::Input {
-                    name: name.clone(),
-                    in_place: false,
-                }),
-                Op::Copy { .. } | Op::Move { .. } => {
-                    let src = n
-                        .operands
-                        .first()
-                        .and_then(|v| g.value_device(*v))
-                        .ok_or_else(|| PlanError::Internal("copy without a source".into()))?;
-                    Work::Device(DeviceWork::Copy {
-                        src,
-                        is_move: matches!(n.op, Op::Move { .. }),
-                    })
-                }
-                Op::Elementwise { kind, .. } => {
-                    Work::Device(DeviceWork::Kernel(Kernel::Fold { kind: *kind }))
-                }
-                Op::Comm {
-                    kind, comm, ranks, ..
-                } => Work::Comm {
-                    op: *kind,
-                    comm: *comm,
-                    ranks: *ranks,
-                },
                 // Every rank's node of one driver all-reduce joins one
                 // island, which runs once for all of them.
                 Op::DriverAllReduce { op, rank, .. } => {
-                    let shard_devices = n
-                        .operands
-                        .iter()
-                        .map(|v| g.value_device(*v))
-                        .collect::<Option<Vec<_>>>()
-                        .ok_or_else(|| PlanError::Internal("a shard has no device".into()))?;
-                    let k = islands
-                        .iter()
-                        .position(|is: &Island| {
-                            is.op == *op
-                                && is.shards == operands
-                                && is.members.get(*rank) == Some(&None)
-                        })
-                        .unwrap_or_else(|| {
-                            islands.push(Island {
-                                op: *op,
-                                shards: operands.clone(),
-                                devices: shard_devices,
-                                members: vec![None; operands.len()],
-                                ty: n.ty.clone(),
-                                mnemonic: n.op.mnemonic(),
-                            });
-                            islands.len() - 1
-                        });
-                    let is = &mut islands[k];
-                    let (Some(member), Some(dev)) =
-                        (is.members.get_mut(*rank), is.devices.get_mut(*rank))
-                    else {
-                        return Err(PlanError::Internal(format!(
-                            "rank {rank} of a driver all-reduce of {} shards",
-                            operands.len()
-                        )));
-                    };
-                    *member = Some(steps.len());
-                    *dev = device;
-                    Work::Island {
-                        island: k,
+                    let at = Member {
+                        step: steps.len(),
                         rank: *rank,
-                    }
+                        device,
+                    };
+                    join_island(&mut islands, g, n, *op, &operands, at)?
                 }
-                Op::Div { by, .. } => Work::Device(DeviceWork::Kernel(Kernel::Div { by: *by })),
-                Op::Cast { .. } => Work::Device(DeviceWork::Kernel(Kernel::Cast {
-                    from: operand_ty(0)?.dtype,
-                })),
-                Op::Slice {
-                    axis, start, len, ..
-                } => {
-                    let ty = operand_ty(0)?;
-                    let mut regions = regions_for(ty, *axis, 1, device)?;
-                    slice_regions_into(&mut regions, ty, *axis, *start, *len);
-                    Work::Device(DeviceWork::Kernel(Kernel::Gather { regions }))
-                }
-                Op::Concat { axis, .. } => {
-                    let tys = (0..n.operands.len())
-                        .map(operand_ty)
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let mut regions = regions_for(&n.ty, *axis, tys.len(), device)?;
-                    concat_regions_into(&mut regions, &tys, *axis);
-                    Work::Device(DeviceWork::Kernel(Kernel::Gather { regions }))
-                }
-                op => return Err(PlanError::Collective { op: op.mnemonic() }),
+                _ => work_of(g, n, device)?,
             };
             slot_of.insert(id, steps.len());
-            elementwise.push(matches!(n.op, Op::Elementwise { .. }));
             steps.push(Step {
                 node: id,
                 mnemonic: n.op.mnemonic(),
@@ -379,19 +430,7 @@ impl Schedule {
                 operands,
             });
         }
-        let mut reads = vec![0usize; steps.len()];
-        let mut dependents = vec![Vec::new(); steps.len()];
-        for (i, s) in steps.iter().enumerate() {
-            for &o in &s.operands {
-                reads[o] += 1;
-                // Steps are visited in order, so `i` is the last dependent
-                // pushed if it is one already: no scan of the list (a value
-                // read by 100 000 steps would make that quadratic).
-                if dependents[o].last() != Some(&i) {
-                    dependents[o].push(i);
-                }
-            }
-        }
+        let (reads, dependents) = read_counts(&steps);
         let outputs = g
             .outputs()
             .iter()
@@ -402,45 +441,51 @@ impl Schedule {
                     .ok_or_else(|| PlanError::Internal("output not scheduled".into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut is_output = vec![false; steps.len()];
-        for &o in &outputs {
+        let mut plan = Schedule {
+            steps,
+            reads,
+            dependents,
+            outputs,
+            islands,
+        };
+        plan.assign_copy_modes(options);
+        Ok(plan)
+    }
+
+    /// Gives each copy the mode [`CopySite::mode`] says under `options`:
+    /// shared, deferred into its one fold, or a real copy.
+    fn assign_copy_modes(&mut self, options: &Options) {
+        let mut is_output = vec![false; self.steps.len()];
+        for &o in &self.outputs {
             if let Some(x) = is_output.get_mut(o) {
                 *x = true;
             }
         }
-        for i in 0..steps.len() {
-            let Some(src) = steps[i].work.copy_source() else {
+        for (i, &out) in is_output.iter().enumerate() {
+            let Some(src) = self.steps[i].work.copy_source() else {
                 continue;
             };
-            let dst = steps[i].device;
-            let one_fold_reader = match dependents[i].as_slice() {
+            let dst = self.steps[i].device;
+            let one_fold_reader = match self.dependents[i].as_slice() {
                 [r] => {
-                    reads[i] == 1
-                        && elementwise[*r]
-                        && steps[*r].device == dst
-                        && matches!(steps[*r].work.kernel(), Some(Kernel::Fold { .. }))
+                    self.reads[i] == 1
+                        && self.steps[*r].device == dst
+                        && matches!(self.steps[*r].work.kernel(), Some(Kernel::Fold { .. }))
                 }
                 _ => false,
             };
             let copy = CopySite {
                 src,
                 dst,
-                is_output: is_output[i],
+                is_output: out,
                 one_fold_reader,
             };
             match copy.mode(options) {
                 CopyMode::Moves => {}
-                CopyMode::Shared => steps[i].work = Work::Share { src },
-                CopyMode::Deferred => steps[i].work = Work::Defer { src },
+                CopyMode::Shared => self.steps[i].work = Work::Share { src },
+                CopyMode::Deferred => self.steps[i].work = Work::Defer { src },
             }
         }
-        Ok(Schedule {
-            steps,
-            reads,
-            dependents,
-            outputs,
-            islands,
-        })
     }
 
     /// The slot whose buffer slot `i` holds: its own, or for a

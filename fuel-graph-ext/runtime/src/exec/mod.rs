@@ -23,8 +23,8 @@
 //! backends are in [`crate::backend`], the collective drivers in
 //! [`crate::driver`]. See `docs/backends.md`.
 
+mod capacity;
 pub mod discover;
-mod fit;
 mod island;
 mod planned;
 mod run_inline;
@@ -316,7 +316,7 @@ impl<'g> Compiler<'g> {
                 caps.insert(*d, host.clone());
             }
         }
-        fit::check_buffers(g, &caps)?;
+        capacity::check_buffers(g, &caps)?;
         let mut plan = Schedule::new_with(g, &self.options)?;
         let mut comms = self.comms;
         spmd::check(g, &plan, &mut comms)?;
@@ -339,8 +339,8 @@ impl<'g> Compiler<'g> {
                 caps.insert(*d, cap);
             }
         }
-        fit::check_buffers(g, &caps)?;
-        fit::check_peaks(&plan, &caps)?;
+        capacity::check_buffers(g, &caps)?;
+        capacity::check_peaks(&plan, &caps)?;
         let islands = island::join(&plan, &ctxs)?;
         // Host arenas share the host's cores: handing their steps to worker
         // threads buys no overlap, only a thread handoff per step, and the

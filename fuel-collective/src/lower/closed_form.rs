@@ -140,7 +140,7 @@ fn imported(topo: &Topology, src: Source, from: Device, to: Device, bytes: usize
     from.is_cpu()
         && match src {
             Source::Computed => imports(to, bytes),
-            Source::Caller => super::estimate::input_in_place(topo, to, bytes),
+            Source::Caller => crate::cost::price::input_in_place(topo, to, bytes),
             Source::View => false,
         }
 }
@@ -213,7 +213,7 @@ fn star_runner(site: &CollectiveSite, at: Device, topo: &Topology) -> Runner {
     let uploads = site
         .devs
         .iter()
-        .any(|&d| !d.is_cpu() && !super::estimate::input_in_place(topo, d, bytes));
+        .any(|&d| !d.is_cpu() && !crate::cost::price::input_in_place(topo, d, bytes));
     if uploads || !at.is_cpu() {
         return Runner::Threaded;
     }
