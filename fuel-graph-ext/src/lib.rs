@@ -64,6 +64,7 @@ pub mod outputs;
 pub mod pass;
 pub mod passes;
 pub mod text;
+pub mod textfile;
 pub mod topology;
 pub mod verify;
 
