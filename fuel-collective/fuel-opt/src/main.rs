@@ -23,6 +23,8 @@ mod scenario;
 mod sizes;
 mod validate;
 mod world;
+// The world commands' watchdog; its pure parts are tested without MPI.
+#[cfg(any(feature = "mpi", test))]
 mod world_guard;
 mod world_plan;
 
