@@ -258,10 +258,14 @@ pub fn read_file(path: &Path, key: &Key, devices: &[Device]) -> Result<Topology,
     };
     let text = match crate::textfile::read(path, crate::textfile::DEFAULT_LIMIT) {
         Ok(text) => text,
-        Err(crate::textfile::FileError::Io(why)) => {
+        Err(
+            e @ (crate::textfile::FileError::Io(_)
+            | crate::textfile::FileError::Directory
+            | crate::textfile::FileError::Device),
+        ) => {
             return Err(CacheError::Unreadable {
                 path: path.to_path_buf(),
-                why,
+                why: e.to_string(),
                 command: command.clone(),
             })
         }
