@@ -242,6 +242,27 @@ pub const MODES: &[Mode] = &[
     },
 ];
 
+/// A flag that a value of another makes unread: `bench --combine off
+/// --combine-threshold 8M` takes the pass whose threshold it is out.
+pub struct Unread {
+    /// The subcommand.
+    pub sub: &'static str,
+    /// The flag refused.
+    pub id: &'static str,
+    /// The other flag, and the value of it that leaves `id` unread.
+    pub when: (&'static str, &'static str),
+    /// Why, for the message.
+    pub why: &'static str,
+}
+
+/// The flags another's value leaves unread.
+pub const UNREAD: &[Unread] = &[Unread {
+    sub: "bench",
+    id: "combine_threshold",
+    when: ("combine", "off"),
+    why: "--combine off takes combine-collectives, whose threshold it is, out of the pipeline",
+}];
+
 /// Whether `m` has `id` set: given on the command line, or a flag on.
 fn set(m: &ArgMatches, id: &str) -> bool {
     m.value_source(id) == Some(ValueSource::CommandLine)
@@ -279,6 +300,22 @@ pub fn refuse_unused(m: &ArgMatches) -> Result<(), Failure> {
             return Err(Failure::input(format!(
                 "{} does not use {flag}: {why}",
                 mode.name
+            )));
+        }
+        let unread = UNREAD.iter().find(|u| {
+            u.sub == sub
+                && u.id == id
+                && m.get_raw(u.when.0)
+                    .and_then(|mut v| v.next())
+                    .is_some_and(|v| v == u.when.1)
+        });
+        if let Some(u) = unread {
+            return Err(Failure::input(format!(
+                "--{} {} does not use --{}: {}; leave it out",
+                u.when.0.replace('_', "-"),
+                u.when.1,
+                id.replace('_', "-"),
+                u.why
             )));
         }
     }
@@ -379,6 +416,12 @@ mod tests {
                     "{}: --{id}",
                     mode.name
                 );
+            }
+        }
+        for u in UNREAD {
+            let c = cmd.find_subcommand(u.sub).unwrap();
+            for id in [u.id, u.when.0] {
+                assert!(c.get_arguments().any(|a| a.get_id() == id), "{id}");
             }
         }
     }

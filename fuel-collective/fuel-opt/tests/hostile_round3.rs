@@ -371,6 +371,10 @@ fn a_flag_is_honoured_or_refused_never_ignored() {
         ),
         (&["bench", "--out", "t.topo"], "bench does not use --out"),
         (
+            &["bench", "--combine", "off", "--combine-threshold", "8M"],
+            "--combine off does not use --combine-threshold",
+        ),
+        (
             &["bench", "--world-timeout", "5"],
             "bench does not use --world-timeout",
         ),
