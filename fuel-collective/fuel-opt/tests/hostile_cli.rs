@@ -13,33 +13,16 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fuel-opt");
+mod hostile_common;
+
+use hostile_common::{cmd, scratch, BIN};
 
 const SMALL: &str = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : f32[4]\n  return %1\n}\n";
-
-/// A scratch folder of this test process.
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fuel-hostile-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn file(tag: &str, text: &str) -> PathBuf {
     let p = scratch(tag).join("g.fir");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .env_remove("FUEL_PRINT_AFTER")
-        .env_remove("FUEL_DUMP_DIR")
-        .env_remove("FUEL_VULKAN_DEVICES")
-        .env_remove("FUEL_LOG")
-        .stdin(Stdio::null());
-    c
 }
 
 fn run(args: &[&str]) -> Output {

@@ -11,31 +11,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod hostile_common;
+
+use hostile_common::{cmd, scratch};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fuel-opt");
-
 const CPU_PAIR: &str = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = all_reduce.sum %0, %1 : f32[4]\n  return %2#0, %2#1\n}\n";
-
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fuel-round3-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .env_remove("FUEL_PRINT_AFTER")
-        .env_remove("FUEL_DUMP_DIR")
-        .env_remove("FUEL_VULKAN_DEVICES")
-        .env_remove("FUEL_LOG")
-        .stdin(Stdio::null());
-    c
-}
 
 /// Runs `fuel-opt ARGS` and checks it ends with exit 2 within `limit`,
 /// saying every one of `wants`, and never raw invisible characters.
@@ -59,7 +42,7 @@ fn refused(args: &[&str], wants: &[&str]) -> String {
 
 #[test]
 fn every_count_has_a_range_and_every_command_ends_in_bounded_time() {
-    let svg = scratch("plot");
+    let svg = scratch("r3-plot");
     let attacks: &[(&[&str], &str)] = &[
         (
             &["plan", "2x[cpu:0..4294967295]"],
@@ -180,7 +163,7 @@ fn calibrated(dir: &std::path::Path) -> PathBuf {
 
 #[test]
 fn topology_files_and_caches_have_one_reader_and_its_limits() {
-    let dir = scratch("files");
+    let dir = scratch("r3-files");
     let fir = dir.join("g.fir");
     std::fs::write(&fir, CPU_PAIR).unwrap();
     let lower = |topo: &std::path::Path| {
@@ -290,7 +273,7 @@ fn topology_files_and_caches_have_one_reader_and_its_limits() {
 
 #[test]
 fn invisible_characters_in_quoted_names_are_escaped() {
-    let dir = scratch("invisible");
+    let dir = scratch("r3-invisible");
     for (c, shown) in [
         ('\u{feff}', "\\u{feff}"),
         ('\u{200b}', "\\u{200b}"),
@@ -319,7 +302,7 @@ fn invisible_characters_in_quoted_names_are_escaped() {
 
 #[test]
 fn a_flag_is_honoured_or_refused_never_ignored() {
-    let dir = scratch("flags");
+    let dir = scratch("r3-flags");
     let fir = dir.join("g.fir");
     std::fs::write(&fir, CPU_PAIR).unwrap();
     let f = fir.to_str().unwrap();
