@@ -98,6 +98,28 @@ pub(crate) mod imp {
         ((g * 3 + j * 5) % 7) as f64 - 3.0
     }
 
+    /// Element `j` of `op` over the flat group of `n` ranks' [`value`]s.
+    fn flat(op: ReduceOp, n: usize, j: usize) -> f64 {
+        let each = (0..n).map(|q| value(q, j));
+        match op {
+            ReduceOp::Max => each.fold(f64::MIN, f64::max),
+            ReduceOp::Min => each.fold(f64::MAX, f64::min),
+            _ => each.sum(),
+        }
+    }
+
+    /// Parses `--devices` (default `cpu:0`).
+    fn local_devices(list: Option<&str>) -> Result<Vec<Device>, Failure> {
+        list.unwrap_or("cpu:0")
+            .split(',')
+            .map(|d| {
+                d.trim()
+                    .parse::<Device>()
+                    .map_err(|e| Failure::input(e.to_string()))
+            })
+            .collect()
+    }
+
     pub(super) fn demo(
         a: &DemoArgs,
         op: ReduceOp,
@@ -105,17 +127,7 @@ pub(crate) mod imp {
         guard: &Guard,
     ) -> Result<(), Failure> {
         let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
-        let devices: Vec<Device> = a
-            .devices
-            .as_deref()
-            .unwrap_or("cpu:0")
-            .split(',')
-            .map(|d| {
-                d.trim()
-                    .parse::<Device>()
-                    .map_err(|e| Failure::input(e.to_string()))
-            })
-            .collect::<Result<_, _>>()?;
+        let devices = local_devices(a.devices.as_deref())?;
         let k = devices.len();
         let n = np * k;
         let elements = a.elements.max(1).div_ceil(n) * n;
@@ -182,22 +194,14 @@ pub(crate) mod imp {
             got
         };
         let mut got = run(0)?;
-        let mut times = Vec::new();
+        let mut times = Vec::with_capacity(a.runs);
         for i in 0..a.runs {
             let t = Instant::now();
             got = run(i + 1)?;
             times.push(t.elapsed());
         }
         times.sort();
-        let fold = |j: usize| {
-            let each = (0..n).map(|q| value(q, j));
-            match op {
-                ReduceOp::Max => each.fold(f64::MIN, f64::max),
-                ReduceOp::Min => each.fold(f64::MAX, f64::min),
-                _ => each.sum(),
-            }
-        };
-        let want = HostTensor::new(ty.clone(), (0..elements).map(fold).collect());
+        let want = HostTensor::new(ty.clone(), (0..elements).map(|j| flat(op, n, j)).collect());
         for (i, r) in got.iter().enumerate() {
             r.check_same(&want)
                 .map_err(|e| fail(&format!("result {i} ({}): {e}", devices[i % k])))?;

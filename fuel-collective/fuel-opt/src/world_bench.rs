@@ -72,6 +72,18 @@ mod imp {
         v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e6)
     }
 
+    /// What every rank must agree on before any collective runs: the same
+    /// sizes, timed the same number of times.
+    fn fingerprint(a: &BenchArgs, dtype: DType, k: usize) -> Fingerprint {
+        Fingerprint::default()
+            .text("the command", "bench --world")
+            .text("--dtype", dtype.as_str())
+            .text("--sizes", &a.sizes)
+            .number("--iters", a.iters)
+            .number("--warmup", a.warmup)
+            .number("the local device count", k)
+    }
+
     pub(super) fn bench(
         a: &BenchArgs,
         (p, np): (usize, usize),
@@ -102,17 +114,8 @@ mod imp {
             MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
         let c = DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout());
-        // Every rank must time the same sizes the same number of times:
-        // compared before any collective runs.
         guard.step("comparing the ranks' fingerprints");
-        let fp = Fingerprint::default()
-            .text("the command", "bench --world")
-            .text("--dtype", dtype.as_str())
-            .text("--sizes", &a.sizes)
-            .number("--iters", a.iters)
-            .number("--warmup", a.warmup)
-            .number("the local device count", k);
-        crate::world_guard::agree(&fp, p).map_err(|e| fail(&e))?;
+        crate::world_guard::agree(&fingerprint(a, dtype, k), p).map_err(|e| fail(&e))?;
         guard.step("agreeing on the world's devices");
         let world =
             WorldGroup::with_topology(&c, devices.iter().copied(), &topo).map_err(|e| fail(&e))?;
