@@ -16,6 +16,9 @@
 # `fuel-opt demo --world` with P=2 and P=4, each with `--devices cpu:0` and
 # `--devices cpu:0,vulkan:0`: every rank must print PROOF; then
 # `fuel-opt bench --world` at 64K on 2 x [cpu:0,vulkan:0] and 4 x [cpu:0].
+# Then worlds that must not hang (issue 38): rank 1 exiting at once, printing
+# --help, or disagreeing on --runs, --sizes or --op; each must end with an
+# error on every rank inside a hard `timeout`.
 # Exits non-zero if a build fails or any rank of any run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,3 +87,42 @@ for spec in "2 cpu:0,vulkan:0" "4 cpu:0"; do
   fi
   echo "mpi-check: bench --world on $1 x [$2] passed"
 done
+
+# Worlds that must not hang (issue 38): rank 1 exits at once without MPI,
+# prints --help, or runs with other flags. Every case must end, every rank
+# with an error, well within the hard limit: --world-timeout 5 bounds each
+# step, and a rank that disagrees is refused before any collective runs.
+# hang CASE LIMIT WANT MODE ARGS...: WANT (an extended regular expression)
+# must be in the output.
+hang() {
+  local name=$1 limit=$2 want=$3 mode=$4
+  shift 4
+  local start status
+  start=$(date +%s)
+  status=0
+  timeout "$limit" mpirun -n 2 --oversubscribe --allow-run-as-root \
+    scripts/mpi-rank1.sh "$dir/fuel-opt" "$mode" "$@" >"$out" 2>&1 || status=$?
+  cat "$out"
+  if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "mpi-check: $name: ended with status $status (0: nothing refused; 124/137: hung past ${limit}s)" >&2
+    exit 1
+  fi
+  if ! grep -Eq "$want" "$out"; then
+    echo "mpi-check: $name: no \`$want\` in the output" >&2
+    exit 1
+  fi
+  echo "mpi-check: $name: every rank ended in $(( $(date +%s) - start ))s with an error"
+}
+world=(demo --world --elements 64 --out "$demo_out" --world-timeout 5)
+# Rank 0 stops inside MPI_Init (its watchdog says so), or, where MPI starts
+# without rank 1, in the join, which names rank 1 (E0901).
+gone="rank 0 of 2: no progress for 5 s while starting MPI|rank 0 of 2 timed out after 3750 ms; rank\(s\) \[1\] never arrived"
+hang "rank 1 exits at once" 60 "$gone" exit "${world[@]}" --runs 2
+hang "rank 1 prints --help" 60 "$gone" help "${world[@]}" --runs 2
+hang "ranks disagree on --runs" 60 "rank 1 differs from rank 0 in --runs \(rank 0 has 50, rank 1 has 1\)" swap:50=1 "${world[@]}" --runs 50
+hang "ranks disagree on --sizes" 60 "rank 1 differs from rank 0 in --sizes \(rank 0 has 64K\)" swap:64K=4K \
+  bench --world --devices cpu:0 --sizes 64K --iters 2 --warmup 1 --world-timeout 5
+hang "ranks disagree on --op" 60 "rank 1 differs from rank 0 in --op" swap:max=min "${world[@]}" --runs 2 --op max
+# --op is honoured, not ignored: a max over the world, checked bit for bit.
+run fuel-opt 2 120 demo --world --devices cpu:0 --elements 64 --runs 2 --op max --out "$demo_out"
+grep -q '^PROOF rank 0 of 2: world all_reduce.max' "$out" || { echo "mpi-check: demo --world --op max ran no max" >&2; exit 1; }

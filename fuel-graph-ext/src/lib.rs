@@ -66,6 +66,7 @@ pub mod passes;
 pub mod plan;
 pub mod tensor;
 pub mod text;
+pub mod textfile;
 pub mod topology;
 pub mod verify;
 

@@ -129,6 +129,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0821", cli_env_not_utf8),
     ("E0822", cli_stale_cache),
     ("E0823", cli_bench_collective_with_count),
+    ("E0824", cli_flag_the_mode_does_not_use),
     ("E0840", cli_world_bench_without_mpi),
     ("E0841", cli_world_bench_outside_mpirun),
     ("E0842", cli_plan_bad_world),
@@ -1174,7 +1175,7 @@ fn cli_demo_elements_too_large() -> Outcome {
             "--devices",
             "cpu:0,cpu:1",
             "--elements",
-            "18446744073709551615",
+            "4611686018427387904",
         ],
         None,
         &[],
@@ -1208,6 +1209,9 @@ fn cli_bench_collective_with_count() -> Outcome {
         None,
         &[],
     )
+}
+fn cli_flag_the_mode_does_not_use() -> Outcome {
+    cli_err(&["demo", "--world", "--algorithm", "ring"], None, &[])
 }
 fn cli_count_too_large() -> Outcome {
     cli_err(&["bench", "--iters", "18446744073709551615"], None, &[])

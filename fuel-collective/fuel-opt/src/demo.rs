@@ -42,7 +42,7 @@ pub struct DemoArgs {
     pub(crate) dtype: String,
     /// Reduce op: sum, prod, max, min or mean.
     #[arg(long, default_value = "sum")]
-    op: String,
+    pub(crate) op: String,
     /// Algorithm for lower-collectives: auto, star, hierarchical, ring, tree or driver.
     #[arg(long, default_value = "auto")]
     algorithm: String,
@@ -55,6 +55,10 @@ pub struct DemoArgs {
     /// Across MPI processes: `mpirun -n P fuel-opt demo --world` (feature `mpi`; see `world.rs`).
     #[arg(long)]
     pub(crate) world: bool,
+    /// With --world: seconds a rank waits for the others (to start, to
+    /// agree, for each run) before every rank ends with an error; default 30.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) world_timeout: Option<usize>,
 }
 
 fn hint_for(kind: DeviceKind) -> &'static str {
@@ -93,7 +97,6 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             )?;
         }
     }
-    scenario::check_count("--runs", a.runs)?;
     let devices = scenario::pick_devices(a.devices.as_deref(), 4, &found)?;
     let n = devices.len();
     let ty = shard_type(a.elements, dtype, n)?;

@@ -11,106 +11,65 @@
 //! block. Names in messages are quoted safely.
 
 use crate::Failure;
+use fuel_graph_ext::limits::Bytes;
 use fuel_graph_ext::text::excerpt;
-use fuel_runtime::backend::limits::Bytes;
-use std::io::{IsTerminal, Read};
-use std::os::unix::fs::FileTypeExt;
+use fuel_graph_ext::textfile::{self, FileError};
+use std::io::IsTerminal;
 use std::path::Path;
 
 /// The default limit on one input: 256 MiB, several million nodes of text
-/// IR.
-pub const DEFAULT_MAX_INPUT: usize = 256 << 20;
+/// IR (the calibration cache is read at the same limit).
+pub const DEFAULT_MAX_INPUT: usize = textfile::DEFAULT_LIMIT;
 
 /// Reads `file` (`-` for standard input) as UTF-8 text of at most `limit`
-/// bytes; `what` names it in messages (`topology`).
+/// bytes; `what` names it in messages (`topology`). The reading is
+/// `fuel_graph_ext::textfile`'s, which reads calibration caches too; the
+/// messages here add what to do.
 pub fn read_text(file: &str, what: &str, limit: usize) -> Result<String, Failure> {
     let name = if file == "-" {
         "standard input".to_string()
     } else {
         format!("{what}`{}`", excerpt::token(file))
     };
-    let cannot = |e: std::io::Error| Failure::input(format!("cannot read {name}: {e}"));
-    let bytes = if file == "-" {
+    let read = if file == "-" {
         let stdin = std::io::stdin();
-        if !stdin.is_terminal() {
-            if let Ok(meta) = std::fs::metadata("/proc/self/fd/0") {
-                refuse_devices(&name, &meta)?;
-            }
-        }
-        read_limited(stdin.lock(), &name, limit)?
-    } else {
-        let meta = std::fs::metadata(Path::new(file)).map_err(cannot)?;
-        refuse_devices(&name, &meta)?;
-        if meta.is_dir() {
-            return Err(Failure::input(format!(
-                "cannot read {name}: it is a directory; give a file"
-            )));
-        }
-        if meta.is_file() {
-            let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-            if len > limit {
-                return Err(too_big(&name, limit, Some(len)));
-            }
-        }
-        let f = std::fs::File::open(file).map_err(cannot)?;
-        read_limited(f, &name, limit)?
-    };
-    String::from_utf8(bytes).map_err(|e| {
-        Failure::input(format!(
-            "{name} is not UTF-8 text (at byte {}); .fir and topology files are text",
-            e.utf8_error().valid_up_to()
-        ))
-    })
-}
-
-/// Refuses character and block devices (`/dev/zero`, `/dev/urandom`, a
-/// disk): they are not input files, and some never end.
-fn refuse_devices(name: &str, meta: &std::fs::Metadata) -> Result<(), Failure> {
-    let t = meta.file_type();
-    if t.is_char_device() || t.is_block_device() {
-        return Err(Failure::input(format!(
-            "{name} is a device, not a file; fuel-opt reads files, pipes and standard input"
-        )));
-    }
-    Ok(())
-}
-
-fn too_big(name: &str, limit: usize, len: Option<usize>) -> Failure {
-    let size = match len {
-        Some(n) => format!("is {}", Bytes(n)),
-        None => "goes on past it".to_string(),
-    };
-    Failure::input(format!(
-        "{name} {size}, more than the input limit of {}; raise it with --max-input-size (for example --max-input-size 1G)",
-        Bytes(limit)
-    ))
-}
-
-/// Reads `r` to its end, refusing more than `limit` bytes and any NUL byte.
-fn read_limited(mut r: impl Read, name: &str, limit: usize) -> Result<Vec<u8>, Failure> {
-    let mut out: Vec<u8> = Vec::new();
-    let mut block = vec![0u8; 64 << 10];
-    loop {
-        let n = match r.read(&mut block) {
-            Ok(0) => return Ok(out),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Failure::input(format!("cannot read {name}: {e}"))),
+        let kind = match std::fs::metadata("/proc/self/fd/0") {
+            Ok(meta) if !stdin.is_terminal() => textfile::check_kind(&meta),
+            _ => Ok(()),
         };
-        let got = &block[..n];
-        if let Some(k) = got.iter().position(|b| *b == 0) {
-            return Err(Failure::input(format!(
-                "{name} has a NUL byte at byte {}; .fir and topology files are text",
-                out.len() + k
-            )));
+        kind.and_then(|()| textfile::read_limited(stdin.lock(), limit))
+            .and_then(textfile::text)
+    } else {
+        textfile::read(Path::new(file), limit)
+    };
+    read.map_err(|e| failure(&name, e))
+}
+
+/// `e` as a message naming `name` and the fix.
+fn failure(name: &str, e: FileError) -> Failure {
+    Failure::input(match e {
+        FileError::Io(why) => format!("cannot read {name}: {why}"),
+        FileError::Directory => format!("cannot read {name}: it is a directory; give a file"),
+        FileError::Device => format!(
+            "{name} is a device, not a file; fuel-opt reads files, pipes and standard input"
+        ),
+        FileError::TooBig { len, limit } => {
+            let size = match len {
+                Some(n) => format!("is {}", Bytes(usize::try_from(n).unwrap_or(usize::MAX))),
+                None => "goes on past it".to_string(),
+            };
+            format!(
+                "{name} {size}, more than the input limit of {}; raise it with --max-input-size (for example --max-input-size 1G)",
+                Bytes(limit)
+            )
         }
-        if out.len() + n > limit {
-            return Err(too_big(name, limit, None));
+        FileError::Nul(at) => {
+            format!("{name} has a NUL byte at byte {at}; .fir and topology files are text")
         }
-        out.try_reserve(n)
-            .map_err(|e| Failure::input(format!("cannot read {name}: {e}")))?;
-        out.extend_from_slice(got);
-    }
+        FileError::NotUtf8(at) => {
+            format!("{name} is not UTF-8 text (at byte {at}); .fir and topology files are text")
+        }
+    })
 }
 
 #[cfg(test)]
@@ -119,15 +78,17 @@ mod tests {
 
     #[test]
     fn limits_nul_bytes_and_devices() {
-        let r = read_limited(&b"graph @g {"[..], "x", 100).unwrap();
-        assert_eq!(r, b"graph @g {");
-        let e = read_limited(&[b'a'; 200][..], "`big`", 100).unwrap_err();
+        let big = FileError::TooBig {
+            len: None,
+            limit: 100,
+        };
+        let e = failure("`big`", big);
         assert!(
             e.message.contains("more than the input limit of 100 bytes"),
             "{}",
             e.message
         );
-        let e = read_limited(&b"ab\0cd"[..], "`z`", 100).unwrap_err();
+        let e = failure("`z`", FileError::Nul(2));
         assert_eq!(
             e.message,
             "`z` has a NUL byte at byte 2; .fir and topology files are text"

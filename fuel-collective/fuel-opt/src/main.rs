@@ -12,6 +12,7 @@ mod bench;
 mod calibrate;
 mod collective;
 mod demo;
+mod flags;
 mod input;
 mod many;
 mod outdir;
@@ -22,9 +23,12 @@ mod scenario;
 mod sizes;
 mod validate;
 mod world;
+// The world commands' watchdog; its pure parts are tested without MPI.
+#[cfg(any(feature = "mpi", test))]
+mod world_guard;
 mod world_plan;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::pass::{DebugOptions, PrintAfter};
 use fuel_graph_ext::topology::Source;
@@ -138,8 +142,13 @@ impl Failure {
 
 fn main() -> ExitCode {
     output::default_sigpipe();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    // Counts get their ranges in one place (`flags`), and the matches say
+    // which flags were given, so a flag a mode does not read is refused.
+    let parsed = flags::bounded(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(both) => both,
         // Usage errors quote the command line: shown as every message that
         // quotes input is (escaped, long lines cut), with clap's status 2.
         Err(e) if e.use_stderr() => {
@@ -163,7 +172,8 @@ fn main() -> ExitCode {
             };
         }
     };
-    let res = logging()
+    let res = flags::refuse_unused(&matches)
+        .and_then(|()| logging())
         .and_then(|()| check_env())
         .and_then(|()| match cli.command {
             Some(Command::Devices) => run::devices(),

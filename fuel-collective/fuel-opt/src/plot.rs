@@ -44,77 +44,85 @@ pub fn draw(path: &Path, rows: &[Row], n: usize, title: &str) -> Result<bool, Fa
             path.display()
         ))
     };
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
-        .build_cartesian_2d(
-            (x_lo * 0.8..x_hi * 1.25).log_scale(),
-            (y_lo * 0.5..y_hi * 2.0).log_scale(),
-        )
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("bytes per rank")
-        .y_desc("bus bandwidth (GB/s)")
-        .x_label_formatter(&|x| crate::sizes::format_size(*x as usize))
-        .y_label_formatter(&|y| format!("{y:.3}"))
-        .draw()
-        .map_err(|e| err(&e))?;
-    let mut algorithms: Vec<&str> = positive.iter().map(|r| r.algorithm.as_str()).collect();
-    algorithms.sort_unstable();
-    algorithms.dedup();
-    for (i, alg) in algorithms.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let mut points: Vec<(f64, f64)> = positive
-            .iter()
-            .filter(|r| r.algorithm == *alg)
-            .map(|r| (r.size as f64, r.busbw))
-            .collect();
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(*alg)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(
-                points
-                    .into_iter()
-                    .map(|p| Circle::new(p, 3, color.filled())),
+    // Drawn into memory and written here: plotters' own file writer drops
+    // its write errors (a full disk gave a plot reported as written).
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(
+                (x_lo * 0.8..x_hi * 1.25).log_scale(),
+                (y_lo * 0.5..y_hi * 2.0).log_scale(),
             )
             .map_err(|e| err(&e))?;
-    }
-    // The bound: the best of the rows at each size (they measure the same
-    // host work), dashed.
-    let mut bound: Vec<(f64, f64)> = Vec::new();
-    for r in &positive {
-        let p = (r.size as f64, bus(r.bound));
-        match bound.iter_mut().find(|q| q.0 == p.0) {
-            Some(q) => q.1 = q.1.max(p.1),
-            None => bound.push(p),
+        chart
+            .configure_mesh()
+            .x_desc("bytes per rank")
+            .y_desc("bus bandwidth (GB/s)")
+            .x_label_formatter(&|x| crate::sizes::format_size(*x as usize))
+            .y_label_formatter(&|y| format!("{y:.3}"))
+            .draw()
+            .map_err(|e| err(&e))?;
+        let mut algorithms: Vec<&str> = positive.iter().map(|r| r.algorithm.as_str()).collect();
+        algorithms.sort_unstable();
+        algorithms.dedup();
+        for (i, alg) in algorithms.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let mut points: Vec<(f64, f64)> = positive
+                .iter()
+                .filter(|r| r.algorithm == *alg)
+                .map(|r| (r.size as f64, r.busbw))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(|e| err(&e))?
+                .label(*alg)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
+                )
+                .map_err(|e| err(&e))?;
         }
+        // The bound: the best of the rows at each size (they measure the same
+        // host work), dashed.
+        let mut bound: Vec<(f64, f64)> = Vec::new();
+        for r in &positive {
+            let p = (r.size as f64, bus(r.bound));
+            match bound.iter_mut().find(|q| q.0 == p.0) {
+                Some(q) => q.1 = q.1.max(p.1),
+                None => bound.push(p),
+            }
+        }
+        bound.retain(|p| p.1 > 0.0);
+        bound.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let grey = RGBColor(90, 90, 90);
+        chart
+            .draw_series(DashedLineSeries::new(bound, 6, 4, grey.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label("host bound")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2))
+            });
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.9))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
     }
-    bound.retain(|p| p.1 > 0.0);
-    bound.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let grey = RGBColor(90, 90, 90);
-    chart
-        .draw_series(DashedLineSeries::new(bound, 6, 4, grey.stroke_width(2)))
-        .map_err(|e| err(&e))?
-        .label("host bound")
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+    std::fs::write(path, svg).map_err(|e| err(&e))?;
     Ok(true)
 }

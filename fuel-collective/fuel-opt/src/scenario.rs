@@ -142,19 +142,6 @@ pub fn lower(
     Ok((out, decisions, report.dumped))
 }
 
-/// The most repetitions `--runs`, `--iters` and `--warmup` may ask for.
-pub const MAX_COUNT: usize = 1_000_000;
-
-/// Checks a repetition count from the command line.
-pub fn check_count(flag: &str, n: usize) -> Result<(), Failure> {
-    if n > MAX_COUNT {
-        return Err(Failure::input(format!(
-            "{flag} {n} is more than {MAX_COUNT}; give a smaller count"
-        )));
-    }
-    Ok(())
-}
-
 /// The algorithms the lowering chose (`ring`, `star`), each once, joined
 /// with `+` when a graph has several collectives.
 pub fn chosen(decisions: &[Decision]) -> String {

@@ -59,6 +59,43 @@ fn parse_size_list(s: &str) -> Result<Vec<usize>, String> {
     }
 }
 
+/// Parses a list of whole counts (`2,8`) or a doubling range (`2..1024`),
+/// each from 1 to `max`; `what` names a count in messages (`process
+/// count`).
+pub fn parse_counts(s: &str, what: &str, max: usize) -> Result<Vec<usize>, String> {
+    let one = |t: &str| -> Result<usize, String> {
+        t.trim().parse::<usize>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+            format!(
+                "`{}` is not a {what}: give a whole number from 1 to {max}, a list (2,8) or a doubling range (2..1024)",
+                fuel_graph_ext::text::excerpt::token(t.trim())
+            )
+        })
+    };
+    let counts = match s.split_once("..") {
+        Some((a, b)) => {
+            let (lo, hi) = (one(a)?, one(b)?);
+            if lo > hi {
+                return Err(format!(
+                    "`{}`: the range start is larger than its end",
+                    fuel_graph_ext::text::excerpt::token(s)
+                ));
+            }
+            std::iter::successors(Some(lo), |x| x.checked_mul(2).filter(|n| *n <= hi)).collect()
+        }
+        None => s
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(one)
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    if counts.is_empty() {
+        return Err(format!(
+            "no {what} given: expected e.g. 2,8 or a range 2..1024"
+        ));
+    }
+    Ok(counts)
+}
+
 /// Prints a size the way it was likely written: `4K`, `1M`, `1536`.
 pub fn format_size(b: usize) -> String {
     for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
@@ -92,6 +129,11 @@ mod tests {
         assert!(parse_size("9007199254740992G")
             .unwrap_err()
             .contains("at most"));
+        assert_eq!(parse_counts("2..9", "count", 16).unwrap(), vec![2, 4, 8]);
+        assert_eq!(parse_counts("3, 5", "count", 16).unwrap(), vec![3, 5]);
+        for bad in ["0", "17", "1K", "", "4..2", "18446744073709551616"] {
+            assert!(parse_counts(bad, "count", 16).is_err(), "{bad}");
+        }
         assert_eq!(format_size(64 << 20), "64M");
         assert_eq!(format_size(1536), "1536");
     }

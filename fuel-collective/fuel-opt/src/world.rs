@@ -11,10 +11,27 @@
 
 use crate::demo::DemoArgs;
 use crate::Failure;
+use fuel_graph_ext::ReduceOp;
+
+/// `--op` as the world demo runs it: every result is checked bit for bit
+/// against the flat group's meaning, on small integers whose sums, maxima
+/// and minima are exact in any order; a product or mean of them is not, so
+/// those are refused rather than run as something else.
+pub fn world_op(text: &str) -> Result<ReduceOp, Failure> {
+    let op: ReduceOp = text.parse().map_err(Failure::input)?;
+    match op {
+        ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min => Ok(op),
+        _ => Err(Failure::input(format!(
+            "demo --world checks every result bit for bit on inputs whose sums, maxima and minima are exact in any order: --op takes sum, max or min there, not {}",
+            op.as_str()
+        ))),
+    }
+}
 
 /// Runs the world demo (feature `mpi`).
 #[cfg(not(feature = "mpi"))]
-pub fn demo(_a: &DemoArgs) -> Result<(), Failure> {
+pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
+    world_op(&a.op)?;
     Err(Failure::input(
         "demo --world needs MPI, and this fuel-opt was built without it; build it with `cargo build --release -p fuel-opt --features mpi` and launch it with `mpirun -n P target/release/fuel-opt demo --world`",
     ))
@@ -23,9 +40,19 @@ pub fn demo(_a: &DemoArgs) -> Result<(), Failure> {
 /// Runs the world demo (feature `mpi`).
 #[cfg(feature = "mpi")]
 pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
-    let res = imp::demo(a);
+    let op = world_op(&a.op)?;
+    let (p, np) = imp::process_and_count("demo --world")?;
+    let guard = crate::world_guard::Guard::start(
+        p,
+        np,
+        crate::world_guard::timeout(a.world_timeout),
+        crate::world_guard::STARTING,
+    );
+    let res = imp::demo(a, op, (p, np), &guard);
     // Every communicator is gone once `imp::demo` returns.
+    guard.step("finalising MPI");
     let fin = fuel_collective::MpiDriver::finalize().map_err(|e| Failure::input(e.to_string()));
+    guard.finish();
     res.and(fin)
 }
 
@@ -33,6 +60,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
 pub(crate) mod imp {
     use super::{DemoArgs, Failure};
     use crate::outln;
+    use crate::world_guard::{join_options, Fingerprint, Guard};
     use fuel_collective::{
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
     };
@@ -40,7 +68,7 @@ pub(crate) mod imp {
     use fuel_graph_ext::{dot, text, DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
     use std::collections::BTreeMap;
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     /// This process's index and the process count, from the variables
     /// `mpirun` sets (Open MPI's, or the PMI ones of other launchers);
@@ -70,29 +98,47 @@ pub(crate) mod imp {
         ((g * 3 + j * 5) % 7) as f64 - 3.0
     }
 
-    pub(super) fn demo(a: &DemoArgs) -> Result<(), Failure> {
-        let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
-        let (p, np) = process_and_count("demo --world")?;
-        let devices: Vec<Device> = a
-            .devices
-            .as_deref()
-            .unwrap_or("cpu:0")
+    /// Element `j` of `op` over the flat group of `n` ranks' [`value`]s.
+    fn flat(op: ReduceOp, n: usize, j: usize) -> f64 {
+        let each = (0..n).map(|q| value(q, j));
+        match op {
+            ReduceOp::Max => each.fold(f64::MIN, f64::max),
+            ReduceOp::Min => each.fold(f64::MAX, f64::min),
+            _ => each.sum(),
+        }
+    }
+
+    /// Parses `--devices` (default `cpu:0`).
+    fn local_devices(list: Option<&str>) -> Result<Vec<Device>, Failure> {
+        list.unwrap_or("cpu:0")
             .split(',')
             .map(|d| {
                 d.trim()
                     .parse::<Device>()
                     .map_err(|e| Failure::input(e.to_string()))
             })
-            .collect::<Result<_, _>>()?;
+            .collect()
+    }
+
+    pub(super) fn demo(
+        a: &DemoArgs,
+        op: ReduceOp,
+        (p, np): (usize, usize),
+        guard: &Guard,
+    ) -> Result<(), Failure> {
+        let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
+        let devices = local_devices(a.devices.as_deref())?;
         let k = devices.len();
         let n = np * k;
         let elements = a.elements.max(1).div_ceil(n) * n;
         let fail = |e: &dyn std::fmt::Display| Failure::mismatch(format!("process {p}: {e}"));
         let id =
             MpiDriver::group_id(&CommunicationId::new("fuel-opt-world")).map_err(|e| fail(&e))?;
-        let comm = MpiDriver::join(id, np, p).map_err(|e| fail(&e))?;
+        let comm =
+            MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300));
+        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout());
+        guard.step("agreeing on the world's devices");
         let world = WorldGroup::new(&c, devices.iter().copied()).map_err(|e| fail(&e))?;
 
         let g = LazyGraph::new(&format!("world-p{p}"));
@@ -108,12 +154,8 @@ pub(crate) mod imp {
                 g.input(&name, *d, ty.clone())
             })
             .collect();
-        let sums = world
-            .all_reduce(&shards, ReduceOp::Sum)
-            .map_err(|e| fail(&e))?;
-        let pieces = world
-            .reduce_scatter(&shards, ReduceOp::Sum, 0)
-            .map_err(|e| fail(&e))?;
+        let sums = world.all_reduce(&shards, op).map_err(|e| fail(&e))?;
+        let pieces = world.reduce_scatter(&shards, op, 0).map_err(|e| fail(&e))?;
         let gathered = world.all_gather(&pieces, 0).map_err(|e| fail(&e))?;
         let outs: Vec<_> = sums.iter().chain(&gathered).collect();
         let topo = Arc::new(Topology::default());
@@ -129,28 +171,44 @@ pub(crate) mod imp {
                     ))
                 })?;
         }
+        // Every rank must run this same program: compared before any
+        // collective runs, so a rank with other flags fails every rank
+        // instead of leaving the others waiting.
+        let issued = crate::world_guard::collectives(&text::print(&lowered));
+        guard.step("comparing the ranks' fingerprints");
+        let fp = Fingerprint::default()
+            .text("the command", "demo --world")
+            .text("--op", op.as_str())
+            .text("--dtype", dtype.as_str())
+            .number("--elements", elements)
+            .number("--runs", a.runs)
+            .number("the local device count", k)
+            .text("the collectives of the lowered graph", &issued.join("\n"));
+        crate::world_guard::agree(&fp, p).map_err(|e| fail(&e))?;
         let exe = world.compile_lowered(&lowered).map_err(|e| fail(&e))?;
-        let mut got = exe.run_host(&inputs).map_err(|e| fail(&e))?;
-        let mut times = Vec::new();
-        for _ in 0..a.runs {
+        let run = |i: usize| {
+            guard.step(&format!("run {} of {}", i + 1, a.runs + 1));
+            guard.issue(issued.iter().map(String::as_str));
+            let got = exe.run_host(&inputs).map_err(|e| fail(&e));
+            guard.done();
+            got
+        };
+        let mut got = run(0)?;
+        let mut times = Vec::with_capacity(a.runs);
+        for i in 0..a.runs {
             let t = Instant::now();
-            got = exe.run_host(&inputs).map_err(|e| fail(&e))?;
+            got = run(i + 1)?;
             times.push(t.elapsed());
         }
         times.sort();
-        let want = HostTensor::new(
-            ty.clone(),
-            (0..elements)
-                .map(|j| (0..n).map(|q| value(q, j)).sum())
-                .collect(),
-        );
+        let want = HostTensor::new(ty.clone(), (0..elements).map(|j| flat(op, n, j)).collect());
         for (i, r) in got.iter().enumerate() {
             r.check_same(&want)
                 .map_err(|e| fail(&format!("result {i} ({}): {e}", devices[i % k])))?;
         }
         let names: Vec<String> = devices.iter().map(Device::to_string).collect();
         outln!(
-            "PROOF rank {p} of {np}: world all_reduce.sum and reduce_scatter+all_gather over {np}x[{}] of {elements} {dtype}: {} results exact",
+            "PROOF rank {p} of {np}: world all_reduce.{op} and reduce_scatter+all_gather over {np}x[{}] of {elements} {dtype}: {} results exact",
             names.join(","),
             got.len()
         )?;

@@ -31,9 +31,18 @@ pub fn bench(_a: &BenchArgs) -> Result<(), Failure> {
 /// Runs the world benchmark (feature `mpi`).
 #[cfg(feature = "mpi")]
 pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
-    let res = imp::bench(a);
+    let (p, np) = crate::world::imp::process_and_count("bench --world")?;
+    let guard = crate::world_guard::Guard::start(
+        p,
+        np,
+        crate::world_guard::timeout(a.world_timeout),
+        crate::world_guard::STARTING,
+    );
+    let res = imp::bench(a, (p, np), &guard);
     // Every communicator is gone once `imp::bench` returns.
+    guard.step("finalising MPI");
     let fin = fuel_collective::MpiDriver::finalize().map_err(|e| Failure::input(e.to_string()));
+    guard.finish();
     res.and(fin)
 }
 
@@ -44,7 +53,8 @@ mod imp {
     use crate::collective::Collective;
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
-    use crate::world::imp::{process_and_count, value};
+    use crate::world::imp::value;
+    use crate::world_guard::{join_options, Fingerprint, Guard};
     use fuel_collective::{
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
     };
@@ -62,13 +72,25 @@ mod imp {
         v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e6)
     }
 
-    pub(super) fn bench(a: &BenchArgs) -> Result<(), Failure> {
+    /// What every rank must agree on before any collective runs: the same
+    /// sizes, timed the same number of times.
+    fn fingerprint(a: &BenchArgs, dtype: DType, k: usize) -> Fingerprint {
+        Fingerprint::default()
+            .text("the command", "bench --world")
+            .text("--dtype", dtype.as_str())
+            .text("--sizes", &a.sizes)
+            .number("--iters", a.iters)
+            .number("--warmup", a.warmup)
+            .number("the local device count", k)
+    }
+
+    pub(super) fn bench(
+        a: &BenchArgs,
+        (p, np): (usize, usize),
+        guard: &Guard,
+    ) -> Result<(), Failure> {
         let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
         let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
-        if a.iters == 0 {
-            return Err(Failure::input("--iters must be at least 1"));
-        }
-        let (p, np) = process_and_count("bench --world")?;
         let devices: Vec<Device> = a
             .devices
             .split(',')
@@ -88,9 +110,13 @@ mod imp {
         let fail = |e: &dyn std::fmt::Display| Failure::mismatch(format!("process {p}: {e}"));
         let id = MpiDriver::group_id(&CommunicationId::new("fuel-opt-bench-world"))
             .map_err(|e| fail(&e))?;
-        let comm = MpiDriver::join(id, np, p).map_err(|e| fail(&e))?;
+        let comm =
+            MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300));
+        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout());
+        guard.step("comparing the ranks' fingerprints");
+        crate::world_guard::agree(&fingerprint(a, dtype, k), p).map_err(|e| fail(&e))?;
+        guard.step("agreeing on the world's devices");
         let world =
             WorldGroup::with_topology(&c, devices.iter().copied(), &topo).map_err(|e| fail(&e))?;
         let raw = SimpleCommunicator::world();
@@ -131,6 +157,7 @@ mod imp {
             )?;
         }
         for size in sizes {
+            guard.step(&format!("timing {}", format_size(size)));
             let count = (size / dtype.size_bytes()).max(1);
             let bytes = count * dtype.size_bytes();
             let g = LazyGraph::new(&format!("bench-world-p{p}"));
@@ -151,6 +178,7 @@ mod imp {
                 .map_err(|e| fail(&e))?;
             let outs: Vec<_> = sums.iter().collect();
             let exe = world.compile(&outs, topo.clone()).map_err(|e| fail(&e))?;
+            guard.issue([format!("world all_reduce.sum of {count} x {dtype}").as_str()]);
             let want = HostTensor::new(
                 ty.clone(),
                 (0..count)
@@ -196,6 +224,7 @@ mod imp {
                     bound.push(t.elapsed());
                 }
             }
+            guard.done();
             if dst.first() != Some(&(raw.size() as f32)) {
                 return Err(fail(&"the raw MPI_Allreduce bound gave a wrong sum"));
             }

@@ -12,7 +12,7 @@
 //! `fuel_collective::world_cost`.
 
 use crate::outln;
-use crate::sizes::{format_size, parse_size, parse_sizes};
+use crate::sizes::{format_size, parse_counts, parse_size};
 use crate::Failure;
 use fuel_collective::world_cost::{flat_ring_us, world_all_reduce_us};
 use fuel_graph_ext::{Device, Topology};
@@ -20,10 +20,11 @@ use fuel_graph_ext::{Device, Topology};
 /// `fuel-opt plan` options.
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
-    /// The world: `64x[cuda:0..3,vulkan:0,cpu:0]`, or `[cpu:0]` with --processes.
+    /// The world: `64x[cuda:0..3,vulkan:0,cpu:0]`, or `[cpu:0]` with
+    /// --processes; P from 1 to 1048576, at most 1024 local devices.
     world: String,
-    /// Process counts: a list (`2,8`) or a doubling range (`2..1024`);
-    /// default: the P of the world.
+    /// Process counts: a list (`2,8`) or a doubling range (`2..1024`), each
+    /// 1 to 1048576; default: the P of the world.
     #[arg(long)]
     processes: Option<String>,
     /// Bytes per rank.
@@ -34,10 +35,24 @@ pub struct PlanArgs {
     topology: Option<std::path::PathBuf>,
 }
 
+/// The most processes a plan prices: 2^20.
+pub const MAX_PROCESSES: usize = 1 << 20;
+
+/// The most local devices of one process a plan prices (the hub's choice
+/// weighs each against the others, so the time grows with their square).
+pub const MAX_LOCAL: usize = 1024;
+
 fn bad(world: &str, why: &str) -> Failure {
     Failure::input(format!(
         "bad world `{world}`: {why}; write it as Px[DEVICES], e.g. 64x[cuda:0..3,vulkan:0,cpu:0]"
     ))
+}
+
+fn too_many(world: &str) -> Failure {
+    bad(
+        world,
+        &format!("a process holds at most {MAX_LOCAL} local devices in a plan"),
+    )
 }
 
 /// Parses `Px[DEVICES]` or `[DEVICES]`: P (if given) and the local devices.
@@ -48,8 +63,16 @@ pub fn parse_world(s: &str) -> Result<(Option<usize>, Vec<Device>), Failure> {
                 .trim()
                 .parse()
                 .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| bad(s, &format!("`{p}` is not a process count above 0")))?;
+                .filter(|p| (1..=MAX_PROCESSES).contains(p))
+                .ok_or_else(|| {
+                    bad(
+                        s,
+                        &format!(
+                            "`{}` is not a process count from 1 to {MAX_PROCESSES}",
+                            fuel_graph_ext::text::excerpt::token(p)
+                        ),
+                    )
+                })?;
             (Some(p), rest)
         }
         _ => (None, s),
@@ -73,12 +96,20 @@ pub fn parse_world(s: &str) -> Result<(Option<usize>, Vec<Device>), Failure> {
                     last.parse().ok().filter(|e| *e >= d.index).ok_or_else(|| {
                         bad(s, &format!("`{item}` is not a range like cuda:0..3"))
                     })?;
+                // Counted before a device is made: `cpu:0..4294967295`
+                // would be 2^32 of them.
+                if (end - d.index) as usize >= MAX_LOCAL - devices.len().min(MAX_LOCAL) {
+                    return Err(too_many(s));
+                }
                 devices.extend((d.index..=end).map(|index| Device {
                     kind: d.kind,
                     index,
                 }));
             }
             None => {
+                if devices.len() >= MAX_LOCAL {
+                    return Err(too_many(s));
+                }
                 devices.push(item.parse().map_err(
                     |e: fuel_graph_ext::device::ParseDeviceError| bad(s, &e.to_string()),
                 )?)
@@ -99,9 +130,8 @@ pub fn plan(a: &PlanArgs) -> Result<(), Failure> {
     let (p, devices) = parse_world(&a.world)?;
     let counts =
         match (&a.processes, p) {
-            (Some(list), _) => {
-                parse_sizes(list).map_err(|e| Failure::input(format!("--processes: {e}")))?
-            }
+            (Some(list), _) => parse_counts(list, "process count", MAX_PROCESSES)
+                .map_err(|e| Failure::input(format!("--processes: {e}")))?,
             (None, Some(p)) => vec![p],
             (None, None) => return Err(Failure::input(
                 "plan needs a process count: write the world as Px[DEVICES] or pass --processes",
@@ -173,12 +203,15 @@ mod tests {
             (None, vec![Device::cpu(0)])
         );
         for (bad, says) in [
-            ("0x[cpu:0]", "`0` is not a process count"),
+            ("0x[cpu:0]", "`0` is not a process count from 1"),
             ("2xcpu:0", "in brackets"),
             ("2x[cpu:0,cpu:0]", "listed twice"),
             ("2x[cuda:0..1,cuda:1]", "listed twice"),
             ("2x[tpu:0]", "bad world `2x[tpu:0]`"),
             ("2x[cuda:2..1]", "not a range"),
+            ("2x[cpu:0..4294967295]", "at most 1024 local devices"),
+            ("2x[cpu:0..1023,cuda:0]", "at most 1024 local devices"),
+            ("2097152x[cpu:0]", "a process count from 1 to 1048576"),
         ] {
             let e = parse_world(bad).unwrap_err().message;
             assert!(e.contains(says), "{bad}: {e}");

@@ -324,7 +324,7 @@ fn demo_and_bench_reject_bad_options() {
         (&["bench", "--sizes", "8K..4K"], "larger than its end"),
         (
             &["bench", "--iters", "0", "--sizes", "4K"],
-            "--iters must be at least 1",
+            "invalid value '0' for '--iters <ITERS>': 0 is not in 1..=10000",
         ),
     ];
     for (args, want) in cases {

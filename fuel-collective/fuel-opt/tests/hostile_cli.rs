@@ -13,33 +13,16 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fuel-opt");
+mod hostile_common;
+
+use hostile_common::{cmd, scratch, BIN};
 
 const SMALL: &str = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : f32[4]\n  return %1\n}\n";
-
-/// A scratch folder of this test process.
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fuel-hostile-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn file(tag: &str, text: &str) -> PathBuf {
     let p = scratch(tag).join("g.fir");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .env_remove("FUEL_PRINT_AFTER")
-        .env_remove("FUEL_DUMP_DIR")
-        .env_remove("FUEL_VULKAN_DEVICES")
-        .env_remove("FUEL_LOG")
-        .stdin(Stdio::null());
-    c
 }
 
 fn run(args: &[&str]) -> Output {
@@ -124,19 +107,27 @@ fn huge_tensors_end_with_exit_2_and_say_what_fits() {
         &run(&[f, "--run"]),
         &["%0 (`input`, f32[1152921504606846976]) needs 4611686018427387904 bytes (4 EiB) on cpu:0, but cpu:0 holds at most"],
     );
-    // demo --elements near 2^64.
+    // demo --elements near 2^64: past its range, and within it but too
+    // many bytes for the element type.
     let out = scratch("demo-huge");
-    refused(
-        &run(&[
+    let demo = |elements: &str| {
+        run(&[
             "demo",
             "--devices",
             "cpu:0,cpu:1",
             "--elements",
-            "18446744073709551615",
+            elements,
             "--out",
             out.to_str().unwrap(),
-        ]),
-        &["--elements 18446744073709551615: that many f32 elements per shard take more than 9223372036854775807 bytes", "give at most 2305843009213693950"],
+        ])
+    };
+    refused(
+        &demo("18446744073709551615"),
+        &["for '--elements <ELEMENTS>': 18446744073709551615 is not in 1..=9223372036854775807"],
+    );
+    refused(
+        &demo("4611686018427387904"),
+        &["--elements 4611686018427387904: that many f32 elements per shard take more than 9223372036854775807 bytes", "give at most 2305843009213693950"],
     );
 }
 
@@ -420,7 +411,7 @@ fn small_items_have_clear_messages() {
     );
     refused(
         &run(&["bench", "--sizes", "1K", "--iters", "18446744073709551615"]),
-        &["--iters 18446744073709551615 is more than 1000000"],
+        &["for '--iters <ITERS>': 18446744073709551615 is not in 1..=10000"],
     );
     let dup = "graph @g {\n  %0 = input \"x\" @cpu:0 : f32[4]\n  %1 = input \"x\" @cpu:1 : i32[4]\n  return %0, %1\n}\n";
     let f = file("dup", dup);

@@ -249,11 +249,33 @@ impl std::error::Error for CacheError {}
 /// name the command in errors.
 pub fn read_file(path: &Path, key: &Key, devices: &[Device]) -> Result<Topology, CacheError> {
     let command = command(devices);
-    let text = std::fs::read_to_string(path).map_err(|e| CacheError::Unreadable {
+    // Read as a topology file is (`textfile`: the same limit and refusals);
+    // the writer ends every line, so one left open was cut off.
+    let bad = |why: String| CacheError::Bad {
         path: path.to_path_buf(),
-        why: e.to_string(),
+        why,
         command: command.clone(),
-    })?;
+    };
+    let text = match fuel_graph_ext::textfile::read(path, fuel_graph_ext::textfile::DEFAULT_LIMIT) {
+        Ok(text) => text,
+        Err(
+            e @ (fuel_graph_ext::textfile::FileError::Io(_)
+            | fuel_graph_ext::textfile::FileError::Directory
+            | fuel_graph_ext::textfile::FileError::Device),
+        ) => {
+            return Err(CacheError::Unreadable {
+                path: path.to_path_buf(),
+                why: e.to_string(),
+                command: command.clone(),
+            })
+        }
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    if let Some(line) = fuel_graph_ext::textfile::cut_off_line(&text) {
+        return Err(bad(format!(
+            "line {line} is cut off: the file ends in the middle of it"
+        )));
+    }
     let stale = |why: String| CacheError::Stale {
         path: path.to_path_buf(),
         why,
@@ -302,11 +324,7 @@ pub fn read_file(path: &Path, key: &Key, devices: &[Device]) -> Result<Topology,
             key.summary()
         )));
     }
-    let topo = Topology::parse(&body).map_err(|why| CacheError::Bad {
-        path: path.to_path_buf(),
-        why,
-        command: command.clone(),
-    })?;
+    let topo = Topology::parse(&body).map_err(bad)?;
     Ok(topo.with_source(Source::Calibrated {
         date: date.unwrap_or_else(|| "on an unknown day".into()),
         on: key.summary(),
@@ -443,6 +461,14 @@ mod tests {
                 good.replace("staging cpu:1", "staging cpu:x"),
                 "is damaged: topology line 5",
             ),
+            (
+                good[..good.len() - 4].to_string(),
+                "is cut off: the file ends in the middle of it",
+            ),
+            (
+                good.replace("staging", "sta\0ging"),
+                "is damaged: it has a NUL byte",
+            ),
         ];
         for (text, want) in cases {
             std::fs::write(&path, text).unwrap();
@@ -454,6 +480,17 @@ mod tests {
             );
             assert!(e.contains(&path.display().to_string()), "{e}");
         }
+        // 1.5 GB (sparse): refused from its size, as a topology file is.
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(3 << 29))
+            .unwrap();
+        let e = read_file(&path, &key, &devs).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "is damaged: it is 1610612736 bytes, more than the limit of 268435456 bytes"
+            ),
+            "{e}"
+        );
         std::fs::remove_file(&path).unwrap();
         let e = read_file(&path, &key, &devs).unwrap_err();
         assert!(matches!(e, CacheError::Unreadable { .. }), "{e}");

@@ -22,11 +22,12 @@ pub const TOKEN_CHARS: usize = 64;
 /// The most characters of one source line a message shows.
 pub const LINE_CHARS: usize = 400;
 
-/// Whether `c` is shown escaped: control characters, and the invisible
-/// characters that reorder text on a terminal (bidirectional controls).
+/// Whether `c` is shown escaped: control, format and separator
+/// characters and the others that print nothing a reader can see
+/// ([`super::invisible`]: a byte order mark, a zero-width space, the
+/// bidirectional controls that reorder text on a terminal).
 fn hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    super::invisible::invisible(c)
 }
 
 /// Appends `c` as a message shows it.

@@ -6,6 +6,7 @@
 
 mod cursor;
 pub mod excerpt;
+mod invisible;
 mod op_line;
 mod parse;
 mod print;

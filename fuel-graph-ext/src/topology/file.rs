@@ -65,22 +65,34 @@ impl Topology {
                     })
             };
             let figure = |what: &str, v: &str, unit: &str, example: &str| {
-                v.parse::<f64>()
+                let x = v
+                    .parse::<f64>()
                     .ok()
                     .filter(|x| x.is_finite() && *x > 0.0)
                     .ok_or_else(|| {
                         err(format!(
                             "bad {what} `{v}`: expected a finite number of {unit} above 0, e.g. {example}"
                         ))
-                    })
+                    })?;
+                match bounds::out_of_range(x, unit) {
+                    Some(why) => Err(err(format!("bad {what} `{v}`: {why}"))),
+                    None => Ok(x),
+                }
             };
             let curve = |what: &str, v: &str, example: &str| {
-                Curve::parse(v).ok_or_else(|| {
+                let c = Curve::parse(v).ok_or_else(|| {
                     err(format!(
                         "bad {what} `{v}`: expected a finite number of GB/s above 0, e.g. {example}, or one per size, e.g. 64K:30,4M:12"
                     ))
-                })
+                })?;
+                match bounds::curve_out_of_range(&c) {
+                    Some(why) => Err(err(format!("bad {what} `{v}`: {why}"))),
+                    None => Ok(c),
+                }
             };
+            if let Some(why) = bounds::missing_figure(&words) {
+                return Err(err(why));
+            }
             match words.as_slice() {
                 ["peer", a, b] => {
                     let (a, b) = (dev(a)?, dev(b)?);

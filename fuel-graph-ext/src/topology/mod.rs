@@ -9,6 +9,7 @@
 use crate::device::{Device, DeviceKind};
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod bounds;
 mod curve;
 
 pub use curve::Curve;

@@ -478,14 +478,20 @@ pub struct CalibrateArgs {
 
 /// `fuel-opt calibrate`: measures and writes the calibration cache.
 pub fn calibrate(a: &CalibrateArgs) -> Result<(), Failure> {
-    if a.iters == 0 {
-        return Err(Failure::input("--iters must be at least 1"));
-    }
     let found = scenario::discover();
     let devices = scenario::pick_devices(a.devices.as_deref(), 1, &found)?;
-    if a.passes == 0 {
-        return Err(Failure::input("--passes must be at least 1"));
-    }
+    // The ranges (`flags::BOUNDS`) keep this finite; say up front how much.
+    outln!(
+        "# calibrating [{}]: {} passes, each running every calibration graph {} times ({} untimed)",
+        devices
+            .iter()
+            .map(Device::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        a.passes,
+        a.warmup + a.iters,
+        a.warmup
+    )?;
     let effort = Effort {
         iters: a.iters,
         warmup: a.warmup,

@@ -202,7 +202,7 @@ pub fn compile_with_options(
 ///
 /// ```no_run
 /// # use fuel_graph_ext::{exec, Graph, Topology};
-/// # fn f(g: &Graph, comm: std::sync::Arc<dyn fuel_graph_ext::driver::GraphComm>) -> Result<(), exec::ExecError> {
+/// # fn f(g: &Graph, comm: std::sync::Arc<dyn fuel_runtime::driver::GraphComm>) -> Result<(), exec::ExecError> {
 /// let exe = exec::Compiler::new(g)
 ///     .topology(&Topology::default())
 ///     .communicator(7, comm) // the `{comm=7}` of the graph's comm.* nodes

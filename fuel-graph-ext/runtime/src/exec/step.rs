@@ -49,7 +49,7 @@ pub(super) fn execute(
         .steps
         .get(i)
         .ok_or_else(|| ExecError::Internal(format!("no step {i}")))?;
-    // `FUEL_LOG=fuel_graph_ext::exec=trace`: every step's time, to read
+    // `FUEL_LOG=fuel_runtime::exec=trace`: every step's time, to read
     // beside the cost model's estimate of it.
     let started = tracing::enabled!(tracing::Level::TRACE).then(std::time::Instant::now);
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &step.work {
