@@ -42,7 +42,8 @@ impl Spec {
     }
 }
 
-const LOWER: &str = "lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
+const LOWER: &str =
+    "lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
 
 /// The estimated time of the collectives `specs`, recorded side by side
 /// and lowered; a sentence when they cannot be lowered or typed.
@@ -73,7 +74,10 @@ pub(super) fn estimate_us(specs: &[Spec], topo: &Arc<Topology>) -> Result<f64, S
         }
         let results = g.node(id).map_or(0, |n| n.num_results());
         for r in 0..results as u32 {
-            g.push_output(ValueId { node: id, result: r });
+            g.push_output(ValueId {
+                node: id,
+                result: r,
+            });
         }
     }
     crate::run_pipeline(&mut g, LOWER, topo.clone(), DebugOptions::default())

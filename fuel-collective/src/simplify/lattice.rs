@@ -75,8 +75,11 @@ impl Replication {
                     let Some(erased) = erase_device(op) else {
                         continue;
                     };
-                    let sets: Option<Vec<usize>> =
-                        n.operands.iter().map(|v| r.set_of.get(v).copied()).collect();
+                    let sets: Option<Vec<usize>> = n
+                        .operands
+                        .iter()
+                        .map(|v| r.set_of.get(v).copied())
+                        .collect();
                     let Some(sets) = sets else { continue };
                     let key = (erased, sets, n.ty.clone());
                     let set = match locals.get(&key) {

@@ -15,7 +15,11 @@ pub(super) enum Rewrite {
     Duplicate { keep: NodeId, dup: NodeId },
     /// `all_gather` `ag` joins every result of `reduce_scatter` `rs`, in
     /// rank order, along the axis it cut: an `all_reduce` of its operands.
-    GatherOfScatter { ag: NodeId, rs: NodeId, op: ReduceOp },
+    GatherOfScatter {
+        ag: NodeId,
+        rs: NodeId,
+        op: ReduceOp,
+    },
     /// Every result of `all_reduce` `ar` is used only by a `slice` of its
     /// own rank's part (`slices[r]`), the parts tiling the axis: a
     /// `reduce_scatter` with that split.
@@ -130,8 +134,9 @@ pub(super) fn find(g: &Graph, rep: &Replication) -> Vec<Rewrite> {
         }
         let found = match &n.op {
             Op::AllGather { axis } => gather_of_scatter(g, id, *axis),
-            Op::AllReduce { op } => replicated_reduce(g, id, *op, rep)
-                .or_else(|| sliced_all_reduce(g, id, *op)),
+            Op::AllReduce { op } => {
+                replicated_reduce(g, id, *op, rep).or_else(|| sliced_all_reduce(g, id, *op))
+            }
             Op::Slice { .. } => sliced_gather(g, id),
             Op::Elementwise { kind, .. } => merge_reduces(g, id, *kind),
             Op::Broadcast { .. } => replicated_broadcast(g, id, rep),
@@ -147,8 +152,12 @@ pub(super) fn find(g: &Graph, rep: &Replication) -> Vec<Rewrite> {
 fn all_results_of(g: &Graph, vs: &[ValueId]) -> Option<NodeId> {
     let first = vs.first()?.node;
     let n = g.node(first)?;
-    (n.num_results() == vs.len() && vs.iter().enumerate().all(|(k, v)| v.node == first && v.result as usize == k))
-        .then_some(first)
+    (n.num_results() == vs.len()
+        && vs
+            .iter()
+            .enumerate()
+            .all(|(k, v)| v.node == first && v.result as usize == k))
+    .then_some(first)
 }
 
 fn gather_of_scatter(g: &Graph, ag: NodeId, axis: usize) -> Option<Rewrite> {
@@ -344,6 +353,8 @@ fn all_to_all_inverse(g: &Graph, second: NodeId) -> Option<Rewrite> {
     let p1 = pieces(s1.as_deref(), *axis, &t1.iter().collect::<Vec<_>>())?;
     let p2 = pieces(split.as_deref(), *axis, &t2.iter().collect::<Vec<_>>())?;
     let n = p1.len();
-    let inverse = (0..n).all(|j| (0..n).all(|k| p2.get(j).and_then(|r| r.get(k)) == p1.get(k).and_then(|r| r.get(j))));
+    let inverse = (0..n).all(|j| {
+        (0..n).all(|k| p2.get(j).and_then(|r| r.get(k)) == p1.get(k).and_then(|r| r.get(j)))
+    });
     inverse.then_some(Rewrite::AllToAllInverse { first, second })
 }

@@ -238,7 +238,10 @@ fn trade(g: &Graph, rw: &Rewrite) -> Option<(Vec<Spec>, Vec<Spec>)> {
             if only_used_by(g, *rs, &[*ag]) {
                 removed.push(Spec::of(g, *rs)?);
             }
-            (vec![Spec::over(g, Op::AllReduce { op: *op }, &ops(*rs))?], removed)
+            (
+                vec![Spec::over(g, Op::AllReduce { op: *op }, &ops(*rs))?],
+                removed,
+            )
         }
         Rewrite::SlicedAllReduce {
             ar,
@@ -252,7 +255,10 @@ fn trade(g: &Graph, rw: &Rewrite) -> Option<(Vec<Spec>, Vec<Spec>)> {
                 axis: *axis,
                 split: split.clone(),
             };
-            (vec![Spec::over(g, scatter, &ops(*ar))?], vec![Spec::of(g, *ar)?])
+            (
+                vec![Spec::over(g, scatter, &ops(*ar))?],
+                vec![Spec::of(g, *ar)?],
+            )
         }
         Rewrite::MergeReduces { a, b, combines, .. } => {
             let merged = Spec::of(g, *a)?;
@@ -287,11 +293,22 @@ fn describe(g: &Graph, rw: &Rewrite) -> (String, String) {
     let ty = |id: NodeId| g.node(id).map_or_else(String::new, |n| n.ty.to_string());
     match rw {
         Rewrite::Duplicate { dup, .. } => (
-            format!("a second {} of {} over {}", name(*dup), ty(*dup), group(*dup)),
+            format!(
+                "a second {} of {} over {}",
+                name(*dup),
+                ty(*dup),
+                group(*dup)
+            ),
             "the first".into(),
         ),
         Rewrite::GatherOfScatter { ag, rs, op } => (
-            format!("{}({}) of {} over {}", name(*ag), name(*rs), ty(*ag), group(*rs)),
+            format!(
+                "{}({}) of {} over {}",
+                name(*ag),
+                name(*rs),
+                ty(*ag),
+                group(*rs)
+            ),
             format!("all_reduce.{op}"),
         ),
         Rewrite::SlicedAllReduce { ar, op, .. } => (
@@ -314,7 +331,11 @@ fn describe(g: &Graph, rw: &Rewrite) -> (String, String) {
         Rewrite::MergeReduces { a, op, .. } => {
             let f = op.combiner().as_str();
             (
-                format!("all_reduce.{op}(x) {f} all_reduce.{op}(y) of {} over {}", ty(*a), group(*a)),
+                format!(
+                    "all_reduce.{op}(x) {f} all_reduce.{op}(y) of {} over {}",
+                    ty(*a),
+                    group(*a)
+                ),
                 format!("all_reduce.{op}(x {f} y)"),
             )
         }
