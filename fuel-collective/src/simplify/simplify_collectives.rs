@@ -228,20 +228,37 @@ fn only_used_by(g: &Graph, id: NodeId, by: &[NodeId]) -> bool {
     })
 }
 
+/// Whether `g` holds a node `op` over exactly `vs`.
+fn exists(g: &Graph, op: &Op, vs: &[ValueId]) -> bool {
+    let Some(first) = vs.first() else {
+        return false;
+    };
+    g.users(*first).iter().any(|(u, _)| {
+        g.node(*u)
+            .is_some_and(|n| n.op == *op && n.operands[..] == *vs)
+    })
+}
+
 /// The collectives a rewrite adds and those it makes unused, for the
 /// rules that add one; `None` for the rules that only remove.
 fn trade(g: &Graph, rw: &Rewrite) -> Option<(Vec<Spec>, Vec<Spec>)> {
     let ops = |id: NodeId| g.node(id).map(|n| n.operands.to_vec()).unwrap_or_default();
+    // A collective the graph already holds costs nothing more: `duplicate`
+    // folds the new one into it.
+    let added = |op: Op, vs: &[ValueId]| -> Option<Vec<Spec>> {
+        if exists(g, &op, vs) {
+            Some(Vec::new())
+        } else {
+            Some(vec![Spec::over(g, op, vs)?])
+        }
+    };
     let (added, removed) = match rw {
         Rewrite::GatherOfScatter { ag, rs, op } => {
             let mut removed = vec![Spec::of(g, *ag)?];
             if only_used_by(g, *rs, &[*ag]) {
                 removed.push(Spec::of(g, *rs)?);
             }
-            (
-                vec![Spec::over(g, Op::AllReduce { op: *op }, &ops(*rs))?],
-                removed,
-            )
+            (added(Op::AllReduce { op: *op }, &ops(*rs))?, removed)
         }
         Rewrite::SlicedAllReduce {
             ar,
@@ -255,10 +272,7 @@ fn trade(g: &Graph, rw: &Rewrite) -> Option<(Vec<Spec>, Vec<Spec>)> {
                 axis: *axis,
                 split: split.clone(),
             };
-            (
-                vec![Spec::over(g, scatter, &ops(*ar))?],
-                vec![Spec::of(g, *ar)?],
-            )
+            (added(scatter, &ops(*ar))?, vec![Spec::of(g, *ar)?])
         }
         Rewrite::MergeReduces { a, b, combines, .. } => {
             let merged = Spec::of(g, *a)?;
