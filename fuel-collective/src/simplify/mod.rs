@@ -15,3 +15,5 @@ pub(crate) mod surgery;
 
 pub use lattice::Replication;
 pub use simplify_collectives::{SimplifyCollectives, SimplifyOptions, NAME, OPTIONS};
+#[cfg(test)]
+mod tests;
