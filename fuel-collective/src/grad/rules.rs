@@ -4,10 +4,10 @@
 //! the SPMD forms.
 
 use super::GradError;
-use crate::simplify::surgery::local_reduce;
+use crate::simplify::surgery::{add_collective, local_reduce};
 use crate::simplify::Replication;
 use fuel_graph_ext::graph::{NodeId, ValueId};
-use fuel_graph_ext::op::{all_to_all_pieces, infer_type, result_types, scatter_extents};
+use fuel_graph_ext::op::{all_to_all_pieces, scatter_extents};
 use fuel_graph_ext::{Device, Graph, Op, ReduceOp, TensorType};
 
 /// What every rule reads: the forward node's mnemonic, operands and the
@@ -47,18 +47,7 @@ impl Cx {
 
     /// Records `op` over `vs`, typed by the typing rule.
     pub fn record(&self, g: &mut Graph, op: Op, vs: &[ValueId]) -> Result<NodeId, GradError> {
-        let tys = vs
-            .iter()
-            .map(|v| self.ty(g, *v))
-            .collect::<Result<Vec<_>, _>>()?;
-        let refs: Vec<&TensorType> = tys.iter().collect();
-        let ty = infer_type(&op, &refs).map_err(|e| self.internal(e))?;
-        let each = result_types(&op, &refs).map_err(|e| self.internal(e))?;
-        let id = g.add_node(op, vs, ty);
-        if let Some(each) = each {
-            g.set_result_types(id, each);
-        }
-        Ok(id)
+        add_collective(g, op, vs).map_err(|e| self.internal(e))
     }
 
     /// Every result of `id`, as present cotangents.

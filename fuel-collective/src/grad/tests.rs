@@ -8,7 +8,7 @@
 use super::{transpose, transpose_at, GradError};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::interp::{interpret, interpret_world, HostTensor};
-use fuel_graph_ext::op::{infer_type, result_types, CommOp};
+use fuel_graph_ext::op::CommOp;
 use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, TensorType};
 use std::collections::BTreeMap;
 
@@ -26,18 +26,7 @@ fn input(g: &mut Graph, name: String, device: Device, ty: &TensorType) -> ValueI
 }
 
 fn add_collective(g: &mut Graph, op: Op, xs: &[ValueId]) -> NodeId {
-    let tys: Vec<TensorType> = xs
-        .iter()
-        .map(|v| g.value_type(*v).unwrap().clone())
-        .collect();
-    let refs: Vec<&TensorType> = tys.iter().collect();
-    let ty = infer_type(&op, &refs).unwrap();
-    let each = result_types(&op, &refs).unwrap();
-    let id = g.add_node(op, xs, ty);
-    if let Some(each) = each {
-        g.set_result_types(id, each);
-    }
-    id
+    crate::simplify::surgery::add_collective(g, op, xs).unwrap()
 }
 
 fn dot(a: &HostTensor, b: &HostTensor) -> f64 {
@@ -191,50 +180,23 @@ fn reduce_and_broadcast() {
 
 #[test]
 fn all_gather_and_reduce_scatter_even_and_uneven() {
+    let gather = |axis| Op::AllGather { axis };
+    let scatter = |op, axis, split| Op::ReduceScatter { op, axis, split };
     for dtype in [DType::F32, DType::F64] {
-        check(
-            Op::AllGather { axis: 0 },
-            &v(&[&[2], &[2], &[2]]),
-            dtype,
-            false,
-        );
-        check(
-            Op::AllGather { axis: 0 },
-            &v(&[&[1, 2], &[3, 2], &[2, 2]]),
-            dtype,
-            false,
-        );
-        check(
-            Op::AllGather { axis: 1 },
-            &v(&[&[2, 1], &[2, 3]]),
-            dtype,
-            false,
-        );
-        check(
-            Op::AllGather { axis: 0 },
-            &v(&[&[1, 2], &[3, 2], &[2, 2]]),
-            dtype,
-            true,
-        );
+        let mut cases = vec![
+            (gather(0), v(&[&[2], &[2], &[2]]), false),
+            (gather(0), v(&[&[1, 2], &[3, 2], &[2, 2]]), false),
+            (gather(1), v(&[&[2, 1], &[2, 3]]), false),
+            (gather(0), v(&[&[1, 2], &[3, 2], &[2, 2]]), true),
+        ];
         for op in [ReduceOp::Sum, ReduceOp::Mean] {
-            let even = Op::ReduceScatter {
-                op,
-                axis: 0,
-                split: None,
-            };
-            check(even, &v(&[&[6], &[6], &[6]]), dtype, false);
-            let cols = Op::ReduceScatter {
-                op,
-                axis: 1,
-                split: None,
-            };
-            check(cols, &v(&[&[2, 4], &[2, 4]]), dtype, false);
-            let uneven = Op::ReduceScatter {
-                op,
-                axis: 0,
-                split: Some(vec![1, 3, 2]),
-            };
-            check(uneven, &v(&[&[6], &[6], &[6]]), dtype, false);
+            cases.push((scatter(op, 0, None), v(&[&[6], &[6], &[6]]), false));
+            cases.push((scatter(op, 1, None), v(&[&[2, 4], &[2, 4]]), false));
+            let uneven = scatter(op, 0, Some(vec![1, 3, 2]));
+            cases.push((uneven, v(&[&[6], &[6], &[6]]), false));
+        }
+        for (op, shapes, replicated) in cases {
+            check(op, &shapes, dtype, replicated);
         }
     }
 }

@@ -4,7 +4,6 @@
 //! estimated with [`crate::lower::estimate_graph`].
 
 use fuel_graph_ext::graph::{NodeId, ValueId};
-use fuel_graph_ext::op::{infer_type, result_types};
 use fuel_graph_ext::pass::DebugOptions;
 use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
 use std::sync::Arc;
@@ -65,13 +64,7 @@ pub(super) fn estimate_us(specs: &[Spec], topo: &Arc<Topology>) -> Result<f64, S
                 g.add_value(input, &[], ty.clone())
             })
             .collect();
-        let tys: Vec<&TensorType> = s.operands.iter().map(|(t, _)| t).collect();
-        let ty = infer_type(&s.op, &tys).map_err(|e| e.to_string())?;
-        let each = result_types(&s.op, &tys).map_err(|e| e.to_string())?;
-        let id = g.add_node(s.op.clone(), &xs, ty);
-        if let Some(each) = each {
-            g.set_result_types(id, each);
-        }
+        let id = super::surgery::add_collective(&mut g, s.op.clone(), &xs)?;
         let results = g.node(id).map_or(0, |n| n.num_results());
         for r in 0..results as u32 {
             g.push_output(ValueId {

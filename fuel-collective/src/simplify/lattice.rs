@@ -127,6 +127,14 @@ impl Replication {
             .then_some(first)
     }
 
+    /// Every member of `v`'s set, `v` included (none when it varies).
+    pub fn replicas(&self, v: ValueId) -> Vec<ValueId> {
+        self.set(v)
+            .and_then(|s| self.sets.get(s))
+            .map(|m| m.values().copied().collect())
+            .unwrap_or_default()
+    }
+
     /// The member of `v`'s set that lives on `d`.
     pub fn replica_on(&self, v: ValueId, d: Device) -> Option<ValueId> {
         self.sets.get(self.set(v)?)?.get(&d).copied()

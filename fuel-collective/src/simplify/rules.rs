@@ -317,6 +317,13 @@ fn replicated_broadcast(g: &Graph, bc: NodeId, rep: &Replication) -> Option<Rewr
         return None;
     };
     let src = *n.operands.first()?;
+    // Replicated before this broadcast: on two devices or more without
+    // its own results (a broadcast onto its operand's device alone is
+    // the lowering's business, and moves nothing there either).
+    let before = rep.replicas(src).iter().filter(|r| r.node != bc).count();
+    if before < 2 {
+        return None;
+    }
     let replicas = to
         .iter()
         .map(|d| rep.replica_on(src, *d).filter(|r| r.node != bc))

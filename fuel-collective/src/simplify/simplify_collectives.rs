@@ -150,7 +150,9 @@ impl Pass for SimplifyCollectives {
                         let exact = self.exactness(g, &rw);
                         let dead = surgery::apply(g, &rw, self.opts.reassociate)
                             .map_err(|m| PassError::internal(NAME, m))?;
-                        surgery::sweep_dead(g, dead);
+                        // A later rewrite of this sweep must not read a
+                        // node this one removed: it waits for the next.
+                        taken.extend(surgery::sweep_dead(g, dead));
                         notes.push(format!(
                             "{NAME}: {}: {before} became {after} ({exact})",
                             rw.rule()

@@ -31,8 +31,14 @@ fn value(node: NodeId, result: usize) -> ValueId {
     }
 }
 
-/// Adds a collective over `operands`, typed by the typing rule.
-fn add_collective(g: &mut Graph, op: Op, operands: &[ValueId]) -> Result<NodeId, String> {
+/// Adds a collective (or any op) over `operands`, typed by the typing
+/// rule, each result typed where they differ; the error is the typing
+/// rule's message.
+pub(crate) fn add_collective(
+    g: &mut Graph,
+    op: Op,
+    operands: &[ValueId],
+) -> Result<NodeId, String> {
     let tys = operands
         .iter()
         .map(|v| type_of(g, *v))
@@ -182,9 +188,10 @@ pub(crate) fn local_reduce(
 }
 
 /// Removes the nodes of `start` that nothing uses, then the producers
-/// that this left unused, and so on; inputs stay.
-pub(super) fn sweep_dead(g: &mut Graph, start: Vec<NodeId>) {
+/// that this left unused, and so on; inputs stay. Returns what it removed.
+pub(super) fn sweep_dead(g: &mut Graph, start: Vec<NodeId>) -> Vec<NodeId> {
     let mut work = start;
+    let mut removed = Vec::new();
     while let Some(id) = work.pop() {
         let Some(n) = g.node(id) else { continue };
         if matches!(n.op, Op::Input { .. }) {
@@ -196,6 +203,8 @@ pub(super) fn sweep_dead(g: &mut Graph, start: Vec<NodeId>) {
         }
         let producers: Vec<NodeId> = n.operands.iter().map(|v| v.node).collect();
         g.remove_node(id);
+        removed.push(id);
         work.extend(producers);
     }
+    removed
 }

@@ -79,9 +79,11 @@ pub fn parse_run_line(first_line: &str) -> Result<RunLine, String> {
                 })
             }
             Some(("topology", v)) => run.topology = Some(v.trim().to_string()),
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "unknown RUN argument `--{p}`: expected --passes, --verify, --topology or --before"
-            )),
+            ))
+            }
         }
     }
     match (saw_passes, run.verify) {
