@@ -75,8 +75,10 @@ pub mod cost;
 mod driver_comm;
 #[cfg(feature = "runtime")]
 pub mod eager;
+pub mod grad;
 pub mod group;
 pub mod lower;
+pub mod simplify;
 #[cfg(feature = "runtime")]
 pub mod world;
 pub mod world_cost;
@@ -111,9 +113,9 @@ use fuel_graph_ext::{Graph, Topology};
 use std::sync::Arc;
 
 /// The pipeline that takes a graph with collectives to one an executor can
-/// run: merge small independent all-reduces, lower the collectives, legalise every remaining edge, then clean up.
+/// run: rewrite collectives into cheaper equal ones, merge small independent all-reduces, lower the collectives, legalise every remaining edge, then clean up.
 pub const DEFAULT_PIPELINE: &str =
-    "combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
+    "simplify-collectives,combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
 
 /// [`DEFAULT_PIPELINE`] with options for `lower-collectives`, such as
 /// `algorithm=ring` (empty for the defaults).
@@ -129,7 +131,8 @@ pub fn pipeline_with(lower_options: &str) -> String {
     }
 }
 
-/// Adds this crate's passes (`combine-collectives`, `lower-collectives`)
+/// Adds this crate's passes (`simplify-collectives`, `combine-collectives`,
+/// `lower-collectives`)
 /// to `r`, so a graph compiler's own registry can name them in a pipeline.
 ///
 /// ```
@@ -143,6 +146,18 @@ pub fn pipeline_with(lower_options: &str) -> String {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn register(r: &mut PassRegistry) {
+    r.register(PassInfo {
+        name: simplify::NAME,
+        summary: "rewrite collectives into cheaper ones that compute the same values (all_gather of reduce_scatter into all_reduce, reductions of replicated values into local ops, ...)",
+        options: simplify::OPTIONS,
+        ctor: |o, cx| {
+            let opts = simplify::SimplifyOptions::from_pass_options(o)?;
+            Ok(Box::new(simplify::SimplifyCollectives::new(
+                opts,
+                cx.topology.clone(),
+            )))
+        },
+    });
     r.register(PassInfo {
         name: combine::NAME,
         summary: "merge independent all_reduces of one group, op and dtype into one over their joined shards, where the cost model says it pays",

@@ -92,7 +92,13 @@ fn the_six_device_demo_renders_no_wider_than_about_2500_px() {
         }
         // The estimates are in the legend, not the title.
         assert!(!text.contains("\n  label="), "{algorithm}: a graph title");
-        assert!(text.contains("legend [label=\"lower-collectives: "));
+        // simplify-collectives' notes (the demo's pair became one
+        // all_reduce) come first, then the lowering's.
+        assert!(text.contains("legend [label=\"simplify-collectives: "));
+        assert!(
+            text.contains("\\llower-collectives: "),
+            "{algorithm}: {text}"
+        );
         assert!(text.contains(" step 1"), "{algorithm}: no step labels");
         let Some(width) = rendered_width(&text) else {
             println!("SKIP: graphviz `dot` is not installed (apt-get install graphviz)");

@@ -12,7 +12,7 @@ fn golden_cases() {
     }
 }
 
-/// Every committed `.dot` must render with graphviz.
+/// Every committed `.dot` (outputs, and the inputs `--before` pins) must render with graphviz.
 #[test]
 fn golden_dots_render() {
     if std::process::Command::new("dot")
@@ -24,8 +24,15 @@ fn golden_dots_render() {
         return;
     }
     let mut checked = 0;
-    for case in fuel_test_support::cases(&fuel_test_support::golden_dir()) {
-        let dot = case.with_extension("out.dot");
+    let dots = fuel_test_support::cases(&fuel_test_support::golden_dir())
+        .into_iter()
+        .flat_map(|case| {
+            [
+                case.with_extension("out.dot"),
+                case.with_extension("in.dot"),
+            ]
+        });
+    for dot in dots {
         if !dot.exists() {
             continue;
         }

@@ -10,7 +10,8 @@
 //!   folder) aside.
 //! - The compile-time half never names the runtime: no file of the IR crate
 //!   (`fuel-graph-ext/src/`) or of `fuel-collective`'s passes and cost model
-//!   (`src/lower/`, `src/combine/`, `src/cost/`) uses a `fuel_runtime` path
+//!   (`src/lower/`, `src/combine/`, `src/cost/`, `src/simplify/`,
+//!   `src/grad/`) uses a `fuel_runtime` path
 //!   outside its comments. Cargo holds the IR crate's side already; this
 //!   holds `fuel-collective`'s, whose runtime feature is on by default.
 //!
@@ -107,11 +108,13 @@ fn oversized(root: &Path, files: &[PathBuf]) -> Vec<String> {
 }
 
 /// The folders of the compile-time half, which must not name the runtime.
-const COMPILE_TIME: [&str; 4] = [
+const COMPILE_TIME: [&str; 6] = [
     "fuel-graph-ext/src/",
     "fuel-collective/src/lower/",
     "fuel-collective/src/combine/",
     "fuel-collective/src/cost/",
+    "fuel-collective/src/simplify/",
+    "fuel-collective/src/grad/",
 ];
 
 /// Files of the compile-time half ([`COMPILE_TIME`]) with a line of code

@@ -91,17 +91,20 @@ mod tests {
     #[test]
     fn off_takes_the_pass_out_and_on_keeps_it() {
         let p = fuel_collective::pipeline_with("algorithm=ring");
-        assert!(p.starts_with("combine-collectives,"), "{p}");
+        assert!(
+            p.starts_with("simplify-collectives,combine-collectives,"),
+            "{p}"
+        );
         let off = pipeline(p.clone(), Combine::Off, Some("4M"));
         assert!(!off.contains("combine"), "{off}");
         assert!(
-            off.starts_with("lower-collectives{algorithm=ring}"),
+            off.starts_with("simplify-collectives,lower-collectives{algorithm=ring}"),
             "{off}"
         );
         assert_eq!(pipeline(p.clone(), Combine::On, None), p);
         let on = pipeline(p.clone(), Combine::On, Some("4M"));
         assert!(
-            on.starts_with("combine-collectives{threshold=4M},lower"),
+            on.starts_with("simplify-collectives,combine-collectives{threshold=4M},lower"),
             "{on}"
         );
     }

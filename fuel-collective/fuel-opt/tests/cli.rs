@@ -287,14 +287,26 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
     assert!(
         files
             .iter()
-            .any(|f| f.ends_with("02-lower-collectives.fir")),
+            .any(|f| f.ends_with("03-lower-collectives.fir")),
         "{files:?}"
     );
-    // The default pipeline starts with combine-collectives, which finds
-    // nothing to merge in the demo (one all_reduce): it is reported as
-    // unchanged, and no file repeats the input.
+    // The default pipeline starts with simplify-collectives, which turns
+    // the demo's all_gather of a reduce_scatter into the all_reduce it
+    // records already (one collective is left, 816 B moved where the pair
+    // moved more); combine-collectives then finds nothing to merge: it is
+    // reported as unchanged, and no file repeats the input.
     assert!(
-        stdout.contains("01-combine-collectives: no change"),
+        files
+            .iter()
+            .any(|f| f.ends_with("01-simplify-collectives.fir")),
+        "{files:?}"
+    );
+    assert!(
+        stdout.contains("total                       816 B moved"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("02-combine-collectives: no change"),
         "{stdout}"
     );
     assert!(

@@ -2,7 +2,9 @@
 //! groups, dtypes, shapes, collective kinds and every `lower-collectives`
 //! algorithm, the shards sometimes `cast` to another dtype first, and
 //! sometimes a second all_reduce (independent, or a chain) with
-//! `combine-collectives` in front, and sometimes a narrow `transport=` or `chunks=`. It must never panic, the output must verify, and the reference
+//! `combine-collectives` in front, and sometimes a narrow `transport=` or `chunks=`;
+//! `simplify-collectives` runs first, and a reduce_scatter sometimes gets an
+//! all_gather of its parts, so its rules fire on random graphs. It must never panic, the output must verify, and the reference
 //! interpreter must give the same values before and after.
 //!
 //! Two draws aim at issue 14's classes. `huge` swaps one extent for a value
@@ -200,6 +202,20 @@ fuzz_target!(|c: Case| {
     } else {
         String::new()
     };
+    // simplify-collectives: a reduce_scatter gets an all_gather of its
+    // parts along the same axis (gather-of-scatter fires), and the chain
+    // above reduces replicas (replicated-reduce fires).
+    if c.combine % 2 == 1 && kind == 4 {
+        let parts: Vec<ValueId> = (0..results as u32).map(|r| ValueId { node: id, result: r }).collect();
+        let tys: Vec<TensorType> = parts.iter().filter_map(|v| g.value_type(*v).cloned()).collect();
+        let refs: Vec<&TensorType> = tys.iter().collect();
+        if let Ok(t) = op::infer_type(&Op::AllGather { axis }, &refs) {
+            let ag = g.add_node(Op::AllGather { axis }, &parts, t);
+            for r in 0..results as u32 {
+                g.push_output(ValueId { node: ag, result: r });
+            }
+        }
+    }
     let mut topo = Topology::default();
     if c.peers {
         topo = topo.with_peer(0, 1);
@@ -222,7 +238,7 @@ fuzz_target!(|c: Case| {
     if let Some(k) = [None, Some("auto"), Some("2"), Some("5")][c.arity as usize / 4 % 4] {
         opts = format!("{opts}, chunks={k}");
     }
-    let pipeline = format!("{combine}lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
+    let pipeline = format!("simplify-collectives,{combine}lower-collectives{{{opts}}},insert-cross-device-copies,split-cross-vendor-copies,cse,dce");
     let before = g.clone();
     if let Err(e) = fuel_collective::run_pipeline(&mut g, &pipeline, topo.clone(), DebugOptions::verifying()) {
         panic!("{pipeline} failed on a valid graph: {e}\n{}", text::print(&before));

@@ -4,7 +4,9 @@
 //! do with the graph below it: `// RUN: --passes <pipeline>` runs a
 //! pipeline, `// RUN: --verify structural|placement` only verifies the
 //! graph at that level, and either may add `--topology <file>` (relative to
-//! the case's folder). Its expected outputs sit beside it: `<case>.out.fir`
+//! the case's folder), and a `--passes` case may add `--before`, which pins
+//! the input's DOT too, as `<case>.in.dot` (the input's text is the case
+//! itself). Its expected outputs sit beside it: `<case>.out.fir`
 //! and `<case>.out.dot` when it succeeds, or `<case>.out.err` when it must
 //! fail (a graph that does not parse, a topology file that does not, a bad
 //! pipeline, a failing pass or verifier). A case that must fail to parse
@@ -41,6 +43,8 @@ pub struct RunLine {
     pub verify: Option<Level>,
     /// A topology file, relative to the case's folder.
     pub topology: Option<String>,
+    /// `--before`: also pin the input's DOT (`<case>.in.dot`).
+    pub before: bool,
 }
 
 /// Parses `// RUN: --passes <pipeline> [--topology <file>]` or
@@ -54,6 +58,10 @@ pub fn parse_run_line(first_line: &str) -> Result<RunLine, String> {
     let mut saw_passes = false;
     for p in parts.by_ref() {
         let p = p.strip_prefix("--").unwrap_or(p);
+        if p == "before" {
+            run.before = true;
+            continue;
+        }
         match p.split_once(' ') {
             Some(("passes", v)) => {
                 run.passes = v.trim().to_string();
@@ -73,8 +81,8 @@ pub fn parse_run_line(first_line: &str) -> Result<RunLine, String> {
             Some(("topology", v)) => run.topology = Some(v.trim().to_string()),
             _ => {
                 return Err(format!(
-                    "unknown RUN argument `--{p}`: expected --passes, --verify or --topology"
-                ))
+                "unknown RUN argument `--{p}`: expected --passes, --verify, --topology or --before"
+            ))
             }
         }
     }
@@ -83,6 +91,9 @@ pub fn parse_run_line(first_line: &str) -> Result<RunLine, String> {
             Err("the RUN line needs `--passes <pipeline>` or `--verify <level>`".into())
         }
         (true, Some(_)) => Err("the RUN line takes `--passes` or `--verify`, not both".into()),
+        (false, Some(_)) if run.before => {
+            Err("`--before` goes with `--passes`: a `--verify` case pins its input already".into())
+        }
         _ => Ok(run),
     }
 }
@@ -177,10 +188,11 @@ pub fn run_case(path: &Path) -> Result<CaseRun, String> {
         problems.push(format!("output does not verify:\n{e}"));
     }
     problems.extend(same_meaning(&input, &g).err());
-    Ok(CaseRun {
-        files: vec![("fir", text::print(&g)), ("dot", dot::to_dot(&g))],
-        problems,
-    })
+    let mut files = vec![("fir", text::print(&g)), ("dot", dot::to_dot(&g))];
+    if run.before {
+        files.push(("in.dot", dot::to_dot(&input)));
+    }
+    Ok(CaseRun { files, problems })
 }
 
 /// Checks with the reference interpreter that `after` computes what `before`
@@ -222,8 +234,11 @@ pub fn check_dir(dir: &Path) -> Result<usize, String> {
         }
         let stem = case.with_extension("");
         // Stale expectations of the other kind (err vs fir/dot) must go.
-        for ext in ["fir", "dot", "err"] {
-            let expected_path = PathBuf::from(format!("{}.out.{ext}", stem.display()));
+        for ext in ["fir", "dot", "err", "in.dot"] {
+            let expected_path = match ext {
+                "in.dot" => PathBuf::from(format!("{}.in.dot", stem.display())),
+                _ => PathBuf::from(format!("{}.out.{ext}", stem.display())),
+            };
             let actual = res.files.iter().find(|(e, _)| *e == ext).map(|(_, t)| t);
             let expected = std::fs::read_to_string(&expected_path).ok();
             match (actual, expected) {
@@ -270,6 +285,9 @@ mod tests {
 
     #[test]
     fn run_lines() {
+        let b = parse_run_line("// RUN: --passes a --before").unwrap();
+        assert!(b.before && b.passes == "a");
+        assert!(parse_run_line("// RUN: --verify structural --before").is_err());
         let r = parse_run_line("// RUN: --passes a{x=1, y=2},b --topology t.topo").unwrap();
         assert_eq!(r.passes, "a{x=1, y=2},b");
         assert_eq!(r.verify, None);

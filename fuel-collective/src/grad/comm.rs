@@ -1,0 +1,110 @@
+//! The transpose rules of the SPMD `comm.*` forms: each rank's graph holds
+//! its own part, so the backward is one `comm.*` node on the same
+//! communicator, recorded on every rank alike (the ranks must meet at the
+//! same collectives in the same order).
+
+use super::rules::Cx;
+use super::GradError;
+use fuel_graph_ext::graph::ValueId;
+use fuel_graph_ext::op::CommOp;
+use fuel_graph_ext::{Graph, Op, ReduceOp, TensorType};
+
+pub(super) fn transpose(
+    g: &mut Graph,
+    cx: &Cx,
+    op: &Op,
+    my_rank: Option<usize>,
+) -> Result<Vec<Option<ValueId>>, GradError> {
+    let Op::Comm {
+        kind,
+        comm,
+        ranks,
+        device,
+        rank,
+        split,
+    } = op
+    else {
+        return Err(GradError::NotCollective {
+            op: cx.name.clone(),
+        });
+    };
+    let ct = *cx.cts.first().ok_or_else(|| cx.internal("no cotangent"))?;
+    let x = *cx
+        .operands
+        .first()
+        .ok_or_else(|| cx.internal("no operand"))?;
+    let node = |kind: CommOp, rank: Option<usize>, split: Option<Vec<usize>>| Op::Comm {
+        kind,
+        comm: *comm,
+        ranks: *ranks,
+        device: *device,
+        rank,
+        split,
+    };
+    let no_select = || {
+        cx.unsupported(
+            "max, min and prod need an element-wise comparison or select that the IR lacks; differentiate through sum or mean",
+        )
+    };
+    let (back, mean) = match kind {
+        CommOp::AllReduce(r @ (ReduceOp::Sum | ReduceOp::Mean)) => {
+            (node(CommOp::AllReduce(*r), None, None), false)
+        }
+        CommOp::AllGather { axis } => (
+            node(
+                CommOp::ReduceScatter {
+                    op: ReduceOp::Sum,
+                    axis: *axis,
+                },
+                None,
+                None,
+            ),
+            false,
+        ),
+        CommOp::ReduceScatter {
+            op: r @ (ReduceOp::Sum | ReduceOp::Mean),
+            axis,
+        } => (
+            node(CommOp::AllGather { axis: *axis }, None, None),
+            *r == ReduceOp::Mean,
+        ),
+        CommOp::Barrier => (node(CommOp::Barrier, None, None), false),
+        CommOp::Broadcast { root } => {
+            let me = my_rank.or(*rank).ok_or_else(|| {
+                cx.unsupported("comm.broadcast gives a cotangent to the root only, and this graph does not say its rank; call transpose_at with the rank")
+            })?;
+            let sum = cx.record(g, node(CommOp::AllReduce(ReduceOp::Sum), None, None), &[ct])?;
+            let v = ValueId {
+                node: sum,
+                result: 0,
+            };
+            return Ok(vec![(me == *root).then_some(v)]);
+        }
+        CommOp::AllToAll { axis } => {
+            let back_split = match (split, rank) {
+                (Some(s), Some(r)) => {
+                    let n = *ranks;
+                    let t: Vec<usize> = (0..n * n).map(|k| s[(k % n) * n + k / n]).collect();
+                    Some((Some(*r), Some(t)))
+                }
+                _ => None,
+            };
+            let (r, s) = back_split.unwrap_or((None, None));
+            (node(CommOp::AllToAll { axis: *axis }, r, s), false)
+        }
+        CommOp::AllReduce(_) | CommOp::ReduceScatter { .. } => return Err(no_select()),
+    };
+    let id = cx.record(g, back, &[ct])?;
+    let mut v = ValueId {
+        node: id,
+        result: 0,
+    };
+    if mean {
+        v = cx.scaled(g, v, *ranks)?;
+    }
+    let want: Option<TensorType> = g.value_type(x).cloned();
+    if g.value_type(v).cloned() != want {
+        return Err(cx.internal("the backward's type differs from the operand's"));
+    }
+    Ok(vec![Some(v)])
+}
