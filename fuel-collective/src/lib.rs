@@ -73,6 +73,7 @@ mod driver_comm;
 pub mod eager;
 pub mod group;
 pub mod lower;
+pub mod viewer;
 pub mod world;
 pub mod world_cost;
 

@@ -57,6 +57,7 @@ pub mod elem;
 pub mod env;
 pub mod exec;
 pub mod graph;
+pub mod html;
 pub mod interp;
 pub mod lazy;
 pub mod op;

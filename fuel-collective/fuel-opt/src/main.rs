@@ -26,7 +26,8 @@ mod world_plan;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
-use fuel_graph_ext::pass::{DebugOptions, PrintAfter};
+use fuel_graph_ext::html::{Recording, Step};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
 use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, Device, Op, Topology};
@@ -83,6 +84,10 @@ struct OptArgs {
     /// Write `NN-<pass>.fir` and `.dot` for the input and after every pass.
     #[arg(long)]
     dump_dir: Option<PathBuf>,
+    /// Write the pass viewer, one offline HTML file stepping through the
+    /// pipeline (index, pictures, IR, diffs, decisions; docs/viewer.md).
+    #[arg(long, value_name = "FILE")]
+    dump_html: Option<PathBuf>,
     /// A topology file (peers, staging CPU, link costs).
     #[arg(long)]
     topology: Option<PathBuf>,
@@ -284,6 +289,16 @@ fn graph_devices(g: &fuel_graph_ext::Graph) -> Vec<Device> {
     devs.into_iter().collect()
 }
 
+/// Writes the pass viewer page to `path`.
+fn write_html(rec: &Recording, path: &std::path::Path) -> Result<(), Failure> {
+    rec.write(path).map_err(|e| {
+        Failure::input(format!(
+            "--dump-html: cannot write {}: {e}",
+            fuel_graph_ext::text::excerpt::token(&path.display().to_string())
+        ))
+    })
+}
+
 fn opt(a: &OptArgs) -> Result<(), Failure> {
     let file = a.file.as_deref().ok_or_else(|| {
         Failure::input(
@@ -315,9 +330,33 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             if let Some(d) = &a.dump_dir {
                 debug.dump_dir = Some(d.clone());
             }
-            fuel_collective::run_pipeline(&mut g, p, topo.clone(), debug)
-                .map_err(|e| Failure::input(e.to_string()))?;
+            match &a.dump_html {
+                None => {
+                    fuel_collective::run_pipeline(&mut g, p, topo.clone(), debug)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                }
+                Some(path) => {
+                    let cx = PassContext {
+                        topology: topo.clone(),
+                    };
+                    let mut pm = PassManager::new(&fuel_collective::registry(), p, cx, debug)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                    let rec = fuel_collective::viewer::record_with(&mut pm, &mut g, p)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                    write_html(&rec, path)?;
+                }
+            }
         }
+    }
+    if let (None, Some(path)) = (&a.passes, &a.dump_html) {
+        let mut rec = Recording::new(g.name.clone(), "");
+        rec.steps.push(Step {
+            name: "input".into(),
+            changed: false,
+            elapsed: std::time::Duration::ZERO,
+            graph: g.clone(),
+        });
+        write_html(&rec, path)?;
     }
     match a.emit {
         Emit::Text => out!("{}", text::print(&g))?,
