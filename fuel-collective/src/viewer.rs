@@ -79,11 +79,12 @@ fn observe(rec: &mut Recording, o: &Observed<'_>) {
     let (Some(pass), Some(before)) = (lowering, o.step.checked_sub(1)) else {
         return;
     };
-    rec.links.extend(pass.provenance().iter().map(|&(node, from)| Link {
-        step: o.step,
-        node,
-        from,
-    }));
+    rec.links
+        .extend(pass.provenance().iter().map(|&(node, from)| Link {
+            step: o.step,
+            node,
+            from,
+        }));
     // The pass lowers the collectives of its input in topological order,
     // one decision each: the same order read here.
     let Some(input) = rec.steps.get(before).map(|s| &s.graph) else {

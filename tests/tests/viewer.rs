@@ -94,7 +94,11 @@ fn the_page_is_the_same_bytes_every_time_and_links_lowered_nodes() {
         .position(|s| s.name == "lower-collectives")
         .unwrap();
     assert!(a.steps[lower].changed);
-    assert_eq!(a.decisions.len(), 3, "all_reduce, reduce_scatter, all_gather");
+    assert_eq!(
+        a.decisions.len(),
+        3,
+        "all_reduce, reduce_scatter, all_gather"
+    );
     let made: std::collections::BTreeSet<_> = a.links.iter().map(|l| l.from).collect();
     assert_eq!(made.len(), 3, "each collective made nodes: {made:?}");
     for l in &a.links {
@@ -103,14 +107,21 @@ fn the_page_is_the_same_bytes_every_time_and_links_lowered_nodes() {
         assert!(from.op.is_collective(), "{:?}", from.op);
         assert!(a.steps[lower].graph.contains(l.node));
     }
-    assert!(a.decisions.iter().all(|d| d.candidates.iter().any(|c| c.picked)));
+    assert!(a
+        .decisions
+        .iter()
+        .all(|d| d.candidates.iter().any(|c| c.picked)));
 }
 
 #[test]
 fn hostile_names_and_notes_stay_inside_their_strings() {
     let html = hostile_recording().to_html();
     let lower = html.to_ascii_lowercase();
-    assert_eq!(lower.matches("<script").count(), 2, "the data and the script");
+    assert_eq!(
+        lower.matches("<script").count(),
+        2,
+        "the data and the script"
+    );
     assert_eq!(lower.matches("</script").count(), 2);
     assert_eq!(lower.matches("<!--").count(), 0);
     assert!(!html.contains("pwned=1</"));

@@ -25,8 +25,8 @@ mod world;
 mod world_plan;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::html::{Recording, Step};
+use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
 use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::verify::{verify, Level};

@@ -46,7 +46,9 @@ pub fn diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<(Mark, &'a str)> {
             }
             DiffOp::Delete {
                 old_index, old_len, ..
-            } => out.extend((old_index..old_index + old_len).map(|i| (Mark::Removed, line(old, i)))),
+            } => {
+                out.extend((old_index..old_index + old_len).map(|i| (Mark::Removed, line(old, i))))
+            }
             DiffOp::Insert {
                 new_index, new_len, ..
             } => out.extend((new_index..new_index + new_len).map(|i| (Mark::Added, line(new, i)))),
@@ -59,7 +61,9 @@ pub fn diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<(Mark, &'a str)> {
                 out.extend(
                     (old_index..old_index + old_len).map(|i| (Mark::ChangedFrom, line(old, i))),
                 );
-                out.extend((new_index..new_index + new_len).map(|i| (Mark::ChangedTo, line(new, i))));
+                out.extend(
+                    (new_index..new_index + new_len).map(|i| (Mark::ChangedTo, line(new, i))),
+                );
             }
         }
     }

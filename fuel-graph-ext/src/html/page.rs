@@ -143,7 +143,11 @@ fn push_diff(out: &mut String, old: &[String], new: &[String]) {
             continue;
         }
         let head = if i == 0 { 0 } else { CONTEXT.min(run) };
-        let tail = if i + run == d.len() { 0 } else { CONTEXT.min(run - head) };
+        let tail = if i + run == d.len() {
+            0
+        } else {
+            CONTEXT.min(run - head)
+        };
         for (k, (m, l)) in d[i..i + run].iter().enumerate() {
             if k < head || k >= run - tail {
                 let mut row = Obj::array(arr.item());
@@ -153,7 +157,10 @@ fn push_diff(out: &mut String, old: &[String], new: &[String]) {
             } else if k == head {
                 let mut row = Obj::array(arr.item());
                 push_str(row.item(), "=");
-                push_str(row.item(), &format!("… {} unchanged lines", run - head - tail));
+                push_str(
+                    row.item(),
+                    &format!("… {} unchanged lines", run - head - tail),
+                );
                 row.end();
             }
         }

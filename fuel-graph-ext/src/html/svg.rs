@@ -50,7 +50,10 @@ pub fn label(g: &Graph, num: &Numbering, id: NodeId) -> (String, String) {
     let second = match &n.op {
         Op::Copy { to } | Op::Move { to } => {
             let from = n.operands.first().and_then(|v| g.value_device(*v));
-            format!("{} -> {to}", from.map_or("?".to_string(), |d| d.to_string()))
+            format!(
+                "{} -> {to}",
+                from.map_or("?".to_string(), |d| d.to_string())
+            )
         }
         _ => n.ty.to_string(),
     };
@@ -92,7 +95,10 @@ pub fn render(
     let keep = |band: usize| part == Part::All || part == Part::Band(band);
     let (x0, width) = match part {
         Part::All => (0.0, l.width),
-        Part::Band(b) => l.bands.get(b).map_or((0.0, l.width), |b| (b.x - 8.0, b.w + 16.0)),
+        Part::Band(b) => l
+            .bands
+            .get(b)
+            .map_or((0.0, l.width), |b| (b.x - 8.0, b.w + 16.0)),
     };
     let mut s = String::with_capacity(256 * l.nodes.len() + 512);
     let _ = write!(
@@ -124,7 +130,11 @@ pub fn render(
         let (x1, y1) = (p.x + NODE_W / 2.0, p.y + NODE_H);
         let (x2, y2) = (q.x + NODE_W / 2.0, q.y);
         let my = (y1 + y2) / 2.0;
-        let cross = if p.band != q.band { " stroke-width=\"2\"" } else { "" };
+        let cross = if p.band != q.band {
+            " stroke-width=\"2\""
+        } else {
+            ""
+        };
         let _ = write!(
             s,
             "<path d=\"M{x1:.0} {y1:.0}C{x1:.0} {my:.0} {x2:.0} {my:.0} {x2:.0} {y2:.0}\"{cross} data-a=\"{}\" data-b=\"{}\"/>",

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 /// A hostile name: quotes, the end of a script element, a comment, a
 /// control character, a line separator.
-pub const HOSTILE: &str = "x\"'</script><script>window.pwned=1</script><!--\u{0}\u{1b}[31m\u{2028}&amp;";
+pub const HOSTILE: &str =
+    "x\"'</script><script>window.pwned=1</script><!--\u{0}\u{1b}[31m\u{2028}&amp;";
 
 /// A graph whose name, input names and note are hostile, one of them 1 MB.
 pub fn hostile_recording() -> Recording {
@@ -45,7 +46,11 @@ pub fn chained_all_reduces(rounds: usize) -> String {
     }
     for _ in 0..rounds {
         let r = k;
-        let _ = writeln!(s, "  %{r}:8 = all_reduce.sum {} : f32[64]", shards.join(", "));
+        let _ = writeln!(
+            s,
+            "  %{r}:8 = all_reduce.sum {} : f32[64]",
+            shards.join(", ")
+        );
         k += 1;
         shards.clear();
         for d in 0..8 {
