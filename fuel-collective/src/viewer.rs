@@ -140,3 +140,30 @@ pub fn decision_view(step: usize, collective: NodeId, d: &Decision) -> html::Dec
         costs: d.costs.to_string(),
     }
 }
+
+/// The cost model's estimate of each step of a lowered graph, by node:
+/// its price on the runner the executor would use, alone (no waiting).
+/// Empty where the model's steps do not line up one to one with the
+/// graph's non-input nodes.
+pub fn step_estimates(g: &Graph, topo: &Topology) -> Vec<(NodeId, f64)> {
+    use crate::cost::{runner_of, step_us, working_bytes};
+    let steps = crate::lower::graph_steps(g, topo, &Default::default());
+    let nodes: Vec<NodeId> = g
+        .topo_order()
+        .into_iter()
+        .filter(|id| {
+            g.node(*id)
+                .is_some_and(|n| !matches!(n.op, fuel_graph_ext::Op::Input { .. }))
+        })
+        .collect();
+    if nodes.len() != steps.len() {
+        return Vec::new();
+    }
+    let runner = runner_of(&steps);
+    let working = working_bytes(&steps);
+    nodes
+        .into_iter()
+        .zip(&steps)
+        .map(|(id, s)| (id, step_us(topo, runner, &s.kind, working)))
+        .collect()
+}

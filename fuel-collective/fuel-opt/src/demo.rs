@@ -169,6 +169,13 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let measured_us = scenario::median_us(&mut times);
+    let source = format!(
+        "one more run of the demo's executable on {n} devices, after the {} timed",
+        a.runs
+    );
+    let (caught, timeline) =
+        crate::timeline::capture(&lowered, &topo, &source, || exe.run(&inputs));
+    caught.map_err(|e| Failure::input(format!("run failed: {e}")))?;
     let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
 
     outln!(
@@ -255,6 +262,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     outln!("  measured (median of {}) {:>6.1} us", a.runs, measured_us)?;
 
     viewer.title = format!("fuel-opt demo: {} devices", devices.len());
+    viewer.timeline = Some(timeline);
     written.push(out.write(VIEWER, viewer.to_html().as_bytes())?);
     written.sort();
     outln!("== files in {}", a.out.display())?;

@@ -20,6 +20,7 @@ mod plot;
 mod run;
 mod scenario;
 mod sizes;
+mod timeline;
 mod validate;
 mod world;
 mod world_plan;
@@ -34,6 +35,7 @@ use fuel_graph_ext::{text, Device, Op, Topology};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use tracing_subscriber::Layer as _;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -203,10 +205,17 @@ fn logging() -> Result<(), Failure> {
     };
     // Colours only for a terminal: piped or captured logs get plain text,
     // never raw escape sequences.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Beside the log, the layer that catches the executor's step trace
+    // for the pass viewer's timeline (off outside `timeline::capture`).
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(filter);
+    tracing_subscriber::registry()
+        .with(log)
+        .with(timeline::layer())
         .init();
     Ok(())
 }
@@ -315,6 +324,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
         limit,
     )?);
     let mut g = original.clone();
+    let mut recording = None;
     match &a.passes {
         None => {
             verify(&g, Level::Structural, &topo)
@@ -343,7 +353,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
                         .map_err(|e| Failure::input(e.to_string()))?;
                     let rec = fuel_collective::viewer::record_with(&mut pm, &mut g, p)
                         .map_err(|e| Failure::input(e.to_string()))?;
-                    write_html(&rec, path)?;
+                    recording = Some((rec, path));
                 }
             }
         }
@@ -356,7 +366,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             elapsed: std::time::Duration::ZERO,
             graph: g.clone(),
         });
-        write_html(&rec, path)?;
+        recording = Some((rec, path));
     }
     match a.emit {
         Emit::Text => out!("{}", text::print(&g))?,
@@ -372,8 +382,21 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             outln!("result {k} : {} @{dev} {}", t.ty, t.digest())?;
         }
     }
+    let mut ran = Ok(());
     if a.run {
-        run::run_and_check(&original, &g, a.devices.as_deref(), &topo)?;
+        let run = || run::run_and_check(&original, &g, a.devices.as_deref(), &topo);
+        ran = match &mut recording {
+            Some((rec, _)) => {
+                let (ran, t) = timeline::capture(&g, &topo, "the --run", run);
+                rec.timeline = Some(t);
+                ran
+            }
+            None => run(),
+        };
     }
-    Ok(())
+    // Written even when the run's results are wrong: the page helps find why.
+    if let Some((rec, path)) = &recording {
+        write_html(rec, path)?;
+    }
+    ran
 }

@@ -200,6 +200,10 @@ fn the_demo_page_steps_through_the_pipeline_in_chromium() {
     assert_eq!(r["diff_shown"], "true");
     assert!(num(&r, "diff_marked") > 10.0);
     assert!(num(&r, "hood_nodes") >= 2.0);
+    assert!(
+        num(&r, "timeline_bars") >= 6.0,
+        "the demo's run is on the timeline"
+    );
     // A screenshot of the lowering step with that node selected.
     let shot = dir.join("viewer.png");
     let url = format!("file://{}#step=2&v={}", page.display(), r["clicked"]);

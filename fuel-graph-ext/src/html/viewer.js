@@ -121,7 +121,7 @@
     const svg = $("canvas").querySelector("svg");
     if (!svg) return;
     const w = Number(svg.getAttribute("width")) || 1;
-    setZoom(Math.max(0.5, Math.min(1, ($("canvas").clientWidth - 8) / w)));
+    setZoom(Math.max(0.6, Math.min(1, ($("canvas").clientWidth - 8) / w)));
   }
 
   function drawPicture() {

@@ -1,0 +1,164 @@
+//! The measured timeline for the pass viewer: the executor's step trace
+//! (one `tracing` event per step, with its node, device, op and time; see
+//! `exec/step.rs`) caught while one run is [`capture`]d, and laid out per
+//! device beside the cost model's estimate of each step
+//! ([`fuel_collective::viewer::step_estimates`]).
+//!
+//! The catching layer is installed with the logger ([`layer`]) and is off
+//! except inside [`capture`]; it asks only for the executor's callsites,
+//! so everything else logs as before.
+
+use fuel_graph_ext::html::{Event, Timeline};
+use fuel_graph_ext::{Graph, NodeId, Topology};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+use tracing::field::{Field, Visit};
+use tracing::subscriber::Interest;
+use tracing_subscriber::filter::DynFilterFn;
+use tracing_subscriber::layer::{Context, Filter, Layer};
+
+static ON: AtomicBool = AtomicBool::new(false);
+static CAUGHT: Mutex<Vec<Caught>> = Mutex::new(Vec::new());
+
+/// One step as the trace reported it, with when the report came.
+#[derive(Clone, Debug, Default)]
+struct Caught {
+    node: Option<u64>,
+    device: String,
+    op: String,
+    us: f64,
+    at: Option<Instant>,
+}
+
+impl Visit for Caught {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == "node" {
+            self.node = Some(value);
+        }
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if field.name() == "us" {
+            self.us = value;
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "device" => self.device = format!("{value:?}"),
+            "op" => self.op = format!("{value:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// The layer that catches step events.
+struct Catch;
+
+impl<S: tracing::Subscriber> Layer<S> for Catch {
+    fn on_event(&self, event: &tracing::Event<'_>, _cx: Context<'_, S>) {
+        let mut c = Caught {
+            at: Some(Instant::now()),
+            ..Caught::default()
+        };
+        event.record(&mut c);
+        if let (Some(_), Ok(mut all)) = (c.node, CAUGHT.lock()) {
+            all.push(c);
+        }
+    }
+}
+
+/// The catching layer, with its filter: the executor's trace events,
+/// while [`capture`] runs.
+pub fn layer<S>() -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let filter = DynFilterFn::new(|m, _| ON.load(Ordering::Relaxed) && m.is_event())
+        .with_callsite_filter(|m| {
+            if m.target().starts_with("fuel_graph_ext::exec") {
+                Interest::sometimes()
+            } else {
+                Interest::never()
+            }
+        });
+    Catch.with_filter(Box::new(filter) as Box<dyn Filter<S> + Send + Sync>)
+}
+
+/// Runs `f` with the step trace caught; returns its result and the steps,
+/// each as (node index, device, op, start and duration in microseconds
+/// from the start of `f`).
+fn caught<T>(f: impl FnOnce() -> T) -> (T, Vec<(u64, String, String, f64, f64)>) {
+    if let Ok(mut all) = CAUGHT.lock() {
+        all.clear();
+    }
+    let start = Instant::now();
+    ON.store(true, Ordering::Relaxed);
+    tracing::callsite::rebuild_interest_cache();
+    let out = f();
+    ON.store(false, Ordering::Relaxed);
+    let all = CAUGHT
+        .lock()
+        .map(|mut a| std::mem::take(&mut *a))
+        .unwrap_or_default();
+    let mut steps: Vec<_> = all
+        .into_iter()
+        .filter_map(|c| {
+            let end = c.at?.duration_since(start).as_secs_f64() * 1e6;
+            Some((c.node?, c.device, c.op, (end - c.us).max(0.0), c.us))
+        })
+        .collect();
+    // From the first step's start: what `f` did before (compiling) is not
+    // part of the run.
+    let first = steps.iter().map(|s| s.3).fold(f64::INFINITY, f64::min);
+    for s in &mut steps {
+        s.3 -= first;
+    }
+    (out, steps)
+}
+
+/// Runs `f` (one run of `g`'s executable, perhaps compiled first) and
+/// returns its result and the timeline: per device, each step (named
+/// `%N op` in `g`'s numbering) with its measured start (from the first
+/// step's) and time, and the model's estimate of each step and of the run,
+/// for `topo`. The measured total is from the first step's start to the
+/// last step's end.
+pub fn capture<T>(
+    g: &Graph,
+    topo: &Topology,
+    source: &str,
+    f: impl FnOnce() -> T,
+) -> (T, Timeline) {
+    let (out, steps) = caught(f);
+    let measured_us = steps.iter().map(|s| s.3 + s.4).fold(0.0, f64::max);
+    let ids: BTreeMap<u64, NodeId> = g.node_ids().map(|id| (id.0.index() as u64, id)).collect();
+    let num = fuel_graph_ext::text::Numbering::new(g);
+    let mut lanes: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+    for (node, device, op, start_us, dur_us) in steps {
+        let id = ids.get(&node).copied();
+        let name = id
+            .and_then(|id| num.number(id))
+            .map_or(op.clone(), |k| format!("%{k} {op}"));
+        lanes.entry(device).or_default().push(Event {
+            label: name,
+            node: id,
+            start_us,
+            dur_us,
+        });
+    }
+    let lanes = lanes
+        .into_iter()
+        .map(|(d, mut e)| {
+            e.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+            (d, e)
+        })
+        .collect();
+    let timeline = Timeline {
+        source: source.to_string(),
+        lanes,
+        estimate_us: Some(fuel_collective::lower::estimate_run(g, topo).total_us()),
+        node_estimates: fuel_collective::viewer::step_estimates(g, topo),
+        measured_us,
+    };
+    (out, timeline)
+}
