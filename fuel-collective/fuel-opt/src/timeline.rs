@@ -30,6 +30,8 @@ struct Caught {
     op: String,
     us: f64,
     at: Option<Instant>,
+    /// Set by [`caught`]: when the step started, from the first step's start.
+    start_us: f64,
 }
 
 impl Visit for Caught {
@@ -86,33 +88,31 @@ where
 }
 
 /// Runs `f` with the step trace caught; returns its result and the steps,
-/// each as (node index, device, op, start and duration in microseconds
-/// from the start of `f`).
-fn caught<T>(f: impl FnOnce() -> T) -> (T, Vec<(u64, String, String, f64, f64)>) {
+/// each with its start in microseconds from the first step's start (what
+/// `f` did before, such as compiling, is not part of the run).
+fn caught<T>(f: impl FnOnce() -> T) -> (T, Vec<Caught>) {
     if let Ok(mut all) = CAUGHT.lock() {
         all.clear();
     }
     let start = Instant::now();
     ON.store(true, Ordering::Relaxed);
-    tracing::callsite::rebuild_interest_cache();
     let out = f();
     ON.store(false, Ordering::Relaxed);
-    let all = CAUGHT
+    let mut steps = CAUGHT
         .lock()
         .map(|mut a| std::mem::take(&mut *a))
         .unwrap_or_default();
-    let mut steps: Vec<_> = all
-        .into_iter()
-        .filter_map(|c| {
-            let end = c.at?.duration_since(start).as_secs_f64() * 1e6;
-            Some((c.node?, c.device, c.op, (end - c.us).max(0.0), c.us))
-        })
-        .collect();
-    // From the first step's start: what `f` did before (compiling) is not
-    // part of the run.
-    let first = steps.iter().map(|s| s.3).fold(f64::INFINITY, f64::min);
-    for s in &mut steps {
-        s.3 -= first;
+    for c in &mut steps {
+        let end =
+            c.at.map_or(0.0, |t| t.duration_since(start).as_secs_f64() * 1e6);
+        c.start_us = (end - c.us).max(0.0);
+    }
+    let first = steps
+        .iter()
+        .map(|c| c.start_us)
+        .fold(f64::INFINITY, f64::min);
+    for c in &mut steps {
+        c.start_us -= first;
     }
     (out, steps)
 }
@@ -130,20 +130,20 @@ pub fn capture<T>(
     f: impl FnOnce() -> T,
 ) -> (T, Timeline) {
     let (out, steps) = caught(f);
-    let measured_us = steps.iter().map(|s| s.3 + s.4).fold(0.0, f64::max);
+    let measured_us = steps.iter().map(|c| c.start_us + c.us).fold(0.0, f64::max);
     let ids: BTreeMap<u64, NodeId> = g.node_ids().map(|id| (id.0.index() as u64, id)).collect();
     let num = fuel_graph_ext::text::Numbering::new(g);
     let mut lanes: BTreeMap<String, Vec<Event>> = BTreeMap::new();
-    for (node, device, op, start_us, dur_us) in steps {
-        let id = ids.get(&node).copied();
-        let name = id
+    for c in steps {
+        let id = c.node.and_then(|n| ids.get(&n).copied());
+        let label = id
             .and_then(|id| num.number(id))
-            .map_or(op.clone(), |k| format!("%{k} {op}"));
-        lanes.entry(device).or_default().push(Event {
-            label: name,
+            .map_or(c.op.clone(), |k| format!("%{k} {}", c.op));
+        lanes.entry(c.device).or_default().push(Event {
+            label,
             node: id,
-            start_us,
-            dur_us,
+            start_us: c.start_us,
+            dur_us: c.us,
         });
     }
     let lanes = lanes
