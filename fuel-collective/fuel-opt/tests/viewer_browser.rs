@@ -281,3 +281,21 @@ fn a_10k_node_dump_opens_and_reports_its_load_time() {
         r["hood_ms"]
     );
 }
+
+#[test]
+fn dump_html_into_a_missing_folder_is_a_clear_error() {
+    let dir = scratch("missing");
+    let fir = dir.join("g.fir");
+    std::fs::write(&fir, chained_all_reduces(1)).unwrap();
+    let page = dir.join("no/such/folder/page.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_fuel-opt"))
+        .args([fir.to_str().unwrap(), "--passes", "lower-collectives", "--dump-html"])
+        .arg(&page)
+        .env("FUEL_CACHE_DIR", scratch("cache-missing"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--dump-html: cannot write"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

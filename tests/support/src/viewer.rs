@@ -34,7 +34,7 @@ pub fn hostile_recording() -> Recording {
 
 /// A graph in text IR: `rounds` all_reduce.sum over cpu:0..7, each
 /// round's shards the last round's results plus one, so that the rounds
-/// chain. Lowered with `star`, a round is about 25 nodes.
+/// chain. Lowered with `star`, a round is about 23 nodes.
 pub fn chained_all_reduces(rounds: usize) -> String {
     let mut s = String::from("graph @big {\n");
     let mut k = 0usize;
