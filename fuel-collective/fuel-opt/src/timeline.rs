@@ -78,7 +78,10 @@ where
 {
     let filter = DynFilterFn::new(|m, _| ON.load(Ordering::Relaxed) && m.is_event())
         .with_callsite_filter(|m| {
-            if m.target().starts_with("fuel_graph_ext::exec") {
+            // The executor's module, where it is now and where it moves
+            // (the `fuel-runtime` crate).
+            let t = m.target();
+            if t.starts_with("fuel_graph_ext::exec") || t.starts_with("fuel_runtime::exec") {
                 Interest::sometimes()
             } else {
                 Interest::never()

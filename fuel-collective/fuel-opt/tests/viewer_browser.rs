@@ -289,7 +289,12 @@ fn dump_html_into_a_missing_folder_is_a_clear_error() {
     std::fs::write(&fir, chained_all_reduces(1)).unwrap();
     let page = dir.join("no/such/folder/page.html");
     let out = Command::new(env!("CARGO_BIN_EXE_fuel-opt"))
-        .args([fir.to_str().unwrap(), "--passes", "lower-collectives", "--dump-html"])
+        .args([
+            fir.to_str().unwrap(),
+            "--passes",
+            "lower-collectives",
+            "--dump-html",
+        ])
         .arg(&page)
         .env("FUEL_CACHE_DIR", scratch("cache-missing"))
         .output()
