@@ -108,12 +108,12 @@ pub struct Timeline {
     pub source: String,
     /// (lane name, its events in start order).
     pub lanes: Vec<(String, Vec<Event>)>,
-    /// The cost model's estimate of the whole run, and of each step where
-    /// it has one: (node of the last step, estimate in microseconds).
+    /// The cost model's estimate of the whole run.
     pub estimate_us: Option<f64>,
-    /// Per-node estimates.
+    /// Its estimate of each step it prices: (node of the last step,
+    /// microseconds).
     pub node_estimates: Vec<(NodeId, f64)>,
-    /// The measured time of the whole run.
+    /// The measured time of the whole run, in microseconds.
     pub measured_us: f64,
 }
 
