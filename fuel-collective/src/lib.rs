@@ -79,6 +79,7 @@ pub mod grad;
 pub mod group;
 pub mod lower;
 pub mod simplify;
+pub mod viewer;
 #[cfg(feature = "runtime")]
 pub mod world;
 pub mod world_cost;

@@ -56,6 +56,7 @@ pub mod dtype;
 pub mod elem;
 pub mod env;
 pub mod graph;
+pub mod html;
 pub mod interp;
 pub mod lazy;
 pub mod limits;

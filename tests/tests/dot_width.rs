@@ -16,33 +16,9 @@ use std::sync::Arc;
 /// default 72 dpi).
 const MAX_WIDTH_PX: f64 = 2600.0;
 
-/// The demo's graph (`fuel-opt demo` on cpu:0..3 and vulkan:0..1): an
-/// all_reduce.sum, and a reduce_scatter.sum feeding an all_gather.
+/// The demo's graph, at the demo's default size.
 fn demo_graph() -> Graph {
-    let devices = [
-        Device::cpu(0),
-        Device::cpu(1),
-        Device::cpu(2),
-        Device::cpu(3),
-        Device::vulkan(0),
-        Device::vulkan(1),
-    ];
-    let group = DeviceGroup::new(devices).unwrap();
-    let lazy = LazyGraph::new("demo");
-    let ty = TensorType::new(DType::F32, &[262_146]);
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| lazy.input(&format!("shard{i}"), *d, ty.clone()))
-        .collect();
-    for t in group.all_reduce(&shards, ReduceOp::Sum).unwrap() {
-        lazy.output(&t).unwrap();
-    }
-    let parts = group.reduce_scatter(&shards, ReduceOp::Sum, 0).unwrap();
-    for t in group.all_gather(&parts, 0).unwrap() {
-        lazy.output(&t).unwrap();
-    }
-    lazy.snapshot()
+    fuel_test_support::demo_graph(262_146)
 }
 
 /// The width graphviz gives `dot_text` as SVG, in points; `None` without

@@ -27,6 +27,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The pass viewer's file in the demo's folder.
+const VIEWER: &str = "index.html";
+
 /// `fuel-opt demo` options.
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -122,6 +125,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             names.push(format!("{i:02}-{pass}.{ext}"));
         }
     }
+    names.push(VIEWER.to_string());
     out.will_write(names.iter().map(String::as_str))?;
     let (lowered, decisions, dumped) =
         scenario::lower(&g, &pipeline, &topo, Some(out.path().to_path_buf()))?;
@@ -136,6 +140,10 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         lowered.node_count()
     )?;
 
+    // The pass viewer records the same (deterministic) pipeline once more,
+    // step by step; the run below adds its timeline.
+    let (_, mut viewer) = fuel_collective::viewer::record(&g, &pipeline, topo.clone())
+        .map_err(|e| Failure::input(e.to_string()))?;
     let mut written = drop_unchanged(dumped)?;
     match render_svgs(&out, &written) {
         Ok(list) => written.extend(list),
@@ -164,6 +172,13 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let measured_us = scenario::median_us(&mut times);
+    let source = format!(
+        "one more run of the demo's executable on {n} devices, after the {} timed",
+        a.runs
+    );
+    let (caught, timeline) =
+        crate::timeline::capture(&lowered, &topo, &source, || exe.run(&inputs));
+    caught.map_err(|e| Failure::input(format!("run failed: {e}")))?;
     let want = interpret(&g, &host_inputs).map_err(|e| Failure::input(e.to_string()))?;
 
     outln!(
@@ -250,6 +265,10 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
     outln!("  measured (median of {}) {:>6.1} us", a.runs, measured_us)?;
 
+    viewer.title = format!("fuel-opt demo: {} devices", devices.len());
+    viewer.timeline = Some(timeline);
+    written.push(out.write(VIEWER, viewer.to_html().as_bytes())?);
+    written.sort();
     outln!("== files in {}", a.out.display())?;
     for f in &written {
         outln!("  {}", f.display())?;

@@ -217,6 +217,7 @@ pub const MODES: &[Mode] = &[
             "emit",
             "print_after_all",
             "dump_dir",
+            "dump_html",
             "topology",
             "interpret",
             "run",
@@ -232,6 +233,7 @@ pub const MODES: &[Mode] = &[
         reads: &[
             "file",
             "emit",
+            "dump_html",
             "topology",
             "interpret",
             "run",

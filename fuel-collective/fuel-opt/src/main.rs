@@ -21,6 +21,7 @@ mod plot;
 mod run;
 mod scenario;
 mod sizes;
+mod timeline;
 mod validate;
 mod world;
 // The world commands' watchdog; its pure parts are tested without MPI.
@@ -29,14 +30,16 @@ mod world_guard;
 mod world_plan;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use fuel_graph_ext::html::{Recording, Step};
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
-use fuel_graph_ext::pass::{DebugOptions, PrintAfter};
+use fuel_graph_ext::pass::{DebugOptions, PassContext, PassManager, PrintAfter};
 use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, Device, Op, Topology};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use tracing_subscriber::Layer as _;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -87,6 +90,10 @@ struct OptArgs {
     /// Write `NN-<pass>.fir` and `.dot` for the input and after every pass.
     #[arg(long)]
     dump_dir: Option<PathBuf>,
+    /// Write the pass viewer, one offline HTML file stepping through the
+    /// pipeline (index, pictures, IR, diffs, decisions; docs/viewer.md).
+    #[arg(long, value_name = "FILE")]
+    dump_html: Option<PathBuf>,
     /// A topology file (peers, staging CPU, link costs).
     #[arg(long)]
     topology: Option<PathBuf>,
@@ -214,10 +221,17 @@ fn logging() -> Result<(), Failure> {
     };
     // Colours only for a terminal: piped or captured logs get plain text,
     // never raw escape sequences.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Beside the log, the layer that catches the executor's step trace
+    // for the pass viewer's timeline (off outside `timeline::capture`).
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(filter);
+    tracing_subscriber::registry()
+        .with(log)
+        .with(timeline::layer())
         .init();
     Ok(())
 }
@@ -319,6 +333,16 @@ fn plan_text(g: &fuel_graph_ext::Graph, topo: &Topology, shown: &str) -> Result<
     ))
 }
 
+/// Writes the pass viewer page to `path`.
+fn write_html(rec: &Recording, path: &std::path::Path) -> Result<(), Failure> {
+    rec.write(path).map_err(|e| {
+        Failure::input(format!(
+            "--dump-html: cannot write {}: {e}",
+            fuel_graph_ext::text::excerpt::token(&path.display().to_string())
+        ))
+    })
+}
+
 fn opt(a: &OptArgs) -> Result<(), Failure> {
     let file = a.file.as_deref().ok_or_else(|| {
         Failure::input(
@@ -335,6 +359,7 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
         limit,
     )?);
     let mut g = original.clone();
+    let mut recording = None;
     match &a.passes {
         None => {
             verify(&g, Level::Structural, &topo)
@@ -350,9 +375,33 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             if let Some(d) = &a.dump_dir {
                 debug.dump_dir = Some(d.clone());
             }
-            fuel_collective::run_pipeline(&mut g, p, topo.clone(), debug)
-                .map_err(|e| Failure::input(e.to_string()))?;
+            match &a.dump_html {
+                None => {
+                    fuel_collective::run_pipeline(&mut g, p, topo.clone(), debug)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                }
+                Some(path) => {
+                    let cx = PassContext {
+                        topology: topo.clone(),
+                    };
+                    let mut pm = PassManager::new(&fuel_collective::registry(), p, cx, debug)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                    let rec = fuel_collective::viewer::record_with(&mut pm, &mut g, p)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                    recording = Some((rec, path));
+                }
+            }
         }
+    }
+    if let (None, Some(path)) = (&a.passes, &a.dump_html) {
+        let mut rec = Recording::new(g.name.clone(), "");
+        rec.steps.push(Step {
+            name: "input".into(),
+            changed: false,
+            elapsed: std::time::Duration::ZERO,
+            graph: g.clone(),
+        });
+        recording = Some((rec, path));
     }
     match a.emit {
         Emit::Text => out!("{}", text::print(&g))?,
@@ -369,8 +418,21 @@ fn opt(a: &OptArgs) -> Result<(), Failure> {
             outln!("result {k} : {} @{dev} {}", t.ty, t.digest())?;
         }
     }
+    let mut ran = Ok(());
     if a.run {
-        run::run_and_check(&original, &g, a.devices.as_deref(), &topo)?;
+        let run = || run::run_and_check(&original, &g, a.devices.as_deref(), &topo);
+        ran = match &mut recording {
+            Some((rec, _)) => {
+                let (ran, t) = timeline::capture(&g, &topo, "the --run", run);
+                rec.timeline = Some(t);
+                ran
+            }
+            None => run(),
+        };
     }
-    Ok(())
+    // Written even when the run's results are wrong: the page helps find why.
+    if let Some((rec, path)) = &recording {
+        write_html(rec, path)?;
+    }
+    ran
 }

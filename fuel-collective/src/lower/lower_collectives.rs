@@ -227,6 +227,7 @@ pub struct LowerCollectives {
     opts: LowerOptions,
     topo: Arc<Topology>,
     decisions: Vec<Decision>,
+    provenance: Vec<(NodeId, NodeId)>,
 }
 
 impl LowerCollectives {
@@ -236,6 +237,7 @@ impl LowerCollectives {
             opts,
             topo,
             decisions: Vec::new(),
+            provenance: Vec::new(),
         }
     }
 
@@ -244,6 +246,48 @@ impl LowerCollectives {
     pub fn decisions(&self) -> &[Decision] {
         &self.decisions
     }
+
+    /// Where the last run's nodes came from: (a node it added, the
+    /// collective whose lowering added it), the collective's id being the
+    /// one it had in the pass's input. Sorted by the added node. A copy
+    /// that a later collective reused keeps its first collective. The pass
+    /// viewer links a collective to what it was lowered into with this.
+    pub fn provenance(&self) -> &[(NodeId, NodeId)] {
+        &self.provenance
+    }
+}
+
+/// The nodes added since `bound` and `vacant` were read (every index at
+/// `bound` or above, and the vacant slots below it that are now filled),
+/// and the new bound and vacant slots. Reading only those keeps the
+/// record of where nodes came from linear in what the pass adds.
+fn added_since(g: &Graph, bound: usize, vacant: &mut Vec<usize>) -> (Vec<NodeId>, usize) {
+    let id = |i: usize| NodeId(petgraph::stable_graph::NodeIndex::new(i));
+    let now = petgraph::visit::NodeIndexable::node_bound(g.petgraph());
+    let mut added: Vec<NodeId> = Vec::new();
+    vacant.retain(|&i| {
+        let filled = g.contains(id(i));
+        if filled {
+            added.push(id(i));
+        }
+        !filled
+    });
+    for i in bound..now {
+        if g.contains(id(i)) {
+            added.push(id(i));
+        } else {
+            vacant.push(i);
+        }
+    }
+    (added, now)
+}
+
+/// Where the nodes of every `lower-collectives` pass in `pm`'s pipeline
+/// came from ([`LowerCollectives::provenance`]), from its last run.
+pub fn provenance(pm: &PassManager) -> Vec<(NodeId, NodeId)> {
+    pm.passes_of::<LowerCollectives>()
+        .flat_map(|p| p.provenance().iter().copied())
+        .collect()
 }
 
 /// The decisions of every `lower-collectives` pass in `pm`'s pipeline, from
@@ -265,6 +309,11 @@ impl Pass for LowerCollectives {
             message,
         };
         self.decisions.clear();
+        self.provenance.clear();
+        let mut bound = petgraph::visit::NodeIndexable::node_bound(g.petgraph());
+        let mut vacant: Vec<usize> = (0..bound)
+            .filter(|&i| !g.contains(NodeId(petgraph::stable_graph::NodeIndex::new(i))))
+            .collect();
         let mut tx = Transfers::new(g);
         let mut cache = EstimateCache::default();
         let costs: Arc<str> = self.topo.source().to_string().into();
@@ -312,6 +361,10 @@ impl Pass for LowerCollectives {
                 );
             }
             g.remove_node(*id);
+            let (added, now) = added_since(g, bound, &mut vacant);
+            self.provenance.extend(added.into_iter().map(|n| (n, *id)));
+            vacant.push(id.0.index());
+            bound = now;
             g.add_note(note);
             self.decisions.push(decision);
         }
@@ -325,6 +378,8 @@ impl Pass for LowerCollectives {
             let cut = chunks::pipeline(g, &self.topo, &made, c);
             g.add_note(chunks::note(c, &cut));
         }
+        self.provenance.retain(|(n, _)| g.contains(*n));
+        self.provenance.sort_unstable();
         Ok(Changed::from_bool(!targets.is_empty()))
     }
 }

@@ -40,7 +40,7 @@ pub use chunks::Chunks;
 pub use driver::Driver;
 pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps};
 pub use hierarchical::Hierarchical;
-pub use lower_collectives::{decisions, LowerCollectives, LowerOptions, NAME, OPTIONS};
+pub use lower_collectives::{decisions, provenance, LowerCollectives, LowerOptions, NAME, OPTIONS};
 pub use ring::Ring;
 pub use star::Star;
 pub use transport::Transport;

@@ -16,6 +16,22 @@ pub struct PipelineReport {
     pub dumped: Vec<PathBuf>,
 }
 
+/// One step of a pipeline run, as [`PassManager::run_observed`] shows it:
+/// the input (`pass` is `None`) or a pass just run, with the graph after it.
+pub struct Observed<'a> {
+    /// 0 for the input, `k` after the `k`-th pass.
+    pub step: usize,
+    /// The pass that ran (`None` for the input): a caller reads what it
+    /// kept from the run by downcasting, as [`PassManager::passes_of`] does.
+    pub pass: Option<&'a dyn Pass>,
+    /// Whether the pass changed the graph (`false` for the input).
+    pub changed: bool,
+    /// How long the pass took.
+    pub elapsed: std::time::Duration,
+    /// The graph after the step.
+    pub graph: &'a Graph,
+}
+
 /// Runs a sequence of passes.
 pub struct PassManager {
     passes: Vec<Box<dyn Pass>>,
@@ -107,6 +123,17 @@ impl PassManager {
     /// Runs every pass on `g`. The input must verify structurally and the
     /// output must also pass the placement rules.
     pub fn run(&mut self, g: &mut Graph) -> Result<PipelineReport, PassError> {
+        self.run_observed(g, &mut |_| {})
+    }
+
+    /// [`PassManager::run`], calling `observe` with the input and after each
+    /// pass (once it verified): how a viewer records every step
+    /// (`fuel_graph_ext::html`).
+    pub fn run_observed(
+        &mut self,
+        g: &mut Graph,
+        observe: &mut dyn FnMut(&Observed<'_>),
+    ) -> Result<PipelineReport, PassError> {
         let topo = self.context.topology.clone();
         let mut report = PipelineReport::default();
         verify(g, Level::Structural, &topo).map_err(|errors| PassError::Verify {
@@ -114,19 +141,27 @@ impl PassManager {
             errors,
         })?;
         self.dump(0, "input", g, &mut report)?;
+        observe(&Observed {
+            step: 0,
+            pass: None,
+            changed: false,
+            elapsed: std::time::Duration::ZERO,
+            graph: g,
+        });
         for i in 0..self.passes.len() {
             let name = self.passes[i].name();
-            let changed = {
+            let (changed, elapsed) = {
                 let span = tracing::info_span!("pass", name);
                 let _enter = span.enter();
                 let start = std::time::Instant::now();
                 let changed = self.passes[i].run(g)?;
+                let elapsed = start.elapsed();
                 tracing::debug!(
                     changed = (changed == Changed::Yes),
-                    elapsed_us = start.elapsed().as_micros() as u64,
+                    elapsed_us = elapsed.as_micros() as u64,
                     "pass done"
                 );
-                changed
+                (changed, elapsed)
             };
             report
                 .passes
@@ -152,6 +187,13 @@ impl PassManager {
                 );
             }
             self.dump(i + 1, name, g, &mut report)?;
+            observe(&Observed {
+                step: i + 1,
+                pass: self.passes.get(i).map(|p| p.as_ref()),
+                changed: changed == Changed::Yes,
+                elapsed,
+                graph: g,
+            });
         }
         if !self.passes.is_empty() {
             let last = self.passes.last().map_or("input", |p| p.name());

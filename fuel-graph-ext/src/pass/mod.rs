@@ -11,7 +11,7 @@ mod manager;
 mod pipeline;
 
 pub use debug::{DebugOptions, PrintAfter};
-pub use manager::{PassManager, PipelineReport};
+pub use manager::{Observed, PassManager, PipelineReport};
 pub use pipeline::{parse_pipeline, PipelineEntry};
 
 use crate::graph::Graph;

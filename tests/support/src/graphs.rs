@@ -31,6 +31,39 @@ pub fn all_reduce_graph(devices: &[Device], dtype: DType, n: usize, op: ReduceOp
     lg.snapshot()
 }
 
+/// The devices of `fuel-opt demo` on a machine with lavapipe: cpu:0..3
+/// and vulkan:0..1.
+pub const DEMO_DEVICES: [Device; 6] = [
+    Device::cpu(0),
+    Device::cpu(1),
+    Device::cpu(2),
+    Device::cpu(3),
+    Device::vulkan(0),
+    Device::vulkan(1),
+];
+
+/// The demo's graph (`fuel-opt demo` on [`DEMO_DEVICES`]): an
+/// all_reduce.sum, and a reduce_scatter.sum feeding an all_gather, of
+/// `f32[elements]` shards named `shard0`, `shard1`, ...
+pub fn demo_graph(elements: usize) -> Graph {
+    let group = DeviceGroup::new(DEMO_DEVICES).unwrap();
+    let lazy = LazyGraph::new("demo");
+    let ty = TensorType::new(DType::F32, &[elements]);
+    let shards: Vec<_> = DEMO_DEVICES
+        .iter()
+        .enumerate()
+        .map(|(i, d)| lazy.input(&format!("shard{i}"), *d, ty.clone()))
+        .collect();
+    for t in group.all_reduce(&shards, ReduceOp::Sum).unwrap() {
+        lazy.output(&t).unwrap();
+    }
+    let parts = group.reduce_scatter(&shards, ReduceOp::Sum, 0).unwrap();
+    for t in group.all_gather(&parts, 0).unwrap() {
+        lazy.output(&t).unwrap();
+    }
+    lazy.snapshot()
+}
+
 /// `g` after `pipeline` with the default topology, verified after every
 /// pass; panics naming the pipeline if it fails.
 pub fn lower(g: &Graph, pipeline: &str) -> Graph {

@@ -95,6 +95,7 @@ pub(super) fn execute(
     if let Some(t) = started {
         tracing::trace!(
             step = i,
+            node = step.node.0.index(),
             op = %step.mnemonic,
             device = %step.device,
             bytes = step.ty.size_bytes(),
