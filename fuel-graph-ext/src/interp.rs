@@ -12,9 +12,11 @@
 mod arith;
 mod edges;
 mod host_tensor;
+mod order;
 
 pub use edges::{edge_inputs, edge_values};
 pub use host_tensor::HostTensor;
+pub use order::{check_lowering, compare, fold_bounds, Agreement, Bounds};
 
 use crate::dtype::{DType, TensorType};
 use crate::graph::NodeId;
