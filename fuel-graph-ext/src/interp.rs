@@ -7,7 +7,9 @@
 //! zero, floats round once per step to their dtype as the devices do,
 //! `Mean` sums in a wider type (`DType::mean_accumulator`). It is an oracle
 //! for tests and tools, not a device: nothing here is ever scheduled or
-//! timed.
+//! timed. Collectives fold in rank order; `order.rs` says how far a float
+//! fold in another order (a lowering's) may lie from it, and checks a
+//! lowered graph against the original under that rule.
 
 mod arith;
 mod edges;

@@ -98,10 +98,15 @@ pub fn run_and_check(
             outln!("{head} ok {}{}", g.digest(), order_note(&a))?;
         }
     }
-    if device_bad + meaning_bad > 0 {
-        return Err(Failure::mismatch(format!(
-            "{device_bad} result(s) differ from the interpreter's run of the lowered graph (every element must be the same bit for bit; any NaN matches any NaN), {meaning_bad} from the original graph's meaning (exact, or within the fold-order bound of docs/lowering.md)"
-        )));
+    let mut why = Vec::new();
+    if device_bad > 0 {
+        why.push(format!("{device_bad} result(s) differ from the interpreter's run of the lowered graph (every element must be the same bit for bit; any NaN matches any NaN)"));
+    }
+    if meaning_bad > 0 {
+        why.push(format!("{meaning_bad} result(s) differ from the original graph's meaning (every element exact, or within its fold-order bound: docs/lowering.md, \"Fold order\")"));
+    }
+    if !why.is_empty() {
+        return Err(Failure::mismatch(why.join("; ")));
     }
     Ok(())
 }

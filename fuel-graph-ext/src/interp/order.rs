@@ -196,7 +196,13 @@ fn fold_element(op: ReduceOp, dtype: DType, vals: &[Vec<f64>], bs: &[&Bounds], i
         .map(|b| b.as_ref().map_or(0.0, |b| b[i]))
         .collect();
     let Some(f) = format(dtype) else {
-        return 0.0;
+        // Integers fold exactly in any order; an operand already out of
+        // reach (an integer cast of an inexact float) stays so.
+        return if es.iter().all(|e| *e == 0.0) {
+            0.0
+        } else {
+            f64::INFINITY
+        };
     };
     match op {
         ReduceOp::Sum => sum_bound(&xs, &es, f),
@@ -469,4 +475,56 @@ pub fn check_lowering(
         .zip(&bounds)
         .map(|((g, w), b)| compare(g, w, b))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fmt(d: DType) -> Format {
+        format(d).unwrap_or(Format {
+            u: 0.0,
+            max: 0.0,
+            normal: 0.0,
+            tiny: 0.0,
+        })
+    }
+
+    #[test]
+    fn the_formats_are_the_dtypes_own() {
+        let h = fmt(DType::F16);
+        assert_eq!(
+            (h.max, h.normal, h.tiny),
+            (65504.0, 2f64.powi(-14), 2f64.powi(-24))
+        );
+        let f = fmt(DType::F32);
+        assert_eq!(f.max, f64::from(f32::MAX));
+        assert_eq!(f.tiny, f64::from(f32::from_bits(1)));
+        assert_eq!(fmt(DType::BF16).max, f64::from(half::bf16::MAX.to_f32()));
+    }
+
+    #[test]
+    fn sums_commute_over_two_and_are_bounded_over_three() {
+        let h = fmt(DType::F16);
+        assert_eq!(sum_bound(&[2048.0, 1.0], &[0.0, 0.0], h), 0.0);
+        let b = sum_bound(&[1.0, 2048.0, 1.0], &[0.0; 3], h);
+        // 2048 + 1 + 1 is 2048 in rank order and 2050 in another: 2 apart.
+        assert!((2.0..4.1).contains(&b), "{b}");
+        // Near 65504 an order may overflow: no bound.
+        assert!(sum_bound(&[60000.0, 60000.0, -60000.0], &[0.0; 3], h).is_infinite());
+        // NaN in every order.
+        assert_eq!(sum_bound(&[f64::NAN, 1.0, 2.0], &[0.0; 3], h), 0.0);
+        assert!(sum_bound(&[1.0, 2.0, 3.0], &[f64::INFINITY, 0.0, 0.0], h).is_infinite());
+    }
+
+    #[test]
+    fn a_product_with_a_zero_is_exact_unless_an_order_overflows() {
+        let f = fmt(DType::F32);
+        let big = 2f64.powi(127);
+        assert!(prod_bound(&[-3.0, -0.0, big], f).is_infinite());
+        assert_eq!(prod_bound(&[-3.0, -0.0, 2f64.powi(100)], f), 0.0);
+        assert_eq!(prod_bound(&[f64::INFINITY, 0.0, 5.0], f), 0.0);
+        assert!(prod_bound(&[2.0, 3.0, 5.0], f) > 0.0);
+        assert_eq!(prod_bound(&[big, big], f), 0.0);
+    }
 }
