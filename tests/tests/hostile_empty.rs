@@ -267,3 +267,23 @@ fn a_pass_that_changes_a_result_type_is_caught() {
         "pass `retype` broke an invariant: the graph's result 0 was f32[0,3] before the pass and is f32[0,1] after it; this is a bug in the pass, please report it with the input graph"
     );
 }
+
+/// The `lower` fuzzer's first find once it drew empty axes: two
+/// all_reduces of `f32[0, 2^60]` through the default pipeline. The
+/// combine pass priced a bucket of four such rows, 2^64 bytes, and its
+/// byte count overflowed (a panic in a debug build). Empty all_reduces
+/// are now left alone, and rows too large to price too.
+#[test]
+fn combining_empty_all_reduces_with_huge_rows_does_not_overflow() {
+    let ty = "f32[0,1152921504606846976]";
+    let src = format!(
+        "graph @g {{\n  %0 = input \"a\" @cpu:0 : {ty}\n  %1 = input \"b\" @cpu:1 : {ty}\n  %2:2 = all_reduce.sum %0, %1 : {ty}\n  %3:2 = all_reduce.max %0, %1 : {ty}\n  %4:2 = all_reduce.sum %1, %0 : {ty}\n  return %2#0, %2#1, %3#0, %4#1\n}}\n"
+    );
+    let g = text::parse(&src).unwrap();
+    let out = fuel_test_support::lower(&g, fuel_collective::DEFAULT_PIPELINE);
+    assert_eq!(result_types(&out), result_types(&g));
+    assert!(
+        !text::print(&out).contains("concat"),
+        "an empty bucket was merged"
+    );
+}
