@@ -287,3 +287,30 @@ fn combining_empty_all_reduces_with_huge_rows_does_not_overflow() {
         "an empty bucket was merged"
     );
 }
+
+/// The `lower` fuzzer's second find: `u8[2^60, 0]` cut or joined along
+/// its empty axis 1. The interpreter and the executor's region lists
+/// counted 2^60 rows (nothing comes after axis 1, so "no elements after
+/// the axis" did not stop them) and looped over them, or reserved a list
+/// for them. Now a value with no entries along the axis has no rows to
+/// copy, and a join counts rows on a part that has entries.
+#[test]
+fn cutting_and_joining_along_an_empty_axis_of_many_rows_costs_nothing() {
+    let rows = 1usize << 60;
+    let src = format!(
+        "graph @g {{\n  %0 = input \"a\" @cpu:0 : u8[{rows},0]\n  %1 = input \"b\" @cpu:1 : u8[{rows},0]\n  %2 = slice %0 {{axis=1, len=0, start=0}} @cpu:0 : u8[{rows},0]\n  %3 = concat %0, %2 {{axis=1}} @cpu:0 : u8[{rows},0]\n  %4:2 = all_gather %3, %1 {{axis=1}} : u8[{rows},0]\n  return %3, %4#0, %4#1\n}}\n"
+    );
+    let g = text::parse(&src).unwrap();
+    for a in ["star", "ring", "tree"] {
+        let out = fuel_test_support::lower(&g, &format!("lower-collectives{{algorithm={a}}}"));
+        let inputs = fuel_graph_ext::interp::try_deterministic_inputs(&out).unwrap();
+        let want = fuel_graph_ext::interp::interpret(&g, &inputs).unwrap();
+        assert_eq!(
+            fuel_graph_ext::interp::interpret(&out, &inputs).unwrap(),
+            want,
+            "{a}"
+        );
+        let exe = fuel_graph_ext::exec::compile(&out, &[]).unwrap();
+        assert_eq!(exe.run_host(&inputs).unwrap(), want, "{a}");
+    }
+}
