@@ -64,7 +64,7 @@ fn cases(devs: &[Device], shape: &[usize], dtype: DType) -> Vec<(String, Graph)>
     record(&mut out, "broadcast from 2".into(), &|lg| {
         group.broadcast(&shards(lg, devs, &ty)[2], 2).unwrap()
     });
-    for axis in 0..shape.len() {
+    for (axis, extent) in shape.iter().copied().enumerate() {
         record(&mut out, format!("all_gather axis {axis}"), &|lg| {
             group.all_gather(&shards(lg, devs, &ty), axis).unwrap()
         });
@@ -77,8 +77,8 @@ fn cases(devs: &[Device], shape: &[usize], dtype: DType) -> Vec<(String, Graph)>
                 .collect();
             group.all_gather(&xs, axis).unwrap()
         });
-        let wide = ty.with_dim(axis, shape[axis] * n);
-        if shape[axis] == 0 {
+        let wide = ty.with_dim(axis, extent * n);
+        if extent == 0 {
             // `DeviceGroup` refuses to scatter an empty axis; the IR does
             // not, and gives every rank an empty share.
             out.push((

@@ -127,7 +127,7 @@ fn prod_bound(xs: &[f64], f: Format) -> f64 {
         return 0.0;
     }
     let g = gamma(n, f.u);
-    let zero = xs.iter().any(|x| *x == 0.0);
+    let zero = xs.contains(&0.0);
     let inf = xs.iter().any(|x| x.is_infinite());
     let logs = xs
         .iter()
