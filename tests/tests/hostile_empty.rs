@@ -15,21 +15,11 @@ use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{
     text, DType, Device, DeviceKind, Graph, LazyGraph, ReduceOp, TensorType, Topology,
 };
-use fuel_test_support::shards;
+use fuel_test_support::{shards, ALGORITHMS};
 use std::sync::Arc;
 
 /// Shapes with at least one zero extent, in every position.
 const SHAPES: [&[usize]; 6] = [&[0], &[0, 3], &[3, 0], &[0, 0], &[2, 0, 3], &[4, 3, 0]];
-
-const ALGORITHMS: [&str; 7] = [
-    "auto",
-    "star",
-    "hierarchical",
-    "ring",
-    "tree",
-    "tree, arity=3",
-    "driver",
-];
 
 /// The groups: CPUs alone (one island, the host driver), a mixed group
 /// with a staged Vulkan rank, and CUDA peers beside Vulkan.

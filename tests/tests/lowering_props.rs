@@ -14,7 +14,7 @@
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
-use fuel_test_support::{lower_on, shards};
+use fuel_test_support::{lower_on, shards, ALGORITHMS};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -34,15 +34,6 @@ const DTYPES: [DType; 7] = [
     DType::I32,
     DType::I64,
     DType::U8,
-];
-const ALGORITHMS: [&str; 7] = [
-    "auto",
-    "star",
-    "hierarchical",
-    "ring",
-    "tree",
-    "tree, arity=3",
-    "driver",
 ];
 
 #[derive(Clone, Debug)]
