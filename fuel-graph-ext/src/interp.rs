@@ -7,14 +7,18 @@
 //! zero, floats round once per step to their dtype as the devices do,
 //! `Mean` sums in a wider type (`DType::mean_accumulator`). It is an oracle
 //! for tests and tools, not a device: nothing here is ever scheduled or
-//! timed.
+//! timed. Collectives fold in rank order; `order.rs` says how far a float
+//! fold in another order (a lowering's) may lie from it, and checks a
+//! lowered graph against the original under that rule.
 
 mod arith;
 mod edges;
 mod host_tensor;
+mod order;
 
 pub use edges::{edge_inputs, edge_values};
 pub use host_tensor::HostTensor;
+pub use order::{check_lowering, compare, fold_bounds, Agreement, Bounds};
 
 use crate::dtype::{DType, TensorType};
 use crate::graph::NodeId;
@@ -229,12 +233,13 @@ fn tensor(ty: &TensorType, bytes: Vec<u8>) -> Result<HostTensor, InterpError> {
 }
 
 /// Splits `shape` around `axis` into (outer, extent, inner) element counts.
-/// With no elements after `axis` there is nothing to copy, so `outer` is
-/// 0 then: no caller loops over the rows of an empty tensor (a verified
-/// `u8[2^62,0]` has 2^62 of them).
+/// With no elements after `axis`, or none along it, there is nothing to
+/// copy, so `outer` is 0 then: no caller loops over the rows of an empty
+/// tensor (a verified `u8[2^62,0]` has 2^62 of them, whether it is cut
+/// along axis 0 or along its empty axis 1).
 fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let inner: usize = shape[axis + 1..].iter().product();
-    let outer = if inner == 0 {
+    let outer = if inner == 0 || shape[axis] == 0 {
         0
     } else {
         shape[..axis].iter().product()
@@ -258,7 +263,12 @@ fn slice_data(t: &HostTensor, axis: usize, start: usize, len: usize) -> Vec<u8> 
 /// `parts` joined along `axis`, as bytes.
 fn concat_data(parts: &[&HostTensor], axis: usize) -> Vec<u8> {
     let size = parts[0].ty.dtype.size_bytes();
-    let (outer, _, inner) = around(&parts[0].ty.shape, axis);
+    // The rows are counted on a part with entries along the axis; with
+    // none, the join is empty.
+    let Some(full) = parts.iter().find(|p| p.ty.shape[axis] > 0) else {
+        return Vec::new();
+    };
+    let (outer, _, inner) = around(&full.ty.shape, axis);
     let row = inner * size;
     let mut out = Vec::new();
     for o in 0..outer {

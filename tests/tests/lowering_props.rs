@@ -4,16 +4,17 @@
 //! what the collective means, and comes out the same when lowered again.
 //!
 //! Meaning is checked with the reference interpreter on its deterministic
-//! inputs (small integers) and `HostTensor::check_close`: exact for integer
-//! dtypes, max and min; float sums and means within the dtype's tolerance
-//! (1e-5 relative for f32). Products are not drawn for f16/bf16, whose
-//! rounding of intermediate products depends on the order of operands.
+//! inputs (small integers) and `interp::check_lowering`: bit for bit,
+//! except where a float sum, product or mean over three or more ranks
+//! folds in another order, which must stay within the fold-order bound
+//! (`docs/lowering.md`, "Fold order"; f16 and bf16 products of the inputs
+//! round, and may overflow, by order). Extents may be 0.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
-use fuel_test_support::{lower_on, shards};
+use fuel_test_support::{lower_on, shards, ALGORITHMS};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -33,15 +34,6 @@ const DTYPES: [DType; 7] = [
     DType::I32,
     DType::I64,
     DType::U8,
-];
-const ALGORITHMS: [&str; 7] = [
-    "auto",
-    "star",
-    "hierarchical",
-    "ring",
-    "tree",
-    "tree, arity=3",
-    "driver",
 ];
 
 #[derive(Clone, Debug)]
@@ -63,7 +55,7 @@ fn case() -> impl Strategy<Value = Case> {
         0..9usize,
         0..ReduceOp::ALL.len(),
         0..DTYPES.len(),
-        prop::collection::vec(1..=5usize, 1..=2),
+        prop::collection::vec(0..=5usize, 1..=2),
         any::<prop::sample::Index>(),
         any::<prop::sample::Index>(),
         any::<bool>(),
@@ -72,12 +64,14 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(
             |(devs, kind, op, dtype, mut shape, root, axis, peers, at)| {
                 let devs: Vec<Device> = devs.into_iter().map(|i| POOL[i]).collect();
-                let mut op = ReduceOp::ALL[op];
+                let op = ReduceOp::ALL[op];
                 let dtype = DTYPES[dtype];
-                if op == ReduceOp::Product && matches!(dtype, DType::F16 | DType::BF16) {
-                    op = ReduceOp::Sum;
-                }
                 let axis = axis.index(shape.len());
+                if matches!(kind, 4..=6) && shape[axis] == 0 {
+                    // `DeviceGroup` refuses to scatter an empty axis
+                    // (tests/tests/hostile_empty.rs records one as text).
+                    shape[axis] = 1;
+                }
                 if kind == 4 {
                     // reduce_scatter needs an axis that splits evenly.
                     shape[axis] *= devs.len();
@@ -183,8 +177,9 @@ proptest! {
                     prop_assert!(topo.is_direct(from, to), "{pipeline}: {from} -> {to} has no direct path\n{shown}");
                 }
             }
-            if let Err(e) = fuel_test_support::same_meaning(&before, &after) {
-                panic!("{pipeline}: {e}\n{}\n{shown}", text::print(&before));
+            let inputs = fuel_graph_ext::interp::deterministic_inputs(&before);
+            for (k, a) in fuel_graph_ext::interp::check_lowering(&before, &after, &inputs).unwrap().iter().enumerate() {
+                prop_assert_eq!(a.wrong, 0, "{}: result {}: {:?}\n{}\n{}", pipeline, k, a, text::print(&before), shown);
             }
             let again = lower_on(&before, &pipeline, &topo);
             prop_assert_eq!(&shown, &text::print(&again), "{} is not deterministic", pipeline);

@@ -17,7 +17,8 @@
 //! One note per bucket says what merged and what the cost model expects it
 //! to save, and one note says what was left alone and why.
 //!
-//! **Leaves alone** every other node, and a collective that is larger than
+//! **Leaves alone** every other node, an all_reduce of no elements (or
+//! with rows too large to price), and a collective that is larger than
 //! the threshold, whose copies would cost more than the fixed part it
 //! saves, or with no independent partner.
 //!
@@ -136,7 +137,7 @@ fn candidates(g: &Graph) -> Vec<Candidate> {
     for id in g.topo_order() {
         let Some(n) = g.node(id) else { continue };
         let Op::AllReduce { op } = n.op else { continue };
-        if n.ty.shape.is_empty() || n.operands.len() < 2 {
+        if n.ty.shape.is_empty() || n.operands.len() < 2 || !priceable(&n.ty) {
             continue;
         }
         let devices: Option<Vec<Device>> = n.operands.iter().map(|v| g.value_device(*v)).collect();
@@ -158,6 +159,21 @@ fn candidates(g: &Graph) -> Vec<Candidate> {
         });
     }
     out
+}
+
+/// Whether an all_reduce of `ty` is worth a look: it has elements (an
+/// empty one moves nothing, so merging it saves nothing), and the model,
+/// which prices a bucket of up to four of its rows (`model.rs`), gets
+/// types that fit. A row of `f32[0, 2^60]` is 2^62 bytes: four of them
+/// overflowed the model's byte count (found by the `lower` fuzzer once
+/// it drew empty axes, issue 38).
+fn priceable(ty: &fuel_graph_ext::TensorType) -> bool {
+    let row: usize = ty.shape[1..].iter().product();
+    let row = row.saturating_mul(ty.dtype.size_bytes());
+    ty.num_elements() > 0
+        && row
+            .checked_mul(4)
+            .is_some_and(|b| b <= fuel_graph_ext::dtype::MAX_TENSOR_BYTES)
 }
 
 /// Whether a path joins `from` to any of `to` once every planned bucket is

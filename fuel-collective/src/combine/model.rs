@@ -148,7 +148,7 @@ pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError>
     }
     let mut points = [(0, 0.0); 4];
     for (p, r) in points.iter_mut().zip(rows) {
-        *p = (r * row, all_reduce_us(key, r, topo)?);
+        *p = (r.saturating_mul(row), all_reduce_us(key, r, topo)?);
     }
     let (small, large) = (points[0].0, points[3].0);
     Ok(Model {

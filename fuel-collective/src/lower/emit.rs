@@ -245,11 +245,14 @@ impl Emitter<'_> {
                 Ok(pick(&held, &targets))
             }
             Op::AllGather { axis } => {
-                // A shard of no elements adds nothing to the join: it stays
-                // home (unless every shard is empty; then shard 0 goes).
+                // A shard with no entries along the axis adds nothing to
+                // the join: it stays home (unless every shard has none;
+                // then shard 0 goes). A shard empty along another axis
+                // (`f32[0,3]` gathered along axis 1) still adds its
+                // entries to the result's type, so it travels.
                 let mut live = Vec::with_capacity(site.vals.len());
                 for v in &site.vals {
-                    if self.ty(*v)?.num_elements() > 0 {
+                    if self.ty(*v)?.shape.get(*axis).is_some_and(|e| *e > 0) {
                         live.push(*v);
                     }
                 }

@@ -57,8 +57,8 @@
 //! first half of the ring all-reduce, cut along the op's own axis. Where the
 //! ring cannot cut (one rank, a scalar, or no axis with an entry per rank)
 //! it falls back to the tree, and the note says so. Uneven shards: an
-//! `all_gather`'s shards may differ along its axis (empty ones stay home),
-//! and a `reduce_scatter` slices each rank's share, its split or the
+//! `all_gather`'s shards may differ along its axis (one with no entries
+//! along the axis stays home), and a `reduce_scatter` slices each rank's share, its split or the
 //! default partition (the ring only where every share has an entry).
 //! `all_to_all` does not use the algorithms: its pieces go `direct`, or
 //! `packed` per staging CPU (`exchange=`, else the cheaper estimate; see
@@ -76,7 +76,7 @@
 use super::choose::EstimateCache;
 use super::chunks::{self, Chunks};
 use super::emit::Emitter;
-use super::site::CollectiveSite;
+use super::site::{Broken, CollectiveSite};
 use super::transport::{self, Transport};
 use super::{algorithm, choose, Decision, Exchange};
 use fuel_graph_ext::graph::{NodeId, ValueId};
@@ -351,6 +351,7 @@ impl Pass for LowerCollectives {
                     site.num_results
                 )));
             }
+            check_result_types(g, *id, &site, &results)?;
             for (i, r) in results.into_iter().enumerate() {
                 g.replace_all_uses(
                     ValueId {
@@ -382,4 +383,35 @@ impl Pass for LowerCollectives {
         self.provenance.sort_unstable();
         Ok(Changed::from_bool(!targets.is_empty()))
     }
+}
+
+/// Each of `results` has the type the collective `id` declared for that
+/// result. A lowering that computes another type (an `all_gather` of
+/// `f32[0,3]` shards that left out the empty ones and returned `f32[0,3]`
+/// for `f32[0,6]`) is a bug in the pass; where the value is a graph result
+/// no later node's typing would notice it, so it is checked here.
+fn check_result_types(
+    g: &Graph,
+    id: NodeId,
+    site: &CollectiveSite,
+    results: &[ValueId],
+) -> Result<(), Broken> {
+    for (i, r) in results.iter().enumerate() {
+        let declared = g.value_type(ValueId {
+            node: id,
+            result: i as u32,
+        });
+        let made = g.value_type(*r);
+        if declared != made {
+            let show = |t: Option<&fuel_graph_ext::TensorType>| {
+                t.map_or_else(|| "no type".to_string(), |t| t.to_string())
+            };
+            return Err(site.broken(format!(
+                "result {i} is declared {} but the lowering computes {}",
+                show(declared),
+                show(made)
+            )));
+        }
+    }
+    Ok(())
 }

@@ -2,6 +2,7 @@
 //! the printing and dumps its [`DebugOptions`] ask for.
 
 use super::{parse_pipeline, Changed, DebugOptions, Pass, PassContext, PassError, PassRegistry};
+use crate::dtype::TensorType;
 use crate::graph::Graph;
 use crate::verify::{verify, Level};
 use std::io::Write;
@@ -150,6 +151,7 @@ impl PassManager {
         });
         for i in 0..self.passes.len() {
             let name = self.passes[i].name();
+            let declared = result_types(g);
             let (changed, elapsed) = {
                 let span = tracing::info_span!("pass", name);
                 let _enter = span.enter();
@@ -163,6 +165,7 @@ impl PassManager {
                 );
                 (changed, elapsed)
             };
+            same_result_types(g, &declared, name)?;
             report
                 .passes
                 .push((name.to_string(), changed == Changed::Yes));
@@ -204,6 +207,50 @@ impl PassManager {
         }
         Ok(report)
     }
+}
+
+/// The type of each result of `g`, in return order.
+fn result_types(g: &Graph) -> Vec<Option<TensorType>> {
+    g.outputs()
+        .iter()
+        .map(|v| g.value_type(*v).cloned())
+        .collect()
+}
+
+/// The graph's results still have the types they had before pass `name`:
+/// a pass rewrites how values are computed, never what a graph returns. A
+/// result's type is read by no node, so the verifier cannot see a pass
+/// change it; checked after every pass, whatever `verify_each` says.
+fn same_result_types(
+    g: &Graph,
+    before: &[Option<TensorType>],
+    name: &str,
+) -> Result<(), PassError> {
+    let after = result_types(g);
+    let show = |t: &Option<TensorType>| t.as_ref().map_or("no type".into(), |t| t.to_string());
+    if after.len() != before.len() {
+        return Err(PassError::internal(
+            name,
+            format!(
+                "the graph returned {} result(s) before the pass and {} after it",
+                before.len(),
+                after.len()
+            ),
+        ));
+    }
+    for (k, (b, a)) in before.iter().zip(&after).enumerate() {
+        if a != b {
+            return Err(PassError::internal(
+                name,
+                format!(
+                    "the graph's result {k} was {} before the pass and is {} after it",
+                    show(b),
+                    show(a)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `text` to `path` as a new file. A file or symlink already there

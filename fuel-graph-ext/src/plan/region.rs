@@ -19,12 +19,13 @@ pub struct Region {
 
 /// Splits `shape` around `axis` into (outer, extent, inner) element counts.
 // Callers pass types the verifier (or `infer_type`) accepted, so `axis` is below the rank.
-/// With no elements after `axis` there is nothing to copy, so `outer` is
-/// 0 then: no caller loops over the rows of an empty tensor (a verified
-/// `u8[2^62,0]` has 2^62 of them).
+/// With no elements after `axis`, or none along it, there is nothing to
+/// copy, so `outer` is 0 then: no caller loops over the rows of an empty
+/// tensor (a verified `u8[2^62,0]` has 2^62 of them, whether it is cut
+/// along axis 0 or along its empty axis 1).
 fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let inner: usize = shape[axis + 1..].iter().product();
-    let outer = if inner == 0 {
+    let outer = if inner == 0 || shape[axis] == 0 {
         0
     } else {
         shape[..axis].iter().product()
@@ -117,7 +118,9 @@ pub fn concat_regions(tys: &[&TensorType], axis: usize) -> Vec<Region> {
 
 /// [`concat_regions`], appended to `out`.
 pub fn concat_regions_into(out: &mut Vec<Region>, tys: &[&TensorType], axis: usize) {
-    let Some(first) = tys.first() else {
+    // The rows are counted on a part with entries along the axis; with
+    // none, the join is empty.
+    let Some(first) = tys.iter().find(|t| t.shape[axis] > 0) else {
         return;
     };
     let es = first.dtype.size_bytes();

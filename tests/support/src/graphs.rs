@@ -9,6 +9,18 @@ use fuel_graph_ext::{
 };
 use std::sync::Arc;
 
+/// Every `lower-collectives` algorithm option the property and table
+/// tests lower with (`driver` falls back where no driver is declared).
+pub const ALGORITHMS: [&str; 7] = [
+    "auto",
+    "star",
+    "hierarchical",
+    "ring",
+    "tree",
+    "tree, arity=3",
+    "driver",
+];
+
 /// One shard per device, all of type `ty`, in graph `g`: inputs named
 /// `s0`, `s1`, ... in device order.
 pub fn shards(g: &LazyGraph, devices: &[Device], ty: &TensorType) -> Vec<LazyTensor> {

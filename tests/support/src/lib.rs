@@ -40,7 +40,7 @@ pub use devices::nccl_or_skip;
 pub use devices::{devices_or_skip, skip, Backend};
 pub use faults::{assert_exact_fault_messages, expected_fault_message, fail_at_every_point};
 pub use golden::{cases, check_dir, golden_dir, same_meaning};
-pub use graphs::{all_reduce_graph, demo_graph, lower, lower_on, shards, DEMO_DEVICES};
+pub use graphs::{all_reduce_graph, demo_graph, lower, lower_on, shards, ALGORITHMS, DEMO_DEVICES};
 pub use memory::{all_values_bytes, assert_no_leaks, rss_bytes};
 pub use run::{assert_close, run_and_compare};
 pub use viewer::{chained_all_reduces, hostile_recording, HOSTILE};
