@@ -302,7 +302,7 @@ fn plan_text(g: &fuel_graph_ext::Graph, topo: &Topology, shown: &str) -> Result<
     })?;
     let plan = fuel_collective::cost::price::plan_for(g, topo)
         .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
-    Ok(fuel_graph_ext::plan::print::print(
+    Ok(fuel_graph_ext::plan::listing::print(
         &plan,
         g,
         "assumed from the topology (no device opened)",

@@ -8,7 +8,7 @@
 //! (which alignment a device binds views at, whether it imports host
 //! memory) come in as values.
 
-pub mod print;
+pub mod listing;
 pub mod region;
 pub mod schedule;
 pub mod views;

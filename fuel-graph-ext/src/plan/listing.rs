@@ -9,7 +9,7 @@ use super::schedule::{Schedule, Work};
 use super::work::{DeviceWork, Kernel};
 use crate::dot::human_bytes;
 use crate::graph::Graph;
-use crate::text::print::Numbering;
+use crate::text::Numbering;
 use std::fmt::Write;
 
 /// `plan` of `g` as text. `caps` is said in the header (for example
@@ -74,9 +74,8 @@ fn work(w: &Work) -> String {
         Work::Defer { src } => format!("deferred from {src} into its fold"),
         Work::Import { src } => format!("import {src}'s buffer"),
         Work::View { offset } => format!("view at +{offset} B"),
-        Work::Comm { op, comm, ranks } => {
-            format!("comm.{} (comm {comm}, {ranks} ranks)", op.mnemonic())
-        }
+        // The op itself is the line's mnemonic.
+        Work::Comm { comm, ranks, .. } => format!("collective on comm {comm}, {ranks} ranks"),
         Work::Island { island, rank } => format!("driver island {island}, rank {rank}"),
     }
 }
