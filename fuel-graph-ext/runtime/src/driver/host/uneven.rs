@@ -6,12 +6,10 @@
 //! past each other. A rank waits until its peers have dropped its shard
 //! before the collective completes.
 
-use super::super::common::{check_counts, check_src_dst, fold_ranks, lock};
+use super::super::common::{check_counts, check_src_dst, fold_ranks, lock, Call, Member};
 use super::super::{DeviceResource, Driver, DriverError};
 use super::mailbox::{Chan, Msg, MsgData};
-use super::{
-    bytes_mut_of, bytes_of, snapshot, write_after, HostCommStream, HostCommunicator, HostDriver,
-};
+use super::{bytes_mut_of, bytes_of, snapshot, HostCommunicator, HostDriver, Job};
 use crate::backend::cpu::CpuBuf;
 use crate::driver::Held;
 use fuel_graph_ext::dtype::DType;
@@ -22,13 +20,10 @@ impl HostDriver {
     /// [`CollectiveDriver::all_gather_uneven`](super::super::CollectiveDriver::all_gather_uneven)
     /// over the mailboxes.
     pub(super) fn all_gather_mail(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        call: Call<'_, Self>,
         counts: &[usize],
-        stream: HostCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         const OP: &str = "all_gather_uneven";
         comm.check(stream)?;
         let total = check_counts("host", OP, counts, comm.ranks)?;
@@ -63,14 +58,11 @@ impl HostDriver {
     /// in rank order.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_scatter_mail(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        call: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: HostCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         const OP: &str = "reduce_scatter_uneven";
         comm.check(stream)?;
         let total = check_counts("host", OP, counts, comm.ranks)?;
@@ -117,18 +109,11 @@ impl HostDriver {
             + Send
             + 'static,
     ) -> Result<(), DriverError> {
-        let (src_point, ticket) = write_after(&src.fence, &dst.fence);
-        let (group, rank, ranks, timeout) = (
-            comm.group.clone(),
-            comm.rank,
-            comm.ranks,
-            comm.opts.op_timeout,
-        );
-        let (src_buf, src_fence, dst_buf) =
-            (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
+        let (job, ticket) = Job::new(comm, src, dst);
         let (need, out_bytes) = sizes;
         comm.enqueue(Some(ticket), op, move || {
-            src_fence.wait_point(src_point, timeout, rank, op)?;
+            job.wait_src(op)?;
+            let (group, rank, ranks, timeout, src_buf, dst_buf) = job.into_parts();
             let mine = snapshot(&src_buf, need)?;
             for peer in (0..ranks).filter(|p| *p != rank) {
                 let m = Msg {
