@@ -20,7 +20,7 @@ use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
 use fuel_graph_ext::{Device, Topology};
 use fuel_runtime::calibration;
-use fuel_runtime::exec::{self, Tensor};
+use fuel_runtime::exec::Tensor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -142,7 +142,9 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
 
     outln!("== run")?;
     let t0 = Instant::now();
-    let exe = exec::compile(&lowered, &devices)
+    let topology = fuel_graph_ext::Topology::default();
+    let exe = crate::run::compiler(&lowered, &devices, &topology, Default::default())?
+        .compile()
         .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
     let host_inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;

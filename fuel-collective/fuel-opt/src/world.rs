@@ -92,7 +92,9 @@ pub(crate) mod imp {
             MpiDriver::group_id(&CommunicationId::new("fuel-opt-world")).map_err(|e| fail(&e))?;
         let comm = MpiDriver::join(id, np, p).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300));
+        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
+        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300))
+            .with_runtime(runtime);
         let world = WorldGroup::new(&c, devices.iter().copied()).map_err(|e| fail(&e))?;
 
         let g = LazyGraph::new(&format!("world-p{p}"));

@@ -90,7 +90,9 @@ mod imp {
             .map_err(|e| fail(&e))?;
         let comm = MpiDriver::join(id, np, p).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300));
+        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
+        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, Duration::from_secs(300))
+            .with_runtime(runtime);
         let world =
             WorldGroup::with_topology(&c, devices.iter().copied(), &topo).map_err(|e| fail(&e))?;
         let raw = SimpleCommunicator::world();

@@ -39,4 +39,4 @@ pub use faults::{assert_exact_fault_messages, expected_fault_message, fail_at_ev
 pub use golden::{cases, check_dir, golden_dir, same_meaning};
 pub use graphs::{all_reduce_graph, lower, lower_on, shards};
 pub use memory::{all_values_bytes, assert_no_leaks, rss_bytes};
-pub use run::{assert_close, run_and_compare};
+pub use run::{assert_close, compile_env, run_and_compare};

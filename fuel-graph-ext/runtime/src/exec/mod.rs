@@ -26,6 +26,7 @@
 pub mod discover;
 mod fit;
 mod island;
+mod options;
 mod planned;
 mod run_inline;
 mod run_threaded;
@@ -39,6 +40,7 @@ pub use discover::{discover, Discovery, Unavailable};
 /// The plan this executor carries out, from the IR crate.
 pub use fuel_graph_ext::plan::{schedule, views, Options};
 pub use fuel_graph_ext::Tensor;
+pub use options::RuntimeOptions;
 pub use planned::RunEvents;
 
 use crate::backend::fault::Faults;
@@ -214,6 +216,7 @@ pub struct Compiler<'g> {
     devices: Vec<Device>,
     topology: Option<&'g Topology>,
     options: Options,
+    runtime: RuntimeOptions,
     comms: CommTable,
 }
 
@@ -226,6 +229,7 @@ impl<'g> Compiler<'g> {
             devices: Vec::new(),
             topology: None,
             options: Options::default(),
+            runtime: RuntimeOptions::default(),
             comms: CommTable::new(),
         }
     }
@@ -247,6 +251,13 @@ impl<'g> Compiler<'g> {
     /// How the graph runs (see [`Options`]).
     pub fn options(mut self, options: Options) -> Self {
         self.options = options;
+        self
+    }
+
+    /// How the runtime opens devices, joins islands and waits (see
+    /// [`RuntimeOptions`]; the defaults unless given).
+    pub fn runtime(mut self, runtime: RuntimeOptions) -> Self {
+        self.runtime = runtime;
         self
     }
 
@@ -321,7 +332,7 @@ impl<'g> Compiler<'g> {
         let mut comms = self.comms;
         spmd::check(g, &plan, &mut comms)?;
         island::check(&plan)?;
-        let ctxs = backend::open(&listed)?;
+        let ctxs = backend::open(&listed, &self.runtime, self.options.import_host_buffers)?;
         for s in &plan.steps {
             let ctx = ctxs
                 .get(&s.device)
@@ -341,7 +352,7 @@ impl<'g> Compiler<'g> {
         }
         fit::check_buffers(g, &caps)?;
         fit::check_peaks(&plan, &caps)?;
-        let islands = island::join(&plan, &ctxs)?;
+        let islands = island::join(&plan, &ctxs, self.runtime.join)?;
         // Host arenas share the host's cores: handing their steps to worker
         // threads buys no overlap, only a thread handoff per step, and the
         // kernels of large steps use every core anyway. Such an executable
@@ -373,7 +384,7 @@ impl<'g> Compiler<'g> {
         let spin = if inline {
             std::time::Duration::ZERO
         } else {
-            crate::backend::worker::spin_setting()?
+            self.runtime.spin
         };
         for d in ctxs.keys().filter(|_| !inline) {
             let w = Worker::spawn(format!("fuel-{d}"), spin).map_err(|e| {
