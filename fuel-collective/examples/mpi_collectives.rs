@@ -321,7 +321,7 @@ fn disagreements(c: &Ctx) -> Res<()> {
                 recv[1] = 2;
             }
             let (a, b) = (f32s(n)?, f32s(n + 1)?);
-            MpiDriver::all_to_all_v(
+            MpiDriver::all_to_all(
                 comm,
                 &a,
                 &b,

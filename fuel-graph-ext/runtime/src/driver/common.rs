@@ -51,6 +51,14 @@ pub(crate) struct Call<'a, D: CollectiveDriver>(
     pub(crate) D::CommStream,
 );
 
+impl<D: CollectiveDriver> Clone for Call<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: CollectiveDriver> Copy for Call<'_, D> {}
+
 /// The prologue of a collective `op` on `comm`: the stream is its own, and
 /// the buffers hold what it reads (`src`: elements, bytes) and writes
 /// (`dst`). Gives the bytes read.
