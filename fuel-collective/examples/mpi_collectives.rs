@@ -134,7 +134,7 @@ fn reductions(c: &Ctx, d: DType, op: ReduceOp) -> Res<()> {
     let at: usize = counts[..r].iter().sum();
     let src = c.up(&input(d, r, 0, total))?;
     let dst = c.buf(d, counts[r].max(1))?;
-    MpiDriver::reduce_scatter_v(&c.comm, &src, &dst, d, &counts, op, s).map_err(e)?;
+    MpiDriver::reduce_scatter_uneven(&c.comm, &src, &dst, d, &counts, op, s).map_err(e)?;
     let mut got = MpiDriver::download(&dst, T).map_err(e)?;
     got.truncate(counts[r] * d.size_bytes());
     let want = tensor(d, (at..at + counts[r]).map(|i| fold(d, op, n, i)).collect());
@@ -178,7 +178,7 @@ fn movements(c: &Ctx, d: DType) -> Res<()> {
     let total: usize = counts.iter().sum();
     let src = c.up(&input(d, r, 0, counts[r].max(1)))?;
     let dst = c.buf(d, total)?;
-    MpiDriver::all_gather_v(&c.comm, &src, &dst, d, &counts, s).map_err(e)?;
+    MpiDriver::all_gather_uneven(&c.comm, &src, &dst, d, &counts, s).map_err(e)?;
     let want = tensor(
         d,
         (0..n)
@@ -207,7 +207,7 @@ fn movements(c: &Ctx, d: DType) -> Res<()> {
     let mine = tensor(d, (0..n).flat_map(|j| piece(r, j)).collect());
     let src = c.up(&mine)?;
     let dst = c.buf(d, recv.iter().sum::<usize>().max(1))?;
-    MpiDriver::all_to_all_v(&c.comm, &src, &dst, d, &send, &recv, s).map_err(e)?;
+    MpiDriver::all_to_all(&c.comm, &src, &dst, d, &send, &recv, s).map_err(e)?;
     let want = tensor(d, (0..n).flat_map(|i| piece(i, r)).collect());
     let mut got = MpiDriver::download(&dst, T).map_err(e)?;
     got.truncate(want.bytes().len());
@@ -321,7 +321,7 @@ fn disagreements(c: &Ctx) -> Res<()> {
                 recv[1] = 2;
             }
             let (a, b) = (f32s(n)?, f32s(n + 1)?);
-            MpiDriver::all_to_all_v(
+            MpiDriver::all_to_all(
                 comm,
                 &a,
                 &b,

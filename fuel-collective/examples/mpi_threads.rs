@@ -13,8 +13,8 @@
 //! or exits non-zero.
 
 use fuel_collective::driver::MpiDriver;
-use fuel_collective::{CollectiveDriver, CommunicationId, Driver, ElemType};
-use fuel_graph_ext::{Device, ReduceOp};
+use fuel_collective::{CollectiveDriver, CommunicationId, Driver};
+use fuel_graph_ext::{DType, Device, ReduceOp};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -102,7 +102,7 @@ fn forced_overlap(
         let holder = rank == round % n;
         let src = MpiDriver::upload(dev, &((rank + 1) as i64).to_le_bytes()).map_err(e)?;
         let dst = MpiDriver::alloc(dev, 8).map_err(e)?;
-        let reduce = || MpiDriver::all_reduce(comm, &src, &dst, ElemType::I64, 1, ReduceOp::Sum, s);
+        let reduce = || MpiDriver::all_reduce(comm, &src, &dst, DType::I64, 1, ReduceOp::Sum, s);
         match (g, holder) {
             (1, true) => ov
                 .call(|| {
@@ -156,10 +156,8 @@ fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
         } else {
             MpiDriver::alloc(&dev, mine.len()).map_err(e)?
         };
-        ov.call(|| {
-            MpiDriver::all_reduce(&comm, &src, &dst, ElemType::I64, COUNT, ReduceOp::Sum, s)
-        })
-        .map_err(e)?;
+        ov.call(|| MpiDriver::all_reduce(&comm, &src, &dst, DType::I64, COUNT, ReduceOp::Sum, s))
+            .map_err(e)?;
         let got = i64s(&MpiDriver::download(&dst, t).map_err(e)?);
         if got != want {
             return Err(format!(
@@ -179,14 +177,14 @@ fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
             let prev = (rank + n - 1) % n;
             let out = MpiDriver::alloc(&dev, mine.len()).map_err(e)?;
             if rank.is_multiple_of(2) {
-                ov.call(|| MpiDriver::send(&comm, &src, ElemType::I64, COUNT, next, s))
+                ov.call(|| MpiDriver::send(&comm, &src, DType::I64, COUNT, next, s))
                     .map_err(e)?;
-                ov.call(|| MpiDriver::recv(&comm, &out, ElemType::I64, COUNT, prev, s))
+                ov.call(|| MpiDriver::recv(&comm, &out, DType::I64, COUNT, prev, s))
                     .map_err(e)?;
             } else {
-                ov.call(|| MpiDriver::recv(&comm, &out, ElemType::I64, COUNT, prev, s))
+                ov.call(|| MpiDriver::recv(&comm, &out, DType::I64, COUNT, prev, s))
                     .map_err(e)?;
-                ov.call(|| MpiDriver::send(&comm, &src, ElemType::I64, COUNT, next, s))
+                ov.call(|| MpiDriver::send(&comm, &src, DType::I64, COUNT, next, s))
                     .map_err(e)?;
             }
             let got = i64s(&MpiDriver::download(&out, t).map_err(e)?);

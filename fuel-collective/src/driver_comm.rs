@@ -42,7 +42,7 @@ use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::op::{scatter_extents, CommOp};
 use fuel_graph_ext::{LazyTensor, Op, ReduceOp, TensorType, ValueId};
 use fuel_runtime::driver::{CollectiveDriver, GraphComm, RankComm};
-use fuel_runtime::exec::{Compiler, Executable};
+use fuel_runtime::exec::{Compiler, Executable, RuntimeOptions};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -92,6 +92,7 @@ pub struct DriverCommunicator<D: CollectiveDriver> {
     id: u32,
     bound: Mutex<BTreeMap<String, HostTensor>>,
     cached: Mutex<Option<(CacheKey, Arc<Executable>)>>,
+    runtime: RuntimeOptions,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -107,7 +108,20 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             bound: Mutex::new(BTreeMap::new()),
             cached: Mutex::new(None),
+            runtime: RuntimeOptions::default(),
         }
+    }
+
+    /// How its graphs' executables open devices and wait (the defaults
+    /// unless given; `fuel-opt` gives [`RuntimeOptions::from_env`]).
+    pub fn with_runtime(mut self, runtime: RuntimeOptions) -> Self {
+        self.runtime = runtime;
+        self
+    }
+
+    /// The runtime options its graphs compile with.
+    pub fn runtime(&self) -> RuntimeOptions {
+        self.runtime
     }
 
     /// Runs `f` with the driver communicator underneath.
@@ -142,6 +156,7 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
         let mut g = first.graph().snapshot();
         g.set_outputs(outputs.iter().map(|t| t.value()).collect());
         Compiler::new(&g)
+            .runtime(self.runtime)
             .communicator(self.id, self.graph_comm())
             .compile()
             .map_err(|e| {

@@ -68,6 +68,7 @@ struct Entry {
 pub struct Cache {
     entries: Mutex<VecDeque<Entry>>,
     compiles: Mutex<usize>,
+    runtime: exec::RuntimeOptions,
 }
 
 impl std::fmt::Debug for Cache {
@@ -78,6 +79,16 @@ impl std::fmt::Debug for Cache {
 }
 
 impl DeviceGroup {
+    /// This group with its eager calls compiled with `runtime` (the
+    /// defaults unless given) and an empty cache of them.
+    pub fn with_runtime(mut self, runtime: exec::RuntimeOptions) -> DeviceGroup {
+        self.eager = std::sync::Arc::new(Cache {
+            runtime,
+            ..Cache::default()
+        });
+        self
+    }
+
     /// Every rank's shard becomes the reduction of all shards: the eager
     /// form of [`DeviceGroup::all_reduce`]. `shards[i]` is rank `i`'s data
     /// (it is placed on `devices()[i]` for the run) and is replaced by the
@@ -217,7 +228,10 @@ impl DeviceGroup {
             topology.clone(),
             DebugOptions::default(),
         )?;
-        Ok(exec::Compiler::new(&g).topology(&topology).compile()?)
+        Ok(exec::Compiler::new(&g)
+            .topology(&topology)
+            .runtime(self.eager.runtime)
+            .compile()?)
     }
 
     /// A broadcast's tensors: one per rank, all of one type (as the

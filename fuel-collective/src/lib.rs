@@ -95,9 +95,13 @@ pub use driver::MpiDriver;
 pub use driver::NcclDriver;
 #[cfg(feature = "runtime")]
 pub use driver::{
-    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, ElemType, HostDriver,
-    JoinOptions,
+    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
 };
+/// The graph's [`DType`](fuel_graph_ext::DType) under the name the
+/// drivers once gave it; the drivers take `DType` itself. Kept only while
+/// a test still names it.
+#[cfg(feature = "runtime")]
+pub type ElemType = fuel_graph_ext::DType;
 #[cfg(feature = "runtime")]
 pub use driver_comm::DriverCommunicator;
 #[cfg(feature = "runtime")]

@@ -678,6 +678,7 @@ impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
     /// handed to the executor.
     pub fn compile_lowered(&self, g: &Graph) -> Result<Executable, CollectiveError> {
         Compiler::new(g)
+            .runtime(self.comm.runtime())
             .communicator(self.comm.id(), self.comm.graph_comm())
             .compile()
             .map_err(|e| {

@@ -7,7 +7,7 @@
 use fuel_collective::driver::{HostCommunicator, HostUniqueId};
 use fuel_collective::{
     CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
-    ElemType, HostDriver, JoinOptions,
+    HostDriver, JoinOptions,
 };
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
@@ -46,28 +46,28 @@ fn val(rank: usize, i: usize) -> u8 {
     ((rank * 3 + i) % 4) as u8
 }
 
-fn encode(elem: ElemType, x: f64) -> Vec<u8> {
+fn encode(elem: DType, x: f64) -> Vec<u8> {
     match elem {
-        ElemType::Bool => vec![u8::from(x != 0.0)],
-        ElemType::I8 => (x as i8).to_le_bytes().to_vec(),
-        ElemType::U8 => (x as u8).to_le_bytes().to_vec(),
-        ElemType::I16 => (x as i16).to_le_bytes().to_vec(),
-        ElemType::U16 => (x as u16).to_le_bytes().to_vec(),
-        ElemType::I32 => (x as i32).to_le_bytes().to_vec(),
-        ElemType::U32 => (x as u32).to_le_bytes().to_vec(),
-        ElemType::I64 => (x as i64).to_le_bytes().to_vec(),
-        ElemType::U64 => (x as u64).to_le_bytes().to_vec(),
-        ElemType::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
-        ElemType::BF16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
-        ElemType::F32 => (x as f32).to_le_bytes().to_vec(),
-        ElemType::F64 => x.to_le_bytes().to_vec(),
+        DType::Bool => vec![u8::from(x != 0.0)],
+        DType::I8 => (x as i8).to_le_bytes().to_vec(),
+        DType::U8 => (x as u8).to_le_bytes().to_vec(),
+        DType::I16 => (x as i16).to_le_bytes().to_vec(),
+        DType::U16 => (x as u16).to_le_bytes().to_vec(),
+        DType::I32 => (x as i32).to_le_bytes().to_vec(),
+        DType::U32 => (x as u32).to_le_bytes().to_vec(),
+        DType::I64 => (x as i64).to_le_bytes().to_vec(),
+        DType::U64 => (x as u64).to_le_bytes().to_vec(),
+        DType::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
+        DType::BF16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
+        DType::F32 => (x as f32).to_le_bytes().to_vec(),
+        DType::F64 => x.to_le_bytes().to_vec(),
     }
 }
 
 /// The expected reduction of small non-negative values, computed exactly.
-fn expected(elem: ElemType, op: ReduceOp, vals: &[f64]) -> f64 {
+fn expected(elem: DType, op: ReduceOp, vals: &[f64]) -> f64 {
     let n = vals.len() as f64;
-    if elem == ElemType::Bool {
+    if elem == DType::Bool {
         let b: Vec<bool> = vals.iter().map(|v| *v != 0.0).collect();
         let any = b.iter().any(|x| *x);
         let all = b.iter().all(|x| *x);
@@ -85,10 +85,7 @@ fn expected(elem: ElemType, op: ReduceOp, vals: &[f64]) -> f64 {
         ReduceOp::Min => vals.iter().cloned().fold(f64::MAX, f64::min),
         ReduceOp::Mean => vals.iter().sum::<f64>() / n,
     };
-    let float = matches!(
-        elem,
-        ElemType::F16 | ElemType::BF16 | ElemType::F32 | ElemType::F64
-    );
+    let float = matches!(elem, DType::F16 | DType::BF16 | DType::F32 | DType::F64);
     if float {
         r
     } else {
@@ -105,7 +102,7 @@ fn all_reduce_every_elem_type_and_op_across_2_to_8_threads() {
             let dev = HostDriver::open(Device::cpu(rank as u32)).unwrap();
             let s = HostDriver::comm_stream(&comm);
             let mut checked = 0;
-            for elem in ElemType::ALL {
+            for elem in DType::ALL {
                 for op in ReduceOp::ALL {
                     let count = 5;
                     let bytes: Vec<u8> = (0..count)
@@ -147,7 +144,7 @@ fn in_place_all_reduce_waits_for_the_compute_fence() {
         // The compute side has issued its write but not done it yet.
         let write = buf.fence.begin_write();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &buf, &buf, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(&comm, &buf, &buf, DType::I32, 1, ReduceOp::Sum, s).unwrap();
         // Enqueueing returned at once; now "compute" writes and settles.
         let compute = HostDriver::new_stream(&dev).unwrap();
         let b = buf.buffer.clone();
@@ -184,7 +181,7 @@ fn download_right_after_an_in_place_all_reduce_waits_for_it() {
             std::thread::sleep(Duration::from_millis(150));
         }
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &buf, &buf, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(&comm, &buf, &buf, DType::I32, 1, ReduceOp::Sum, s).unwrap();
         let got = i32_at(&HostDriver::download(&buf, LONG).unwrap());
         HostDriver::synchronize(&comm, s).unwrap();
         got
@@ -210,11 +207,11 @@ fn download_after_two_queued_writers_waits_for_the_second() {
         let b = HostDriver::upload(&dev, &(100 * r).to_le_bytes()).unwrap();
         let dst = HostDriver::alloc(&dev, 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &a, &dst, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(&comm, &a, &dst, DType::I32, 1, ReduceOp::Sum, s).unwrap();
         if rank == 1 {
             std::thread::sleep(Duration::from_millis(150));
         }
-        HostDriver::all_reduce(&comm, &b, &dst, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(&comm, &b, &dst, DType::I32, 1, ReduceOp::Sum, s).unwrap();
         let got = i32_at(&HostDriver::download(&dst, LONG).unwrap());
         HostDriver::synchronize(&comm, s).unwrap();
         got
@@ -245,11 +242,11 @@ fn two_communicators_writing_one_buffer_take_turns() {
             HostDriver::alloc(&dev, 4).unwrap(),
             HostDriver::alloc(&dev, 4).unwrap(),
         );
-        HostDriver::all_reduce(&b, &twenty, &db, ElemType::I32, 1, ReduceOp::Sum, sb).unwrap();
+        HostDriver::all_reduce(&b, &twenty, &db, DType::I32, 1, ReduceOp::Sum, sb).unwrap();
         // Rank 0's B write now waits for its A write, which waits for this.
         rx.recv_timeout(LONG).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        HostDriver::all_reduce(&a, &two, &da, ElemType::I32, 1, ReduceOp::Sum, sa).unwrap();
+        HostDriver::all_reduce(&a, &two, &da, DType::I32, 1, ReduceOp::Sum, sa).unwrap();
         HostDriver::synchronize(&a, sa).unwrap();
         HostDriver::synchronize(&b, sb).unwrap();
     });
@@ -260,8 +257,8 @@ fn two_communicators_writing_one_buffer_take_turns() {
     let one = HostDriver::upload(&dev, &1i32.to_le_bytes()).unwrap();
     let ten = HostDriver::upload(&dev, &10i32.to_le_bytes()).unwrap();
     let dst = HostDriver::alloc(&dev, 4).unwrap();
-    HostDriver::all_reduce(&a, &one, &dst, ElemType::I32, 1, ReduceOp::Sum, sa).unwrap();
-    HostDriver::all_reduce(&b, &ten, &dst, ElemType::I32, 1, ReduceOp::Sum, sb).unwrap();
+    HostDriver::all_reduce(&a, &one, &dst, DType::I32, 1, ReduceOp::Sum, sa).unwrap();
+    HostDriver::all_reduce(&b, &ten, &dst, DType::I32, 1, ReduceOp::Sum, sb).unwrap();
     tx.send(()).unwrap();
     let got = i32_at(&HostDriver::download(&dst, LONG).unwrap());
     HostDriver::synchronize(&a, sa).unwrap();
@@ -293,7 +290,7 @@ fn send_recv_is_fifo_per_pair_in_every_elem_type() {
         let s = HostDriver::comm_stream(&comm);
         let next = (rank + 1) % n;
         let prev = (rank + n - 1) % n;
-        for elem in ElemType::ALL {
+        for elem in DType::ALL {
             // Two messages to the same peer arrive in order.
             let a: Vec<u8> = (0..3)
                 .flat_map(|i| encode(elem, f64::from(val(rank, i))))
@@ -398,15 +395,15 @@ fn join_refuses_bad_ranks_sizes_and_duplicates() {
 
 #[test]
 fn data_type_refuses_partial_elements() {
-    let e = HostDriver::data_type(ElemType::F32, 10).unwrap_err();
+    let e = HostDriver::data_type(DType::F32, 10).unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("10 bytes") && msg.contains("f32") && msg.contains("multiple of 4"),
         "{msg}"
     );
     assert_eq!(
-        HostDriver::data_type(ElemType::BF16, 10).unwrap(),
-        (ElemType::BF16, 5)
+        HostDriver::data_type(DType::BF16, 10).unwrap(),
+        (DType::BF16, 5)
     );
 }
 
@@ -414,7 +411,7 @@ fn data_type_refuses_partial_elements() {
 #[test]
 fn unknown_elem_type_is_an_error_not_a_crash() {
     use fuel_collective::NcclDriver;
-    let e = NcclDriver::data_type(ElemType::I16, 8)
+    let e = NcclDriver::data_type(DType::I16, 8)
         .unwrap_err()
         .to_string();
     assert!(e.contains("i16") && e.contains("cannot carry"), "{e}");
@@ -430,12 +427,11 @@ fn mismatched_counts_fail_on_every_rank() {
         let src = HostDriver::upload(&dev, &vec![1u8; count * 4]).unwrap();
         let dst = HostDriver::alloc(&dev, count * 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, count, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(&comm, &src, &dst, DType::F32, count, ReduceOp::Sum, s).unwrap();
         let e = HostDriver::download(&dst, LONG).unwrap_err();
         // The sticky error also comes out of synchronize, and the comm is poisoned.
         assert!(HostDriver::synchronize(&comm, s).is_err());
-        let again =
-            HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, count, ReduceOp::Sum, s);
+        let again = HostDriver::all_reduce(&comm, &src, &dst, DType::F32, count, ReduceOp::Sum, s);
         assert!(
             matches!(again, Err(DriverError::Poisoned { .. })),
             "{again:?}"
@@ -470,7 +466,7 @@ fn a_dropped_peer_is_an_error_not_a_hang() {
         let src = HostDriver::upload(&dev, &[1, 0, 0, 0]).unwrap();
         let dst = HostDriver::alloc(&dev, 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &src, &dst, ElemType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(&comm, &src, &dst, DType::I32, 1, ReduceOp::Sum, s).unwrap();
         Some(HostDriver::download(&dst, LONG).unwrap_err())
     });
     for e in out.into_iter().flatten() {
@@ -494,7 +490,7 @@ fn a_silent_peer_times_out_and_recv_names_it() {
             return None;
         }
         let dst = HostDriver::alloc(&dev, 8).unwrap();
-        HostDriver::recv(&comm, &dst, ElemType::F64, 1, 1, s).unwrap();
+        HostDriver::recv(&comm, &dst, DType::F64, 1, 1, s).unwrap();
         Some(HostDriver::download(&dst, LONG).unwrap_err().to_string())
     });
     let msg = out[0].clone().unwrap();
@@ -512,9 +508,9 @@ fn enqueue_checks_buffers_peers_and_streams() {
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let small = HostDriver::alloc(&dev, 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        let e = HostDriver::send(&comm, &small, ElemType::F64, 1, 1 - rank, s).unwrap_err();
+        let e = HostDriver::send(&comm, &small, DType::F64, 1, 1 - rank, s).unwrap_err();
         assert!(e.to_string().contains("needs 8 bytes"), "{e}");
-        let e = HostDriver::send(&comm, &small, ElemType::U8, 1, rank, s).unwrap_err();
+        let e = HostDriver::send(&comm, &small, DType::U8, 1, rank, s).unwrap_err();
         assert!(matches!(e, DriverError::BadRank { .. }), "{e}");
         assert!(HostDriver::open(Device {
             kind: fuel_graph_ext::DeviceKind::Cuda,

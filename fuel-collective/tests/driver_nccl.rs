@@ -6,10 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::driver::NcclUniqueId;
-use fuel_collective::{
-    CollectiveDriver, CommunicationId, Driver, ElemType, JoinOptions, NcclDriver,
-};
-use fuel_graph_ext::{Device, ReduceOp};
+use fuel_collective::{CollectiveDriver, CommunicationId, Driver, JoinOptions, NcclDriver};
+use fuel_graph_ext::{DType, Device, ReduceOp};
 use fuel_test_support::ranks::on_ranks;
 use fuel_test_support::{nccl_or_skip, skip, Backend};
 use std::time::Duration;
@@ -54,7 +52,7 @@ fn nccl_all_reduce_and_ring_on_every_gpu() {
         let dst = NcclDriver::alloc(&dev, host.len()).unwrap();
         let mut checked = Vec::new();
         for op in ReduceOp::ALL {
-            let (dt, c) = NcclDriver::data_type(ElemType::F32, host.len() as u64).unwrap();
+            let (dt, c) = NcclDriver::data_type(DType::F32, host.len() as u64).unwrap();
             NcclDriver::all_reduce(&comm, &src, &dst, dt, c, op, s).unwrap();
             let got = NcclDriver::download(&dst, Duration::from_secs(60)).unwrap();
             for i in [0usize, 1, count - 1] {
@@ -80,7 +78,7 @@ fn nccl_all_reduce_and_ring_on_every_gpu() {
             // deadlock; here even ranks send first and odd ranks receive first.
             let next = (rank + 1) % n;
             let prev = (rank + n - 1) % n;
-            let (dt, c) = NcclDriver::data_type(ElemType::F32, host.len() as u64).unwrap();
+            let (dt, c) = NcclDriver::data_type(DType::F32, host.len() as u64).unwrap();
             if rank % 2 == 0 {
                 NcclDriver::send(&comm, &src, dt, c, next, s).unwrap();
                 NcclDriver::recv(&comm, &dst, dt, c, prev, s).unwrap();
@@ -102,7 +100,7 @@ fn nccl_all_reduce_and_ring_on_every_gpu() {
 #[test]
 fn nccl_refuses_types_it_cannot_name_without_crashing() {
     // Pure: runs everywhere.
-    for e in [ElemType::Bool, ElemType::I16, ElemType::U16] {
+    for e in [DType::Bool, DType::I16, DType::U16] {
         assert!(NcclDriver::data_type(e, 8).is_err());
     }
     let Some(_) = gpus() else { return };
@@ -121,7 +119,7 @@ fn nccl_refuses_types_it_cannot_name_without_crashing() {
 fn nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu() {
     use fuel_collective::{Communicator, DriverCommunicator};
     use fuel_graph_ext::interp::HostTensor;
-    use fuel_graph_ext::{DType, LazyGraph, TensorType};
+    use fuel_graph_ext::{LazyGraph, TensorType};
     use std::collections::BTreeMap;
     let Some(n) = gpus() else { return };
     let id = NcclDriver::group_id(&CommunicationId::new("nccl-spmd-graph")).unwrap();

@@ -5,7 +5,15 @@
 //! (quoted safely, see [`crate::text::excerpt`]) and says what it accepts;
 //! it never falls back to the default in silence, and a huge number never
 //! reaches an allocation or a timer. An unset or empty variable takes the
-//! default. The variables the libraries read:
+//! default. The variables, and who reads them: `compile` reads none; it
+//! takes `plan::Options` (host import, read by `plan::Options::from_env`)
+//! and the runtime's `exec::RuntimeOptions` (the rest of the runtime's
+//! switches, read by `RuntimeOptions::from_env`), which `fuel-opt` and the
+//! tests build from these variables. Outside `compile`, the drivers'
+//! `join` reads the timeouts, the MPI driver `FUEL_MPI_KEEP_FREED` when it
+//! starts MPI, NCCL's unique-id helpers `FUEL_NCCL_UNIQUE_ID`, and the
+//! convenience openers (`Instance::open_device`, `CudaDev::open`) and
+//! device discovery the device variables:
 //!
 //! | variable | accepts | default |
 //! |---|---|---|

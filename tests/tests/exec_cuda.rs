@@ -206,7 +206,7 @@ fn host_transfers_go_straight_into_page_locked_arena_blocks() {
 ",
     )
     .unwrap();
-    let exe = exec::compile(&g, &[G0, C0, V0]).unwrap();
+    let exe = fuel_test_support::compile_env(&g, &[G0, C0, V0]).unwrap();
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
     for round in 0..3 {
@@ -230,7 +230,10 @@ fn direct_cuda_to_vulkan_copy_names_the_split_pass() {
 }
 ";
     let g = text::parse(src).unwrap();
-    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    let e = fuel_test_support::compile_env(&g, &[])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("split-cross-vendor-copies"), "{e}");
 }
 
@@ -243,7 +246,7 @@ fn cuda_without_a_driver_is_an_error_not_a_panic() {
 }
 ";
     let g = text::parse(src).unwrap();
-    match exec::compile(&g, &[]) {
+    match fuel_test_support::compile_env(&g, &[]) {
         Ok(_) => {
             println!("SKIP: cuda_without_a_driver_is_an_error_not_a_panic: a CUDA GPU is present")
         }

@@ -101,7 +101,7 @@ fn f16_on_vulkan_where_supported() {
 }
 ";
     let g = text::parse(src).unwrap();
-    match exec::compile(&g, &[V0, C0]) {
+    match fuel_test_support::compile_env(&g, &[V0, C0]) {
         Err(ExecError::Unsupported { .. }) => {
             println!("SKIP: f16_on_vulkan_where_supported: vulkan:0 has no f16 support");
         }
@@ -179,7 +179,7 @@ fn f64_and_i64_on_vulkan_where_supported() {
 "
         );
         let g = text::parse(&src).unwrap();
-        match exec::compile(&g, &[V0, C0]) {
+        match fuel_test_support::compile_env(&g, &[V0, C0]) {
             Err(ExecError::Unsupported { reason, .. }) => {
                 println!("SKIP: f64_and_i64_on_vulkan_where_supported: {dtype}: {reason}");
             }
@@ -203,11 +203,17 @@ fn unsupported_dtype_is_a_compile_error_naming_both() {
 }
 ";
     let g = text::parse(src).unwrap();
-    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    let e = fuel_test_support::compile_env(&g, &[])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("dtype u8 is not supported on vulkan:0"), "{e}");
     for dtype in ["bool", "i8", "i16", "u16"] {
         let g = text::parse(&src.replace("u8", dtype)).unwrap();
-        let e = exec::compile(&g, &[]).err().unwrap().to_string();
+        let e = fuel_test_support::compile_env(&g, &[])
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             e.contains(&format!("dtype {dtype} is not supported on vulkan:0")),
             "{e}"
@@ -238,7 +244,7 @@ fn unsigned_folds_wrap_on_vulkan() {
 "
             );
             let g = text::parse(&src).unwrap();
-            let exe = match exec::compile(&g, &[V0, C0]) {
+            let exe = match fuel_test_support::compile_env(&g, &[V0, C0]) {
                 Err(ExecError::Unsupported { reason, .. }) => {
                     println!("SKIP: unsigned_folds_wrap_on_vulkan: {dtype}: {reason}");
                     continue;
@@ -273,7 +279,10 @@ fn direct_vulkan_to_vulkan_copy_names_the_split_pass() {
 }
 ";
     let g = text::parse(src).unwrap();
-    let e = exec::compile(&g, &[]).err().unwrap().to_string();
+    let e = fuel_test_support::compile_env(&g, &[])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("split-cross-vendor-copies"), "{e}");
 }
 
@@ -295,7 +304,7 @@ fn fault_halfway_on_vulkan_then_a_clean_run() {
 }
 ";
     let g = text::parse(src).unwrap();
-    let exe = exec::compile(&g, &[]).unwrap();
+    let exe = fuel_test_support::compile_env(&g, &[]).unwrap();
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
     for point in [
@@ -338,7 +347,7 @@ fn pooled_buffers_carry_new_inputs_across_runs() {
 "
     );
     let g = text::parse(&src).unwrap();
-    let exe = exec::compile(&g, &[V0, V1, C0]).unwrap();
+    let exe = fuel_test_support::compile_env(&g, &[V0, V1, C0]).unwrap();
     let mut outs = Vec::new();
     for round in 0..4 {
         let mut host = deterministic_inputs(&g);

@@ -11,7 +11,7 @@
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, DType, Device, ReduceOp};
-use fuel_runtime::exec::{self, FaultPoint};
+use fuel_runtime::exec::FaultPoint;
 use fuel_test_support::{
     all_reduce_graph, assert_exact_fault_messages, fail_at_every_point, lower,
 };
@@ -67,7 +67,7 @@ fn a_failed_wait_loses_the_device_until_it_is_reopened() {
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
     for nth in 0..2 {
-        let exe = exec::compile(&g, &[]).unwrap();
+        let exe = fuel_test_support::compile_env(&g, &[]).unwrap();
         assert_eq!(exe.run_host(&inputs).unwrap(), want);
         // The wait of the mul's (nth 0) or the add's (nth 1) dispatch fails
         // after its submit, while the GPU may still be running it.
@@ -90,7 +90,7 @@ fn a_failed_wait_loses_the_device_until_it_is_reopened() {
             assert_no_leaks(&exe);
         }
         // A fresh compile opens the device again, and it works.
-        let again = exec::compile(&g, &[]).unwrap();
+        let again = fuel_test_support::compile_env(&g, &[]).unwrap();
         assert_eq!(again.run_host(&inputs).unwrap(), want);
         assert_no_leaks(&again);
         // Dropping the lost one waits for its device and frees what it kept.

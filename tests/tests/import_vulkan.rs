@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
-use fuel_graph_ext::{text, Device, Graph, Topology};
+use fuel_graph_ext::{text, Device, Graph};
 use fuel_runtime::exec::{self, Executable};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point};
 
@@ -67,7 +67,18 @@ fn on_and_off(src: &str) -> (Graph, Executable, Executable) {
 
 fn compiled(src: &str, options: exec::Options) -> (Graph, Executable) {
     let g = text::parse(src).unwrap();
-    let exe = exec::compile_with_options(&g, &DEVS, &Topology::default(), options).unwrap();
+    // Import off in the environment (`FUEL_VULKAN_IMPORT=0`) turns it off here too.
+    let env = exec::Options::from_env().unwrap_or_else(|e| panic!("{e}"));
+    let options = exec::Options {
+        import_host_buffers: options.import_host_buffers && env.import_host_buffers,
+        ..options
+    };
+    let exe = exec::Compiler::new(&g)
+        .devices(&DEVS)
+        .options(options)
+        .runtime(exec::RuntimeOptions::from_env().unwrap_or_else(|e| panic!("{e}")))
+        .compile()
+        .unwrap();
     (g, exe)
 }
 
@@ -200,7 +211,8 @@ fn every_fault_with_imported_views_leaks_nothing() {
 }
 
 /// The test above again in a child process with `FUEL_VULKAN_IMPORT=0`
-/// (the setting is read when a device opens), and a bad value refused.
+/// (the tests build their options from the environment, as `fuel-opt`
+/// does), and a bad value refused.
 #[test]
 fn the_environment_turns_import_off_and_bad_values_are_refused() {
     let test = "the_environment_turns_import_off_and_bad_values_are_refused";

@@ -72,7 +72,7 @@ fn graph(dtype: DType, dev: Device, divisors: &[u64], casts: &[DType]) -> String
 /// the interpreter; `Err` with the reason when the backend refuses it.
 fn check(src: &str, dev: Device) -> Result<(), ExecError> {
     let g = text::parse(src).unwrap();
-    let exe = exec::compile(&g, &[dev])?;
+    let exe = fuel_test_support::compile_env(&g, &[dev])?;
     let inputs = edge_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
     let got = exe.run_host(&inputs).unwrap();
@@ -154,7 +154,10 @@ fn vulkan_refuses_a_divisor_past_32_bits_at_compile_time() {
     }
     let src = graph(DType::I32, v0, &[1 << 32], &[]);
     let g = text::parse(&src).unwrap();
-    let e = exec::compile(&g, &[v0]).err().expect("refused").to_string();
+    let e = fuel_test_support::compile_env(&g, &[v0])
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(
         e.contains("`div {by=4294967296}` is not supported on vulkan:0"),
         "{e}"
@@ -275,7 +278,7 @@ fn the_mean_of_two_large_values_is_that_value() {
         .unwrap()
         .run(&mut g)
         .unwrap();
-        let exe = exec::compile(&g, &devs).unwrap();
+        let exe = fuel_test_support::compile_env(&g, &devs).unwrap();
         let inputs: BTreeMap<String, Tensor> = if dtype == DType::F16 {
             let x = [f16::from_f32(40000.0), f16::MAX];
             [("a", x), ("b", x)]
@@ -448,7 +451,7 @@ fn vulkan_bf16_equals_the_interpreter_at_every_pattern_and_tie() {
     for f64_too in [false, true] {
         let (src, inputs) = bf16_patterns(f64_too);
         let g = text::parse(&src).unwrap();
-        let exe = match exec::compile(&g, &[v0]) {
+        let exe = match fuel_test_support::compile_env(&g, &[v0]) {
             Ok(e) => e,
             Err(ExecError::Unsupported { dtype, reason, .. }) if f64_too => {
                 assert_eq!(dtype, DType::F64, "{reason}");

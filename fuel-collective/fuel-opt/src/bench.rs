@@ -384,7 +384,8 @@ pub fn measure(
         view_slices: !copy_slices,
         ..Default::default()
     };
-    let exe = exec::compile_with_options(&lowered, devices, topo, options).map_err(|e| {
+    let compiled = crate::run::compiler(&lowered, devices, topo, options)?.compile();
+    let exe = compiled.map_err(|e| {
         let hint = fitting_size(&e, size).map_or(String::new(), |s| {
             format!(
                 "; the executor has room for at most {} per rank here, and the bench's own reference values need more: try smaller --sizes",

@@ -17,10 +17,10 @@ use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::dtype::MAX_TENSOR_BYTES;
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::topology::Source;
+use fuel_graph_ext::Tensor;
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
 use fuel_graph_ext::{Device, Topology};
 use fuel_runtime::calibration;
-use fuel_runtime::exec::{self, Tensor};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -153,7 +153,9 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
 
     outln!("== run")?;
     let t0 = Instant::now();
-    let exe = exec::compile(&lowered, &devices)
+    let topology = fuel_graph_ext::Topology::default();
+    let exe = crate::run::compiler(&lowered, &devices, &topology, Default::default())?
+        .compile()
         .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
     let host_inputs = try_deterministic_inputs(&g).map_err(|e| Failure::input(e.to_string()))?;

@@ -8,16 +8,47 @@
 //! original graph's meaning, exactly except where a float `sum`, `prod`
 //! or `mean` over three or more ranks folds in another order, where the
 //! fold-order bound of `interp::fold_bounds` holds (docs/lowering.md,
-//! "Fold order"). `devices` prints what discovery found.
+//! "Fold order"). `devices` prints what discovery found. [`compiler`] is
+//! how every command compiles: with the plan and runtime options the
+//! environment sets (the libraries read no variable).
 
 use crate::outln;
 use crate::Failure;
 use fuel_graph_ext::device::parse_device_list;
+use fuel_graph_ext::device::Device;
 use fuel_graph_ext::interp::{
     compare, fold_bounds, interpret, try_deterministic_inputs, Agreement,
 };
-use fuel_graph_ext::Graph;
+use fuel_graph_ext::{Graph, Topology};
 use fuel_runtime::exec;
+
+/// The plan options the environment sets (`FUEL_VULKAN_IMPORT`), over `base`.
+pub fn env_options(base: exec::Options) -> Result<exec::Options, Failure> {
+    let env = exec::Options::from_env().map_err(|e| Failure::input(e.to_string()))?;
+    Ok(exec::Options {
+        import_host_buffers: base.import_host_buffers && env.import_host_buffers,
+        ..base
+    })
+}
+
+/// A compiler of `g` for `devices` (empty: the ones it uses) on `topology`
+/// with plan options `options` and the environment's switches: host import
+/// (`FUEL_VULKAN_IMPORT`) and the runtime's (`FUEL_SPIN_US`,
+/// `FUEL_VULKAN_DEVICES`, `FUEL_VULKAN_MAPPED`, `FUEL_CUDA_PIN`, the join
+/// timeouts), see [`exec::RuntimeOptions::from_env`].
+pub fn compiler<'g>(
+    g: &'g Graph,
+    devices: &[Device],
+    topology: &'g Topology,
+    options: exec::Options,
+) -> Result<exec::Compiler<'g>, Failure> {
+    let runtime = exec::RuntimeOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;
+    Ok(exec::Compiler::new(g)
+        .devices(devices)
+        .topology(topology)
+        .options(env_options(options)?)
+        .runtime(runtime))
+}
 
 /// Lists devices and why any backend is unavailable.
 pub fn devices() -> Result<(), Failure> {
@@ -51,8 +82,9 @@ pub fn run_and_check(
         Some(s) => parse_device_list(s).map_err(|e| Failure::input(format!("--devices: {e}")))?,
         None => Vec::new(),
     };
-    let exe =
-        exec::compile_with(lowered, &list, topology).map_err(|e| Failure::input(e.to_string()))?;
+    let exe = compiler(lowered, &list, topology, exec::Options::default())?
+        .compile()
+        .map_err(|e| Failure::input(e.to_string()))?;
     let inputs = try_deterministic_inputs(original).map_err(|e| Failure::input(e.to_string()))?;
     let (want, bounds) =
         fold_bounds(original, &inputs).map_err(|e| Failure::input(e.to_string()))?;

@@ -197,7 +197,8 @@ fn measure_size(s: &Sweep<'_>, size: usize) -> Result<Vec<Point>, Failure> {
         let at = match programs.iter().position(|(t, _)| *t == text) {
             Some(at) => at,
             None => {
-                let exe = exec::compile_with(&lowered, s.devices, s.topo)
+                let exe = crate::run::compiler(&lowered, s.devices, s.topo, Default::default())?
+                    .compile()
                     .map_err(|e| Failure::input(format!("compile failed: {e}")))?;
                 programs.push((text, exe));
                 programs.len() - 1

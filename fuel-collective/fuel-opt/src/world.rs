@@ -137,7 +137,9 @@ pub(crate) mod imp {
         let comm =
             MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout());
+        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
+        let c =
+            DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout()).with_runtime(runtime);
         guard.step("agreeing on the world's devices");
         let world = WorldGroup::new(&c, devices.iter().copied()).map_err(|e| fail(&e))?;
 

@@ -113,7 +113,9 @@ mod imp {
         let comm =
             MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
         let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let c = DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout());
+        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
+        let c =
+            DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout()).with_runtime(runtime);
         guard.step("comparing the ranks' fingerprints");
         crate::world_guard::agree(&fingerprint(a, dtype, k), p).map_err(|e| fail(&e))?;
         guard.step("agreeing on the world's devices");

@@ -83,8 +83,10 @@ pub struct Options {
     /// `fuel-opt devices`), whose result is not a graph output and whose
     /// source is a host buffer of at least a page that the arena made, is a
     /// view of the host buffer on the device instead of a transfer
-    /// ([`Work::Import`]). Default `true`; `FUEL_VULKAN_IMPORT=0`
-    /// turns import off on the device itself.
+    /// ([`Work::Import`]). Default `true`. It is the one switch for host
+    /// import: off, the runtime also opens Vulkan devices without it (so no
+    /// caller's input is read in place either). [`Options::from_env`] reads
+    /// it from `FUEL_VULKAN_IMPORT`.
     pub import_host_buffers: bool,
     /// A `slice` whose bytes are one contiguous run of its operand's (a
     /// slice along the first axis, or of a tensor whose leading dims are
@@ -104,5 +106,25 @@ impl Default for Options {
             import_host_buffers: true,
             view_slices: true,
         }
+    }
+}
+
+/// The variable [`Options::from_env`] reads `import_host_buffers` from.
+pub const IMPORT_VAR: &str = "FUEL_VULKAN_IMPORT";
+
+impl Options {
+    /// The defaults, with `import_host_buffers` from [`IMPORT_VAR`]: unset,
+    /// empty or `1` imports, `0` copies; any other value is an error naming
+    /// the variable. What the CLI and the tests hand the compiler (the
+    /// libraries read no variable themselves).
+    pub fn from_env() -> Result<Options, crate::env::EnvError> {
+        Ok(Options {
+            import_host_buffers: crate::env::flag(
+                IMPORT_VAR,
+                true,
+                "1 imports host buffers into Vulkan, 0 copies them",
+            )?,
+            ..Options::default()
+        })
     }
 }

@@ -9,7 +9,7 @@ use crate::memory::assert_no_leaks;
 use crate::run::assert_close;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device, Graph};
-use fuel_runtime::exec::{self, FaultPoint};
+use fuel_runtime::exec::FaultPoint;
 
 /// The tail of every injected fault's message.
 const TAIL: &str = "(armed by `Executable::inject_fault`; the next run is unaffected)";
@@ -49,7 +49,7 @@ pub fn expected_fault_message(point: FaultPoint, msg: &str, devices: &[Device]) 
 /// results; a fault one past the last of each kind must not fire. Returns
 /// how many faults were checked.
 pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
-    let exe = exec::compile(lowered, devices).unwrap();
+    let exe = crate::run::compile_env(lowered, devices).unwrap_or_else(|e| panic!("{e}"));
     let inputs = deterministic_inputs(lowered);
     let want = interpret(lowered, &inputs).unwrap();
     let c = exe
@@ -98,7 +98,7 @@ pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
 /// exact message, that nothing leaked, and that the next run is correct.
 pub fn assert_exact_fault_messages(src: &str, device: Device, op: &str) {
     let g = text::parse(src).unwrap();
-    let exe = exec::compile(&g, &[]).unwrap();
+    let exe = crate::run::compile_env(&g, &[]).unwrap_or_else(|e| panic!("{e}"));
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
     for (point, msg) in [

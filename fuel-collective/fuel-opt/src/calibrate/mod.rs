@@ -33,8 +33,8 @@ use crate::Failure;
 use fuel_collective::lower::estimate_run_on;
 use fuel_graph_ext::interp::deterministic_inputs;
 use fuel_graph_ext::topology::{Curve, LinkClass, Runner};
+use fuel_graph_ext::Tensor;
 use fuel_graph_ext::{text, Device, DeviceKind, Graph, Topology};
-use fuel_runtime::exec::{self, Tensor};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -81,7 +81,9 @@ impl Timed {
 /// Times `src` (text IR) compiled for `devices`.
 fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure> {
     let graph = text::parse(src).map_err(|e| Failure::input(format!("calibration graph: {e}")))?;
-    let exe = exec::compile(&graph, devices)
+    let topology = fuel_graph_ext::Topology::default();
+    let exe = crate::run::compiler(&graph, devices, &topology, Default::default())?
+        .compile()
         .map_err(|e| Failure::input(format!("calibration compile failed: {e}")))?;
     let inputs: BTreeMap<String, Tensor> = deterministic_inputs(&graph)
         .iter()

@@ -340,8 +340,18 @@ fn compiled_out(device: Device, feature: &str) -> ExecError {
     }
 }
 
-/// Opens every device in `listed` (one Vulkan instance for all of them).
-pub fn open(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecError> {
+/// Opens every device in `listed` (one Vulkan instance for all of them),
+/// as `opts` says; `import`: whether Vulkan devices may import host
+/// buffers (the plan's `import_host_buffers`).
+#[cfg_attr(
+    not(all(feature = "vulkan", feature = "cuda")),
+    allow(unused_variables)
+)]
+pub fn open(
+    listed: &BTreeSet<Device>,
+    opts: &crate::exec::RuntimeOptions,
+    import: bool,
+) -> Result<HashMap<Device, Ctx>, ExecError> {
     let mut ctxs = HashMap::new();
     #[cfg(feature = "vulkan")]
     let mut instance: Option<Arc<vulkan::Instance>> = None;
@@ -349,7 +359,7 @@ pub fn open(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecError
         let ctx = match d.kind {
             DeviceKind::Cpu => Ctx::Cpu(Arc::new(Arena::open(*d))),
             #[cfg(feature = "cuda")]
-            DeviceKind::Cuda => Ctx::Cuda(CudaDev::open(*d)?),
+            DeviceKind::Cuda => Ctx::Cuda(CudaDev::open_with(*d, opts.cuda_pin)?),
             #[cfg(not(feature = "cuda"))]
             DeviceKind::Cuda => return Err(compiled_out(*d, "cuda")),
             #[cfg(feature = "vulkan")]
@@ -367,7 +377,17 @@ pub fn open(listed: &BTreeSet<Device>) -> Result<HashMap<Device, Ctx>, ExecError
                         i
                     }
                 };
-                Ctx::Vulkan(inst.open_device(*d)?)
+                let access = if opts.vulkan_mapped {
+                    vulkan::HostAccess::Mapped
+                } else {
+                    vulkan::HostAccess::Staging
+                };
+                let how = vulkan::OpenOptions {
+                    per_adapter: opts.vulkan_devices_per_adapter,
+                    access,
+                    import,
+                };
+                Ctx::Vulkan(inst.open_device_as(*d, how)?)
             }
             #[cfg(not(feature = "vulkan"))]
             DeviceKind::Vulkan => return Err(compiled_out(*d, "vulkan")),

@@ -18,13 +18,16 @@ use std::time::{Duration, Instant};
 /// The variable that sets how long a waiting runner thread polls.
 pub const SPIN_VAR: &str = "FUEL_SPIN_US";
 
+/// How long a waiting runner thread polls when [`SPIN_VAR`] is unset, in µs.
+pub const DEFAULT_SPIN_US: u64 = 50;
+
 /// [`SPIN_VAR`]: microseconds a waiting thread of the threaded runner keeps
 /// polling before it sleeps, 0 to 10 000 (0: sleep at once); 50 when unset.
 pub fn spin_setting() -> Result<Duration, fuel_graph_ext::env::EnvError> {
     fuel_graph_ext::env::integer(
         SPIN_VAR,
         0..=10_000,
-        50,
+        DEFAULT_SPIN_US,
         "microseconds a waiting runner thread polls before it sleeps",
     )
     .map(Duration::from_micros)

@@ -1,10 +1,12 @@
-//! Plumbing every driver shares: poison-tolerant locks, the argument checks
-//! (ranks, whole elements, buffer lengths), the process-wide table of group
+//! Plumbing every driver shares: poison-tolerant locks, what a communicator
+//! answers ([`Member`]) and the per-call prologue written once on it (the
+//! stream, the peer, the buffer lengths: [`prologue`], [`p2p_prologue`]),
+//! the argument checks (ranks, whole elements), the process-wide table of group
 //! ids, the buffers a driver holds ([`Held`]: its own, or one the executor
 //! lends it), and the rank-order fold of the host-side drivers, which is the
 //! CPU backend's own fold.
 
-use super::{DeviceResource, Driver, DriverError};
+use super::{CollectiveDriver, DeviceResource, Driver, DriverError};
 use crate::backend::{cpu, Buf};
 use fuel_graph_ext::device::Device;
 use fuel_graph_ext::dtype::DType;
@@ -16,6 +18,76 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Locks `m`; a panicking holder leaves plain data behind, so keep going.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What every communicator answers alike: its rank, its group's size and
+/// its comm stream. The collective trait's `comm_stream` and
+/// `rank_and_size` and the per-call prologue are written once on it.
+pub trait Member {
+    /// The comm stream's handle.
+    type Stream: Copy + PartialEq;
+    /// This rank and the group size.
+    fn rank_and_size(&self) -> (usize, usize);
+    /// The communicator's comm stream.
+    fn stream(&self) -> Self::Stream;
+    /// Whether the communicator may take a call on `stream`: `WrongStream`
+    /// unless it is its own (a driver adds its own refusals, e.g. `Poisoned`).
+    fn check(&self, stream: Self::Stream) -> Result<(), DriverError> {
+        if stream != self.stream() {
+            return Err(DriverError::WrongStream);
+        }
+        Ok(())
+    }
+}
+
+/// The arguments every collective from a source into a destination takes
+/// besides its own: the communicator, the source, the destination, the
+/// element type and the stream. The drivers' helpers take them as one value.
+pub(crate) struct Call<'a, D: CollectiveDriver>(
+    pub(crate) &'a D::Communicator,
+    pub(crate) &'a DeviceResource<D>,
+    pub(crate) &'a DeviceResource<D>,
+    pub(crate) D::DataType,
+    pub(crate) D::CommStream,
+);
+
+impl<D: CollectiveDriver> Clone for Call<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: CollectiveDriver> Copy for Call<'_, D> {}
+
+/// The prologue of a collective `op` on `comm`: the stream is its own, and
+/// the buffers hold what it reads (`src`: elements, bytes) and writes
+/// (`dst`). Gives the bytes read.
+pub(crate) fn prologue<M: Member>(
+    comm: &M,
+    stream: M::Stream,
+    op: &'static str,
+    elem_bytes: usize,
+    src: (usize, usize),
+    dst: (usize, usize),
+) -> Result<usize, DriverError> {
+    comm.check(stream)?;
+    check_src_dst(op, elem_bytes, src, dst)
+}
+
+/// The prologue of a send or receive `op` of `count` elements with `peer`
+/// through a buffer of `have` bytes: the stream is the communicator's, the
+/// peer another rank, and the buffer holds the elements. Gives their bytes.
+pub(crate) fn p2p_prologue<M: Member>(
+    comm: &M,
+    stream: M::Stream,
+    op: &'static str,
+    peer: usize,
+    (elem_bytes, count): (usize, usize),
+    have: usize,
+) -> Result<usize, DriverError> {
+    comm.check(stream)?;
+    let (rank, ranks) = comm.rank_and_size();
+    check_p2p(op, rank, peer, ranks, elem_bytes, count, have)
 }
 
 /// The driver `driver`'s call `call` failed with `e`.

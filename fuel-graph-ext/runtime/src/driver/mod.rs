@@ -37,7 +37,7 @@ pub mod mpi;
 pub mod nccl;
 mod rank;
 
-pub use common::{BackendBuf, Held};
+pub use common::{BackendBuf, Held, Member};
 pub use host::{
     FencePoint, HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId,
     Ticket,
@@ -48,9 +48,6 @@ pub use mpi::{MpiCommunicator, MpiDriver};
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclDriver, NcclUniqueId};
 pub use rank::{CommCall, GraphComm, RankComm};
-
-/// The element types a driver may carry: the graph's own [`DType`].
-pub type ElemType = DType;
 
 use crate::backend::Buf;
 use fuel_graph_ext::device::{Device, DeviceKind};
@@ -92,9 +89,9 @@ impl fmt::Display for CommunicationId {
 
 /// How long a rank waits for the others.
 ///
-/// [`JoinOptions::from_env`] (what the trait's `join` uses) reads
-/// [`JOIN_TIMEOUT_ENV`] and [`OP_TIMEOUT_ENV`]; drivers also offer a
-/// `join_with` that takes explicit options.
+/// [`CollectiveDriver::join_with`] takes them as a value;
+/// [`JoinOptions::from_env`] (what the trait's `join` uses, and what the
+/// CLI hands the compiler) reads [`JOIN_TIMEOUT_ENV`] and [`OP_TIMEOUT_ENV`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JoinOptions {
     /// How long `join` waits for every rank to arrive.
@@ -419,31 +416,48 @@ pub trait Driver: Sized + Send + Sync + 'static {
 /// by [`CollectiveDriver::synchronize`].
 pub trait CollectiveDriver: Driver {
     /// This rank's membership of one group, joined once and kept.
-    type Communicator: Send;
+    type Communicator: Member<Stream = Self::CommStream> + Send;
     /// What every rank of a group joins under.
     type UniqueId: Copy;
     /// How the driver names an element type.
     type DataType: Copy;
     /// The stream collectives run on, apart from the compute streams.
-    type CommStream: Copy;
+    type CommStream: Copy + PartialEq;
 
     /// The unique id for the group `id`: minted by whichever caller asks
     /// first in this process and remembered, so two servers of one group get
     /// the same answer.
     fn group_id(id: &CommunicationId) -> Result<Self::UniqueId, DriverError>;
     /// Joins group `id` as rank `rank` of `ranks`, waiting for every rank
-    /// at most the join timeout of [`JoinOptions::from_env`].
+    /// at most `opts.join_timeout`.
+    fn join_with(
+        id: Self::UniqueId,
+        ranks: usize,
+        rank: usize,
+        opts: JoinOptions,
+    ) -> Result<Self::Communicator, DriverError>;
+    /// [`join_with`](Self::join_with) the timeouts of [`JoinOptions::from_env`].
     fn join(
         id: Self::UniqueId,
         ranks: usize,
         rank: usize,
-    ) -> Result<Self::Communicator, DriverError>;
+    ) -> Result<Self::Communicator, DriverError> {
+        Self::join_with(id, ranks, rank, JoinOptions::from_env()?)
+    }
+    /// The driver's name for `dtype`, or `UnsupportedElem`.
+    fn name_of(dtype: DType) -> Result<Self::DataType, DriverError>;
     /// The driver's name for `dtype` and how many elements `size` bytes hold.
-    fn data_type(dtype: DType, size: u64) -> Result<(Self::DataType, usize), DriverError>;
+    fn data_type(dtype: DType, size: u64) -> Result<(Self::DataType, usize), DriverError> {
+        Ok((Self::name_of(dtype)?, common::whole_elements(dtype, size)?))
+    }
     /// The communicator's comm stream.
-    fn comm_stream(comm: &Self::Communicator) -> Self::CommStream;
+    fn comm_stream(comm: &Self::Communicator) -> Self::CommStream {
+        comm.stream()
+    }
     /// This rank and the group size.
-    fn rank_and_size(comm: &Self::Communicator) -> (usize, usize);
+    fn rank_and_size(comm: &Self::Communicator) -> (usize, usize) {
+        comm.rank_and_size()
+    }
     /// Reduces `src` across the group into `dst` on every rank.
     #[allow(clippy::too_many_arguments)]
     fn all_reduce(

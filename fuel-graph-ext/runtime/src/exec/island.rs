@@ -89,17 +89,18 @@ fn check_cuda(_plan: &Schedule, is: &Island) -> Result<(), ExecError> {
 }
 
 /// Joins the collective driver of every island (after [`check`]).
-pub(super) fn join(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<Vec<Joined>, ExecError> {
+pub(super) fn join(
+    plan: &Schedule,
+    ctxs: &HashMap<Device, Ctx>,
+    opts: JoinOptions,
+) -> Result<Vec<Joined>, ExecError> {
     let mut out: Vec<Joined> = Vec::with_capacity(plan.islands.len());
     for is in &plan.islands {
         let joined: Joined = match is.devices.first().map(|d| d.kind) {
-            Some(DeviceKind::Cuda) => join_cuda(is, ctxs)?,
+            Some(DeviceKind::Cuda) => join_cuda(is, ctxs, opts)?,
             _ => Box::new(
-                LocalGroup::join_host(
-                    is.devices.len(),
-                    JoinOptions::from_env().map_err(|e| refuse(is, e.to_string()))?,
-                )
-                .map_err(|e| refuse(is, e.to_string()))?,
+                LocalGroup::join_host(is.devices.len(), opts)
+                    .map_err(|e| refuse(is, e.to_string()))?,
             ),
         };
         out.push(joined);
@@ -107,8 +108,14 @@ pub(super) fn join(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<Vec<J
     Ok(out)
 }
 
+/// NCCL's `ncclCommInitAll` has no timeout to give (`_opts` are the host
+/// islands').
 #[cfg(feature = "nccl")]
-fn join_cuda(is: &Island, ctxs: &HashMap<Device, Ctx>) -> Result<Joined, ExecError> {
+fn join_cuda(
+    is: &Island,
+    ctxs: &HashMap<Device, Ctx>,
+    _opts: JoinOptions,
+) -> Result<Joined, ExecError> {
     use crate::driver::NcclDriver;
     let devs = is
         .devices
@@ -125,7 +132,11 @@ fn join_cuda(is: &Island, ctxs: &HashMap<Device, Ctx>) -> Result<Joined, ExecErr
 }
 
 #[cfg(not(feature = "nccl"))]
-fn join_cuda(is: &Island, _ctxs: &HashMap<Device, Ctx>) -> Result<Joined, ExecError> {
+fn join_cuda(
+    is: &Island,
+    _ctxs: &HashMap<Device, Ctx>,
+    _opts: JoinOptions,
+) -> Result<Joined, ExecError> {
     Err(refuse(is, "this build has no NCCL driver"))
 }
 

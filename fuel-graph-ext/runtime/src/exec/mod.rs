@@ -26,6 +26,7 @@
 mod capacity;
 pub mod discover;
 mod island;
+mod options;
 mod planned;
 mod run_inline;
 mod run_threaded;
@@ -39,6 +40,7 @@ pub use discover::{discover, Discovery, Unavailable};
 /// The plan this executor carries out, from the IR crate.
 pub use fuel_graph_ext::plan::{schedule, views, Options};
 pub use fuel_graph_ext::Tensor;
+pub use options::RuntimeOptions;
 pub use planned::RunEvents;
 
 use crate::backend::fault::Faults;
@@ -152,7 +154,8 @@ pub fn cuda_pin_setting() -> Result<bool, String> {
 /// list means "the devices the graph uses".
 ///
 /// ```
-/// use fuel_graph_ext::{exec, DType, Device, LazyGraph, Tensor, TensorType};
+/// use fuel_graph_ext::{DType, Device, LazyGraph, Tensor, TensorType};
+/// use fuel_runtime::exec;
 /// use std::collections::BTreeMap;
 ///
 /// let graph = LazyGraph::new("g");
@@ -201,7 +204,8 @@ pub fn compile_with_options(
 /// [`Executable`] holds them).
 ///
 /// ```no_run
-/// # use fuel_graph_ext::{exec, Graph, Topology};
+/// # use fuel_graph_ext::{Graph, Topology};
+/// use fuel_runtime::exec;
 /// # fn f(g: &Graph, comm: std::sync::Arc<dyn fuel_runtime::driver::GraphComm>) -> Result<(), exec::ExecError> {
 /// let exe = exec::Compiler::new(g)
 ///     .topology(&Topology::default())
@@ -214,6 +218,7 @@ pub struct Compiler<'g> {
     devices: Vec<Device>,
     topology: Option<&'g Topology>,
     options: Options,
+    runtime: RuntimeOptions,
     comms: CommTable,
 }
 
@@ -226,6 +231,7 @@ impl<'g> Compiler<'g> {
             devices: Vec::new(),
             topology: None,
             options: Options::default(),
+            runtime: RuntimeOptions::default(),
             comms: CommTable::new(),
         }
     }
@@ -247,6 +253,13 @@ impl<'g> Compiler<'g> {
     /// How the graph runs (see [`Options`]).
     pub fn options(mut self, options: Options) -> Self {
         self.options = options;
+        self
+    }
+
+    /// How the runtime opens devices, joins islands and waits (see
+    /// [`RuntimeOptions`]; the defaults unless given).
+    pub fn runtime(mut self, runtime: RuntimeOptions) -> Self {
+        self.runtime = runtime;
         self
     }
 
@@ -321,7 +334,7 @@ impl<'g> Compiler<'g> {
         let mut comms = self.comms;
         spmd::check(g, &plan, &mut comms)?;
         island::check(&plan)?;
-        let ctxs = backend::open(&listed)?;
+        let ctxs = backend::open(&listed, &self.runtime, self.options.import_host_buffers)?;
         for s in &plan.steps {
             let ctx = ctxs
                 .get(&s.device)
@@ -341,7 +354,7 @@ impl<'g> Compiler<'g> {
         }
         capacity::check_buffers(g, &caps)?;
         capacity::check_peaks(&plan, &caps)?;
-        let islands = island::join(&plan, &ctxs)?;
+        let islands = island::join(&plan, &ctxs, self.runtime.join)?;
         // Host arenas share the host's cores: handing their steps to worker
         // threads buys no overlap, only a thread handoff per step, and the
         // kernels of large steps use every core anyway. Such an executable
@@ -373,7 +386,7 @@ impl<'g> Compiler<'g> {
         let spin = if inline {
             std::time::Duration::ZERO
         } else {
-            crate::backend::worker::spin_setting()?
+            self.runtime.spin
         };
         for d in ctxs.keys().filter(|_| !inline) {
             let w = Worker::spawn(format!("fuel-{d}"), spin).map_err(|e| {
@@ -593,7 +606,8 @@ impl Executable {
     /// time allocates no output memory after the first run.
     ///
     /// ```
-    /// use fuel_graph_ext::{exec, DType, Device, LazyGraph, Tensor, TensorType};
+    /// use fuel_graph_ext::{DType, Device, LazyGraph, Tensor, TensorType};
+    /// use fuel_runtime::exec;
     /// use std::collections::BTreeMap;
     ///
     /// let graph = LazyGraph::new("g");

@@ -92,14 +92,26 @@ pub struct CudaDev {
 
 impl CudaDev {
     /// Opens `cuda:N` and loads the kernels.
+    /// Whether it page-locks host-arena buffers is `FUEL_CUDA_PIN`'s
+    /// ([`pin::pin_setting`]); the executor says it with [`CudaDev::open_with`].
     pub fn open(device: Device) -> Result<Arc<CudaDev>, ExecError> {
+        Self::open_pinning(device, pin::pin_setting())
+    }
+
+    /// Opens `cuda:N` and loads the kernels; `pin`: whether it page-locks
+    /// host-arena buffers (if the driver lets it).
+    pub fn open_with(device: Device, pin: bool) -> Result<Arc<CudaDev>, ExecError> {
+        Self::open_pinning(device, Ok(pin))
+    }
+
+    fn open_pinning(device: Device, pin: Result<bool, String>) -> Result<Arc<CudaDev>, ExecError> {
         let unavailable = |reason: String, hint: &str| ExecError::DeviceUnavailable {
             device: device.to_string(),
             reason,
             hint: hint.to_string(),
         };
         let count = device_count().map_err(|(r, h)| unavailable(r, &h))?;
-        let pin = pin::pin_setting().map_err(|e| {
+        let pin = pin.map_err(|e| {
             unavailable(
                 e,
                 "`fuel-opt devices` shows whether host-arena buffers are page-locked",

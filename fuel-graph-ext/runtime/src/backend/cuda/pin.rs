@@ -32,12 +32,16 @@ pub const PIN_VAR: &str = "FUEL_CUDA_PIN";
 /// `FUEL_CUDA_PIN`: unset, empty or `1` pins host-arena blocks, `0` stages
 /// through a buffer per call; anything else is an error naming the variable.
 pub fn pin_setting() -> Result<bool, String> {
+    pin_flag().map_err(|e| e.to_string())
+}
+
+/// [`pin_setting`] with the variable's own error.
+pub fn pin_flag() -> Result<bool, fuel_graph_ext::env::EnvError> {
     fuel_graph_ext::env::flag(
         PIN_VAR,
         true,
         "1 page-locks host-arena buffers for CUDA, 0 stages through a pinned buffer per transfer",
     )
-    .map_err(|e| e.to_string())
 }
 
 /// Whether pinning is on, from the setting: `Err` says why it is off.

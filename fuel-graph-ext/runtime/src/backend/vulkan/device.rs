@@ -15,7 +15,7 @@ impl VkDev {
         instance: Arc<Instance>,
         pd: vk::PhysicalDevice,
         device: Device,
-        access: HostAccess,
+        (access, import): (HostAccess, bool),
     ) -> Result<Arc<VkDev>, String> {
         let vi = &instance.instance;
         // SAFETY: `pd` belongs to this live instance.
@@ -39,7 +39,7 @@ impl VkDev {
             .storage_buffer16_bit_access(f16)
             .uniform_and_storage_buffer16_bit_access(f16);
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(f16);
-        let import = super::import::import_decision(instance.host_import_alignment(pd));
+        let import = super::import::import_decision(import, instance.host_import_alignment(pd));
         let exts = [ash::ext::external_memory_host::NAME.as_ptr()];
         let mut ci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)

@@ -20,18 +20,15 @@ use crate::backend::Buf;
 use std::ptr::NonNull;
 
 /// The variable that turns host import off.
-pub const IMPORT_VAR: &str = "FUEL_VULKAN_IMPORT";
+pub use fuel_graph_ext::plan::IMPORT_VAR;
 
 /// `FUEL_VULKAN_IMPORT`: unset, empty or `1` imports host buffers, `0`
 /// copies them; anything else is an error naming the variable (read by
-/// [`fuel_graph_ext::env::flag`], like every other setting).
+/// [`fuel_graph_ext::plan::Options::from_env`], the one place that reads it).
 pub fn import_setting() -> Result<bool, String> {
-    fuel_graph_ext::env::flag(
-        IMPORT_VAR,
-        true,
-        "1 imports host buffers into Vulkan, 0 copies them",
-    )
-    .map_err(|e| e.to_string())
+    fuel_graph_ext::plan::Options::from_env()
+        .map(|o| o.import_host_buffers)
+        .map_err(|e| e.to_string())
 }
 
 /// What a device that imports host memory keeps.
@@ -72,14 +69,15 @@ impl Instance {
             .adapters
             .get(pd_index)
             .ok_or_else(|| "no such adapter".to_string())?;
-        import_decision(self.host_import_alignment(pd))
+        import_decision(import_setting()?, self.host_import_alignment(pd))
     }
 }
 
-/// On or off, from the adapter's alignment (`None`: no extension) and
-/// `FUEL_VULKAN_IMPORT`; `Err` says why off.
-pub(super) fn import_decision(align: Option<u64>) -> Result<u64, String> {
-    if !import_setting()? {
+/// On or off, from whether import is `allowed` (the plan's
+/// `import_host_buffers`, which the CLI reads from `FUEL_VULKAN_IMPORT`)
+/// and the adapter's alignment (`None`: no extension); `Err` says why off.
+pub(super) fn import_decision(allowed: bool, align: Option<u64>) -> Result<u64, String> {
+    if !allowed {
         return Err(format!("{IMPORT_VAR}=0"));
     }
     let align = align.ok_or("the driver lacks VK_EXT_external_memory_host")?;

@@ -226,20 +226,48 @@ impl Instance {
         self.open_device_with(device, HostAccess::from_env()?)
     }
 
-    /// Opens `vulkan:N`: adapter `N / per_adapter`, its own `VkDevice`.
+    /// Opens `vulkan:N` with `access`, and `FUEL_VULKAN_DEVICES` and
+    /// `FUEL_VULKAN_IMPORT` as the environment sets them.
     pub fn open_device_with(
         self: &Arc<Self>,
         device: Device,
         access: HostAccess,
     ) -> Result<Arc<VkDev>, ExecError> {
         let per = devices_per_adapter()?;
+        let import = super::import::import_setting().map_err(|e| ExecError::DeviceUnavailable {
+            device: device.to_string(),
+            reason: e,
+            hint: "`fuel-opt devices` shows whether import is on".into(),
+        })?;
+        self.open_device_as(
+            device,
+            OpenOptions {
+                per_adapter: per,
+                access,
+                import,
+            },
+        )
+    }
+
+    /// Opens `vulkan:N` as `opts` says: adapter `N / opts.per_adapter`,
+    /// its own `VkDevice`. Reads no environment variable.
+    pub fn open_device_as(
+        self: &Arc<Self>,
+        device: Device,
+        opts: OpenOptions,
+    ) -> Result<Arc<VkDev>, ExecError> {
+        let per = opts.per_adapter;
         let unavailable = |reason: String, hint: String| ExecError::DeviceUnavailable {
             device: device.to_string(),
             reason,
             hint,
         };
-        super::import::import_setting()
-            .map_err(|e| unavailable(e, "`fuel-opt devices` shows whether import is on".into()))?;
+        if !(1..=MAX_DEVICES_PER_ADAPTER).contains(&per) {
+            return Err(unavailable(
+                format!("{per} logical devices per adapter were asked for"),
+                format!("ask for 1 to {MAX_DEVICES_PER_ADAPTER} (FUEL_VULKAN_DEVICES)"),
+            ));
+        }
         let adapter = (device.index / per) as usize;
         let pd = *self.adapters.get(adapter).ok_or_else(|| {
             unavailable(
@@ -251,7 +279,7 @@ impl Instance {
                 "raise FUEL_VULKAN_DEVICES to open more logical devices per adapter".into(),
             )
         })?;
-        VkDev::create(self.clone(), pd, device, access)
+        VkDev::create(self.clone(), pd, device, (opts.access, opts.import))
             .map_err(|e| unavailable(e, "run `fuel-opt devices` to see what is available".into()))
     }
 }

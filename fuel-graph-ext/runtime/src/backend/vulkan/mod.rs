@@ -86,6 +86,20 @@ pub fn devices_per_adapter() -> Result<u32, fuel_graph_ext::env::EnvError> {
     Ok(u32::try_from(n).unwrap_or(MAX_DEVICES_PER_ADAPTER))
 }
 
+/// How the executor opens a Vulkan device: the logical devices per
+/// adapter (its index's adapter is `index / per_adapter`), how host bytes
+/// reach its buffers, and whether it may import host-arena buffers (and
+/// read callers' inputs in place).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Logical devices per adapter, 1 to [`MAX_DEVICES_PER_ADAPTER`].
+    pub per_adapter: u32,
+    /// Mapped or staged.
+    pub access: HostAccess,
+    /// Whether it may import host memory.
+    pub import: bool,
+}
+
 /// How host bytes reach a device's storage buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostAccess {

@@ -5,11 +5,10 @@
 //! with the same error, naming the first disagreement, or all write their
 //! result: a bad split is an error everywhere, never a hang.
 
-use super::super::common::{check_counts, check_src_dst, lock};
-use super::super::{DeviceResource, DriverError};
+use super::super::common::{check_counts, check_src_dst, lock, Call, Member};
+use super::super::DriverError;
 use super::mailbox::{Chan, Msg, MsgData};
-use super::{bytes_mut_of, bytes_of, write_after, HostCommStream, HostCommunicator, HostDriver};
-use fuel_graph_ext::dtype::DType;
+use super::{bytes_mut_of, bytes_of, HostDriver, Job};
 
 const OP: &str = "all_to_all";
 
@@ -17,32 +16,22 @@ impl HostDriver {
     /// [`CollectiveDriver::all_to_all`](super::super::CollectiveDriver::all_to_all)
     /// over the mailboxes.
     pub(super) fn all_to_all_mail(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        call: Call<'_, Self>,
         send: &[usize],
         recv: &[usize],
-        stream: HostCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         comm.check(stream)?;
         let ts = check_counts("host", OP, send, comm.ranks)?;
         let tr = check_counts("host", OP, recv, comm.ranks)?;
         let es = dtype.size_bytes();
         let need = check_src_dst(OP, es, (ts, src.bytes), (tr, dst.bytes))?;
         let out_bytes = tr * es;
-        let (src_point, ticket) = write_after(&src.fence, &dst.fence);
-        let (group, rank, ranks, timeout) = (
-            comm.group.clone(),
-            comm.rank,
-            comm.ranks,
-            comm.opts.op_timeout,
-        );
-        let (src_buf, src_fence, dst_buf) =
-            (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
+        let (job, ticket) = Job::new(comm, src, dst);
         let (send, recv) = (send.to_vec(), recv.to_vec());
         comm.enqueue(Some(ticket), OP, move || {
-            src_fence.wait_point(src_point, timeout, rank, OP)?;
+            job.wait_src(OP)?;
+            let (group, rank, ranks, timeout, src_buf, dst_buf) = job.into_parts();
             // A copy of the operand: the destination may be the source.
             let data = bytes_of(&lock(&src_buf), need)?.to_vec();
             let mut pieces: Vec<&[u8]> = Vec::with_capacity(ranks);

@@ -16,8 +16,8 @@
 //! bounded by the [`JoinOptions`] timeouts.
 
 use super::common::{
-    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, fold_ranks, lend_buf, lock,
-    reclaim_buf, whole_elements, Held, Shared,
+    adopt_buf, backend_error, check_rank, fold_ranks, lend_buf, lock, p2p_prologue, prologue,
+    reclaim_buf, Call, Held, Member, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cpu::{Arena, CpuBuf};
@@ -223,19 +223,6 @@ impl HostCommunicator {
         self.opts
     }
 
-    fn check(&self, stream: HostCommStream) -> Result<(), DriverError> {
-        if stream != self.stream {
-            return Err(DriverError::WrongStream);
-        }
-        if let Some(reason) = lock(&self.poisoned).clone() {
-            return Err(DriverError::Poisoned {
-                rank: self.rank,
-                reason,
-            });
-        }
-        Ok(())
-    }
-
     /// Queues `job` on the comm stream. With a destination `ticket`, the
     /// job first waits for its turn (every earlier write to the buffer has
     /// settled) and its outcome settles the ticket. A failure records the
@@ -334,9 +321,99 @@ pub(super) fn write_after(src: &HostFence, dst: &HostFence) -> (FencePoint, Tick
     }
 }
 
-impl HostDriver {
-    /// [`CollectiveDriver::join`] with explicit timeouts.
-    pub fn join_with(
+/// What a job that reads a source and writes a destination takes onto the
+/// comm stream: the group, this rank, the group size, the per-operation
+/// timeout, both buffers, and the point of the source's fence to read after.
+struct Job {
+    group: Arc<Group>,
+    rank: usize,
+    ranks: usize,
+    timeout: Duration,
+    src_buf: HostBuffer,
+    dst_buf: HostBuffer,
+    src_fence: HostFence,
+    src_point: FencePoint,
+}
+
+impl Job {
+    /// The job of `comm` reading `src` and writing `dst`, and the ticket of
+    /// its write on `dst`'s fence (after `src`'s writer; see [`write_after`]).
+    fn new(
+        comm: &HostCommunicator,
+        src: &DeviceResource<HostDriver>,
+        dst: &DeviceResource<HostDriver>,
+    ) -> (Job, Ticket) {
+        let (src_point, ticket) = write_after(&src.fence, &dst.fence);
+        let job = Job {
+            group: comm.group.clone(),
+            rank: comm.rank,
+            ranks: comm.ranks,
+            timeout: comm.opts.op_timeout,
+            src_buf: src.buffer.clone(),
+            dst_buf: dst.buffer.clone(),
+            src_fence: src.fence.clone(),
+            src_point,
+        };
+        (job, ticket)
+    }
+
+    /// The group, this rank, the group size, the timeout and both buffers.
+    fn into_parts(self) -> (Arc<Group>, usize, usize, Duration, HostBuffer, HostBuffer) {
+        let Job {
+            group,
+            rank,
+            ranks,
+            timeout,
+            src_buf,
+            dst_buf,
+            ..
+        } = self;
+        (group, rank, ranks, timeout, src_buf, dst_buf)
+    }
+
+    /// Waits, on the comm stream, until the source holds what `op` reads.
+    fn wait_src(&self, op: &'static str) -> Result<(), DriverError> {
+        self.src_fence
+            .wait_point(self.src_point, self.timeout, self.rank, op)
+    }
+}
+
+impl Member for HostCommunicator {
+    type Stream = HostCommStream;
+    fn rank_and_size(&self) -> (usize, usize) {
+        (self.rank, self.ranks)
+    }
+    fn stream(&self) -> HostCommStream {
+        self.stream
+    }
+    /// Its own stream, and no job of it has failed.
+    fn check(&self, stream: HostCommStream) -> Result<(), DriverError> {
+        if stream != self.stream {
+            return Err(DriverError::WrongStream);
+        }
+        match lock(&self.poisoned).clone() {
+            Some(reason) => Err(DriverError::Poisoned {
+                rank: self.rank,
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl CollectiveDriver for HostDriver {
+    type Communicator = HostCommunicator;
+    type UniqueId = HostUniqueId;
+    type DataType = DType;
+    type CommStream = HostCommStream;
+
+    fn group_id(id: &CommunicationId) -> Result<HostUniqueId, DriverError> {
+        IDS.get_or_mint(id, || {
+            Ok(HostUniqueId(NEXT_ID.fetch_add(1, Ordering::Relaxed)))
+        })
+    }
+
+    fn join_with(
         id: HostUniqueId,
         ranks: usize,
         rank: usize,
@@ -419,35 +496,10 @@ impl HostDriver {
             worker: Some(worker),
         })
     }
-}
 
-impl CollectiveDriver for HostDriver {
-    type Communicator = HostCommunicator;
-    type UniqueId = HostUniqueId;
-    type DataType = DType;
-    type CommStream = HostCommStream;
-
-    fn group_id(id: &CommunicationId) -> Result<HostUniqueId, DriverError> {
-        IDS.get_or_mint(id, || {
-            Ok(HostUniqueId(NEXT_ID.fetch_add(1, Ordering::Relaxed)))
-        })
-    }
-
-    fn join(id: HostUniqueId, ranks: usize, rank: usize) -> Result<HostCommunicator, DriverError> {
-        Self::join_with(id, ranks, rank, JoinOptions::from_env()?)
-    }
-
-    fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {
+    fn name_of(dtype: DType) -> Result<DType, DriverError> {
         // Every dtype has host arithmetic.
-        Ok((dtype, whole_elements(dtype, size)?))
-    }
-
-    fn comm_stream(comm: &HostCommunicator) -> HostCommStream {
-        comm.stream
-    }
-
-    fn rank_and_size(comm: &HostCommunicator) -> (usize, usize) {
-        (comm.rank, comm.ranks)
+        Ok(dtype)
     }
 
     fn all_reduce(
@@ -459,26 +511,20 @@ impl CollectiveDriver for HostDriver {
         op: ReduceOp,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        let need = check_src_dst(
+        let need = prologue(
+            comm,
+            stream,
             "all_reduce",
             dtype.size_bytes(),
             (count, src.bytes),
             (count, dst.bytes),
         )?;
-        let (src_point, ticket) = write_after(&src.fence, &dst.fence);
-        let (group, rank, ranks, timeout) = (
-            comm.group.clone(),
-            comm.rank,
-            comm.ranks,
-            comm.opts.op_timeout,
-        );
-        let (src_buf, src_fence, dst_buf) =
-            (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
+        let (job, ticket) = Job::new(comm, src, dst);
         let what = format!("{count} {dtype} elements with {op:?}");
         let es = dtype.size_bytes();
         comm.enqueue(Some(ticket), "all_reduce", move || {
-            src_fence.wait_point(src_point, timeout, rank, "all_reduce")?;
+            job.wait_src("all_reduce")?;
+            let (group, rank, ranks, timeout, src_buf, dst_buf) = job.into_parts();
             let mine = snapshot(&src_buf, need)?;
             for peer in (0..ranks).filter(|p| *p != rank) {
                 let m = Msg {
@@ -575,16 +621,8 @@ impl CollectiveDriver for HostDriver {
         peer: usize,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        let need = check_p2p(
-            "send",
-            comm.rank,
-            peer,
-            comm.ranks,
-            dtype.size_bytes(),
-            count,
-            src.bytes,
-        )?;
+        let es = dtype.size_bytes();
+        let need = p2p_prologue(comm, stream, "send", peer, (es, count), src.bytes)?;
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let (src_buf, src_fence) = (src.buffer.clone(), src.fence.clone());
         let src_point = src_fence.point();
@@ -610,16 +648,8 @@ impl CollectiveDriver for HostDriver {
         peer: usize,
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        let need = check_p2p(
-            "recv",
-            comm.rank,
-            peer,
-            comm.ranks,
-            dtype.size_bytes(),
-            count,
-            dst.bytes,
-        )?;
+        let es = dtype.size_bytes();
+        let need = p2p_prologue(comm, stream, "recv", peer, (es, count), dst.bytes)?;
         let ticket = dst.fence.begin_write();
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
         let dst_buf = dst.buffer.clone();
@@ -649,7 +679,7 @@ impl CollectiveDriver for HostDriver {
         recv: &[usize],
         stream: HostCommStream,
     ) -> Result<(), DriverError> {
-        Self::all_to_all_mail(comm, src, dst, dtype, send, recv, stream)
+        Self::all_to_all_mail(Call(comm, src, dst, dtype, stream), send, recv)
     }
 
     fn all_gather_uneven(
@@ -660,7 +690,7 @@ impl CollectiveDriver for HostDriver {
         counts: &[usize],
         stream: HostCommStream,
     ) -> Result<bool, DriverError> {
-        Self::all_gather_mail(comm, src, dst, dtype, counts, stream).map(|()| true)
+        Self::all_gather_mail(Call(comm, src, dst, dtype, stream), counts).map(|()| true)
     }
 
     fn reduce_scatter_uneven(
@@ -672,11 +702,11 @@ impl CollectiveDriver for HostDriver {
         op: ReduceOp,
         stream: HostCommStream,
     ) -> Result<bool, DriverError> {
-        Self::reduce_scatter_mail(comm, src, dst, dtype, counts, op, stream).map(|()| true)
+        Self::reduce_scatter_mail(Call(comm, src, dst, dtype, stream), counts, op).map(|()| true)
     }
 
     fn synchronize(comm: &HostCommunicator, stream: HostCommStream) -> Result<(), DriverError> {
-        if stream != comm.stream {
+        if stream != comm.stream() {
             return Err(DriverError::WrongStream);
         }
         let (tx, rx) = mpsc::channel::<()>();

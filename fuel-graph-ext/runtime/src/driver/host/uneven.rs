@@ -6,15 +6,12 @@
 //! past each other. A rank waits until its peers have dropped its shard
 //! before the collective completes.
 
-use super::super::common::{check_counts, check_src_dst, fold_ranks, lock};
-use super::super::{DeviceResource, Driver, DriverError};
+use super::super::common::{check_counts, check_src_dst, fold_ranks, lock, Call, Member};
+use super::super::{Driver, DriverError};
 use super::mailbox::{Chan, Msg, MsgData};
-use super::{
-    bytes_mut_of, bytes_of, snapshot, write_after, HostCommStream, HostCommunicator, HostDriver,
-};
+use super::{bytes_mut_of, bytes_of, snapshot, HostDriver, Job};
 use crate::backend::cpu::CpuBuf;
 use crate::driver::Held;
-use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;
 use std::sync::Arc;
 
@@ -22,13 +19,10 @@ impl HostDriver {
     /// [`CollectiveDriver::all_gather_uneven`](super::super::CollectiveDriver::all_gather_uneven)
     /// over the mailboxes.
     pub(super) fn all_gather_mail(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        call: Call<'_, Self>,
         counts: &[usize],
-        stream: HostCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         const OP: &str = "all_gather_uneven";
         comm.check(stream)?;
         let total = check_counts("host", OP, counts, comm.ranks)?;
@@ -38,39 +32,26 @@ impl HostDriver {
         let what = format!("an all_gather of {counts:?} {dtype} elements");
         let counts = counts.to_vec();
         let sizes = (need, total * es);
-        Self::exchange(
-            comm,
-            src,
-            dst,
-            dtype,
-            sizes,
-            what,
-            OP,
-            move |_, shards, out| {
-                let mut at = 0;
-                for (r, s) in shards.iter().enumerate() {
-                    let len = counts[r] * es;
-                    out[at..at + len].copy_from_slice(bytes_of(s, len)?);
-                    at += len;
-                }
-                Ok(())
-            },
-        )
+        Self::exchange(call, sizes, what, OP, move |_, shards, out| {
+            let mut at = 0;
+            for (r, s) in shards.iter().enumerate() {
+                let len = counts[r] * es;
+                out[at..at + len].copy_from_slice(bytes_of(s, len)?);
+                at += len;
+            }
+            Ok(())
+        })
     }
 
     /// [`CollectiveDriver::reduce_scatter_uneven`](super::super::CollectiveDriver::reduce_scatter_uneven)
     /// over the mailboxes: this rank folds its run of every rank's shard,
     /// in rank order.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_scatter_mail(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        call: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: HostCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         const OP: &str = "reduce_scatter_uneven";
         comm.check(stream)?;
         let total = check_counts("host", OP, counts, comm.ranks)?;
@@ -79,24 +60,15 @@ impl HostDriver {
         let what = format!("a reduce_scatter of {counts:?} {dtype} elements with {op:?}");
         let counts = counts.to_vec();
         let sizes = (need, counts[comm.rank] * es);
-        Self::exchange(
-            comm,
-            src,
-            dst,
-            dtype,
-            sizes,
-            what,
-            OP,
-            move |rank, shards, out| {
-                let start: usize = counts[..rank].iter().sum::<usize>() * es;
-                let len = counts[rank] * es;
-                let runs = shards
-                    .iter()
-                    .map(|s| bytes_of(s, start + len).map(|b| &b[start..start + len]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                fold_ranks(HostDriver::NAME, dtype, op, &runs, out)
-            },
-        )
+        Self::exchange(call, sizes, what, OP, move |rank, shards, out| {
+            let start: usize = counts[..rank].iter().sum::<usize>() * es;
+            let len = counts[rank] * es;
+            let runs = shards
+                .iter()
+                .map(|s| bytes_of(s, start + len).map(|b| &b[start..start + len]))
+                .collect::<Result<Vec<_>, _>>()?;
+            fold_ranks(HostDriver::NAME, dtype, op, &runs, out)
+        })
     }
 
     /// Posts this rank's first `sizes.0` bytes of `src` to every peer as a
@@ -104,12 +76,8 @@ impl HostDriver {
     /// description differs), lets `write` fill the first `sizes.1` bytes
     /// of `dst` from the shards in rank order, and waits until the peers
     /// have dropped this rank's shard.
-    #[allow(clippy::too_many_arguments)]
     fn exchange(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        call: Call<'_, Self>,
         sizes: (usize, usize),
         what: String,
         op: &'static str,
@@ -117,18 +85,12 @@ impl HostDriver {
             + Send
             + 'static,
     ) -> Result<(), DriverError> {
-        let (src_point, ticket) = write_after(&src.fence, &dst.fence);
-        let (group, rank, ranks, timeout) = (
-            comm.group.clone(),
-            comm.rank,
-            comm.ranks,
-            comm.opts.op_timeout,
-        );
-        let (src_buf, src_fence, dst_buf) =
-            (src.buffer.clone(), src.fence.clone(), dst.buffer.clone());
+        let Call(comm, src, dst, dtype, _) = call;
+        let (job, ticket) = Job::new(comm, src, dst);
         let (need, out_bytes) = sizes;
         comm.enqueue(Some(ticket), op, move || {
-            src_fence.wait_point(src_point, timeout, rank, op)?;
+            job.wait_src(op)?;
+            let (group, rank, ranks, timeout, src_buf, dst_buf) = job.into_parts();
             let mine = snapshot(&src_buf, need)?;
             for peer in (0..ranks).filter(|p| *p != rank) {
                 let m = Msg {

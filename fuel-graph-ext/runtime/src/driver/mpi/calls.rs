@@ -2,13 +2,14 @@
 //! they are calling (every rank's signature, gathered, compared: a rank
 //! that disagrees fails every rank with an error naming the first
 //! difference, instead of undefined behaviour inside MPI), then the body
-//! runs on the locked buffers. Also the collectives the trait has no
-//! method for yet (`reduce`, the uneven `all_gather_v`/`reduce_scatter_v`
-//! and `all_to_all_v`), as methods of `MpiDriver`.
+//! runs on the locked buffers. Also `reduce`, which the trait has no
+//! method for, and the bodies of the trait's uneven collectives
+//! (`all_gather_v`, `reduce_scatter_v`, `all_to_all_v`: `MPI_Allgatherv`,
+//! `MPI_Reduce_scatter`, `MPI_Alltoallv`).
 
 use super::ops::{self, Scratch};
 use super::{completing, MpiCommStream, MpiCommunicator, MpiDriver};
-use crate::driver::common::{backend_error, check_rank, check_src_dst, lock};
+use crate::driver::common::{backend_error, check_rank, check_src_dst, lock, Call, Member};
 use crate::driver::host::{bytes_mut_of, bytes_of};
 use crate::driver::{DeviceResource, DriverError};
 use fuel_graph_ext::dtype::DType;
@@ -130,7 +131,7 @@ pub(super) fn run(
     dst_len: usize,
     body: impl FnOnce(&MpiCommunicator, &[u8], &mut [u8]) -> Result<(), DriverError>,
 ) -> Result<(), DriverError> {
-    MpiDriver::check(c, stream)?;
+    c.check(stream)?;
     completing(c, sig.kind(), Some(&src.fence), &dst.fence, || {
         agree(c, sig)?;
         with_bufs(src, src_len, dst, dst_len, |s, d| body(c, s, d))
@@ -184,14 +185,8 @@ impl MpiDriver {
 
     /// `MPI_Allgatherv`: rank r contributes `counts[r]` elements of `src`;
     /// every rank's `dst` gets them all, in rank order.
-    pub fn all_gather_v(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        counts: &[usize],
-        stream: MpiCommStream,
-    ) -> Result<(), DriverError> {
+    pub(super) fn all_gather_v(call: Call<'_, Self>, counts: &[usize]) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         per_rank(comm, "all_gather_v", counts)?;
         let total: usize = counts.iter().sum();
         let es = dtype.size_bytes();
@@ -211,15 +206,12 @@ impl MpiDriver {
     /// every rank; rank r's `dst` gets the r-th run (`counts[r]` elements)
     /// of their reduction.
     #[allow(clippy::too_many_arguments)]
-    pub fn reduce_scatter_v(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+    pub(super) fn reduce_scatter_v(
+        call: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: MpiCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         per_rank(comm, "reduce_scatter_v", counts)?;
         let total: usize = counts.iter().sum();
         let es = dtype.size_bytes();
@@ -248,15 +240,12 @@ impl MpiDriver {
     /// what each peer sends it is what it expects; a difference fails every
     /// rank, naming the first.
     #[allow(clippy::too_many_arguments)]
-    pub fn all_to_all_v(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+    pub(super) fn all_to_all_v(
+        call: Call<'_, Self>,
         send: &[usize],
         recv: &[usize],
-        stream: MpiCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         per_rank(comm, "all_to_all_v", send)?;
         per_rank(comm, "all_to_all_v", recv)?;
         let (ts, tr) = (send.iter().sum::<usize>(), recv.iter().sum::<usize>());

@@ -32,7 +32,7 @@ mod ring;
 mod route;
 
 use super::common::{
-    backend_error, check_p2p, check_rank, check_src_dst, lock, whole_elements, IdTable,
+    backend_error, check_p2p, check_rank, check_src_dst, lock, p2p_prologue, Call, IdTable, Member,
 };
 use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::{
@@ -277,7 +277,7 @@ impl MpiDriver {
         }
     }
 
-    /// [`CollectiveDriver::join`] with explicit timeouts.
+    /// [`CollectiveDriver::join_with`].
     ///
     /// Every process of `MPI_COMM_WORLD` joins, each as its world rank.
     /// The group's communicator comes from `MPI_Comm_create_group` over the
@@ -287,7 +287,7 @@ impl MpiDriver {
     /// `opts.join_timeout`, naming every other rank (MPI does not say who
     /// arrived); the helper stays inside MPI until the others come, and
     /// keeps MPI from being finalised meanwhile.
-    pub fn join_with(
+    fn join_world(
         id: MpiUniqueId,
         ranks: usize,
         rank: usize,
@@ -419,12 +419,15 @@ impl MpiDriver {
             _universe: universe,
         })
     }
+}
 
-    fn check(comm: &MpiCommunicator, stream: MpiCommStream) -> Result<(), DriverError> {
-        if stream != comm.stream {
-            return Err(DriverError::WrongStream);
-        }
-        Ok(())
+impl Member for MpiCommunicator {
+    type Stream = MpiCommStream;
+    fn rank_and_size(&self) -> (usize, usize) {
+        (self.rank, self.ranks)
+    }
+    fn stream(&self) -> MpiCommStream {
+        self.stream
     }
 }
 
@@ -517,20 +520,17 @@ impl CollectiveDriver for MpiDriver {
         })
     }
 
-    fn join(id: MpiUniqueId, ranks: usize, rank: usize) -> Result<MpiCommunicator, DriverError> {
-        Self::join_with(id, ranks, rank, JoinOptions::from_env()?)
+    fn join_with(
+        id: MpiUniqueId,
+        ranks: usize,
+        rank: usize,
+        opts: JoinOptions,
+    ) -> Result<MpiCommunicator, DriverError> {
+        Self::join_world(id, ranks, rank, opts)
     }
 
-    fn data_type(dtype: DType, size: u64) -> Result<(DType, usize), DriverError> {
-        Ok((dtype, whole_elements(dtype, size)?))
-    }
-
-    fn comm_stream(comm: &MpiCommunicator) -> MpiCommStream {
-        comm.stream
-    }
-
-    fn rank_and_size(comm: &MpiCommunicator) -> (usize, usize) {
-        (comm.rank, comm.ranks)
+    fn name_of(dtype: DType) -> Result<DType, DriverError> {
+        Ok(dtype)
     }
 
     fn all_reduce(
@@ -619,17 +619,10 @@ impl CollectiveDriver for MpiDriver {
         peer: usize,
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
-        Self::check(comm, stream)?;
+        comm.check(stream)?;
         comm.healthy()?;
-        let need = check_p2p(
-            "send",
-            comm.rank,
-            peer,
-            comm.ranks,
-            dtype.size_bytes(),
-            count,
-            src.bytes,
-        )?;
+        let (rank, ranks, es) = (comm.rank, comm.ranks, dtype.size_bytes());
+        let need = check_p2p("send", rank, peer, ranks, es, count, src.bytes)?;
         src.fence.wait(comm.opts.op_timeout, comm.rank, "send")?;
         let held = lock(&src.buffer);
         let r = p2p::send(comm, bytes_of(&held, need)?, peer);
@@ -644,16 +637,8 @@ impl CollectiveDriver for MpiDriver {
         peer: usize,
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
-        Self::check(comm, stream)?;
-        let need = check_p2p(
-            "recv",
-            comm.rank,
-            peer,
-            comm.ranks,
-            dtype.size_bytes(),
-            count,
-            dst.bytes,
-        )?;
+        let es = dtype.size_bytes();
+        let need = p2p_prologue(comm, stream, "recv", peer, (es, count), dst.bytes)?;
         completing(comm, "recv", None, &dst.fence, || {
             let mut held = lock(&dst.buffer);
             p2p::recv(comm, bytes_mut_of(&mut held, need)?, peer, || {
@@ -671,7 +656,7 @@ impl CollectiveDriver for MpiDriver {
         recv: &[usize],
         stream: MpiCommStream,
     ) -> Result<(), DriverError> {
-        Self::all_to_all_v(comm, src, dst, dtype, send, recv, stream)
+        Self::all_to_all_v(Call(comm, src, dst, dtype, stream), send, recv)
     }
 
     fn all_gather_uneven(
@@ -683,7 +668,7 @@ impl CollectiveDriver for MpiDriver {
         stream: MpiCommStream,
     ) -> Result<bool, DriverError> {
         // `MPI_Allgatherv`, after the ranks agree on the counts.
-        Self::all_gather_v(comm, src, dst, dtype, counts, stream).map(|()| true)
+        Self::all_gather_v(Call(comm, src, dst, dtype, stream), counts).map(|()| true)
     }
 
     fn reduce_scatter_uneven(
@@ -696,11 +681,11 @@ impl CollectiveDriver for MpiDriver {
         stream: MpiCommStream,
     ) -> Result<bool, DriverError> {
         // `MPI_Reduce_scatter`, after the ranks agree on the counts.
-        Self::reduce_scatter_v(comm, src, dst, dtype, counts, op, stream).map(|()| true)
+        Self::reduce_scatter_v(Call(comm, src, dst, dtype, stream), counts, op).map(|()| true)
     }
 
     fn synchronize(comm: &MpiCommunicator, stream: MpiCommStream) -> Result<(), DriverError> {
         // Every call already completed before it returned.
-        Self::check(comm, stream)
+        comm.check(stream)
     }
 }

@@ -3,24 +3,21 @@
 //! together inside `ncclGroupStart`/`ncclGroupEnd`. NCCL cannot compare
 //! the counts the ranks pass: callers must agree on the split first.
 
-use super::super::common::{check_counts, check_src_dst};
-use super::super::{DeviceResource, DriverError};
-use super::{collective, elem_bytes, NcclCommStream, NcclCommunicator, NcclDriver};
-use cudarc::nccl::{result, sys};
+use super::super::common::{check_counts, check_src_dst, Call, Member};
+use super::super::DriverError;
+use super::{collective, elem_bytes, NcclDriver};
+use cudarc::nccl::result;
 use std::ffi::c_void;
 
 impl NcclDriver {
     /// [`CollectiveDriver::all_to_all`](super::super::CollectiveDriver::all_to_all)
     /// as grouped sends and receives.
     pub(super) fn all_to_all_grouped(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
+        call: Call<'_, Self>,
         send: &[usize],
         recv: &[usize],
-        stream: NcclCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         comm.check(stream)?;
         let ts = check_counts("nccl", "all_to_all", send, comm.ranks)?;
         let tr = check_counts("nccl", "all_to_all", recv, comm.ranks)?;

@@ -31,8 +31,8 @@
 //! [`unique_id_from_env`], hex text).
 
 use super::common::{
-    adopt_buf, backend_error, check_p2p, check_rank, check_src_dst, lend_buf, lock, reclaim_buf,
-    whole_elements, Held, IdTable, Shared,
+    adopt_buf, backend_error, check_rank, check_src_dst, lend_buf, lock, p2p_prologue, prologue,
+    reclaim_buf, Call, Held, IdTable, Member, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cuda::{self, guarded, CudaBuf, CudaDev, INSTALL_HINT};
@@ -178,6 +178,16 @@ pub struct NcclCommunicator {
 // one NCCL call at a time from the owner's thread, and the type is not Sync.
 unsafe impl Send for NcclCommunicator {}
 
+impl Member for NcclCommunicator {
+    type Stream = NcclCommStream;
+    fn rank_and_size(&self) -> (usize, usize) {
+        (self.rank, self.ranks)
+    }
+    fn stream(&self) -> NcclCommStream {
+        self.id
+    }
+}
+
 impl Drop for NcclCommunicator {
     fn drop(&mut self) {
         // cudarc's own Comm panics if the abort fails; here a failure is
@@ -194,13 +204,6 @@ impl NcclCommunicator {
     /// Its GPU.
     pub fn device(&self) -> &Arc<CudaDev> {
         &self.dev
-    }
-
-    fn check(&self, stream: NcclCommStream) -> Result<(), DriverError> {
-        if stream != self.id {
-            return Err(DriverError::WrongStream);
-        }
-        Ok(())
     }
 
     /// Binds the GPU's context to this thread; gives the comm stream for
@@ -243,6 +246,34 @@ impl NcclCommunicator {
     }
 }
 
+/// Runs `f` with the device address of `src`, to read, ordered on `stream`.
+fn read_ptr<R>(
+    src: &DeviceResource<NcclDriver>,
+    stream: &CudaStream,
+    f: impl FnOnce(u64) -> R,
+) -> Result<R, DriverError> {
+    let s = lock(&src.buffer);
+    let b = s
+        .get()
+        .ok_or_else(|| backend("read", "the source is not a CUDA buffer"))?;
+    b.with_ptr(stream, f)
+        .map_err(|e| backend("device pointer", e))
+}
+
+/// Runs `f` with the device address of `dst`, to write, ordered on `stream`.
+fn write_ptr<R>(
+    dst: &DeviceResource<NcclDriver>,
+    stream: &CudaStream,
+    f: impl FnOnce(u64) -> R,
+) -> Result<R, DriverError> {
+    let mut d = lock(&dst.buffer);
+    let b = d
+        .get_mut()
+        .ok_or_else(|| backend("write", "the destination is lent (read only)"))?;
+    b.with_ptr_mut(stream, f)
+        .map_err(|e| backend("device pointer", e))
+}
+
 /// Runs `f` with the device addresses of `src` (read) and `dst` (written),
 /// which may be one buffer (an in-place collective), ordered on `stream`.
 fn with_ptrs<R>(
@@ -251,22 +282,10 @@ fn with_ptrs<R>(
     stream: &CudaStream,
     f: impl FnOnce(u64, u64) -> R,
 ) -> Result<R, DriverError> {
-    let lent = || backend("write", "the destination is lent (read only)");
-    let ptr_err = |e: crate::exec::ExecError| backend("device pointer", e);
     if Arc::ptr_eq(&src.buffer, &dst.buffer) {
-        let mut d = lock(&dst.buffer);
-        let b = d.get_mut().ok_or_else(lent)?;
-        return b.with_ptr_mut(stream, |p| f(p, p)).map_err(ptr_err);
+        return write_ptr(dst, stream, |p| f(p, p));
     }
-    let s = lock(&src.buffer);
-    let mut d = lock(&dst.buffer);
-    let sb = s
-        .get()
-        .ok_or_else(|| backend("read", "the source is not a CUDA buffer"))?;
-    let db = d.get_mut().ok_or_else(lent)?;
-    sb.with_ptr(stream, |sp| db.with_ptr_mut(stream, |dp| f(sp, dp)))
-        .map_err(ptr_err)?
-        .map_err(ptr_err)
+    read_ptr(src, stream, |sp| write_ptr(dst, stream, |dp| f(sp, dp)))?
 }
 
 /// Enqueues NCCL call `name` (made by `f` from the source and destination
@@ -492,25 +511,22 @@ impl CollectiveDriver for NcclDriver {
         })
     }
 
-    fn join(id: NcclUniqueId, ranks: usize, rank: usize) -> Result<NcclCommunicator, DriverError> {
-        // One GPU per rank, round-robin over the visible GPUs.
+    /// One GPU per rank, round-robin over the visible GPUs
+    /// ([`NcclDriver::join_on`] picks the GPU).
+    fn join_with(
+        id: NcclUniqueId,
+        ranks: usize,
+        rank: usize,
+        opts: JoinOptions,
+    ) -> Result<NcclCommunicator, DriverError> {
         require_cuda()?;
         let n = cuda::device_count().map_err(|(reason, _)| backend("cuDeviceGetCount", reason))?;
         let dev = Self::open(Device::cuda((rank % n) as u32))?;
-        Self::join_on(&dev, id, ranks, rank, JoinOptions::from_env()?)
+        Self::join_on(&dev, id, ranks, rank, opts)
     }
 
-    fn data_type(dtype: DType, size: u64) -> Result<(sys::ncclDataType_t, usize), DriverError> {
-        let dt = nccl_data_type(dtype)?;
-        Ok((dt, whole_elements(dtype, size)?))
-    }
-
-    fn comm_stream(comm: &NcclCommunicator) -> NcclCommStream {
-        comm.id
-    }
-
-    fn rank_and_size(comm: &NcclCommunicator) -> (usize, usize) {
-        (comm.rank, comm.ranks)
+    fn name_of(dtype: DType) -> Result<sys::ncclDataType_t, DriverError> {
+        nccl_data_type(dtype)
     }
 
     fn all_reduce(
@@ -522,8 +538,9 @@ impl CollectiveDriver for NcclDriver {
         op: ReduceOp,
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        check_src_dst(
+        prologue(
+            comm,
+            stream,
             "all_reduce",
             elem_bytes(dtype),
             (count, src.bytes),
@@ -554,31 +571,17 @@ impl CollectiveDriver for NcclDriver {
         peer: usize,
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        check_p2p(
-            "send",
-            comm.rank,
-            peer,
-            comm.ranks,
-            elem_bytes(dtype),
-            count,
-            src.bytes,
-        )?;
+        let es = elem_bytes(dtype);
+        p2p_prologue(comm, stream, "send", peer, (es, count), src.bytes)?;
         call("ncclSend", || {
             let cs = comm.begin()?;
             comm.read_after(&src.fence)?;
-            let s = lock(&src.buffer);
-            let b = s
-                .get()
-                .ok_or_else(|| backend("read", "the source is not a CUDA buffer"))?;
-            let r = b
-                .with_ptr(&comm.stream, |sp| {
-                    // SAFETY: the buffer holds `count` elements (checked).
-                    unsafe {
-                        result::send(sp as *const c_void, count, dtype, peer as i32, comm.raw, cs)
-                    }
-                })
-                .map_err(|e| backend("device pointer", e))?;
+            let r = read_ptr(src, &comm.stream, |sp| {
+                // SAFETY: the buffer holds `count` elements (checked).
+                unsafe {
+                    result::send(sp as *const c_void, count, dtype, peer as i32, comm.raw, cs)
+                }
+            })?;
             nccl("ncclSend", r)
         })
     }
@@ -591,31 +594,17 @@ impl CollectiveDriver for NcclDriver {
         peer: usize,
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
-        comm.check(stream)?;
-        check_p2p(
-            "recv",
-            comm.rank,
-            peer,
-            comm.ranks,
-            elem_bytes(dtype),
-            count,
-            dst.bytes,
-        )?;
+        let es = elem_bytes(dtype);
+        p2p_prologue(comm, stream, "recv", peer, (es, count), dst.bytes)?;
         call("ncclRecv", || {
             let cs = comm.begin()?;
             dst.fence.write(&comm.stream, None, || {
-                let mut d = lock(&dst.buffer);
-                let b = d
-                    .get_mut()
-                    .ok_or_else(|| backend("write", "the destination is lent (read only)"))?;
-                let r = b
-                    .with_ptr_mut(&comm.stream, |dp| {
-                        // SAFETY: the buffer holds `count` elements (checked).
-                        unsafe {
-                            result::recv(dp as *mut c_void, count, dtype, peer as i32, comm.raw, cs)
-                        }
-                    })
-                    .map_err(|e| backend("device pointer", e))?;
+                let r = write_ptr(dst, &comm.stream, |dp| {
+                    // SAFETY: the buffer holds `count` elements (checked).
+                    unsafe {
+                        result::recv(dp as *mut c_void, count, dtype, peer as i32, comm.raw, cs)
+                    }
+                })?;
                 nccl("ncclRecv", r)
             })
         })
@@ -630,7 +619,7 @@ impl CollectiveDriver for NcclDriver {
         recv: &[usize],
         stream: NcclCommStream,
     ) -> Result<(), DriverError> {
-        Self::all_to_all_grouped(comm, src, dst, dtype, send, recv, stream)
+        Self::all_to_all_grouped(Call(comm, src, dst, dtype, stream), send, recv)
     }
 
     fn synchronize(comm: &NcclCommunicator, stream: NcclCommStream) -> Result<(), DriverError> {
@@ -676,8 +665,9 @@ impl CollectiveDriver for NcclDriver {
         count: usize,
         stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
-        comm.check(stream)?;
-        check_src_dst(
+        prologue(
+            comm,
+            stream,
             "all_gather",
             elem_bytes(dtype),
             (count, src.bytes),
@@ -743,8 +733,9 @@ impl CollectiveDriver for NcclDriver {
         op: ReduceOp,
         stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
-        comm.check(stream)?;
-        check_src_dst(
+        prologue(
+            comm,
+            stream,
             "reduce_scatter",
             elem_bytes(dtype),
             (count * comm.ranks, src.bytes),
@@ -776,7 +767,7 @@ impl CollectiveDriver for NcclDriver {
         counts: &[usize],
         stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
-        Self::all_gather_grouped(comm, src, dst, dtype, counts, stream).map(|()| true)
+        Self::all_gather_grouped(Call(comm, src, dst, dtype, stream), counts).map(|()| true)
     }
 
     fn reduce_scatter_uneven(
@@ -788,7 +779,7 @@ impl CollectiveDriver for NcclDriver {
         op: ReduceOp,
         stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
-        Self::reduce_scatter_grouped(comm, src, dst, dtype, counts, op, stream).map(|()| true)
+        Self::reduce_scatter_grouped(Call(comm, src, dst, dtype, stream), counts, op).map(|()| true)
     }
 }
 

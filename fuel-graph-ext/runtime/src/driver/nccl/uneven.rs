@@ -6,10 +6,10 @@
 //! inside `ncclGroupStart`/`ncclGroupEnd`. NCCL cannot compare the counts
 //! the ranks pass: callers must agree on them first.
 
-use super::super::common::{check_counts, check_src_dst};
-use super::super::{DeviceResource, DriverError};
-use super::{collective, elem_bytes, nccl_red_op, NcclCommStream, NcclCommunicator, NcclDriver};
-use cudarc::nccl::{result, sys};
+use super::super::common::{check_counts, check_src_dst, Call, Member};
+use super::super::DriverError;
+use super::{collective, elem_bytes, nccl_red_op, NcclDriver};
+use cudarc::nccl::result;
 use fuel_graph_ext::op::ReduceOp;
 use std::ffi::c_void;
 
@@ -17,13 +17,10 @@ impl NcclDriver {
     /// [`CollectiveDriver::all_gather_uneven`](super::super::CollectiveDriver::all_gather_uneven)
     /// as grouped broadcasts, one per root.
     pub(super) fn all_gather_grouped(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
+        call: Call<'_, Self>,
         counts: &[usize],
-        stream: NcclCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         comm.check(stream)?;
         let total = check_counts("nccl", "all_gather_uneven", counts, comm.ranks)?;
         let es = elem_bytes(dtype);
@@ -63,14 +60,11 @@ impl NcclDriver {
     /// as grouped reduces, one per root.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_scatter_grouped(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
+        call: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: NcclCommStream,
     ) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = call;
         comm.check(stream)?;
         let total = check_counts("nccl", "reduce_scatter_uneven", counts, comm.ranks)?;
         let es = elem_bytes(dtype);
