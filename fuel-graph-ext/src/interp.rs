@@ -232,25 +232,10 @@ fn tensor(ty: &TensorType, bytes: Vec<u8>) -> Result<HostTensor, InterpError> {
     HostTensor::from_bytes(ty.clone(), bytes).map_err(|e| InterpError::Invalid(e.to_string()))
 }
 
-/// Splits `shape` around `axis` into (outer, extent, inner) element counts.
-/// With no elements after `axis`, or none along it, there is nothing to
-/// copy, so `outer` is 0 then: no caller loops over the rows of an empty
-/// tensor (a verified `u8[2^62,0]` has 2^62 of them, whether it is cut
-/// along axis 0 or along its empty axis 1).
-fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let inner: usize = shape[axis + 1..].iter().product();
-    let outer = if inner == 0 || shape[axis] == 0 {
-        0
-    } else {
-        shape[..axis].iter().product()
-    };
-    (outer, shape[axis], inner)
-}
-
 /// `len` entries of `axis` from `start`, as bytes.
 fn slice_data(t: &HostTensor, axis: usize, start: usize, len: usize) -> Vec<u8> {
     let size = t.ty.dtype.size_bytes();
-    let (outer, extent, inner) = around(&t.ty.shape, axis);
+    let (outer, extent, inner) = crate::plan::region::around(&t.ty.shape, axis);
     let row = inner * size;
     let mut out = Vec::with_capacity(outer * len * row);
     for o in 0..outer {
@@ -268,7 +253,7 @@ fn concat_data(parts: &[&HostTensor], axis: usize) -> Vec<u8> {
     let Some(full) = parts.iter().find(|p| p.ty.shape[axis] > 0) else {
         return Vec::new();
     };
-    let (outer, _, inner) = around(&full.ty.shape, axis);
+    let (outer, _, inner) = crate::plan::region::around(&full.ty.shape, axis);
     let row = inner * size;
     let mut out = Vec::new();
     for o in 0..outer {

@@ -22,8 +22,9 @@ pub struct Region {
 /// With no elements after `axis`, or none along it, there is nothing to
 /// copy, so `outer` is 0 then: no caller loops over the rows of an empty
 /// tensor (a verified `u8[2^62,0]` has 2^62 of them, whether it is cut
-/// along axis 0 or along its empty axis 1).
-fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+/// along axis 0 or along its empty axis 1). The interpreter slices and
+/// joins its tensors by the same split.
+pub(crate) fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let inner: usize = shape[axis + 1..].iter().product();
     let outer = if inner == 0 || shape[axis] == 0 {
         0
