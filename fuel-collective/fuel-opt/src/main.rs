@@ -324,8 +324,11 @@ fn plan_text(g: &fuel_graph_ext::Graph, topo: &Topology, shown: &str) -> Result<
              (e.g. --passes lower-collectives,insert-cross-device-copies,split-cross-vendor-copies): {e}"
         ))
     })?;
-    let plan = fuel_collective::cost::price::plan_for(g, topo)
+    // The whole plan, region lists included, as the executor builds it.
+    let options = fuel_graph_ext::plan::Options::default();
+    let mut plan = fuel_graph_ext::Schedule::new_with(g, &options)
         .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
+    plan.fit_to_devices(&options, |d| fuel_graph_ext::plan::Caps::assumed(d, topo));
     Ok(fuel_graph_ext::plan::listing::print(
         &plan,
         g,

@@ -23,10 +23,12 @@ use std::collections::BTreeSet;
 
 /// The plan of `g` as the runtime would build it on devices with the
 /// capabilities the model assumes ([`Caps::assumed`]) and the default
-/// [`Options`]. `g` must be lowered (no collectives left).
+/// [`Options`], in outline ([`Schedule::outline`]: no byte-region lists,
+/// which the model does not price and which a huge tensor would make
+/// huge). `g` must be lowered (no collectives left).
 pub fn plan_for(g: &Graph, topo: &Topology) -> Result<Schedule, PlanError> {
     let options = Options::default();
-    let mut plan = Schedule::new_with(g, &options)?;
+    let mut plan = Schedule::outline(g, &options)?;
     plan.fit_to_devices(&options, |d| Caps::assumed(d, topo));
     Ok(plan)
 }

@@ -122,4 +122,65 @@ mod tests {
         let text = print(&plain, &g, "none");
         assert!(text.contains("copy from cpu:1") && text.contains("gather 1 region(s)"));
     }
+
+    /// The outline the cost model prices has the full plan's steps, work
+    /// kinds and views, and no region list; and a tensor with a huge axis
+    /// gets an outline without one allocated (the full plan would need a
+    /// region per row).
+    #[test]
+    fn an_outline_is_the_plan_without_region_lists() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[8,1024]
+  %1 = slice %0 {axis=0, len=2, start=2} @cpu:0 : f32[2,1024]
+  %2 = slice %0 {axis=1, len=4, start=0} @cpu:0 : f32[8,4]
+  %3 = concat %1, %1 {axis=0} @cpu:0 : f32[4,1024]
+  %4 = copy %3 -> vulkan:0 : f32[4,1024]
+  return %2, %4
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let options = Options::default();
+        let topo = Topology::default();
+        let plan = |outline: bool| {
+            let mut p = if outline {
+                Schedule::outline(&g, &options).unwrap()
+            } else {
+                Schedule::new_with(&g, &options).unwrap()
+            };
+            p.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
+            p
+        };
+        let (full, outline) = (plan(false), plan(true));
+        let kind = |w: &Work| match w {
+            Work::Device(DeviceWork::Kernel(Kernel::Gather { .. })) => "gather".to_string(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(full.steps.len(), outline.steps.len());
+        for (a, b) in full.steps.iter().zip(&outline.steps) {
+            assert_eq!(kind(&a.work), kind(&b.work), "{a:?} vs {b:?}");
+        }
+        assert!(matches!(outline.steps[1].work, Work::View { .. }));
+        let lists = |p: &Schedule| {
+            p.steps
+                .iter()
+                .filter_map(|s| s.work.kernel())
+                .map(|k| match k {
+                    Kernel::Gather { regions } => regions.len(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+        };
+        assert_eq!(lists(&outline), 0);
+        assert!(lists(&full) >= 8, "a row per slice of %2, and the concat's");
+        // 2^61 rows: the full plan's region list cannot be held; the
+        // outline has none.
+        let huge = "graph @h {
+  %0 = input \"a\" @cpu:0 : u8[2305843009213693952,2]
+  %1 = slice %0 {axis=1, len=1, start=0} @cpu:0 : u8[2305843009213693952,1]
+  return %1
+}
+";
+        let h = crate::text::parse(huge).unwrap();
+        assert!(Schedule::outline(&h, &options).is_ok());
+    }
 }

@@ -298,8 +298,15 @@ fn join_island(
 }
 
 /// The work of node `n` on `device`, for every op but a driver all-reduce
-/// ([`join_island`]).
-fn work_of(g: &Graph, n: &crate::graph::Node, device: Device) -> Result<Work, PlanError> {
+/// ([`join_island`]). With `regions` false a `slice` or `concat` gathers
+/// no list of byte regions: a slice of one contiguous run carries that one
+/// region (what [`Schedule::view_slices`] reads), anything else none.
+fn work_of(
+    g: &Graph,
+    n: &crate::graph::Node,
+    device: Device,
+    regions: bool,
+) -> Result<Work, PlanError> {
     let operand_ty = |i: usize| -> Result<&TensorType, PlanError> {
         n.operands
             .get(i)
@@ -334,6 +341,25 @@ fn work_of(g: &Graph, n: &crate::graph::Node, device: Device) -> Result<Work, Pl
         Op::Div { by, .. } => kernel(Kernel::Div { by: *by }),
         Op::Cast { .. } => kernel(Kernel::Cast {
             from: operand_ty(0)?.dtype,
+        }),
+        Op::Slice {
+            axis, start, len, ..
+        } if !regions => {
+            let ty = operand_ty(0)?;
+            let bytes = n.ty.size_bytes();
+            let run = super::region::slice_run(ty, *axis, *start, *len).filter(|_| bytes > 0);
+            let regions = run.map_or_else(Vec::new, |src| {
+                vec![Region {
+                    operand: 0,
+                    src,
+                    dst: 0,
+                    len: bytes,
+                }]
+            });
+            kernel(Kernel::Gather { regions })
+        }
+        Op::Concat { .. } if !regions => kernel(Kernel::Gather {
+            regions: Vec::new(),
         }),
         Op::Slice {
             axis, start, len, ..
@@ -384,6 +410,21 @@ impl Schedule {
     /// [`Schedule::new`] with the copy rewrites `options` asks for: with both
     /// off every copy is a real copy into a buffer of its own.
     pub fn new_with(g: &Graph, options: &Options) -> Result<Schedule, PlanError> {
+        Schedule::build(g, options, true)
+    }
+
+    /// [`Schedule::new_with`] without the byte-region lists of slices and
+    /// concats, which can have a row per element of a huge tensor: every
+    /// step, its work and its copy mode are the same, and a slice of one
+    /// contiguous run keeps its one region, so the views come out the same
+    /// too. What the cost model prices, since it prices bytes, not regions;
+    /// the runtime builds the full plan (after checking what fits).
+    pub fn outline(g: &Graph, options: &Options) -> Result<Schedule, PlanError> {
+        Schedule::build(g, options, false)
+    }
+
+    /// The plan of `g`, with region lists when `regions`.
+    fn build(g: &Graph, options: &Options, regions: bool) -> Result<Schedule, PlanError> {
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
         let mut islands: Vec<Island> = Vec::new();
@@ -418,7 +459,7 @@ impl Schedule {
                     };
                     join_island(&mut islands, g, n, *op, &operands, at)?
                 }
-                _ => work_of(g, n, device)?,
+                _ => work_of(g, n, device, regions)?,
             };
             slot_of.insert(id, steps.len());
             steps.push(Step {
