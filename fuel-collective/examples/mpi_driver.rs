@@ -30,7 +30,7 @@ fn run() -> Result<usize, String> {
     let comm = MpiDriver::join(id, n, rank).map_err(e)?;
     // The driver told glibc to keep freed memory (MPI's per-call
     // temporaries reuse it instead of faulting in fresh pages).
-    if fuel_runtime::driver::mpi::heap::freed_memory_stays(16 << 20) == Some(false) {
+    if fuel_runtime::driver::mpi::keep_freed::freed_memory_stays(16 << 20) == Some(false) {
         return Err("after the MPI driver started, a freed 16 MiB buffer left the heap (FUEL_MPI_KEEP_FREED)".into());
     }
     let dev = MpiDriver::open(Device::cpu(0)).map_err(e)?;

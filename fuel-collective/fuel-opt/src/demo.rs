@@ -10,7 +10,7 @@
 
 use crate::outdir::OutDir;
 use crate::outln;
-use crate::scenario::{self, Shape};
+use crate::setup::{self, Shape};
 use crate::Failure;
 use fuel_collective::lower::estimate_run;
 use fuel_graph_ext::dot::human_bytes;
@@ -55,7 +55,7 @@ pub struct DemoArgs {
     /// Timed runs after the first (the median is reported).
     #[arg(long, default_value_t = 20)]
     pub(crate) runs: usize,
-    /// Across MPI processes: `mpirun -n P fuel-opt demo --world` (feature `mpi`; see `world.rs`).
+    /// Across MPI processes: `mpirun -n P fuel-opt demo --world` (feature `mpi`; see `world_run.rs`).
     #[arg(long)]
     pub(crate) world: bool,
     /// With --world: seconds a rank waits for the others (to start, to
@@ -82,7 +82,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
 
     outln!("== devices")?;
-    let found = scenario::discover();
+    let found = setup::discover();
     for (d, what) in &found.available {
         outln!("  {:<10} {what}", d.to_string())?;
     }
@@ -100,7 +100,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             )?;
         }
     }
-    let devices = scenario::pick_devices(a.devices.as_deref(), 4, &found)?;
+    let devices = setup::pick_devices(a.devices.as_deref(), 4, &found)?;
     let n = devices.len();
     let ty = shard_type(a.elements, dtype, n)?;
     let elements = ty.num_elements();
@@ -112,12 +112,12 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     )?;
 
     outln!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather")?;
-    let g = scenario::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
+    let g = setup::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
     let topo = Arc::new(costs(&devices)?);
     // The pipeline is checked (an unknown algorithm, say) before the output
     // directory is looked at, so a bad option is reported as itself.
-    let pipeline = scenario::pipeline(&a.algorithm);
-    let passes = scenario::pass_names(&pipeline, &topo)?;
+    let pipeline = setup::pipeline(&a.algorithm);
+    let passes = setup::pass_names(&pipeline, &topo)?;
     let out = OutDir::prepare(&a.out)?;
     let mut names = Vec::new();
     for (i, pass) in std::iter::once("input").chain(passes).enumerate() {
@@ -128,11 +128,11 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     names.push(VIEWER.to_string());
     out.will_write(names.iter().map(String::as_str))?;
     let (lowered, decisions, dumped) =
-        scenario::lower(&g, &pipeline, &topo, Some(out.path().to_path_buf()))?;
+        setup::lower(&g, &pipeline, &topo, Some(out.path().to_path_buf()))?;
     outln!(
         "  lowered with lower-collectives{{algorithm={}}}: chose {}",
         a.algorithm,
-        scenario::chosen(&decisions)
+        setup::chosen(&decisions)
     )?;
     outln!(
         "  {} nodes before, {} after",
@@ -173,7 +173,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::input(format!("run failed: {e}")))?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let measured_us = scenario::median_us(&mut times);
+    let measured_us = setup::median_us(&mut times);
     let source = format!(
         "one more run of the demo's executable on {n} devices, after the {} timed",
         a.runs
@@ -233,7 +233,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     // imported host memory both move nothing.
     let mut elided = exe.shared_copies();
     elided.extend(exe.imported_copies());
-    let traffic = scenario::link_traffic(&lowered, &elided);
+    let traffic = setup::link_traffic(&lowered, &elided);
     let mut total: usize = 0;
     for ((from, to), t) in &traffic {
         let all = t.bytes.saturating_add(t.shared_bytes);

@@ -10,20 +10,16 @@
 
 mod bench;
 mod calibrate;
-mod collective;
 mod demo;
 mod flags;
 mod input;
-mod many;
 mod outdir;
 mod output;
-mod plot;
 mod run;
-mod scenario;
+mod setup;
 mod sizes;
 mod timeline;
-mod validate;
-mod world;
+mod world_run;
 // The world commands' watchdog; its pure parts are tested without MPI.
 #[cfg(any(feature = "mpi", test))]
 mod world_guard;
@@ -184,7 +180,7 @@ fn main() -> ExitCode {
         .and_then(|()| check_env())
         .and_then(|()| match cli.command {
             Some(Command::Devices) => run::devices(),
-            Some(Command::Demo(a)) if a.world => world::demo(&a),
+            Some(Command::Demo(a)) if a.world => world_run::demo(&a),
             Some(Command::Demo(a)) => demo::demo(&a),
             Some(Command::Bench(a)) => bench::bench(&a),
             Some(Command::Calibrate(a)) => calibrate::calibrate(&a),
@@ -251,7 +247,7 @@ fn check_env() -> Result<(), Failure> {
     fuel_runtime::exec::cuda_pin_setting().map_err(Failure::input)?;
     fuel_runtime::backend::worker::spin_setting().map_err(env_failure)?;
     #[cfg(feature = "mpi")]
-    fuel_runtime::driver::mpi::heap::keep_freed_setting().map_err(env_failure)?;
+    fuel_runtime::driver::mpi::keep_freed::keep_freed_setting().map_err(env_failure)?;
     fuel_runtime::driver::JoinOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;
     Ok(())
 }

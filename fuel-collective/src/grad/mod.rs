@@ -35,8 +35,8 @@
 //! reference interpreter, for f32 and f64, groups of 2 to 4, even and
 //! uneven splits.
 
-mod comm;
-mod rules;
+mod spmd_forms;
+mod transposes;
 #[cfg(test)]
 mod tests;
 
@@ -182,14 +182,14 @@ pub fn transpose_at(
         _ => cotangents.iter().flatten().copied().collect::<Vec<_>>(),
     };
     let rep = Replication::of(g);
-    let cx = rules::Cx {
+    let cx = transposes::Cx {
         name,
         operands,
         cts,
         rep,
     };
     match op {
-        Op::Comm { .. } => comm::transpose(g, &cx, &op, rank),
-        _ => rules::transpose(g, &cx, &op),
+        Op::Comm { .. } => spmd_forms::transpose(g, &cx, &op, rank),
+        _ => transposes::transpose(g, &cx, &op),
     }
 }

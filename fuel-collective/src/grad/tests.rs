@@ -26,7 +26,7 @@ fn input(g: &mut Graph, name: String, device: Device, ty: &TensorType) -> ValueI
 }
 
 fn add_collective(g: &mut Graph, op: Op, xs: &[ValueId]) -> NodeId {
-    crate::simplify::surgery::add_collective(g, op, xs).unwrap()
+    crate::simplify::edit::add_collective(g, op, xs).unwrap()
 }
 
 fn dot(a: &HostTensor, b: &HostTensor) -> f64 {

@@ -7,7 +7,7 @@
 
 use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::shape;
+use super::layout;
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ReduceOp};
@@ -31,7 +31,7 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
     let points = match opts.reduce_at {
         Some(d) => vec![d],
         None => {
-            let mut p = shape::unique(&site.devs);
+            let mut p = layout::unique(&site.devs);
             if !p.contains(&topo.staging) {
                 p.push(topo.staging);
             }

@@ -8,7 +8,7 @@
 
 use super::algorithm::{Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
-use super::shape;
+use super::layout;
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp};
@@ -61,7 +61,7 @@ impl Tree {
             let mut inputs = vec![own];
             inputs.append(&mut children[pos]);
             let partial = em.combine(kind, &inputs, d)?;
-            match shape::tree_parent(pos, self.arity).and_then(|p| children.get_mut(p)) {
+            match layout::tree_parent(pos, self.arity).and_then(|p| children.get_mut(p)) {
                 Some(siblings) => siblings.insert(0, partial),
                 None => total = Some(partial),
             }
@@ -73,7 +73,7 @@ impl Tree {
 /// Ranks in tree order: `root` first, then the rest sorted by vendor.
 fn tree_order(devs: &[Device], root: usize) -> Vec<usize> {
     let mut order = vec![root];
-    order.extend(shape::vendor_order(devs).into_iter().filter(|r| *r != root));
+    order.extend(layout::vendor_order(devs).into_iter().filter(|r| *r != root));
     order
 }
 
@@ -83,7 +83,7 @@ impl Algorithm for Tree {
         rest.sort();
         let mut nodes = vec![v];
         for (i, d) in rest.into_iter().enumerate() {
-            let parent = shape::tree_parent(i + 1, self.arity)
+            let parent = layout::tree_parent(i + 1, self.arity)
                 .and_then(|p| nodes.get(p).copied())
                 .ok_or_else(|| em.site.broken("a tree node has no parent"))?;
             let c = em.reach(&mut held, parent, d)?;

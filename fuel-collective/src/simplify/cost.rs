@@ -64,7 +64,7 @@ pub(super) fn estimate_us(specs: &[Spec], topo: &Arc<Topology>) -> Result<f64, S
                 g.add_value(input, &[], ty.clone())
             })
             .collect();
-        let id = super::surgery::add_collective(&mut g, s.op.clone(), &xs)?;
+        let id = super::edit::add_collective(&mut g, s.op.clone(), &xs)?;
         let results = g.node(id).map_or(0, |n| n.num_results());
         for r in 0..results as u32 {
             g.push_output(ValueId {

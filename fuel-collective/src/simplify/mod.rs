@@ -4,14 +4,14 @@
 //! are bit-exact), `lattice.rs` the replication lattice (pure: read off the
 //! graph, also used by [`crate::grad`]), `rules.rs` the pure matchers,
 //! `cost.rs` the estimates of what a rewrite adds and removes, and
-//! `surgery.rs` the graph rewrite. This file only declares them and says
+//! `edit.rs` the graph rewrite. This file only declares them and says
 //! what the folder exports.
 
 mod cost;
 mod lattice;
 mod rules;
 mod simplify_collectives;
-pub(crate) mod surgery;
+pub(crate) mod edit;
 
 pub use lattice::Replication;
 pub use simplify_collectives::{SimplifyCollectives, SimplifyOptions, NAME, OPTIONS};

@@ -1,6 +1,6 @@
 //! The rules of `simplify-collectives`, as pure matchers: each reads the
 //! graph (and the replication lattice) and says what it would rewrite,
-//! without touching it. `surgery.rs` applies what they find; the pass
+//! without touching it. `edit.rs` applies what they find; the pass
 //! decides which to apply (the cost model, `reassociate=`).
 
 use super::lattice::Replication;

@@ -63,7 +63,7 @@
 use super::cost::{estimate_us, Spec};
 use super::lattice::Replication;
 use super::rules::{self, order_free, Rewrite};
-use super::surgery;
+use super::edit;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassOptions};
 use fuel_graph_ext::{Device, Graph, Op, Topology};
@@ -148,11 +148,11 @@ impl Pass for SimplifyCollectives {
                     }
                     Verdict::Apply => {
                         let exact = self.exactness(g, &rw);
-                        let dead = surgery::apply(g, &rw, self.opts.reassociate)
+                        let dead = edit::apply(g, &rw, self.opts.reassociate)
                             .map_err(|m| PassError::internal(NAME, m))?;
                         // A later rewrite of this sweep must not read a
                         // node this one removed: it waits for the next.
-                        taken.extend(surgery::sweep_dead(g, dead));
+                        taken.extend(edit::sweep_dead(g, dead));
                         notes.push(format!(
                             "{NAME}: {}: {before} became {after} ({exact})",
                             rw.rule()

@@ -14,7 +14,7 @@ use crate::text::Numbering;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
-pub mod group;
+pub mod clusters;
 
 /// The fill colour of a device's cluster.
 pub fn vendor_color(kind: DeviceKind) -> &'static str {
@@ -65,14 +65,14 @@ pub fn to_dot(g: &Graph) -> String {
     let order = g.topo_order();
     let number = |id: NodeId| num.number(id).unwrap_or(usize::MAX);
     // Each grouped node is drawn as its group, named after its first member.
-    let groups = group::groups(g, &order);
+    let groups = clusters::groups(g, &order);
     let mut drawn_as: HashMap<NodeId, usize> = HashMap::new();
     for (k, members) in groups.iter().enumerate() {
         for id in members {
             drawn_as.insert(*id, k);
         }
     }
-    let steps = group::steps(g, &order);
+    let steps = clusters::steps(g, &order);
     let name = |id: NodeId| match drawn_as.get(&id).and_then(|k| groups.get(*k)) {
         Some(members) => format!("g{}", members.first().map_or(usize::MAX, |m| number(*m))),
         None => format!("v{}", number(id)),

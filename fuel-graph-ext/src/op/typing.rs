@@ -8,9 +8,9 @@
 //! callers that word a refusal their own way (a `DeviceGroup` speaks of
 //! ranks and devices) match on it instead of checking again.
 
-mod comm;
+mod per_rank;
 
-pub use comm::{comm_split_type, comm_type};
+pub use per_rank::{comm_split_type, comm_type};
 
 use super::defs::Arity;
 use super::{CommOp, Op, ReduceOp};

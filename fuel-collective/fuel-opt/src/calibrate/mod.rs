@@ -28,7 +28,7 @@
 //! every other figure.
 
 use crate::outln;
-use crate::scenario;
+use crate::setup;
 use crate::Failure;
 use fuel_collective::lower::estimate_run_on;
 use fuel_graph_ext::interp::deterministic_inputs;
@@ -114,7 +114,7 @@ fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure>
     Ok(Timed {
         graph,
         runner,
-        us: scenario::median_us(&mut times),
+        us: setup::median_us(&mut times),
         cpu_us,
     })
 }
@@ -345,8 +345,8 @@ fn merge(mut m: Measured, others: Vec<Measured>) -> Measured {
     let med = |t: &mut Timed, of: Vec<&Timed>| {
         let mut us: Vec<f64> = of.iter().map(|o| o.us).chain([t.us]).collect();
         let mut cpu: Vec<f64> = of.iter().map(|o| o.cpu_us).chain([t.cpu_us]).collect();
-        t.us = scenario::median_us(&mut us);
-        t.cpu_us = scenario::median_us(&mut cpu);
+        t.us = setup::median_us(&mut us);
+        t.cpu_us = setup::median_us(&mut cpu);
     };
     for k in 0..2 {
         med(
@@ -480,8 +480,8 @@ pub struct CalibrateArgs {
 
 /// `fuel-opt calibrate`: measures and writes the calibration cache.
 pub fn calibrate(a: &CalibrateArgs) -> Result<(), Failure> {
-    let found = scenario::discover();
-    let devices = scenario::pick_devices(a.devices.as_deref(), 1, &found)?;
+    let found = setup::discover();
+    let devices = setup::pick_devices(a.devices.as_deref(), 1, &found)?;
     // The ranges (`flags::BOUNDS`) keep this finite; say up front how much.
     outln!(
         "# calibrating [{}]: {} passes, each running every calibration graph {} times ({} untimed)",

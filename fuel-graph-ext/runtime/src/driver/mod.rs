@@ -28,7 +28,7 @@
 //! signals the destination's fence when it is done, so it never blocks compute
 //! and never reads a buffer before the compute stream has written it.
 
-mod common;
+mod prologue;
 pub mod host;
 mod local;
 #[cfg(feature = "mpi")]
@@ -37,7 +37,7 @@ pub mod mpi;
 pub mod nccl;
 mod rank;
 
-pub use common::{BackendBuf, Held, Member};
+pub use prologue::{BackendBuf, Held, Member};
 pub use host::{
     FencePoint, HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId,
     Ticket,
@@ -448,7 +448,7 @@ pub trait CollectiveDriver: Driver {
     fn name_of(dtype: DType) -> Result<Self::DataType, DriverError>;
     /// The driver's name for `dtype` and how many elements `size` bytes hold.
     fn data_type(dtype: DType, size: u64) -> Result<(Self::DataType, usize), DriverError> {
-        Ok((Self::name_of(dtype)?, common::whole_elements(dtype, size)?))
+        Ok((Self::name_of(dtype)?, prologue::whole_elements(dtype, size)?))
     }
     /// The communicator's comm stream.
     fn comm_stream(comm: &Self::Communicator) -> Self::CommStream {

@@ -11,7 +11,7 @@
 //! and any layout a collective along an inner axis needs is a region copy
 //! on the device, computed by the same helpers as slice and concat.
 
-use super::common::{check_rank, lock};
+use super::prologue::{check_rank, lock};
 use super::{CollectiveDriver, DeviceResource, DriverError};
 use crate::backend::fault::Faults;
 use crate::backend::{self, concat_regions, slice_regions, Buf, Ctx, Region};

@@ -31,7 +31,7 @@
 //! fold, div, region copies). This file holds [`VkDev`] itself.
 
 mod buffer;
-mod device;
+mod vkdev;
 mod import;
 mod instance;
 mod kernels;

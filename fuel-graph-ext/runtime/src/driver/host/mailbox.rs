@@ -3,7 +3,7 @@
 //! which ranks exchange shards and messages; a rank that leaves is
 //! reported to the peers that wait for it.
 
-use super::super::common::{backend_error, lock, Held, IdTable};
+use super::super::prologue::{backend_error, lock, Held, IdTable};
 use super::super::{CommunicationId, Driver, DriverError};
 use super::{bytes_of, HostBuffer, HostDriver, HostUniqueId};
 use crate::backend::cpu::CpuBuf;

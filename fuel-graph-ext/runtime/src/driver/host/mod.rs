@@ -15,7 +15,7 @@
 //! [`DriverError::PeerGone`] instead of waiting forever. Every wait is also
 //! bounded by the [`JoinOptions`] timeouts.
 
-use super::common::{
+use super::prologue::{
     adopt_buf, backend_error, check_rank, fold_ranks, lend_buf, lock, p2p_prologue, prologue,
     reclaim_buf, Call, Held, Member, Shared,
 };
@@ -33,12 +33,12 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
-mod a2a;
-mod fence;
+mod exchange;
+mod tickets;
 mod mailbox;
 mod uneven;
 
-pub use fence::{FencePoint, HostFence, HostStream, Ticket};
+pub use tickets::{FencePoint, HostFence, HostStream, Ticket};
 use mailbox::{
     group_name, groups, Chan, Group, GroupState, Msg, MsgData, IDS, NEXT_ID, NEXT_STREAM,
 };

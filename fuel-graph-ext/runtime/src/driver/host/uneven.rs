@@ -6,7 +6,7 @@
 //! past each other. A rank waits until its peers have dropped its shard
 //! before the collective completes.
 
-use super::super::common::{check_counts, check_src_dst, fold_ranks, lock, Call, Member};
+use super::super::prologue::{check_counts, check_src_dst, fold_ranks, lock, Call, Member};
 use super::super::{Driver, DriverError};
 use super::mailbox::{Chan, Msg, MsgData};
 use super::{bytes_mut_of, bytes_of, snapshot, HostDriver, Job};

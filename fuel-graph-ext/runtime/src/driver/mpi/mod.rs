@@ -23,15 +23,15 @@
 //! `MPI_Comm_create_group`, which has no timeout, runs on a helper thread.
 
 mod arrive;
-mod calls;
-pub mod heap;
+mod agreed;
+pub mod keep_freed;
 mod ops;
 mod p2p;
 mod raw;
-mod ring;
+mod sendrecv_ring;
 mod route;
 
-use super::common::{
+use super::prologue::{
     backend_error, check_p2p, check_rank, check_src_dst, lock, p2p_prologue, Call, IdTable, Member,
 };
 use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
@@ -40,7 +40,7 @@ use super::{
 };
 use crate::backend::cpu::Arena;
 use crate::backend::Buf;
-use calls::Sig;
+use agreed::Sig;
 use fuel_graph_ext::device::{Device, DeviceKind};
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;
@@ -226,7 +226,7 @@ impl MpiDriver {
     /// MPI, initialised at `MPI_THREAD_MULTIPLE` (or checked to be, when the
     /// program initialised it), and the handle a communicator keeps.
     fn runtime() -> Result<Option<Arc<Universe>>, DriverError> {
-        heap::keep_freed_memory().map_err(|e| backend("MPI_Init_thread", e.to_string()))?;
+        keep_freed::keep_freed_memory().map_err(|e| backend("MPI_Init_thread", e.to_string()))?;
         let mut st = lock(&STATE);
         if let State::Untouched = &*st {
             *st = match mpi::initialize_with_threading(Threading::Multiple) {
@@ -545,7 +545,7 @@ impl CollectiveDriver for MpiDriver {
         let es = dtype.size_bytes();
         let need = check_src_dst("all_reduce", es, (count, src.bytes), (count, dst.bytes))?;
         let sig = Sig::new(0, dtype, count).op(op);
-        calls::run(comm, stream, sig, src, need, dst, need, |c, s, d| {
+        agreed::run(comm, stream, sig, src, need, dst, need, |c, s, d| {
             ops::all_reduce(c, dtype, op, s, d)
         })
     }
@@ -563,7 +563,7 @@ impl CollectiveDriver for MpiDriver {
         let need = check_src_dst("all_gather", es, (count, src.bytes), (total, dst.bytes))?;
         let counts = vec![count; comm.ranks];
         let sig = Sig::new(2, dtype, count);
-        calls::run(comm, stream, sig, src, need, dst, total * es, |c, s, d| {
+        agreed::run(comm, stream, sig, src, need, dst, total * es, |c, s, d| {
             ops::all_gather(c, dtype, &counts, s, d)
         })?;
         Ok(true)
@@ -582,7 +582,7 @@ impl CollectiveDriver for MpiDriver {
         let es = dtype.size_bytes();
         let need = check_src_dst("broadcast", es, (count, src.bytes), (count, dst.bytes))?;
         let sig = Sig::new(3, dtype, count).root(root);
-        calls::run(comm, stream, sig, src, need, dst, need, |c, s, d| {
+        agreed::run(comm, stream, sig, src, need, dst, need, |c, s, d| {
             if c.rank == root {
                 d.copy_from_slice(s);
             }
@@ -605,7 +605,7 @@ impl CollectiveDriver for MpiDriver {
         let need = check_src_dst("reduce_scatter", es, (total, src.bytes), (count, dst.bytes))?;
         let counts = vec![count; comm.ranks];
         let sig = Sig::new(1, dtype, count).op(op);
-        calls::run(comm, stream, sig, src, need, dst, count * es, |c, s, d| {
+        agreed::run(comm, stream, sig, src, need, dst, count * es, |c, s, d| {
             ops::reduce_scatter(c, dtype, op, &counts, s, d)
         })?;
         Ok(true)

@@ -8,7 +8,7 @@ use super::raw::{self, check, count};
 use super::route::{self, Route};
 use super::MpiCommunicator;
 use crate::backend::cpu;
-use crate::driver::common::{backend_error, fold_ranks};
+use crate::driver::prologue::{backend_error, fold_ranks};
 use crate::driver::DriverError;
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;
@@ -154,7 +154,7 @@ pub(super) fn all_reduce(
                 ffi::MPI_Allreduce(cptr(src), mptr(dst), k, t, o, c.raw())
             })
         }
-        Route::Ring => super::ring::all_reduce(c, dtype, op, src, dst),
+        Route::Ring => super::sendrecv_ring::all_reduce(c, dtype, op, src, dst),
     }
 }
 

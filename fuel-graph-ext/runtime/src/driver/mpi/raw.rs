@@ -9,7 +9,7 @@
 
 use super::route::Wire;
 use crate::backend::cpu;
-use crate::driver::common::{backend_error, lock};
+use crate::driver::prologue::{backend_error, lock};
 use crate::driver::DriverError;
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;

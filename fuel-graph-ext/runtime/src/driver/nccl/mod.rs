@@ -30,7 +30,7 @@
 //! environment variable ([`unique_id_to_env`] /
 //! [`unique_id_from_env`], hex text).
 
-use super::common::{
+use super::prologue::{
     adopt_buf, backend_error, check_rank, check_src_dst, lend_buf, lock, p2p_prologue, prologue,
     reclaim_buf, Call, Held, IdTable, Member, Shared,
 };
@@ -48,12 +48,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod a2a;
-mod fence;
-mod uneven;
+mod all_to_all;
+mod events;
+mod per_root;
 mod unique_id;
 
-pub use fence::NcclFence;
+pub use events::NcclFence;
 
 pub use unique_id::{
     unique_id_from_env, unique_id_from_file, unique_id_to_env, unique_id_to_file, NcclUniqueId,
@@ -636,14 +636,14 @@ impl CollectiveDriver for NcclDriver {
         call("ncclGroupStart", || {
             nccl("ncclGroupStart", result::group_start())
         })?;
-        fence::group_opened();
+        events::group_opened();
         Ok(())
     }
 
     fn group_end() -> Result<(), DriverError> {
         require_nccl()?;
         let ended = call("ncclGroupEnd", || nccl("ncclGroupEnd", result::group_end()));
-        let writes = fence::group_closed();
+        let writes = events::group_closed();
         ended?;
         // The group's kernels are on their streams now: each write's fence
         // gets an event recorded after its kernel.

@@ -1,10 +1,10 @@
 //! The transpose rules of the single-process collectives (`all_reduce`,
 //! `reduce`, `broadcast`, `all_gather`, `reduce_scatter`, `all_to_all`),
-//! recorded into the graph; `mod.rs` checks the arguments, `comm.rs` holds
+//! recorded into the graph; `mod.rs` checks the arguments, `spmd_forms.rs` holds
 //! the SPMD forms.
 
 use super::GradError;
-use crate::simplify::surgery::{add_collective, local_reduce};
+use crate::simplify::edit::{add_collective, local_reduce};
 use crate::simplify::Replication;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::op::{all_to_all_pieces, scatter_extents};

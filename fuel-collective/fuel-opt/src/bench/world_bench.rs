@@ -31,7 +31,7 @@ pub fn bench(_a: &BenchArgs) -> Result<(), Failure> {
 /// Runs the world benchmark (feature `mpi`).
 #[cfg(feature = "mpi")]
 pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
-    let (p, np) = crate::world::imp::process_and_count("bench --world")?;
+    let (p, np) = crate::world_run::imp::process_and_count("bench --world")?;
     let guard = crate::world_guard::Guard::start(
         p,
         np,
@@ -50,10 +50,10 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
 mod imp {
     use super::{BenchArgs, Failure};
     use crate::bench::staging_bound_us;
-    use crate::collective::Collective;
+    use crate::bench::collectives::Collective;
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
-    use crate::world::imp::value;
+    use crate::world_run::imp::value;
     use crate::world_guard::{join_options, Fingerprint, Guard};
     use fuel_collective::{
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,

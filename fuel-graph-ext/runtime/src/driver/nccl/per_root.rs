@@ -6,7 +6,7 @@
 //! inside `ncclGroupStart`/`ncclGroupEnd`. NCCL cannot compare the counts
 //! the ranks pass: callers must agree on them first.
 
-use super::super::common::{check_counts, check_src_dst, Call, Member};
+use super::super::prologue::{check_counts, check_src_dst, Call, Member};
 use super::super::DriverError;
 use super::{collective, elem_bytes, nccl_red_op, NcclDriver};
 use cudarc::nccl::result;

@@ -5,7 +5,7 @@
 //! with the same error, naming the first disagreement, or all write their
 //! result: a bad split is an error everywhere, never a hang.
 
-use super::super::common::{check_counts, check_src_dst, lock, Call, Member};
+use super::super::prologue::{check_counts, check_src_dst, lock, Call, Member};
 use super::super::DriverError;
 use super::mailbox::{Chan, Msg, MsgData};
 use super::{bytes_mut_of, bytes_of, HostDriver, Job};

@@ -11,7 +11,7 @@
 //! second, not only the first. A compute stream is a worker thread that
 //! runs jobs in order.
 
-use super::super::common::lock;
+use super::super::prologue::lock;
 use super::super::DriverError;
 use crate::backend::worker::Worker;
 use std::collections::BTreeMap;

@@ -24,7 +24,7 @@ use super::raw::{check, count, move_type};
 use super::route;
 use super::MpiCommunicator;
 use crate::backend::cpu;
-use crate::driver::common::backend_error;
+use crate::driver::prologue::backend_error;
 use crate::driver::DriverError;
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;

@@ -3,7 +3,7 @@
 //! together inside `ncclGroupStart`/`ncclGroupEnd`. NCCL cannot compare
 //! the counts the ranks pass: callers must agree on the split first.
 
-use super::super::common::{check_counts, check_src_dst, Call, Member};
+use super::super::prologue::{check_counts, check_src_dst, Call, Member};
 use super::super::DriverError;
 use super::{collective, elem_bytes, NcclDriver};
 use cudarc::nccl::result;

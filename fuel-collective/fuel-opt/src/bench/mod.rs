@@ -1,7 +1,7 @@
 //! `fuel-opt bench`: collective benchmarks in the nccl-tests format.
 //!
 //! For each size (bytes per rank) it records the collective of
-//! `--collective` (all_reduce by default; `collective.rs` has the others)
+//! `--collective` (all_reduce by default; `collectives.rs` has the others)
 //! with `DeviceGroup`, lowers it, compiles it once, and times
 //! `Executable::run_into` into one reused output vector (median over
 //! `--iters` after `--warmup`). `algbw` is the collective's data size (the
@@ -24,9 +24,14 @@
 //! staging buffer otherwise; the header names it): when transfers get
 //! faster, the bound gets faster with them.
 
-use crate::collective::Collective;
+use crate::bench::collectives::Collective;
 use crate::outln;
-use crate::scenario::{self, Shape};
+
+pub mod collectives;
+pub mod many;
+pub mod plot;
+pub mod validate;
+use crate::setup::{self, Shape};
 use crate::sizes::{format_size, parse_sizes};
 use crate::Failure;
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
@@ -84,7 +89,7 @@ pub struct BenchArgs {
     /// broadcast or all_to_all (`--count`, `--combine` and `--transport`
     /// apply to all_reduce only).
     #[arg(long, value_enum, default_value = "all_reduce")]
-    collective: crate::collective::Collective,
+    collective: crate::bench::collectives::Collective,
     /// Measure every fixed algorithm (star, hierarchical, ring, tree) and
     /// draw bus bandwidth against size, log axes, into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
@@ -95,7 +100,7 @@ pub struct BenchArgs {
     count: usize,
     /// With `combine-collectives` (on, the default pipeline) or without.
     #[arg(long, value_enum, default_value = "on")]
-    combine: crate::many::Combine,
+    combine: crate::bench::many::Combine,
     /// `combine-collectives{threshold=..}` (bytes per rank, e.g. 8M)
     /// instead of the cost model's threshold.
     #[arg(long)]
@@ -123,7 +128,6 @@ pub struct BenchArgs {
     world_timeout: Option<usize>,
 }
 
-#[path = "world_bench.rs"]
 mod world_bench;
 
 /// The algorithms `--plot` draws, one line each.
@@ -167,8 +171,8 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
     let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
     let collective = a.collective;
-    let found = scenario::discover();
-    let devices = scenario::pick_devices(Some(&a.devices), 0, &found)?;
+    let found = setup::discover();
+    let devices = setup::pick_devices(Some(&a.devices), 0, &found)?;
     if a.calibrate {
         let base = match &a.topology {
             Some(_) => crate::load_topology(
@@ -191,7 +195,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         crate::input::DEFAULT_MAX_INPUT,
     )?);
     if a.validate {
-        let sweep = crate::validate::Sweep {
+        let sweep = crate::bench::validate::Sweep {
             devices: &devices,
             dtype,
             op,
@@ -200,7 +204,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             warmup: a.warmup,
             topo: &topo,
         };
-        return crate::validate::validate(&sweep, a.csv);
+        return crate::bench::validate::validate(&sweep, a.csv);
     }
     let n = devices.len();
     let progress = std::io::stderr().is_terminal();
@@ -320,7 +324,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             collective.name(),
             names.join(", ")
         );
-        let drawn = crate::plot::draw(path, &plotted, n, &title)?;
+        let drawn = crate::bench::plot::draw(path, &plotted, n, &title)?;
         if !a.csv {
             match drawn {
                 true => outln!("# plot: {}", path.display())?,
@@ -356,7 +360,7 @@ pub fn measure(
     iters: usize,
     warmup: usize,
     topo: &Arc<Topology>,
-    (many, combine, threshold): (usize, crate::many::Combine, Option<&str>),
+    (many, combine, threshold): (usize, crate::bench::many::Combine, Option<&str>),
     (transport, chunks, copy_slices): (Option<&str>, Option<&str>, bool),
     collective: Collective,
 ) -> Result<Row, Failure> {
@@ -366,20 +370,20 @@ pub fn measure(
     let g = if collective != Collective::AllReduce {
         collective.build(devices, &ty, op)?
     } else if many == 1 {
-        scenario::build(devices, &ty, op, Shape::AllReduce)?
+        setup::build(devices, &ty, op, Shape::AllReduce)?
     } else {
-        crate::many::build(devices, &ty, op, many)?
+        crate::bench::many::build(devices, &ty, op, many)?
     };
-    let pipeline = crate::many::pipeline(
-        crate::many::with_lower_option(
-            crate::many::with_transport(scenario::pipeline(algorithm), transport),
+    let pipeline = crate::bench::many::pipeline(
+        crate::bench::many::with_lower_option(
+            crate::bench::many::with_transport(setup::pipeline(algorithm), transport),
             "chunks",
             chunks,
         ),
         combine,
         threshold,
     );
-    let (lowered, decisions, _) = scenario::lower(&g, &pipeline, topo, None)?;
+    let (lowered, decisions, _) = setup::lower(&g, &pipeline, topo, None)?;
     let options = exec::Options {
         view_slices: !copy_slices,
         ..Default::default()
@@ -495,13 +499,13 @@ pub fn time_each(
             for (got, w) in out.iter().zip(&want) {
                 wrong += got.to_host().differences(w);
             }
-            (scenario::median_us(samples), wrong)
+            (setup::median_us(samples), wrong)
         })
         .collect())
 }
 
 fn display_algorithm(requested: &str, decisions: &[fuel_collective::Decision]) -> String {
-    let chosen = scenario::chosen(decisions);
+    let chosen = setup::chosen(decisions);
     if requested == "auto" {
         format!("auto:{chosen}")
     } else {
@@ -556,7 +560,7 @@ pub fn host_moves_us(
                 times.push(t.elapsed().as_secs_f64() * 1e6);
             }
         }
-        best = best.min(scenario::median_us(&mut times));
+        best = best.min(setup::median_us(&mut times));
     }
     std::hint::black_box(&dsts);
     Ok(best)
@@ -646,7 +650,7 @@ pub fn staging_bound_us(
                 times.push(t.elapsed().as_secs_f64() * 1e6);
             }
         }
-        total += scenario::median_us(&mut times);
+        total += setup::median_us(&mut times);
     }
     Ok(total)
 }

@@ -3,7 +3,7 @@
 //! launched.
 
 use super::backend;
-use crate::driver::common::lock;
+use crate::driver::prologue::lock;
 use crate::driver::DriverError;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::{Arc, Mutex};

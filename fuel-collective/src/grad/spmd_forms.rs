@@ -3,7 +3,7 @@
 //! communicator, recorded on every rank alike (the ranks must meet at the
 //! same collectives in the same order).
 
-use super::rules::Cx;
+use super::transposes::Cx;
 use super::GradError;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::op::CommOp;

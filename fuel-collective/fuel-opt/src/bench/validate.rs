@@ -18,7 +18,7 @@
 //! rows on stdout and the summary on stderr.
 
 use crate::outln;
-use crate::scenario::{self, Shape};
+use crate::setup::{self, Shape};
 use crate::sizes::format_size;
 use crate::Failure;
 use fuel_collective::lower::{estimate_run, Reason};
@@ -172,14 +172,14 @@ pub fn validate(s: &Sweep<'_>, csv: bool) -> Result<(), Failure> {
 fn measure_size(s: &Sweep<'_>, size: usize) -> Result<Vec<Point>, Failure> {
     let count = (size / s.dtype.size_bytes()).max(1);
     let ty = TensorType::new(s.dtype, &[count]);
-    let g = scenario::build(s.devices, &ty, s.op, Shape::AllReduce)?;
-    let (_, auto, _) = scenario::lower(&g, &scenario::pipeline("auto"), s.topo, None)?;
-    let auto_name = scenario::chosen(&auto);
+    let g = setup::build(s.devices, &ty, s.op, Shape::AllReduce)?;
+    let (_, auto, _) = setup::lower(&g, &setup::pipeline("auto"), s.topo, None)?;
+    let auto_name = setup::chosen(&auto);
     // (algorithm, estimate, index into `programs`)
     let mut rows: Vec<(&'static str, f64, usize)> = Vec::new();
     let mut programs: Vec<(String, exec::Executable)> = Vec::new();
     for &alg in ALGORITHMS {
-        let (lowered, decisions, _) = scenario::lower(&g, &scenario::pipeline(alg), s.topo, None)?;
+        let (lowered, decisions, _) = setup::lower(&g, &setup::pipeline(alg), s.topo, None)?;
         // An algorithm that fell back lowers as another one: that row is
         // already there.
         if decisions
@@ -297,8 +297,8 @@ impl Summary {
         }
         Summary {
             points: points.len(),
-            median_ratio: scenario::median_us(&mut ratios),
-            median_error: scenario::median_us(&mut errors),
+            median_ratio: setup::median_us(&mut ratios),
+            median_error: setup::median_us(&mut errors),
             worst,
             sizes: sizes.len(),
             auto_best,
@@ -325,7 +325,7 @@ impl Summary {
             let mut rs: Vec<f64> = slower.iter().map(|(_, r)| *r).collect();
             worst_regret = format!(
                 "; when slower, by {:.0}% (median), {:.0}% at worst ({})",
-                100.0 * scenario::median_us(&mut rs),
+                100.0 * setup::median_us(&mut rs),
                 100.0 * r,
                 format_size(*size)
             );
