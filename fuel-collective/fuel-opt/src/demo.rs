@@ -15,12 +15,15 @@ use crate::Failure;
 use fuel_collective::lower::estimate_run;
 use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::dtype::MAX_TENSOR_BYTES;
+use fuel_graph_ext::graph::Graph;
+use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::Tensor;
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
 use fuel_graph_ext::{Device, Topology};
 use fuel_runtime::calibration;
+use fuel_runtime::exec::{Discovery, Executable};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -81,25 +84,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
 
-    outln!("== devices")?;
-    let found = setup::discover();
-    for (d, what) in &found.available {
-        outln!("  {:<10} {what}", d.to_string())?;
-    }
-    for kind in [DeviceKind::Vulkan, DeviceKind::Cuda] {
-        if !found.available.iter().any(|(d, _)| d.kind == kind) {
-            let why = found
-                .unavailable
-                .iter()
-                .find(|u| u.backend.eq_ignore_ascii_case(kind.as_str()));
-            let reason = why.map_or("not found".to_string(), |u| u.reason.clone());
-            outln!(
-                "  {:<10} none: {reason} — {}",
-                kind.as_str(),
-                hint_for(kind)
-            )?;
-        }
-    }
+    let found = list_devices()?;
     let devices = setup::pick_devices(a.devices.as_deref(), 4, &found)?;
     let n = devices.len();
     let ty = shard_type(a.elements, dtype, n)?;
@@ -163,17 +148,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
         .collect();
-    let first = exe
-        .run(&inputs)
-        .map_err(|e| Failure::input(format!("run failed: {e}")))?;
-    let mut times = Vec::with_capacity(a.runs);
-    for _ in 0..a.runs {
-        let t = Instant::now();
-        exe.run(&inputs)
-            .map_err(|e| Failure::input(format!("run failed: {e}")))?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    let measured_us = setup::median_us(&mut times);
+    let (first, measured_us) = first_and_median(&exe, &inputs, a.runs)?;
     let source = format!(
         "one more run of the demo's executable on {n} devices, after the {} timed",
         a.runs
@@ -189,6 +164,91 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     for (name, t) in &host_inputs {
         outln!("  {name:<10} {}", t.digest())?;
     }
+    let bad = print_results(&first, &want, &exe, n)?;
+    print_traffic(&lowered, &exe)?;
+
+    let est = estimate_run(&lowered, &topo)
+        .map_err(|e| Failure::input(format!("pricing the lowered demo: {e}")))?;
+    outln!("== time")?;
+    outln!("  compile            {compile_ms:>10.2} ms")?;
+    outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
+    outln!("  measured (median of {}) {:>6.1} us", a.runs, measured_us)?;
+
+    viewer.title = format!("fuel-opt demo: {} devices", devices.len());
+    viewer.timeline = Some(timeline);
+    written.push(out.write(VIEWER, viewer.to_html().as_bytes())?);
+    written.sort();
+    outln!("== files in {}", a.out.display())?;
+    for f in &written {
+        outln!("  {}", f.display())?;
+    }
+    if bad > 0 {
+        return Err(Failure::mismatch(format!(
+            "{bad} result(s) differ from the reference interpreter"
+        )));
+    }
+    outln!(
+        "all {} results match the reference interpreter",
+        first.len()
+    )?;
+    Ok(())
+}
+
+/// The outputs of a first run of `exe`, and the median time in
+/// microseconds of `runs` runs after it.
+fn first_and_median(
+    exe: &Executable,
+    inputs: &BTreeMap<String, Tensor>,
+    runs: usize,
+) -> Result<(Vec<Tensor>, f64), Failure> {
+    let run = || {
+        exe.run(inputs)
+            .map_err(|e| Failure::input(format!("run failed: {e}")))
+    };
+    let first = run()?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        run()?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok((first, setup::median_us(&mut times)))
+}
+
+/// Prints the devices found, and for each GPU kind with none, why and
+/// how to get one; returns what was found.
+fn list_devices() -> Result<Discovery, Failure> {
+    outln!("== devices")?;
+    let found = setup::discover();
+    for (d, what) in &found.available {
+        outln!("  {:<10} {what}", d.to_string())?;
+    }
+    for kind in [DeviceKind::Vulkan, DeviceKind::Cuda] {
+        if !found.available.iter().any(|(d, _)| d.kind == kind) {
+            let why = found
+                .unavailable
+                .iter()
+                .find(|u| u.backend.eq_ignore_ascii_case(kind.as_str()));
+            let reason = why.map_or("not found".to_string(), |u| u.reason.clone());
+            outln!(
+                "  {:<10} none: {reason} — {}",
+                kind.as_str(),
+                hint_for(kind)
+            )?;
+        }
+    }
+    Ok(found)
+}
+
+/// Prints each result beside the interpreter's verdict on it (`n` ranks:
+/// the all_reduce rows first, then the all_gather rows); returns how many
+/// differ.
+fn print_results(
+    first: &[Tensor],
+    want: &[HostTensor],
+    exe: &Executable,
+    n: usize,
+) -> Result<usize, Failure> {
     outln!("== results (checked against the reference interpreter)")?;
     outln!(
         "  {:<4} {:<12} {:<10} {:<8} digest",
@@ -198,12 +258,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         "check"
     )?;
     let mut bad = 0;
-    for (k, ((t, w), dev)) in first
-        .iter()
-        .zip(&want)
-        .zip(exe.output_devices())
-        .enumerate()
-    {
+    for (k, ((t, w), dev)) in first.iter().zip(want).zip(exe.output_devices()).enumerate() {
         let got = t.to_host();
         let verdict = match got.check_same(w) {
             Ok(()) => "ok".to_string(),
@@ -228,12 +283,18 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             "  its part of the same sum, and all_gather joins the slices back into the whole sum"
         )?;
     }
+    Ok(bad)
+}
+
+/// Prints the bytes each link carries in the compiled run (copies that
+/// share a host buffer or view imported memory move nothing).
+fn print_traffic(lowered: &Graph, exe: &Executable) -> Result<(), Failure> {
     outln!("== bytes per link (a shared copy reads its source's buffer: no bytes move)")?;
     // Shared host copies and host-to-Vulkan copies that run as views of
     // imported host memory both move nothing.
     let mut elided = exe.shared_copies();
     elided.extend(exe.imported_copies());
-    let traffic = setup::link_traffic(&lowered, &elided);
+    let traffic = setup::link_traffic(lowered, &elided);
     let mut total: usize = 0;
     for ((from, to), t) in &traffic {
         let all = t.bytes.saturating_add(t.shared_bytes);
@@ -260,30 +321,6 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     }
     outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
 
-    let est = estimate_run(&lowered, &topo)
-        .map_err(|e| Failure::input(format!("pricing the lowered demo: {e}")))?;
-    outln!("== time")?;
-    outln!("  compile            {compile_ms:>10.2} ms")?;
-    outln!("  estimated (model)  {:>10.1} us", est.total_us())?;
-    outln!("  measured (median of {}) {:>6.1} us", a.runs, measured_us)?;
-
-    viewer.title = format!("fuel-opt demo: {} devices", devices.len());
-    viewer.timeline = Some(timeline);
-    written.push(out.write(VIEWER, viewer.to_html().as_bytes())?);
-    written.sort();
-    outln!("== files in {}", a.out.display())?;
-    for f in &written {
-        outln!("  {}", f.display())?;
-    }
-    if bad > 0 {
-        return Err(Failure::mismatch(format!(
-            "{bad} result(s) differ from the reference interpreter"
-        )));
-    }
-    outln!(
-        "all {} results match the reference interpreter",
-        first.len()
-    )?;
     Ok(())
 }
 

@@ -49,12 +49,12 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
 #[cfg(feature = "mpi")]
 mod imp {
     use super::{BenchArgs, Failure};
-    use crate::bench::staging_bound_us;
     use crate::bench::collectives::Collective;
+    use crate::bench::staging_bound_us;
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
-    use crate::world_run::imp::value;
     use crate::world_guard::{join_options, Fingerprint, Guard};
+    use crate::world_run::imp::value;
     use fuel_collective::{
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
     };
@@ -124,39 +124,7 @@ mod imp {
         let raw = SimpleCommunicator::world();
         let names: Vec<String> = devices.iter().map(Device::to_string).collect();
         if p == 0 {
-            outln!(
-                "# fuel-opt bench --world: all_reduce.sum over {np} processes x [{}] (hub {}), {} iters after {} warmup, rank 0's medians, each run after an MPI_Barrier",
-                names.join(","),
-                world.hub(),
-                a.iters,
-                a.warmup
-            )?;
-            let local = if k > 1 {
-                format!(
-                    "the local group's host bound (a {k}-ary add and {} copies of host vectors)",
-                    k - 1
-                )
-            } else {
-                "no local host bound (one device per process)".to_string()
-            };
-            outln!(
-                "# bound = mpi + local, same run: mpi = raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers; local = {local} plus the staging bound (each Vulkan device's download and upload; none without one); ratio = time / bound time"
-            )?;
-            outln!(
-                "#{:>11} {:>10} {:>6} {:>10} {:>12} {:>12} {:>7} {:>10} {:>10} {:>14} {:>12} {:>6}",
-                "size",
-                "count",
-                "type",
-                "time(us)",
-                "algbw(GB/s)",
-                "busbw(GB/s)",
-                "#wrong",
-                "mpi(us)",
-                "local(us)",
-                "bound(us)",
-                "bound busbw",
-                "ratio"
-            )?;
+            header(a, &names, world.hub(), np, k)?;
         }
         for size in sizes {
             guard.step(&format!("timing {}", format_size(size)));
@@ -187,50 +155,10 @@ mod imp {
                     .map(|j| (0..n).map(|q| value(q, j)).sum())
                     .collect(),
             );
-            let got = exe.run_host(&inputs).map_err(|e| fail(&e))?;
-            let wrong: usize = got.iter().map(|r| r.differences(&want)).sum();
-            // Timed as the single-process bench times: tensors made once and
-            // one output vector reused (`run_into`), so the figure is the
-            // collective's, not the conversion of host tensors and the
-            // first touch of fresh output pages.
-            let tensors: BTreeMap<String, fuel_graph_ext::Tensor> = inputs
-                .iter()
-                .map(|(k, v)| (k.clone(), fuel_graph_ext::Tensor::from_host(v)))
-                .collect();
-            let mut outs = Vec::new();
-            let mut times = Vec::new();
-            for i in 0..a.warmup + a.iters {
-                raw.barrier();
-                let t = Instant::now();
-                exe.run_into(&tensors, &mut outs).map_err(|e| fail(&e))?;
-                if i >= a.warmup {
-                    times.push(t.elapsed());
-                }
-            }
-            // The timed runs wrote into the tensors of the runs before
-            // them: check the last one's result too.
-            let wrong = wrong
-                + outs
-                    .iter()
-                    .map(|t| t.to_host().differences(&want))
-                    .sum::<usize>();
-            let time_us = median(times);
-            let src = vec![1.0f32; bytes.div_ceil(4)];
-            let mut dst = vec![0.0f32; src.len()];
-            let mut bound = Vec::new();
-            for i in 0..a.warmup + a.iters {
-                raw.barrier();
-                let t = Instant::now();
-                raw.all_reduce_into(&src[..], &mut dst[..], SystemOperation::sum());
-                if i >= a.warmup {
-                    bound.push(t.elapsed());
-                }
-            }
+            let (time_us, wrong) = time_run(&exe, &inputs, &want, a, &raw).map_err(|e| fail(&e))?;
+            let mpi_us = raw_bound_us(&raw, bytes, a).map_err(|e| fail(&e));
             guard.done();
-            if dst.first() != Some(&(raw.size() as f32)) {
-                return Err(fail(&"the raw MPI_Allreduce bound gave a wrong sum"));
-            }
-            let mpi_us = median(bound);
+            let mpi_us = mpi_us?;
             let local_us = if k > 1 {
                 Collective::AllReduce.bound_us(k, bytes, dtype.size_bytes(), a.iters, a.warmup)?
             } else {
@@ -265,5 +193,116 @@ mod imp {
             }
         }
         Ok(())
+    }
+
+    /// Prints the table's header lines (process 0 only).
+    fn header(
+        a: &BenchArgs,
+        names: &[String],
+        hub: Device,
+        np: usize,
+        k: usize,
+    ) -> Result<(), Failure> {
+        outln!(
+            "# fuel-opt bench --world: all_reduce.sum over {np} processes x [{}] (hub {}), {} iters after {} warmup, rank 0's medians, each run after an MPI_Barrier",
+            names.join(","),
+            hub,
+            a.iters,
+            a.warmup
+        )?;
+        let local = if k > 1 {
+            format!(
+                "the local group's host bound (a {k}-ary add and {} copies of host vectors)",
+                k - 1
+            )
+        } else {
+            "no local host bound (one device per process)".to_string()
+        };
+        outln!(
+            "# bound = mpi + local, same run: mpi = raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers; local = {local} plus the staging bound (each Vulkan device's download and upload; none without one); ratio = time / bound time"
+        )?;
+        outln!(
+            "#{:>11} {:>10} {:>6} {:>10} {:>12} {:>12} {:>7} {:>10} {:>10} {:>14} {:>12} {:>6}",
+            "size",
+            "count",
+            "type",
+            "time(us)",
+            "algbw(GB/s)",
+            "busbw(GB/s)",
+            "#wrong",
+            "mpi(us)",
+            "local(us)",
+            "bound(us)",
+            "bound busbw",
+            "ratio"
+        )?;
+        Ok(())
+    }
+
+    /// The median time in microseconds of a raw `MPI_Allreduce` (f32 sum)
+    /// of `bytes` on host buffers, each run after a barrier: the MPI half
+    /// of the bound.
+    fn raw_bound_us(
+        raw: &SimpleCommunicator,
+        bytes: usize,
+        a: &BenchArgs,
+    ) -> Result<f64, &'static str> {
+        let src = vec![1.0f32; bytes.div_ceil(4)];
+        let mut dst = vec![0.0f32; src.len()];
+        let mut bound = Vec::new();
+        for i in 0..a.warmup + a.iters {
+            raw.barrier();
+            let t = Instant::now();
+            raw.all_reduce_into(&src[..], &mut dst[..], SystemOperation::sum());
+            if i >= a.warmup {
+                bound.push(t.elapsed());
+            }
+        }
+        if dst.first() != Some(&(raw.size() as f32)) {
+            return Err("the raw MPI_Allreduce bound gave a wrong sum");
+        }
+        Ok(median(bound))
+    }
+
+    /// Runs the world executable once to check it, then times it as the
+    /// single-process bench does; returns the median time in microseconds
+    /// and how many elements of the checked runs differ from `want`.
+    fn time_run(
+        exe: &fuel_runtime::exec::Executable,
+        inputs: &BTreeMap<String, HostTensor>,
+        want: &HostTensor,
+        a: &BenchArgs,
+        raw: &SimpleCommunicator,
+    ) -> Result<(f64, usize), String> {
+        let got = exe.run_host(&inputs).map_err(|e| e.to_string())?;
+        let wrong: usize = got.iter().map(|r| r.differences(want)).sum();
+        // Timed as the single-process bench times: tensors made once and
+        // one output vector reused (`run_into`), so the figure is the
+        // collective's, not the conversion of host tensors and the
+        // first touch of fresh output pages.
+        let tensors: BTreeMap<String, fuel_graph_ext::Tensor> = inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), fuel_graph_ext::Tensor::from_host(v)))
+            .collect();
+        let mut outs = Vec::new();
+        let mut times = Vec::new();
+        for i in 0..a.warmup + a.iters {
+            raw.barrier();
+            let t = Instant::now();
+            exe.run_into(&tensors, &mut outs)
+                .map_err(|e| e.to_string())?;
+            if i >= a.warmup {
+                times.push(t.elapsed());
+            }
+        }
+        // The timed runs wrote into the tensors of the runs before
+        // them: check the last one's result too.
+        let wrong = wrong
+            + outs
+                .iter()
+                .map(|t| t.to_host().differences(want))
+                .sum::<usize>();
+        let time_us = median(times);
+        Ok((time_us, wrong))
     }
 }

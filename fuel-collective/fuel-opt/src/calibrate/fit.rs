@@ -149,166 +149,190 @@ fn fit_sweep(
     }
 }
 
+/// The inline runner's step, fixed CPU and run costs.
+fn fit_inline(m: &Measured, t: &mut Topology) {
+    // Inline runner: the step cost from the shared copy chain's slope
+    // (its runs differ only in shared copies), the CPU's fixed cost per
+    // computation from the div chain's slope, and the run cost from one
+    // div (which copies nothing: a copy's latency would look like it).
+    let inline = |u: &mut Topology, step: Option<f64>, run: Option<f64>| {
+        let mut c = u.runner(Runner::Inline);
+        c.step_us = step.unwrap_or(c.step_us);
+        c.run_us = run.unwrap_or(c.run_us);
+        u.set_runner(Runner::Inline, c);
+    };
+    let step = solve1(
+        |x| {
+            let mut u = t.clone();
+            inline(&mut u, Some(x), None);
+            m.copies[1].model(&u) - m.copies[0].model(&u)
+        },
+        t.runner(Runner::Inline).step_us,
+        m.copies[1].us - m.copies[0].us,
+    );
+    inline(t, Some(clamp(step)), None);
+    let fixed = solve1(
+        |x| {
+            let mut u = t.clone();
+            let mut c = u.compute(DeviceKind::Cpu);
+            c.fixed_us = x;
+            u.set_compute(DeviceKind::Cpu, c);
+            m.divs[1].model(&u) - m.divs[0].model(&u)
+        },
+        t.compute(DeviceKind::Cpu).fixed_us,
+        m.divs[1].us - m.divs[0].us,
+    );
+    let mut c = t.compute(DeviceKind::Cpu);
+    c.fixed_us = clamp(fixed);
+    t.set_compute(DeviceKind::Cpu, c);
+    let run = solve1(
+        |y| {
+            let mut u = t.clone();
+            inline(&mut u, None, Some(y));
+            m.divs[0].model(&u)
+        },
+        t.runner(Runner::Inline).run_us,
+        m.divs[0].us,
+    );
+    inline(t, None, Some(clamp(run)));
+}
+
+/// The threaded runner's step, run and dispatch costs.
+fn fit_threaded(m: &Measured, t: &mut Topology) {
+    // Threaded runner: step and run cost from its div chain, then the
+    // dispatcher's cost per step from divs side by side.
+    if let Some(d) = &m.threaded_divs {
+        let now = t.runner(Runner::Threaded);
+        let (step, run) = solve2(
+            |i, x, y| {
+                let mut u = t.clone();
+                let mut th = u.runner(Runner::Threaded);
+                th.step_us = x;
+                th.run_us = y;
+                u.set_runner(Runner::Threaded, th);
+                d[i].model(&u)
+            },
+            (now.step_us, now.run_us),
+            [d[0].us, d[1].us],
+        );
+        let mut th = t.runner(Runner::Threaded);
+        th.step_us = clamp(step);
+        th.run_us = clamp(run);
+        t.set_runner(Runner::Threaded, th);
+        // The longer chain's extra steps are hand-offs around tiny
+        // divs: the share of their wall time the process spent on a
+        // core is the share of a hand-off that is host work.
+        let (wall, cpu) = (d[1].us - d[0].us, d[1].cpu_us - d[0].cpu_us);
+        if wall > 0.0 && cpu > 0.0 {
+            t.set_handoff_cpu_us(th.step_us * (cpu / wall).min(1.0));
+        }
+    }
+    if let Some(f) = &m.fanout {
+        let dispatch = solve1(
+            |x| {
+                let mut u = t.clone();
+                let mut th = u.runner(Runner::Threaded);
+                th.dispatch_us = x;
+                u.set_runner(Runner::Threaded, th);
+                f.model(&u)
+            },
+            t.runner(Runner::Threaded).dispatch_us,
+            f.us,
+        );
+        let mut th = t.runner(Runner::Threaded);
+        th.dispatch_us = clamp(dispatch);
+        t.set_runner(Runner::Threaded, th);
+    }
+}
+
+/// Each link's latency and bandwidth curve.
+fn fit_links(m: &Measured, t: &mut Topology) {
+    // Links: the latency from the smallest copy, then the bandwidth at
+    // each larger size (microseconds per byte, which the model is
+    // affine in).
+    //
+    // A link whose two ends both live in host memory (the host and
+    // lavapipe) is a memcpy: its latency is the host-to-host copy's,
+    // measured inline. Its own smallest copy runs on the threaded
+    // runner (a 4 KiB copy to a GPU is an upload on its worker), whose
+    // step cost swings by more than such a latency between passes, so
+    // fitted from it the latency came out anywhere from 0 to 7 us and
+    // dragged the 64 KiB point to infinity with it.
+    let host_latency = t.link(LinkClass::HostHost).latency_us;
+    for (class, a, b, g) in &m.links {
+        let now = t.link(*class);
+        let memcpy =
+            *class != LinkClass::HostHost && t.in_host_memory(a.kind) && t.in_host_memory(b.kind);
+        if memcpy {
+            let mut l = now;
+            l.latency_us = host_latency;
+            t.set_link(*class, l);
+        }
+        fit_sweep(
+            t,
+            g,
+            ((!memcpy).then_some(now.latency_us), false),
+            now.bandwidth,
+            &|u, lat, c| {
+                let mut l = u.link(*class);
+                l.latency_us = lat.unwrap_or(l.latency_us);
+                l.bandwidth = c;
+                u.set_link(*class, l);
+            },
+        );
+    }
+}
+
+/// Each device kind's fixed cost and throughput curve.
+fn fit_compute(m: &Measured, t: &mut Topology) {
+    // Computation: the fixed cost from the smallest add, then the
+    // throughput at each larger size. A CPU's fixed cost comes from the
+    // div chain (above), and its smallest add is a point of the curve:
+    // at 4 KiB an operand costs more than the 64 KiB throughput says
+    // (an n-ary fold's runs grew by about 0.2 us per 4 KiB operand).
+    for (kind, g) in &m.adds {
+        let now = t.compute(*kind);
+        let cpu = *kind == DeviceKind::Cpu;
+        let fixed = (!cpu).then_some(now.fixed_us);
+        fit_sweep(t, g, (fixed, cpu), now.gbps, &|u, fixed, c| {
+            let mut cost = u.compute(*kind);
+            cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
+            cost.gbps = c;
+            u.set_compute(*kind, cost);
+        });
+    }
+}
+
+/// The deferred copies' bandwidth per link.
+fn fit_deferred(m: &Measured, t: &mut Topology) {
+    // Deferred copies.
+    for (class, g) in &m.deferred {
+        let inv = solve1(
+            |y| {
+                let mut u = t.clone();
+                let mut l = u.link(*class);
+                l.deferred_gbps = gbps(y);
+                u.set_link(*class, l);
+                g.model(&u)
+            },
+            per_byte(t.link(*class).deferred_gbps),
+            g.us,
+        );
+        let mut l = t.link(*class);
+        l.deferred_gbps = clamp(gbps(inv));
+        t.set_link(*class, l);
+    }
+}
+
 /// Fits every figure to the measurements, eight times over.
 pub(super) fn fit(m: &Measured, base: &Topology) -> Topology {
     let mut t = base.clone();
     for _ in 0..8 {
-        // Inline runner: the step cost from the shared copy chain's slope
-        // (its runs differ only in shared copies), the CPU's fixed cost per
-        // computation from the div chain's slope, and the run cost from one
-        // div (which copies nothing: a copy's latency would look like it).
-        let inline = |u: &mut Topology, step: Option<f64>, run: Option<f64>| {
-            let mut c = u.runner(Runner::Inline);
-            c.step_us = step.unwrap_or(c.step_us);
-            c.run_us = run.unwrap_or(c.run_us);
-            u.set_runner(Runner::Inline, c);
-        };
-        let step = solve1(
-            |x| {
-                let mut u = t.clone();
-                inline(&mut u, Some(x), None);
-                m.copies[1].model(&u) - m.copies[0].model(&u)
-            },
-            t.runner(Runner::Inline).step_us,
-            m.copies[1].us - m.copies[0].us,
-        );
-        inline(&mut t, Some(clamp(step)), None);
-        let fixed = solve1(
-            |x| {
-                let mut u = t.clone();
-                let mut c = u.compute(DeviceKind::Cpu);
-                c.fixed_us = x;
-                u.set_compute(DeviceKind::Cpu, c);
-                m.divs[1].model(&u) - m.divs[0].model(&u)
-            },
-            t.compute(DeviceKind::Cpu).fixed_us,
-            m.divs[1].us - m.divs[0].us,
-        );
-        let mut c = t.compute(DeviceKind::Cpu);
-        c.fixed_us = clamp(fixed);
-        t.set_compute(DeviceKind::Cpu, c);
-        let run = solve1(
-            |y| {
-                let mut u = t.clone();
-                inline(&mut u, None, Some(y));
-                m.divs[0].model(&u)
-            },
-            t.runner(Runner::Inline).run_us,
-            m.divs[0].us,
-        );
-        inline(&mut t, None, Some(clamp(run)));
-        // Threaded runner: step and run cost from its div chain, then the
-        // dispatcher's cost per step from divs side by side.
-        if let Some(d) = &m.threaded_divs {
-            let now = t.runner(Runner::Threaded);
-            let (step, run) = solve2(
-                |i, x, y| {
-                    let mut u = t.clone();
-                    let mut th = u.runner(Runner::Threaded);
-                    th.step_us = x;
-                    th.run_us = y;
-                    u.set_runner(Runner::Threaded, th);
-                    d[i].model(&u)
-                },
-                (now.step_us, now.run_us),
-                [d[0].us, d[1].us],
-            );
-            let mut th = t.runner(Runner::Threaded);
-            th.step_us = clamp(step);
-            th.run_us = clamp(run);
-            t.set_runner(Runner::Threaded, th);
-            // The longer chain's extra steps are hand-offs around tiny
-            // divs: the share of their wall time the process spent on a
-            // core is the share of a hand-off that is host work.
-            let (wall, cpu) = (d[1].us - d[0].us, d[1].cpu_us - d[0].cpu_us);
-            if wall > 0.0 && cpu > 0.0 {
-                t.set_handoff_cpu_us(th.step_us * (cpu / wall).min(1.0));
-            }
-        }
-        if let Some(f) = &m.fanout {
-            let dispatch = solve1(
-                |x| {
-                    let mut u = t.clone();
-                    let mut th = u.runner(Runner::Threaded);
-                    th.dispatch_us = x;
-                    u.set_runner(Runner::Threaded, th);
-                    f.model(&u)
-                },
-                t.runner(Runner::Threaded).dispatch_us,
-                f.us,
-            );
-            let mut th = t.runner(Runner::Threaded);
-            th.dispatch_us = clamp(dispatch);
-            t.set_runner(Runner::Threaded, th);
-        }
-        // Links: the latency from the smallest copy, then the bandwidth at
-        // each larger size (microseconds per byte, which the model is
-        // affine in).
-        //
-        // A link whose two ends both live in host memory (the host and
-        // lavapipe) is a memcpy: its latency is the host-to-host copy's,
-        // measured inline. Its own smallest copy runs on the threaded
-        // runner (a 4 KiB copy to a GPU is an upload on its worker), whose
-        // step cost swings by more than such a latency between passes, so
-        // fitted from it the latency came out anywhere from 0 to 7 us and
-        // dragged the 64 KiB point to infinity with it.
-        let host_latency = t.link(LinkClass::HostHost).latency_us;
-        for (class, a, b, g) in &m.links {
-            let now = t.link(*class);
-            let memcpy = *class != LinkClass::HostHost
-                && t.in_host_memory(a.kind)
-                && t.in_host_memory(b.kind);
-            if memcpy {
-                let mut l = now;
-                l.latency_us = host_latency;
-                t.set_link(*class, l);
-            }
-            fit_sweep(
-                &mut t,
-                g,
-                ((!memcpy).then_some(now.latency_us), false),
-                now.bandwidth,
-                &|u, lat, c| {
-                    let mut l = u.link(*class);
-                    l.latency_us = lat.unwrap_or(l.latency_us);
-                    l.bandwidth = c;
-                    u.set_link(*class, l);
-                },
-            );
-        }
-        // Computation: the fixed cost from the smallest add, then the
-        // throughput at each larger size. A CPU's fixed cost comes from the
-        // div chain (above), and its smallest add is a point of the curve:
-        // at 4 KiB an operand costs more than the 64 KiB throughput says
-        // (an n-ary fold's runs grew by about 0.2 us per 4 KiB operand).
-        for (kind, g) in &m.adds {
-            let now = t.compute(*kind);
-            let cpu = *kind == DeviceKind::Cpu;
-            let fixed = (!cpu).then_some(now.fixed_us);
-            fit_sweep(&mut t, g, (fixed, cpu), now.gbps, &|u, fixed, c| {
-                let mut cost = u.compute(*kind);
-                cost.fixed_us = fixed.unwrap_or(cost.fixed_us);
-                cost.gbps = c;
-                u.set_compute(*kind, cost);
-            });
-        }
-        // Deferred copies.
-        for (class, g) in &m.deferred {
-            let inv = solve1(
-                |y| {
-                    let mut u = t.clone();
-                    let mut l = u.link(*class);
-                    l.deferred_gbps = gbps(y);
-                    u.set_link(*class, l);
-                    g.model(&u)
-                },
-                per_byte(t.link(*class).deferred_gbps),
-                g.us,
-            );
-            let mut l = t.link(*class);
-            l.deferred_gbps = clamp(gbps(inv));
-            t.set_link(*class, l);
-        }
+        fit_inline(m, &mut t);
+        fit_threaded(m, &mut t);
+        fit_links(m, &mut t);
+        fit_compute(m, &mut t);
+        fit_deferred(m, &mut t);
     }
     t
 }
