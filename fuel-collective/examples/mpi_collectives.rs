@@ -14,7 +14,7 @@
 //! non-zero.
 
 use fuel_collective::driver::{MpiCommunicator, MpiDriver};
-use fuel_collective::{CollectiveDriver, CommunicationId, Driver, DriverError, JoinOptions};
+use fuel_collective::{Call, CollectiveDriver, CommunicationId, Driver, DriverError, JoinOptions};
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{DType, Device, ReduceOp, TensorType};
 use std::sync::Arc;
@@ -107,7 +107,7 @@ fn reductions(c: &Ctx, d: DType, op: ReduceOp) -> Res<()> {
     for count in [7, 3] {
         let src = c.up(&input(d, r, 0, count))?;
         let dst = c.buf(d, count)?;
-        MpiDriver::all_reduce(&c.comm, &src, &dst, d, count, op, s).map_err(e)?;
+        MpiDriver::all_reduce(Call(&c.comm, &src, &dst, d, s), count, op).map_err(e)?;
         let want = tensor(d, (0..count).map(|i| fold(d, op, n, i)).collect());
         check(
             format!("all_reduce {d} {op:?} x{count}"),
@@ -119,7 +119,7 @@ fn reductions(c: &Ctx, d: DType, op: ReduceOp) -> Res<()> {
     let k = 3;
     let src = c.up(&input(d, r, 0, k * n))?;
     let dst = c.buf(d, k)?;
-    if !MpiDriver::reduce_scatter(&c.comm, &src, &dst, d, k, op, s).map_err(e)? {
+    if !MpiDriver::reduce_scatter(Call(&c.comm, &src, &dst, d, s), k, op).map_err(e)? {
         return Err("reduce_scatter not served by MPI".into());
     }
     let want = tensor(d, (r * k..r * k + k).map(|i| fold(d, op, n, i)).collect());
@@ -134,7 +134,7 @@ fn reductions(c: &Ctx, d: DType, op: ReduceOp) -> Res<()> {
     let at: usize = counts[..r].iter().sum();
     let src = c.up(&input(d, r, 0, total))?;
     let dst = c.buf(d, counts[r].max(1))?;
-    MpiDriver::reduce_scatter_uneven(&c.comm, &src, &dst, d, &counts, op, s).map_err(e)?;
+    MpiDriver::reduce_scatter_uneven(Call(&c.comm, &src, &dst, d, s), &counts, op).map_err(e)?;
     let mut got = MpiDriver::download(&dst, T).map_err(e)?;
     got.truncate(counts[r] * d.size_bytes());
     let want = tensor(d, (at..at + counts[r]).map(|i| fold(d, op, n, i)).collect());
@@ -161,7 +161,7 @@ fn movements(c: &Ctx, d: DType) -> Res<()> {
     // all_gather: every rank's 3 elements, in rank order.
     let src = c.up(&input(d, r, 0, 3))?;
     let dst = c.buf(d, 3 * n)?;
-    MpiDriver::all_gather(&c.comm, &src, &dst, d, 3, s).map_err(e)?;
+    MpiDriver::all_gather(Call(&c.comm, &src, &dst, d, s), 3).map_err(e)?;
     let want = tensor(
         d,
         (0..n)
@@ -178,7 +178,7 @@ fn movements(c: &Ctx, d: DType) -> Res<()> {
     let total: usize = counts.iter().sum();
     let src = c.up(&input(d, r, 0, counts[r].max(1)))?;
     let dst = c.buf(d, total)?;
-    MpiDriver::all_gather_uneven(&c.comm, &src, &dst, d, &counts, s).map_err(e)?;
+    MpiDriver::all_gather_uneven(Call(&c.comm, &src, &dst, d, s), &counts).map_err(e)?;
     let want = tensor(
         d,
         (0..n)
@@ -193,7 +193,7 @@ fn movements(c: &Ctx, d: DType) -> Res<()> {
     // broadcast from rank 1.
     let src = c.up(&input(d, r, 0, 4))?;
     let dst = c.buf(d, 4)?;
-    MpiDriver::broadcast(&c.comm, &src, &dst, d, 4, 1 % n, s).map_err(e)?;
+    MpiDriver::broadcast(Call(&c.comm, &src, &dst, d, s), 4, 1 % n).map_err(e)?;
     check(
         format!("broadcast {d}"),
         MpiDriver::download(&dst, T).map_err(e)?,
@@ -207,7 +207,7 @@ fn movements(c: &Ctx, d: DType) -> Res<()> {
     let mine = tensor(d, (0..n).flat_map(|j| piece(r, j)).collect());
     let src = c.up(&mine)?;
     let dst = c.buf(d, recv.iter().sum::<usize>().max(1))?;
-    MpiDriver::all_to_all(&c.comm, &src, &dst, d, &send, &recv, s).map_err(e)?;
+    MpiDriver::all_to_all(Call(&c.comm, &src, &dst, d, s), &send, &recv).map_err(e)?;
     let want = tensor(d, (0..n).flat_map(|i| piece(i, r)).collect());
     let mut got = MpiDriver::download(&dst, T).map_err(e)?;
     got.truncate(want.bytes().len());
@@ -227,9 +227,9 @@ fn rank_identical(c: &Ctx) -> Res<()> {
                 .collect();
             let src = c.up(&tensor(d, vals))?;
             let dst = c.buf(d, count)?;
-            MpiDriver::all_reduce(&c.comm, &src, &dst, d, count, op, s).map_err(e)?;
+            MpiDriver::all_reduce(Call(&c.comm, &src, &dst, d, s), count, op).map_err(e)?;
             let all = c.buf(d, count * n)?;
-            MpiDriver::all_gather(&c.comm, &dst, &all, d, count, s).map_err(e)?;
+            MpiDriver::all_gather(Call(&c.comm, &dst, &all, d, s), count).map_err(e)?;
             let all = MpiDriver::download(&all, T).map_err(e)?;
             let b = count * d.size_bytes();
             if let Some(q) = (1..n).find(|q| all[q * b..(q + 1) * b] != all[..b]) {
@@ -283,13 +283,9 @@ fn disagreements(c: &Ctx) -> Res<()> {
             let k = if r == 1 { 3 } else { 2 };
             let (a, b) = (f32s(k)?, f32s(k)?);
             MpiDriver::all_reduce(
-                comm,
-                &a,
-                &b,
-                DType::F32,
+                Call(comm, &a, &b, DType::F32, MpiDriver::comm_stream(comm)),
                 k,
                 ReduceOp::Sum,
-                MpiDriver::comm_stream(comm),
             )
         },
     )?;
@@ -302,9 +298,9 @@ fn disagreements(c: &Ctx) -> Res<()> {
             let (a, b) = (f32s(2)?, f32s(2)?);
             let s = MpiDriver::comm_stream(comm);
             if r == n - 1 {
-                MpiDriver::broadcast(comm, &a, &b, DType::F32, 2, 0, s).map(|_| ())
+                MpiDriver::broadcast(Call(comm, &a, &b, DType::F32, s), 2, 0).map(|_| ())
             } else {
-                MpiDriver::all_reduce(comm, &a, &b, DType::F32, 2, ReduceOp::Sum, s)
+                MpiDriver::all_reduce(Call(comm, &a, &b, DType::F32, s), 2, ReduceOp::Sum)
             }
         },
     )?;
@@ -322,13 +318,9 @@ fn disagreements(c: &Ctx) -> Res<()> {
             }
             let (a, b) = (f32s(n)?, f32s(n + 1)?);
             MpiDriver::all_to_all(
-                comm,
-                &a,
-                &b,
-                DType::F32,
+                Call(comm, &a, &b, DType::F32, MpiDriver::comm_stream(comm)),
                 &send,
                 &recv,
-                MpiDriver::comm_stream(comm),
             )
         },
     )?;

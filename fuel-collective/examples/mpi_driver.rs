@@ -8,7 +8,7 @@
 
 use fuel_collective::driver::MpiDriver;
 use fuel_collective::{
-    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator,
+    Call, CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, P2p,
 };
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
@@ -46,7 +46,7 @@ fn run() -> Result<usize, String> {
         let src = MpiDriver::upload(&dev, &bytes).map_err(e)?;
         let dst = MpiDriver::alloc(&dev, bytes.len()).map_err(e)?;
         let (dt, c) = MpiDriver::data_type(DType::I64, bytes.len() as u64).map_err(e)?;
-        MpiDriver::all_reduce(&comm, &src, &dst, dt, c, op, s).map_err(e)?;
+        MpiDriver::all_reduce(Call(&comm, &src, &dst, dt, s), c, op).map_err(e)?;
         let got = MpiDriver::download(&dst, t).map_err(e)?;
         for i in 0..count {
             let vals: Vec<i64> = (0..n).map(|r| (r * 100 + i) as i64).collect();
@@ -70,7 +70,7 @@ fn run() -> Result<usize, String> {
     // In place: the source is the destination (one buffer, one fence), and
     // a download right after the call reads the sum.
     let buf = MpiDriver::upload(&dev, &((rank + 1) as i32).to_le_bytes()).map_err(e)?;
-    MpiDriver::all_reduce(&comm, &buf, &buf, DType::I32, 1, ReduceOp::Sum, s).map_err(e)?;
+    MpiDriver::all_reduce(Call(&comm, &buf, &buf, DType::I32, s), 1, ReduceOp::Sum).map_err(e)?;
     let got = MpiDriver::download(&buf, t).map_err(e)?;
     let want = (1..=n as i32).sum::<i32>();
     if got != want.to_le_bytes() {
@@ -84,7 +84,7 @@ fn run() -> Result<usize, String> {
         let es = elem.size_bytes();
         let src = MpiDriver::alloc(&dev, 4 * es).map_err(e)?;
         let dst = MpiDriver::alloc(&dev, 4 * es).map_err(e)?;
-        MpiDriver::all_reduce(&comm, &src, &dst, elem, 4, ReduceOp::Max, s).map_err(e)?;
+        MpiDriver::all_reduce(Call(&comm, &src, &dst, elem, s), 4, ReduceOp::Max).map_err(e)?;
         let got = MpiDriver::download(&dst, t).map_err(e)?;
         if got.iter().any(|b| *b != 0) {
             return Err(format!("rank {rank}: {elem} max of zeros is not zero"));
@@ -98,11 +98,11 @@ fn run() -> Result<usize, String> {
     let src = MpiDriver::upload(&dev, &msg).map_err(e)?;
     let dst = MpiDriver::alloc(&dev, msg.len()).map_err(e)?;
     if rank.is_multiple_of(2) {
-        MpiDriver::send(&comm, &src, DType::F32, 3, next, s).map_err(e)?;
-        MpiDriver::recv(&comm, &dst, DType::F32, 3, prev, s).map_err(e)?;
+        MpiDriver::send(P2p(&comm, &src, DType::F32, 3, next, s)).map_err(e)?;
+        MpiDriver::recv(P2p(&comm, &dst, DType::F32, 3, prev, s)).map_err(e)?;
     } else {
-        MpiDriver::recv(&comm, &dst, DType::F32, 3, prev, s).map_err(e)?;
-        MpiDriver::send(&comm, &src, DType::F32, 3, next, s).map_err(e)?;
+        MpiDriver::recv(P2p(&comm, &dst, DType::F32, 3, prev, s)).map_err(e)?;
+        MpiDriver::send(P2p(&comm, &src, DType::F32, 3, next, s)).map_err(e)?;
     }
     let got = MpiDriver::download(&dst, t).map_err(e)?;
     if got != (prev as f32 * 1.5).to_le_bytes().repeat(3) {
@@ -124,7 +124,7 @@ fn run() -> Result<usize, String> {
     let src = MpiDriver::upload(&dev, &mine).map_err(e)?;
     let dst = MpiDriver::alloc(&dev, total * 4).map_err(e)?;
     let native =
-        MpiDriver::all_gather_uneven(&comm, &src, &dst, DType::I32, &counts, s).map_err(e)?;
+        MpiDriver::all_gather_uneven(Call(&comm, &src, &dst, DType::I32, s), &counts).map_err(e)?;
     let got = ints(&MpiDriver::download(&dst, t).map_err(e)?);
     let want: Vec<i32> = (0..n)
         .flat_map(|r| (0..counts[r]).map(move |i| (r * 100 + i) as i32))
@@ -139,9 +139,12 @@ fn run() -> Result<usize, String> {
         .collect();
     let src = MpiDriver::upload(&dev, &full).map_err(e)?;
     let dst = MpiDriver::alloc(&dev, counts[rank] * 4).map_err(e)?;
-    let native =
-        MpiDriver::reduce_scatter_uneven(&comm, &src, &dst, DType::I32, &counts, ReduceOp::Sum, s)
-            .map_err(e)?;
+    let native = MpiDriver::reduce_scatter_uneven(
+        Call(&comm, &src, &dst, DType::I32, s),
+        &counts,
+        ReduceOp::Sum,
+    )
+    .map_err(e)?;
     let got = ints(&MpiDriver::download(&dst, t).map_err(e)?);
     let start: usize = counts[..rank].iter().sum();
     let want: Vec<i32> = (start..start + counts[rank])

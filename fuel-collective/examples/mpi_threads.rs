@@ -13,7 +13,7 @@
 //! or exits non-zero.
 
 use fuel_collective::driver::MpiDriver;
-use fuel_collective::{CollectiveDriver, CommunicationId, Driver};
+use fuel_collective::{Call, CollectiveDriver, CommunicationId, Driver, P2p};
 use fuel_graph_ext::{DType, Device, ReduceOp};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -102,7 +102,8 @@ fn forced_overlap(
         let holder = rank == round % n;
         let src = MpiDriver::upload(dev, &((rank + 1) as i64).to_le_bytes()).map_err(e)?;
         let dst = MpiDriver::alloc(dev, 8).map_err(e)?;
-        let reduce = || MpiDriver::all_reduce(comm, &src, &dst, DType::I64, 1, ReduceOp::Sum, s);
+        let reduce =
+            || MpiDriver::all_reduce(Call(comm, &src, &dst, DType::I64, s), 1, ReduceOp::Sum);
         match (g, holder) {
             (1, true) => ov
                 .call(|| {
@@ -156,8 +157,10 @@ fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
         } else {
             MpiDriver::alloc(&dev, mine.len()).map_err(e)?
         };
-        ov.call(|| MpiDriver::all_reduce(&comm, &src, &dst, DType::I64, COUNT, ReduceOp::Sum, s))
-            .map_err(e)?;
+        ov.call(|| {
+            MpiDriver::all_reduce(Call(&comm, &src, &dst, DType::I64, s), COUNT, ReduceOp::Sum)
+        })
+        .map_err(e)?;
         let got = i64s(&MpiDriver::download(&dst, t).map_err(e)?);
         if got != want {
             return Err(format!(
@@ -177,14 +180,14 @@ fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
             let prev = (rank + n - 1) % n;
             let out = MpiDriver::alloc(&dev, mine.len()).map_err(e)?;
             if rank.is_multiple_of(2) {
-                ov.call(|| MpiDriver::send(&comm, &src, DType::I64, COUNT, next, s))
+                ov.call(|| MpiDriver::send(P2p(&comm, &src, DType::I64, COUNT, next, s)))
                     .map_err(e)?;
-                ov.call(|| MpiDriver::recv(&comm, &out, DType::I64, COUNT, prev, s))
+                ov.call(|| MpiDriver::recv(P2p(&comm, &out, DType::I64, COUNT, prev, s)))
                     .map_err(e)?;
             } else {
-                ov.call(|| MpiDriver::recv(&comm, &out, DType::I64, COUNT, prev, s))
+                ov.call(|| MpiDriver::recv(P2p(&comm, &out, DType::I64, COUNT, prev, s)))
                     .map_err(e)?;
-                ov.call(|| MpiDriver::send(&comm, &src, DType::I64, COUNT, next, s))
+                ov.call(|| MpiDriver::send(P2p(&comm, &src, DType::I64, COUNT, next, s)))
                     .map_err(e)?;
             }
             let got = i64s(&MpiDriver::download(&out, t).map_err(e)?);

@@ -95,7 +95,8 @@ pub use driver::MpiDriver;
 pub use driver::NcclDriver;
 #[cfg(feature = "runtime")]
 pub use driver::{
-    CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
+    Call, CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver,
+    JoinOptions, P2p,
 };
 /// The graph's [`DType`](fuel_graph_ext::DType) under the name the
 /// drivers once gave it; the drivers take `DType` itself. Kept only while

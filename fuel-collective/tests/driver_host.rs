@@ -6,8 +6,8 @@
 
 use fuel_collective::driver::{HostCommunicator, HostUniqueId};
 use fuel_collective::{
-    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
-    HostDriver, JoinOptions,
+    Call, CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
+    HostDriver, JoinOptions, P2p,
 };
 use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
@@ -112,7 +112,7 @@ fn all_reduce_every_elem_type_and_op_across_2_to_8_threads() {
                     let dst = HostDriver::alloc(&dev, bytes.len()).unwrap();
                     let (dt, c) = HostDriver::data_type(elem, bytes.len() as u64).unwrap();
                     assert_eq!(c, count);
-                    HostDriver::all_reduce(&comm, &src, &dst, dt, c, op, s).unwrap();
+                    HostDriver::all_reduce(Call(&comm, &src, &dst, dt, s), c, op).unwrap();
                     let got = HostDriver::download(&dst, LONG).unwrap();
                     for i in 0..count {
                         let vals: Vec<f64> = (0..n).map(|r| f64::from(val(r, i))).collect();
@@ -144,7 +144,7 @@ fn in_place_all_reduce_waits_for_the_compute_fence() {
         // The compute side has issued its write but not done it yet.
         let write = buf.fence.begin_write();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &buf, &buf, DType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &buf, &buf, DType::I32, s), 1, ReduceOp::Sum).unwrap();
         // Enqueueing returned at once; now "compute" writes and settles.
         let compute = HostDriver::new_stream(&dev).unwrap();
         let b = buf.buffer.clone();
@@ -181,7 +181,7 @@ fn download_right_after_an_in_place_all_reduce_waits_for_it() {
             std::thread::sleep(Duration::from_millis(150));
         }
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &buf, &buf, DType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &buf, &buf, DType::I32, s), 1, ReduceOp::Sum).unwrap();
         let got = i32_at(&HostDriver::download(&buf, LONG).unwrap());
         HostDriver::synchronize(&comm, s).unwrap();
         got
@@ -207,11 +207,11 @@ fn download_after_two_queued_writers_waits_for_the_second() {
         let b = HostDriver::upload(&dev, &(100 * r).to_le_bytes()).unwrap();
         let dst = HostDriver::alloc(&dev, 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &a, &dst, DType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &a, &dst, DType::I32, s), 1, ReduceOp::Sum).unwrap();
         if rank == 1 {
             std::thread::sleep(Duration::from_millis(150));
         }
-        HostDriver::all_reduce(&comm, &b, &dst, DType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &b, &dst, DType::I32, s), 1, ReduceOp::Sum).unwrap();
         let got = i32_at(&HostDriver::download(&dst, LONG).unwrap());
         HostDriver::synchronize(&comm, s).unwrap();
         got
@@ -242,11 +242,11 @@ fn two_communicators_writing_one_buffer_take_turns() {
             HostDriver::alloc(&dev, 4).unwrap(),
             HostDriver::alloc(&dev, 4).unwrap(),
         );
-        HostDriver::all_reduce(&b, &twenty, &db, DType::I32, 1, ReduceOp::Sum, sb).unwrap();
+        HostDriver::all_reduce(Call(&b, &twenty, &db, DType::I32, sb), 1, ReduceOp::Sum).unwrap();
         // Rank 0's B write now waits for its A write, which waits for this.
         rx.recv_timeout(LONG).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        HostDriver::all_reduce(&a, &two, &da, DType::I32, 1, ReduceOp::Sum, sa).unwrap();
+        HostDriver::all_reduce(Call(&a, &two, &da, DType::I32, sa), 1, ReduceOp::Sum).unwrap();
         HostDriver::synchronize(&a, sa).unwrap();
         HostDriver::synchronize(&b, sb).unwrap();
     });
@@ -257,8 +257,8 @@ fn two_communicators_writing_one_buffer_take_turns() {
     let one = HostDriver::upload(&dev, &1i32.to_le_bytes()).unwrap();
     let ten = HostDriver::upload(&dev, &10i32.to_le_bytes()).unwrap();
     let dst = HostDriver::alloc(&dev, 4).unwrap();
-    HostDriver::all_reduce(&a, &one, &dst, DType::I32, 1, ReduceOp::Sum, sa).unwrap();
-    HostDriver::all_reduce(&b, &ten, &dst, DType::I32, 1, ReduceOp::Sum, sb).unwrap();
+    HostDriver::all_reduce(Call(&a, &one, &dst, DType::I32, sa), 1, ReduceOp::Sum).unwrap();
+    HostDriver::all_reduce(Call(&b, &ten, &dst, DType::I32, sb), 1, ReduceOp::Sum).unwrap();
     tx.send(()).unwrap();
     let got = i32_at(&HostDriver::download(&dst, LONG).unwrap());
     HostDriver::synchronize(&a, sa).unwrap();
@@ -302,12 +302,12 @@ fn send_recv_is_fifo_per_pair_in_every_elem_type() {
                 HostDriver::upload(&dev, &a).unwrap(),
                 HostDriver::upload(&dev, &b).unwrap(),
             );
-            HostDriver::send(&comm, &sa, elem, 3, next, s).unwrap();
-            HostDriver::send(&comm, &sb, elem, 3, next, s).unwrap();
+            HostDriver::send(P2p(&comm, &sa, elem, 3, next, s)).unwrap();
+            HostDriver::send(P2p(&comm, &sb, elem, 3, next, s)).unwrap();
             let ra = HostDriver::alloc(&dev, a.len()).unwrap();
             let rb = HostDriver::alloc(&dev, b.len()).unwrap();
-            HostDriver::recv(&comm, &ra, elem, 3, prev, s).unwrap();
-            HostDriver::recv(&comm, &rb, elem, 3, prev, s).unwrap();
+            HostDriver::recv(P2p(&comm, &ra, elem, 3, prev, s)).unwrap();
+            HostDriver::recv(P2p(&comm, &rb, elem, 3, prev, s)).unwrap();
             let wa: Vec<u8> = (0..3)
                 .flat_map(|i| encode(elem, f64::from(val(prev, i))))
                 .collect();
@@ -427,11 +427,13 @@ fn mismatched_counts_fail_on_every_rank() {
         let src = HostDriver::upload(&dev, &vec![1u8; count * 4]).unwrap();
         let dst = HostDriver::alloc(&dev, count * 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &src, &dst, DType::F32, count, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &src, &dst, DType::F32, s), count, ReduceOp::Sum)
+            .unwrap();
         let e = HostDriver::download(&dst, LONG).unwrap_err();
         // The sticky error also comes out of synchronize, and the comm is poisoned.
         assert!(HostDriver::synchronize(&comm, s).is_err());
-        let again = HostDriver::all_reduce(&comm, &src, &dst, DType::F32, count, ReduceOp::Sum, s);
+        let again =
+            HostDriver::all_reduce(Call(&comm, &src, &dst, DType::F32, s), count, ReduceOp::Sum);
         assert!(
             matches!(again, Err(DriverError::Poisoned { .. })),
             "{again:?}"
@@ -466,7 +468,7 @@ fn a_dropped_peer_is_an_error_not_a_hang() {
         let src = HostDriver::upload(&dev, &[1, 0, 0, 0]).unwrap();
         let dst = HostDriver::alloc(&dev, 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &src, &dst, DType::I32, 1, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &src, &dst, DType::I32, s), 1, ReduceOp::Sum).unwrap();
         Some(HostDriver::download(&dst, LONG).unwrap_err())
     });
     for e in out.into_iter().flatten() {
@@ -490,7 +492,7 @@ fn a_silent_peer_times_out_and_recv_names_it() {
             return None;
         }
         let dst = HostDriver::alloc(&dev, 8).unwrap();
-        HostDriver::recv(&comm, &dst, DType::F64, 1, 1, s).unwrap();
+        HostDriver::recv(P2p(&comm, &dst, DType::F64, 1, 1, s)).unwrap();
         Some(HostDriver::download(&dst, LONG).unwrap_err().to_string())
     });
     let msg = out[0].clone().unwrap();
@@ -508,9 +510,9 @@ fn enqueue_checks_buffers_peers_and_streams() {
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let small = HostDriver::alloc(&dev, 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        let e = HostDriver::send(&comm, &small, DType::F64, 1, 1 - rank, s).unwrap_err();
+        let e = HostDriver::send(P2p(&comm, &small, DType::F64, 1, 1 - rank, s)).unwrap_err();
         assert!(e.to_string().contains("needs 8 bytes"), "{e}");
-        let e = HostDriver::send(&comm, &small, DType::U8, 1, rank, s).unwrap_err();
+        let e = HostDriver::send(P2p(&comm, &small, DType::U8, 1, rank, s)).unwrap_err();
         assert!(matches!(e, DriverError::BadRank { .. }), "{e}");
         assert!(HostDriver::open(Device {
             kind: fuel_graph_ext::DeviceKind::Cuda,

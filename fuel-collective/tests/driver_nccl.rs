@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::driver::NcclUniqueId;
-use fuel_collective::{CollectiveDriver, CommunicationId, Driver, JoinOptions, NcclDriver};
+use fuel_collective::{
+    Call, CollectiveDriver, CommunicationId, Driver, JoinOptions, NcclDriver, P2p,
+};
 use fuel_graph_ext::{DType, Device, ReduceOp};
 use fuel_test_support::ranks::on_ranks;
 use fuel_test_support::{nccl_or_skip, skip, Backend};
@@ -53,7 +55,7 @@ fn nccl_all_reduce_and_ring_on_every_gpu() {
         let mut checked = Vec::new();
         for op in ReduceOp::ALL {
             let (dt, c) = NcclDriver::data_type(DType::F32, host.len() as u64).unwrap();
-            NcclDriver::all_reduce(&comm, &src, &dst, dt, c, op, s).unwrap();
+            NcclDriver::all_reduce(Call(&comm, &src, &dst, dt, s), c, op).unwrap();
             let got = NcclDriver::download(&dst, Duration::from_secs(60)).unwrap();
             for i in [0usize, 1, count - 1] {
                 let vals: Vec<f64> = (0..n).map(|r| (r * 1000 + i) as f64).collect();
@@ -80,11 +82,11 @@ fn nccl_all_reduce_and_ring_on_every_gpu() {
             let prev = (rank + n - 1) % n;
             let (dt, c) = NcclDriver::data_type(DType::F32, host.len() as u64).unwrap();
             if rank % 2 == 0 {
-                NcclDriver::send(&comm, &src, dt, c, next, s).unwrap();
-                NcclDriver::recv(&comm, &dst, dt, c, prev, s).unwrap();
+                NcclDriver::send(P2p(&comm, &src, dt, c, next, s)).unwrap();
+                NcclDriver::recv(P2p(&comm, &dst, dt, c, prev, s)).unwrap();
             } else {
-                NcclDriver::recv(&comm, &dst, dt, c, prev, s).unwrap();
-                NcclDriver::send(&comm, &src, dt, c, next, s).unwrap();
+                NcclDriver::recv(P2p(&comm, &dst, dt, c, prev, s)).unwrap();
+                NcclDriver::send(P2p(&comm, &src, dt, c, next, s)).unwrap();
             }
             NcclDriver::synchronize(&comm, s).unwrap();
             let got = NcclDriver::download(&dst, Duration::from_secs(60)).unwrap();

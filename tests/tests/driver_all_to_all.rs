@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::{
-    CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
+    Call, CollectiveDriver, CommunicationId, Communicator, Driver, DriverCommunicator, DriverError,
     HostDriver, JoinOptions,
 };
 use fuel_graph_ext::interp::{interpret, interpret_world, HostTensor};
@@ -53,7 +53,7 @@ fn run(
         let src = HostDriver::upload(&dev, x.bytes()).unwrap();
         let dst = HostDriver::alloc(&dev, out_rows * 2 * 4).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_to_all(&comm, &src, &dst, DType::I32, &send, &recv, s)?;
+        HostDriver::all_to_all(Call(&comm, &src, &dst, DType::I32, s), &send, &recv)?;
         let synced = HostDriver::synchronize(&comm, s);
         let bytes = HostDriver::download(&dst, WAIT)?;
         synced?;

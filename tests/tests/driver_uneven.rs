@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::{
-    CollectiveDriver, CommunicationId, Driver, DriverError, HostDriver, JoinOptions,
+    Call, CollectiveDriver, CommunicationId, Driver, DriverError, HostDriver, JoinOptions,
 };
 use fuel_graph_ext::{DType, Device, ReduceOp};
 use fuel_test_support::ranks::on_ranks;
@@ -57,7 +57,8 @@ fn all_gather_uneven_over_4_host_ranks() {
             let dst = HostDriver::alloc(dev, 6 * 4).unwrap();
             let s = HostDriver::comm_stream(comm);
             let native =
-                HostDriver::all_gather_uneven(comm, &src, &dst, DType::I32, &counts, s).unwrap();
+                HostDriver::all_gather_uneven(Call(comm, &src, &dst, DType::I32, s), &counts)
+                    .unwrap();
             assert!(native, "the host driver has its own uneven all_gather");
             HostDriver::synchronize(comm, s).unwrap();
             ints(&HostDriver::download(&dst, WAIT).unwrap())
@@ -81,9 +82,12 @@ fn reduce_scatter_uneven_over_4_host_ranks() {
                 let src = HostDriver::upload(dev, &bytes(&values(rank, 6))).unwrap();
                 let dst = HostDriver::alloc(dev, counts[rank] * 4).unwrap();
                 let s = HostDriver::comm_stream(comm);
-                let native =
-                    HostDriver::reduce_scatter_uneven(comm, &src, &dst, DType::I32, &counts, op, s)
-                        .unwrap();
+                let native = HostDriver::reduce_scatter_uneven(
+                    Call(comm, &src, &dst, DType::I32, s),
+                    &counts,
+                    op,
+                )
+                .unwrap();
                 assert!(native);
                 HostDriver::synchronize(comm, s).unwrap();
                 ints(&HostDriver::download(&dst, WAIT).unwrap())
@@ -116,7 +120,7 @@ fn ranks_that_pass_different_counts_all_fail() {
             let src = HostDriver::upload(dev, &bytes(&values(rank, counts[rank]))).unwrap();
             let dst = HostDriver::alloc(dev, 4 * 4).unwrap();
             let s = HostDriver::comm_stream(comm);
-            HostDriver::all_gather_uneven(comm, &src, &dst, DType::I32, &counts, s).unwrap();
+            HostDriver::all_gather_uneven(Call(comm, &src, &dst, DType::I32, s), &counts).unwrap();
             let r: Result<(), DriverError> = HostDriver::synchronize(comm, s);
             r.unwrap_err().to_string()
         })

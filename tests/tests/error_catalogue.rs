@@ -17,8 +17,8 @@
 
 use fuel_collective::driver::{HostCommunicator, HostUniqueId};
 use fuel_collective::{
-    CollectiveDriver, CollectiveError, CommunicationId, DeviceGroup, Driver, DriverError, ElemType,
-    HostDriver, JoinOptions, NcclDriver,
+    Call, CollectiveDriver, CollectiveError, CommunicationId, DeviceGroup, Driver, DriverError,
+    ElemType, HostDriver, JoinOptions, NcclDriver,
 };
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::pass::PassError;
@@ -1304,7 +1304,12 @@ fn driver_pair(
     let src = HostDriver::upload(&dev, &vec![1u8; count * 4]).unwrap();
     let dst = HostDriver::alloc(&dev, count * 4).unwrap();
     let s = HostDriver::comm_stream(&comm);
-    HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, count, ReduceOp::Sum, s).unwrap();
+    HostDriver::all_reduce(
+        Call(&comm, &src, &dst, ElemType::F32, s),
+        count,
+        ReduceOp::Sum,
+    )
+    .unwrap();
     let got = HostDriver::download(&dst, DRIVER_WAIT);
     drop(comm);
     peer.join().expect("rank 1 panicked");
@@ -1346,7 +1351,8 @@ fn driver_mismatch() -> Outcome {
         let src = HostDriver::upload(&dev, &[1u8; 12]).unwrap();
         let dst = HostDriver::alloc(&dev, 12).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_reduce(&comm, &src, &dst, ElemType::F32, 3, ReduceOp::Sum, s).unwrap();
+        HostDriver::all_reduce(Call(&comm, &src, &dst, ElemType::F32, s), 3, ReduceOp::Sum)
+            .unwrap();
         let _ = HostDriver::download(&dst, DRIVER_WAIT);
     })
 }
@@ -1401,7 +1407,7 @@ fn driver_split_mismatch() -> Outcome {
         let src = HostDriver::upload(&dev, &[0u8; 8]).unwrap();
         let dst = HostDriver::alloc(&dev, 12).unwrap();
         let s = HostDriver::comm_stream(&comm);
-        HostDriver::all_to_all(&comm, &src, &dst, ElemType::F32, &[1, 1], &recv, s).unwrap();
+        HostDriver::all_to_all(Call(&comm, &src, &dst, ElemType::F32, s), &[1, 1], &recv).unwrap();
         HostDriver::download(&dst, DRIVER_WAIT)
     };
     let peer = std::thread::spawn(move || rank(1, [2, 1]).map(|_| ()));

@@ -4,9 +4,9 @@
 //! NCCL) and issues a collective for every rank together: inside one group
 //! call, each rank's part on its own comm stream, then waits for them all.
 
-use super::prologue::lock;
 use super::host::HostDriver;
-use super::{CollectiveDriver, CommunicationId, Driver, DriverError, JoinOptions};
+use super::prologue::lock;
+use super::{Call, CollectiveDriver, CommunicationId, Driver, DriverError, JoinOptions};
 use crate::backend::Buf;
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;
@@ -127,7 +127,7 @@ impl<D: CollectiveDriver> LocalAllReduce for LocalGroup<D> {
         let (dt, count) = D::data_type(dtype, bytes as u64)?;
         D::group_start()?;
         let posted = comms.iter().zip(&pairs).try_for_each(|(c, (src, dst))| {
-            D::all_reduce(c, src, dst, dt, count, op, D::comm_stream(c))
+            D::all_reduce(Call(&**c, src, dst, dt, D::comm_stream(c)), count, op)
         });
         D::group_end()?;
         posted?;

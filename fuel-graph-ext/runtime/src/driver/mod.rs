@@ -28,16 +28,15 @@
 //! signals the destination's fence when it is done, so it never blocks compute
 //! and never reads a buffer before the compute stream has written it.
 
-mod prologue;
 pub mod host;
 mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "nccl")]
 pub mod nccl;
+mod prologue;
 mod rank;
 
-pub use prologue::{BackendBuf, Held, Member};
 pub use host::{
     FencePoint, HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId,
     Ticket,
@@ -47,6 +46,7 @@ pub use local::{LocalAllReduce, LocalGroup};
 pub use mpi::{MpiCommunicator, MpiDriver};
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclDriver, NcclUniqueId};
+pub use prologue::{BackendBuf, Call, Held, Member, P2p};
 pub use rank::{CommCall, GraphComm, RankComm};
 
 use crate::backend::Buf;
@@ -410,6 +410,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
 /// A driver that runs collectives across devices itself.
 ///
+/// A collective from a source into a destination takes its communicator,
+/// source, destination, element type and comm stream as one [`Call`], and
+/// its own arguments (counts, op, root) after it.
+///
 /// The collective methods enqueue work on `stream` and return; an `Err`
 /// means the driver refused to enqueue. A failure after enqueueing fails the
 /// destination's fence (so [`Driver::download`] reports it) and is returned
@@ -448,7 +452,10 @@ pub trait CollectiveDriver: Driver {
     fn name_of(dtype: DType) -> Result<Self::DataType, DriverError>;
     /// The driver's name for `dtype` and how many elements `size` bytes hold.
     fn data_type(dtype: DType, size: u64) -> Result<(Self::DataType, usize), DriverError> {
-        Ok((Self::name_of(dtype)?, prologue::whole_elements(dtype, size)?))
+        Ok((
+            Self::name_of(dtype)?,
+            prologue::whole_elements(dtype, size)?,
+        ))
     }
     /// The communicator's comm stream.
     fn comm_stream(comm: &Self::Communicator) -> Self::CommStream {
@@ -459,34 +466,11 @@ pub trait CollectiveDriver: Driver {
         comm.rank_and_size()
     }
     /// Reduces `src` across the group into `dst` on every rank.
-    #[allow(clippy::too_many_arguments)]
-    fn all_reduce(
-        comm: &Self::Communicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: Self::DataType,
-        count: usize,
-        op: ReduceOp,
-        stream: Self::CommStream,
-    ) -> Result<(), DriverError>;
-    /// Sends `count` elements of `src` to `peer`.
-    fn send(
-        comm: &Self::Communicator,
-        src: &DeviceResource<Self>,
-        dtype: Self::DataType,
-        count: usize,
-        peer: usize,
-        stream: Self::CommStream,
-    ) -> Result<(), DriverError>;
-    /// Receives `count` elements from `peer` into `dst`.
-    fn recv(
-        comm: &Self::Communicator,
-        dst: &DeviceResource<Self>,
-        dtype: Self::DataType,
-        count: usize,
-        peer: usize,
-        stream: Self::CommStream,
-    ) -> Result<(), DriverError>;
+    fn all_reduce(c: Call<'_, Self>, count: usize, op: ReduceOp) -> Result<(), DriverError>;
+    /// Sends `count` elements of the buffer to `peer` ([`P2p`]).
+    fn send(p: P2p<'_, Self>) -> Result<(), DriverError>;
+    /// Receives `count` elements from `peer` into the buffer ([`P2p`]).
+    fn recv(p: P2p<'_, Self>) -> Result<(), DriverError>;
     /// All-to-all with per-peer counts, like `MPI_Alltoallv`: the first
     /// `send[0]` elements of `src` go to rank 0, the next `send[1]` to
     /// rank 1, and so on; `dst` receives `recv[j]` elements from each rank
@@ -494,16 +478,7 @@ pub trait CollectiveDriver: Driver {
     /// is legal). Rank i's `send[j]` must equal rank j's `recv[i]`; the
     /// host and MPI drivers check it and fail every rank when it does not,
     /// NCCL cannot (the SPMD `comm.all_to_all` checks before it calls).
-    #[allow(clippy::too_many_arguments)]
-    fn all_to_all(
-        comm: &Self::Communicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: Self::DataType,
-        send: &[usize],
-        recv: &[usize],
-        stream: Self::CommStream,
-    ) -> Result<(), DriverError>;
+    fn all_to_all(c: Call<'_, Self>, send: &[usize], recv: &[usize]) -> Result<(), DriverError>;
     /// Waits until everything enqueued on `stream` is done; returns the
     /// first failure since the last call.
     fn synchronize(comm: &Self::Communicator, stream: Self::CommStream) -> Result<(), DriverError>;
@@ -523,29 +498,12 @@ pub trait CollectiveDriver: Driver {
     /// The driver's own all-gather: every rank's `count` elements of `src`,
     /// in rank order, into `dst`. `Ok(false)` (nothing enqueued) when the
     /// driver has none; the caller then composes it from `send`/`recv`.
-    #[allow(clippy::too_many_arguments)]
-    fn all_gather(
-        _comm: &Self::Communicator,
-        _src: &DeviceResource<Self>,
-        _dst: &DeviceResource<Self>,
-        _dtype: Self::DataType,
-        _count: usize,
-        _stream: Self::CommStream,
-    ) -> Result<bool, DriverError> {
+    fn all_gather(_c: Call<'_, Self>, _count: usize) -> Result<bool, DriverError> {
         Ok(false)
     }
     /// The driver's own broadcast: rank `root`'s `count` elements of `src`
     /// into `dst` on every rank. `Ok(false)` when the driver has none.
-    #[allow(clippy::too_many_arguments)]
-    fn broadcast(
-        _comm: &Self::Communicator,
-        _src: &DeviceResource<Self>,
-        _dst: &DeviceResource<Self>,
-        _dtype: Self::DataType,
-        _count: usize,
-        _root: usize,
-        _stream: Self::CommStream,
-    ) -> Result<bool, DriverError> {
+    fn broadcast(_c: Call<'_, Self>, _count: usize, _root: usize) -> Result<bool, DriverError> {
         Ok(false)
     }
     /// All-gather with a count per rank, like `MPI_Allgatherv`: rank r's
@@ -554,15 +512,7 @@ pub trait CollectiveDriver: Driver {
     /// same `counts`; the host and MPI drivers check that and fail every
     /// rank when they differ. `Ok(false)` (nothing enqueued) when the
     /// driver has none.
-    #[allow(clippy::too_many_arguments)]
-    fn all_gather_uneven(
-        _comm: &Self::Communicator,
-        _src: &DeviceResource<Self>,
-        _dst: &DeviceResource<Self>,
-        _dtype: Self::DataType,
-        _counts: &[usize],
-        _stream: Self::CommStream,
-    ) -> Result<bool, DriverError> {
+    fn all_gather_uneven(_c: Call<'_, Self>, _counts: &[usize]) -> Result<bool, DriverError> {
         Ok(false)
     }
     /// Reduce-scatter with a count per rank, like `MPI_Reduce_scatter`:
@@ -570,30 +520,20 @@ pub trait CollectiveDriver: Driver {
     /// `dst` gets the r-th run (`counts[r]` elements, after the runs of
     /// the ranks before it) of their reduction. Every rank passes the same
     /// `counts`. `Ok(false)` when the driver has none.
-    #[allow(clippy::too_many_arguments)]
     fn reduce_scatter_uneven(
-        _comm: &Self::Communicator,
-        _src: &DeviceResource<Self>,
-        _dst: &DeviceResource<Self>,
-        _dtype: Self::DataType,
+        _c: Call<'_, Self>,
         _counts: &[usize],
         _op: ReduceOp,
-        _stream: Self::CommStream,
     ) -> Result<bool, DriverError> {
         Ok(false)
     }
     /// The driver's own reduce-scatter: rank r gets the r-th run of `count`
     /// elements of the reduction of every rank's `src` (`ranks * count`
     /// elements). `Ok(false)` when the driver has none.
-    #[allow(clippy::too_many_arguments)]
     fn reduce_scatter(
-        _comm: &Self::Communicator,
-        _src: &DeviceResource<Self>,
-        _dst: &DeviceResource<Self>,
-        _dtype: Self::DataType,
+        _c: Call<'_, Self>,
         _count: usize,
         _op: ReduceOp,
-        _stream: Self::CommStream,
     ) -> Result<bool, DriverError> {
         Ok(false)
     }

@@ -42,13 +42,28 @@ pub trait Member {
 
 /// The arguments every collective from a source into a destination takes
 /// besides its own: the communicator, the source, the destination, the
-/// element type and the stream. The drivers' helpers take them as one value.
-pub(crate) struct Call<'a, D: CollectiveDriver>(
-    pub(crate) &'a D::Communicator,
-    pub(crate) &'a DeviceResource<D>,
-    pub(crate) &'a DeviceResource<D>,
-    pub(crate) D::DataType,
-    pub(crate) D::CommStream,
+/// element type and the stream. Every collective method of
+/// [`CollectiveDriver`](super::CollectiveDriver) takes them as one value.
+/// In that order: `Call(comm, src, dst, dtype, stream)`.
+pub struct Call<'a, D: CollectiveDriver>(
+    pub &'a D::Communicator,
+    pub &'a DeviceResource<D>,
+    pub &'a DeviceResource<D>,
+    pub D::DataType,
+    pub D::CommStream,
+);
+
+/// The arguments of a send or a receive: the communicator, the buffer (a
+/// send's source, a receive's destination), the element type, how many
+/// elements, the peer's rank and the stream. In that order:
+/// `P2p(comm, buf, dtype, count, peer, stream)`.
+pub struct P2p<'a, D: CollectiveDriver>(
+    pub &'a D::Communicator,
+    pub &'a DeviceResource<D>,
+    pub D::DataType,
+    pub usize,
+    pub usize,
+    pub D::CommStream,
 );
 
 impl<D: CollectiveDriver> Clone for Call<'_, D> {

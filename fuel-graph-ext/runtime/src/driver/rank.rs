@@ -12,7 +12,7 @@
 //! on the device, computed by the same helpers as slice and concat.
 
 use super::prologue::{check_rank, lock};
-use super::{CollectiveDriver, DeviceResource, DriverError};
+use super::{Call, CollectiveDriver, DeviceResource, DriverError, P2p};
 use crate::backend::fault::Faults;
 use crate::backend::{self, concat_regions, slice_regions, Buf, Ctx, Region};
 use crate::exec::ExecError;
@@ -117,7 +117,7 @@ impl<D: CollectiveDriver> RankComm<D> {
         let src = D::upload(&self.dev, &[1u8])?;
         let dst = D::alloc(&self.dev, 1)?;
         let s = D::comm_stream(&comm);
-        D::all_reduce(&comm, &src, &dst, dt, count, ReduceOp::Sum, s)?;
+        D::all_reduce(Call(&*comm, &src, &dst, dt, s), count, ReduceOp::Sum)?;
         D::synchronize(&comm, s)?;
         D::download(&dst, self.timeout).map(|_| ())
     }
@@ -224,22 +224,22 @@ impl<D: CollectiveDriver> Run<'_, D> {
         match call.op {
             CommOp::AllReduce(op) => {
                 let dst = self.alloc(in_bytes)?;
-                D::all_reduce(comm, &src, &dst, dt, count, op, s).map_err(d)?;
+                D::all_reduce(Call(comm, &src, &dst, dt, s), count, op).map_err(d)?;
                 self.finish(dst)
             }
             CommOp::Broadcast { root } => {
                 check_rank(root, self.ranks).map_err(d)?;
                 let dst = self.alloc(in_bytes)?;
-                if D::broadcast(comm, &src, &dst, dt, count, root, s).map_err(d)? {
+                if D::broadcast(Call(comm, &src, &dst, dt, s), count, root).map_err(d)? {
                     return self.finish(dst);
                 }
                 D::group_start().map_err(d)?;
                 let posted = if self.rank == root {
                     (0..self.ranks)
                         .filter(|p| *p != root)
-                        .try_for_each(|p| D::send(comm, &src, dt, count, p, s))
+                        .try_for_each(|p| D::send(P2p(comm, &src, dt, count, p, s)))
                 } else {
-                    D::recv(comm, &dst, dt, count, root, s)
+                    D::recv(P2p(comm, &dst, dt, count, root, s))
                 };
                 D::group_end().map_err(d)?;
                 posted.map_err(d)?;
@@ -271,9 +271,9 @@ impl<D: CollectiveDriver> Run<'_, D> {
                     let dst = self.alloc(out_bytes)?;
                     let native = if call.split.is_some() {
                         let counts = self.counts(ty, axis, &extents)?;
-                        D::reduce_scatter_uneven(comm, &src, &dst, dt, &counts, op, s)
+                        D::reduce_scatter_uneven(Call(comm, &src, &dst, dt, s), &counts, op)
                     } else {
-                        D::reduce_scatter(comm, &src, &dst, dt, count / n, op, s)
+                        D::reduce_scatter(Call(comm, &src, &dst, dt, s), count / n, op)
                     };
                     if native.map_err(d)? {
                         return self.finish(dst);
@@ -281,14 +281,15 @@ impl<D: CollectiveDriver> Run<'_, D> {
                     self.unused(D::reclaim(dst).map_err(d)?);
                 }
                 let full = self.alloc(in_bytes)?;
-                D::all_reduce(comm, &src, &full, dt, count, op, s).map_err(d)?;
+                D::all_reduce(Call(comm, &src, &full, dt, s), count, op).map_err(d)?;
                 let full = Arc::new(self.finish(full)?);
                 let mine = slice_regions(ty, axis, start, len);
                 self.regions(&mine, &[full], out_bytes)
             }
             CommOp::Barrier => {
                 let one = self.alloc(in_bytes)?;
-                D::all_reduce(comm, &src, &one, dt, count.min(1), ReduceOp::Max, s).map_err(d)?;
+                D::all_reduce(Call(comm, &src, &one, dt, s), count.min(1), ReduceOp::Max)
+                    .map_err(d)?;
                 drop(self.finish(one)?);
                 self.copy_of_src()
             }
@@ -398,7 +399,12 @@ impl<D: CollectiveDriver> Run<'_, D> {
             };
         let out_bytes = out_ty.size_bytes();
         let flat = self.alloc(out_bytes)?;
-        D::all_to_all(self.comm, &packed, &flat, dt, &send, &recv, self.stream).map_err(d)?;
+        D::all_to_all(
+            Call(self.comm, &packed, &flat, dt, self.stream),
+            &send,
+            &recv,
+        )
+        .map_err(d)?;
         let flat = self.finish(flat)?;
         drop((packed, keep));
         if outer == 1 {
@@ -453,9 +459,9 @@ impl<D: CollectiveDriver> Run<'_, D> {
         let layout = concat_regions(&tys, axis);
         let flat = self.alloc(out_bytes)?;
         let native = if call.split.is_some() {
-            D::all_gather_uneven(comm, src, &flat, dt, &counts, s)
+            D::all_gather_uneven(Call(comm, src, &flat, dt, s), &counts)
         } else {
-            D::all_gather(comm, src, &flat, dt, count, s)
+            D::all_gather(Call(comm, src, &flat, dt, s), count)
         };
         if native.map_err(d)? {
             // The driver's result is rank-major: already the answer along
@@ -499,11 +505,11 @@ impl<D: CollectiveDriver> Run<'_, D> {
             .try_for_each(|p| {
                 let Some(dst) = &parts[p] else { return Ok(()) };
                 if self.rank < p {
-                    D::send(comm, src, dt, mine, p, s)?;
-                    D::recv(comm, dst, dt, counts[p], p, s)
+                    D::send(P2p(comm, src, dt, mine, p, s))?;
+                    D::recv(P2p(comm, dst, dt, counts[p], p, s))
                 } else {
-                    D::recv(comm, dst, dt, counts[p], p, s)?;
-                    D::send(comm, src, dt, mine, p, s)
+                    D::recv(P2p(comm, dst, dt, counts[p], p, s))?;
+                    D::send(P2p(comm, src, dt, mine, p, s))
                 }
             });
         D::group_end().map_err(d)?;
@@ -562,7 +568,7 @@ fn agree<D: CollectiveDriver>(
     let (dt, count) = D::data_type(fuel_graph_ext::dtype::DType::U64, bytes.len() as u64)?;
     let src = D::upload(dev, &bytes)?;
     let dst = D::alloc(dev, bytes.len())?;
-    D::all_reduce(comm, &src, &dst, dt, count, ReduceOp::Max, stream)?;
+    D::all_reduce(Call(comm, &src, &dst, dt, stream), count, ReduceOp::Max)?;
     D::synchronize(comm, stream)?;
     let got = D::download(&dst, timeout)?;
     let max: Vec<u64> = got

@@ -24,7 +24,7 @@
 //! device is dropped, after `vkDeviceWaitIdle`. Kernels and region copies
 //! check that every buffer they bind belongs to their own `VkDevice`.
 //!
-//! One file per concern: `instance` (loader, instance, adapters), `device`
+//! One file per concern: `instance` (loader, instance, adapters), `vkdev`
 //! (creating and destroying a `VkDevice`), `memory` (memory types, the
 //! buffer pool, the staging buffer), `submit` (command buffers and fences),
 //! `buffer` ([`VkBuf`] and host transfers), `kernels` (pipelines, dispatch,

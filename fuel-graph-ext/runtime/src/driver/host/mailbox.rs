@@ -165,6 +165,55 @@ impl Group {
         }
     }
 
+    /// Posts `mine` to every peer of `(rank, ranks)` on the collective
+    /// channel, described by `what` and its element type, and takes every
+    /// peer's shard: the shards in rank order, this rank's own in its
+    /// place. A peer whose description or element type differs fails the
+    /// call `op` with a mismatch naming both.
+    pub(super) fn swap_shards(
+        &self,
+        (rank, ranks): (usize, usize),
+        mine: &Arc<Held<CpuBuf>>,
+        (what, elem, count): (&str, DType, usize),
+        timeout: Duration,
+        op: &'static str,
+    ) -> Result<Vec<Arc<Held<CpuBuf>>>, DriverError> {
+        for peer in (0..ranks).filter(|p| *p != rank) {
+            let data = MsgData::Shard(mine.clone());
+            let what = what.to_string();
+            self.put(
+                rank,
+                peer,
+                Chan::Coll,
+                Msg {
+                    what,
+                    elem,
+                    count,
+                    data,
+                },
+            );
+        }
+        let mut shards = Vec::with_capacity(ranks);
+        for peer in 0..ranks {
+            if peer == rank {
+                shards.push(mine.clone());
+                continue;
+            }
+            let m = self.take(peer, rank, Chan::Coll, timeout, op)?;
+            if m.what != what || m.elem != elem {
+                return Err(DriverError::Mismatch {
+                    op,
+                    rank,
+                    mine: what.to_string(),
+                    peer,
+                    theirs: m.what,
+                });
+            }
+            shards.push(m.data.shard()?);
+        }
+        Ok(shards)
+    }
+
     pub(super) fn put(&self, from: usize, to: usize, chan: Chan, m: Msg) {
         lock(&self.state)
             .mail

@@ -17,7 +17,7 @@
 
 use super::prologue::{
     adopt_buf, backend_error, check_rank, fold_ranks, lend_buf, lock, p2p_prologue, prologue,
-    reclaim_buf, Call, Held, Member, Shared,
+    reclaim_buf, Call, Held, Member, P2p, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cpu::{Arena, CpuBuf};
@@ -34,14 +34,14 @@ use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
 mod exchange;
-mod tickets;
 mod mailbox;
+mod tickets;
 mod uneven;
 
-pub use tickets::{FencePoint, HostFence, HostStream, Ticket};
 use mailbox::{
     group_name, groups, Chan, Group, GroupState, Msg, MsgData, IDS, NEXT_ID, NEXT_STREAM,
 };
+pub use tickets::{FencePoint, HostFence, HostStream, Ticket};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostDriver;
@@ -502,15 +502,8 @@ impl CollectiveDriver for HostDriver {
         Ok(dtype)
     }
 
-    fn all_reduce(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        op: ReduceOp,
-        stream: HostCommStream,
-    ) -> Result<(), DriverError> {
+    fn all_reduce(c: Call<'_, Self>, count: usize, op: ReduceOp) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = c;
         let need = prologue(
             comm,
             stream,
@@ -526,33 +519,8 @@ impl CollectiveDriver for HostDriver {
             job.wait_src("all_reduce")?;
             let (group, rank, ranks, timeout, src_buf, dst_buf) = job.into_parts();
             let mine = snapshot(&src_buf, need)?;
-            for peer in (0..ranks).filter(|p| *p != rank) {
-                let m = Msg {
-                    what: what.clone(),
-                    elem: dtype,
-                    count,
-                    data: MsgData::Shard(mine.clone()),
-                };
-                group.put(rank, peer, Chan::Coll, m);
-            }
-            let mut shards: Vec<Arc<Held<CpuBuf>>> = Vec::with_capacity(ranks);
-            for peer in 0..ranks {
-                if peer == rank {
-                    shards.push(mine.clone());
-                    continue;
-                }
-                let m = group.take(peer, rank, Chan::Coll, timeout, "all_reduce")?;
-                if m.what != what || m.elem != dtype || m.count != count {
-                    return Err(DriverError::Mismatch {
-                        op: "all_reduce",
-                        rank,
-                        mine: what.clone(),
-                        peer,
-                        theirs: m.what,
-                    });
-                }
-                shards.push(m.data.shard()?);
-            }
+            let shape = (what.as_str(), dtype, count);
+            let shards = group.swap_shards((rank, ranks), &mine, shape, timeout, "all_reduce")?;
             // Reduce-scatter: this rank folds its own run of the elements
             // from every shard, in rank order (so every rank's result has
             // the same bits), into that run of its result...
@@ -613,14 +581,8 @@ impl CollectiveDriver for HostDriver {
         })
     }
 
-    fn send(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        peer: usize,
-        stream: HostCommStream,
-    ) -> Result<(), DriverError> {
+    fn send(p: P2p<'_, Self>) -> Result<(), DriverError> {
+        let P2p(comm, src, dtype, count, peer, stream) = p;
         let es = dtype.size_bytes();
         let need = p2p_prologue(comm, stream, "send", peer, (es, count), src.bytes)?;
         let (group, rank, timeout) = (comm.group.clone(), comm.rank, comm.opts.op_timeout);
@@ -640,14 +602,8 @@ impl CollectiveDriver for HostDriver {
         })
     }
 
-    fn recv(
-        comm: &HostCommunicator,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        peer: usize,
-        stream: HostCommStream,
-    ) -> Result<(), DriverError> {
+    fn recv(p: P2p<'_, Self>) -> Result<(), DriverError> {
+        let P2p(comm, dst, dtype, count, peer, stream) = p;
         let es = dtype.size_bytes();
         let need = p2p_prologue(comm, stream, "recv", peer, (es, count), dst.bytes)?;
         let ticket = dst.fence.begin_write();
@@ -670,39 +626,20 @@ impl CollectiveDriver for HostDriver {
         })
     }
 
-    fn all_to_all(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        send: &[usize],
-        recv: &[usize],
-        stream: HostCommStream,
-    ) -> Result<(), DriverError> {
-        Self::all_to_all_mail(Call(comm, src, dst, dtype, stream), send, recv)
+    fn all_to_all(c: Call<'_, Self>, send: &[usize], recv: &[usize]) -> Result<(), DriverError> {
+        Self::all_to_all_mail(c, send, recv)
     }
 
-    fn all_gather_uneven(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        counts: &[usize],
-        stream: HostCommStream,
-    ) -> Result<bool, DriverError> {
-        Self::all_gather_mail(Call(comm, src, dst, dtype, stream), counts).map(|()| true)
+    fn all_gather_uneven(c: Call<'_, Self>, counts: &[usize]) -> Result<bool, DriverError> {
+        Self::all_gather_mail(c, counts).map(|()| true)
     }
 
     fn reduce_scatter_uneven(
-        comm: &HostCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        c: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: HostCommStream,
     ) -> Result<bool, DriverError> {
-        Self::reduce_scatter_mail(Call(comm, src, dst, dtype, stream), counts, op).map(|()| true)
+        Self::reduce_scatter_mail(c, counts, op).map(|()| true)
     }
 
     fn synchronize(comm: &HostCommunicator, stream: HostCommStream) -> Result<(), DriverError> {

@@ -8,7 +8,6 @@
 
 use super::super::prologue::{check_counts, check_src_dst, fold_ranks, lock, Call, Member};
 use super::super::{Driver, DriverError};
-use super::mailbox::{Chan, Msg, MsgData};
 use super::{bytes_mut_of, bytes_of, snapshot, HostDriver, Job};
 use crate::backend::cpu::CpuBuf;
 use crate::driver::Held;
@@ -92,33 +91,8 @@ impl HostDriver {
             job.wait_src(op)?;
             let (group, rank, ranks, timeout, src_buf, dst_buf) = job.into_parts();
             let mine = snapshot(&src_buf, need)?;
-            for peer in (0..ranks).filter(|p| *p != rank) {
-                let m = Msg {
-                    what: what.clone(),
-                    elem: dtype,
-                    count: need,
-                    data: MsgData::Shard(mine.clone()),
-                };
-                group.put(rank, peer, Chan::Coll, m);
-            }
-            let mut shards: Vec<Arc<Held<CpuBuf>>> = Vec::with_capacity(ranks);
-            for peer in 0..ranks {
-                if peer == rank {
-                    shards.push(mine.clone());
-                    continue;
-                }
-                let m = group.take(peer, rank, Chan::Coll, timeout, op)?;
-                if m.what != what || m.elem != dtype {
-                    return Err(DriverError::Mismatch {
-                        op,
-                        rank,
-                        mine: what.clone(),
-                        peer,
-                        theirs: m.what,
-                    });
-                }
-                shards.push(m.data.shard()?);
-            }
+            let shards =
+                group.swap_shards((rank, ranks), &mine, (&what, dtype, need), timeout, op)?;
             let written = {
                 let mut out = lock(&dst_buf);
                 let out = bytes_mut_of(&mut out, out_bytes)?;

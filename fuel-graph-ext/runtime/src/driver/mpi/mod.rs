@@ -22,19 +22,20 @@
 //! (`arrive`), so a timeout lists exactly the ranks never heard from; then
 //! `MPI_Comm_create_group`, which has no timeout, runs on a helper thread.
 
-mod arrive;
 mod agreed;
+mod arrive;
 pub mod keep_freed;
 mod ops;
 mod p2p;
 mod raw;
-mod sendrecv_ring;
 mod route;
+mod sendrecv_ring;
 
+use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::prologue::{
     backend_error, check_p2p, check_rank, check_src_dst, lock, p2p_prologue, Call, IdTable, Member,
+    P2p,
 };
-use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
 };
@@ -312,41 +313,10 @@ impl MpiDriver {
         // the communicator is made under `tag`, arrivals are told under
         // `tag + 16384`.
         let tag = (id.0 % 16384) as i32;
-        {
-            let mut joining = lock(&JOINING);
-            let joining = joining.get_or_insert_with(HashMap::new);
-            match joining.get(&tag) {
-                Some(other) if *other == id => {
-                    return Err(DriverError::JoinRefused {
-                        group,
-                        reason: format!(
-                        "rank {rank} is already joining it on another thread; each rank joins once"
-                    ),
-                    })
-                }
-                Some(other) => {
-                    let theirs = IDS
-                        .key_of(*other)
-                        .map_or_else(|| format!("{other:?}"), |k| k.to_string());
-                    return Err(DriverError::JoinRefused {
-                        group,
-                        reason: format!(
-                            "group `{theirs}` is joining at the same time under the same MPI tag {tag}; rename one of the groups, or join them one after the other"
-                        ),
-                    });
-                }
-                None => {
-                    joining.insert(tag, id);
-                }
-            }
-        }
+        claim_tag(tag, id, rank, &group)?;
         let started = std::time::Instant::now();
         let heard = arrive::arrivals(rank, ranks, tag + 16384, id.0, opts.join_timeout);
-        let unjoin = || {
-            if let Some(j) = lock(&JOINING).as_mut() {
-                j.remove(&tag);
-            }
-        };
+        let unjoin = || release_tag(tag);
         match heard {
             Ok(Ok(())) => {}
             Ok(Err(missing)) => {
@@ -371,9 +341,7 @@ impl MpiDriver {
             .spawn(move || {
                 let world = SimpleCommunicator::world();
                 let made = world.split_by_subgroup_with_tag(&world.group(), tag);
-                if let Some(j) = lock(&JOINING).as_mut() {
-                    j.remove(&tag);
-                }
+                release_tag(tag);
                 // The handle travels with the communicator, so this thread
                 // holds neither once the join has them (`finalize` counts
                 // handles). A join that gave up has dropped the receiver:
@@ -381,9 +349,7 @@ impl MpiDriver {
                 let _ = tx.send((made.map(Comm), helper_universe));
             });
         if let Err(e) = spawned {
-            if let Some(j) = lock(&JOINING).as_mut() {
-                j.remove(&tag);
-            }
+            release_tag(tag);
             return Err(backend("spawn the join thread", e));
         }
         let left = opts.join_timeout.saturating_sub(started.elapsed());
@@ -418,6 +384,46 @@ impl MpiDriver {
             failed: Mutex::new(None),
             _universe: universe,
         })
+    }
+}
+
+/// Marks MPI tag `tag` as taken by group `id`'s join on this process;
+/// refused when this group or another one under the same tag is joining.
+fn claim_tag(tag: i32, id: MpiUniqueId, rank: usize, group: &str) -> Result<(), DriverError> {
+    let group = group.to_string();
+    let mut joining = lock(&JOINING);
+    let joining = joining.get_or_insert_with(HashMap::new);
+    match joining.get(&tag) {
+        Some(other) if *other == id => {
+            return Err(DriverError::JoinRefused {
+                group,
+                reason: format!(
+                    "rank {rank} is already joining it on another thread; each rank joins once"
+                ),
+            })
+        }
+        Some(other) => {
+            let theirs = IDS
+                .key_of(*other)
+                .map_or_else(|| format!("{other:?}"), |k| k.to_string());
+            return Err(DriverError::JoinRefused {
+                group,
+                reason: format!(
+                    "group `{theirs}` is joining at the same time under the same MPI tag {tag}; rename one of the groups, or join them one after the other"
+                ),
+            });
+        }
+        None => {
+            joining.insert(tag, id);
+        }
+    }
+    Ok(())
+}
+
+/// Frees MPI tag `tag` for the next join.
+fn release_tag(tag: i32) {
+    if let Some(j) = lock(&JOINING).as_mut() {
+        j.remove(&tag);
     }
 }
 
@@ -533,15 +539,8 @@ impl CollectiveDriver for MpiDriver {
         Ok(dtype)
     }
 
-    fn all_reduce(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        op: ReduceOp,
-        stream: MpiCommStream,
-    ) -> Result<(), DriverError> {
+    fn all_reduce(c: Call<'_, Self>, count: usize, op: ReduceOp) -> Result<(), DriverError> {
+        let Call(comm, src, dst, dtype, stream) = c;
         let es = dtype.size_bytes();
         let need = check_src_dst("all_reduce", es, (count, src.bytes), (count, dst.bytes))?;
         let sig = Sig::new(0, dtype, count).op(op);
@@ -550,14 +549,8 @@ impl CollectiveDriver for MpiDriver {
         })
     }
 
-    fn all_gather(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        stream: MpiCommStream,
-    ) -> Result<bool, DriverError> {
+    fn all_gather(c: Call<'_, Self>, count: usize) -> Result<bool, DriverError> {
+        let Call(comm, src, dst, dtype, stream) = c;
         let es = dtype.size_bytes();
         let total = count.saturating_mul(comm.ranks);
         let need = check_src_dst("all_gather", es, (count, src.bytes), (total, dst.bytes))?;
@@ -569,15 +562,8 @@ impl CollectiveDriver for MpiDriver {
         Ok(true)
     }
 
-    fn broadcast(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        root: usize,
-        stream: MpiCommStream,
-    ) -> Result<bool, DriverError> {
+    fn broadcast(c: Call<'_, Self>, count: usize, root: usize) -> Result<bool, DriverError> {
+        let Call(comm, src, dst, dtype, stream) = c;
         check_rank(root, comm.ranks)?;
         let es = dtype.size_bytes();
         let need = check_src_dst("broadcast", es, (count, src.bytes), (count, dst.bytes))?;
@@ -591,15 +577,8 @@ impl CollectiveDriver for MpiDriver {
         Ok(true)
     }
 
-    fn reduce_scatter(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        op: ReduceOp,
-        stream: MpiCommStream,
-    ) -> Result<bool, DriverError> {
+    fn reduce_scatter(c: Call<'_, Self>, count: usize, op: ReduceOp) -> Result<bool, DriverError> {
+        let Call(comm, src, dst, dtype, stream) = c;
         let es = dtype.size_bytes();
         let total = count.saturating_mul(comm.ranks);
         let need = check_src_dst("reduce_scatter", es, (total, src.bytes), (count, dst.bytes))?;
@@ -611,14 +590,8 @@ impl CollectiveDriver for MpiDriver {
         Ok(true)
     }
 
-    fn send(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        peer: usize,
-        stream: MpiCommStream,
-    ) -> Result<(), DriverError> {
+    fn send(p: P2p<'_, Self>) -> Result<(), DriverError> {
+        let P2p(comm, src, dtype, count, peer, stream) = p;
         comm.check(stream)?;
         comm.healthy()?;
         let (rank, ranks, es) = (comm.rank, comm.ranks, dtype.size_bytes());
@@ -629,14 +602,8 @@ impl CollectiveDriver for MpiDriver {
         comm.note(r)
     }
 
-    fn recv(
-        comm: &MpiCommunicator,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        count: usize,
-        peer: usize,
-        stream: MpiCommStream,
-    ) -> Result<(), DriverError> {
+    fn recv(p: P2p<'_, Self>) -> Result<(), DriverError> {
+        let P2p(comm, dst, dtype, count, peer, stream) = p;
         let es = dtype.size_bytes();
         let need = p2p_prologue(comm, stream, "recv", peer, (es, count), dst.bytes)?;
         completing(comm, "recv", None, &dst.fence, || {
@@ -647,41 +614,22 @@ impl CollectiveDriver for MpiDriver {
         })
     }
 
-    fn all_to_all(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        send: &[usize],
-        recv: &[usize],
-        stream: MpiCommStream,
-    ) -> Result<(), DriverError> {
-        Self::all_to_all_v(Call(comm, src, dst, dtype, stream), send, recv)
+    fn all_to_all(c: Call<'_, Self>, send: &[usize], recv: &[usize]) -> Result<(), DriverError> {
+        Self::all_to_all_v(c, send, recv)
     }
 
-    fn all_gather_uneven(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
-        counts: &[usize],
-        stream: MpiCommStream,
-    ) -> Result<bool, DriverError> {
+    fn all_gather_uneven(c: Call<'_, Self>, counts: &[usize]) -> Result<bool, DriverError> {
         // `MPI_Allgatherv`, after the ranks agree on the counts.
-        Self::all_gather_v(Call(comm, src, dst, dtype, stream), counts).map(|()| true)
+        Self::all_gather_v(c, counts).map(|()| true)
     }
 
     fn reduce_scatter_uneven(
-        comm: &MpiCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: DType,
+        c: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: MpiCommStream,
     ) -> Result<bool, DriverError> {
         // `MPI_Reduce_scatter`, after the ranks agree on the counts.
-        Self::reduce_scatter_v(Call(comm, src, dst, dtype, stream), counts, op).map(|()| true)
+        Self::reduce_scatter_v(c, counts, op).map(|()| true)
     }
 
     fn synchronize(comm: &MpiCommunicator, stream: MpiCommStream) -> Result<(), DriverError> {

@@ -31,8 +31,8 @@
 //! [`unique_id_from_env`], hex text).
 
 use super::prologue::{
-    adopt_buf, backend_error, check_rank, check_src_dst, lend_buf, lock, p2p_prologue, prologue,
-    reclaim_buf, Call, Held, IdTable, Member, Shared,
+    adopt_buf, backend_error, check_rank, lend_buf, lock, p2p_prologue, prologue, reclaim_buf,
+    Call, Held, IdTable, Member, P2p, Shared,
 };
 use super::{CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, JoinOptions};
 use crate::backend::cuda::{self, guarded, CudaBuf, CudaDev, INSTALL_HINT};
@@ -288,17 +288,28 @@ fn with_ptrs<R>(
     read_ptr(src, stream, |sp| write_ptr(dst, stream, |dp| f(sp, dp)))?
 }
 
-/// Enqueues NCCL call `name` (made by `f` from the source and destination
-/// addresses and the stream) on `comm`'s stream as the next write of `dst`'s
-/// fence ([`NcclFence::write`]): after `src`'s writes and `dst`'s previous
+/// Collective `op`'s prologue (the stream, and `src` and `dst` holding
+/// `src_count` and `dst_count` elements), then NCCL call `name` (made by
+/// `f` from the source and destination addresses and the stream) enqueued
+/// on the communicator's stream as the next write of `dst`'s fence
+/// ([`NcclFence::write`]): after `src`'s writes and `dst`'s previous
 /// write, with `dst`'s event recorded after it.
 fn collective(
-    comm: &NcclCommunicator,
-    name: &'static str,
-    src: &DeviceResource<NcclDriver>,
-    dst: &DeviceResource<NcclDriver>,
+    c: Call<'_, NcclDriver>,
+    (op, name): (&'static str, &'static str),
+    (src_count, dst_count): (usize, usize),
     f: impl FnOnce(u64, u64, sys::cudaStream_t) -> Result<result::NcclStatus, result::NcclError>,
 ) -> Result<(), DriverError> {
+    let Call(comm, src, dst, dtype, stream) = c;
+    let es = elem_bytes(dtype);
+    prologue(
+        comm,
+        stream,
+        op,
+        es,
+        (src_count, src.bytes),
+        (dst_count, dst.bytes),
+    )?;
     call(name, || {
         let cs = comm.begin()?;
         // In place, the source's last write is the destination's previous
@@ -529,48 +540,32 @@ impl CollectiveDriver for NcclDriver {
         nccl_data_type(dtype)
     }
 
-    fn all_reduce(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        count: usize,
-        op: ReduceOp,
-        stream: NcclCommStream,
-    ) -> Result<(), DriverError> {
-        prologue(
-            comm,
-            stream,
-            "all_reduce",
-            elem_bytes(dtype),
-            (count, src.bytes),
-            (count, dst.bytes),
-        )?;
-        collective(comm, "ncclAllReduce", src, dst, |sp, dp, cs| {
-            // SAFETY: both buffers hold `count` elements (checked) and
-            // stay alive (locked) until the call is enqueued.
-            unsafe {
-                result::all_reduce(
-                    sp as *const c_void,
-                    dp as *mut c_void,
-                    count,
-                    dtype,
-                    nccl_red_op(op),
-                    comm.raw,
-                    cs,
-                )
-            }
-        })
+    fn all_reduce(c: Call<'_, Self>, count: usize, op: ReduceOp) -> Result<(), DriverError> {
+        let Call(comm, _, _, dtype, _) = c;
+        collective(
+            c,
+            ("all_reduce", "ncclAllReduce"),
+            (count, count),
+            |sp, dp, cs| {
+                // SAFETY: both buffers hold `count` elements (checked) and
+                // stay alive (locked) until the call is enqueued.
+                unsafe {
+                    result::all_reduce(
+                        sp as _,
+                        dp as _,
+                        count,
+                        dtype,
+                        nccl_red_op(op),
+                        comm.raw,
+                        cs,
+                    )
+                }
+            },
+        )
     }
 
-    fn send(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        count: usize,
-        peer: usize,
-        stream: NcclCommStream,
-    ) -> Result<(), DriverError> {
+    fn send(p: P2p<'_, Self>) -> Result<(), DriverError> {
+        let P2p(comm, src, dtype, count, peer, stream) = p;
         let es = elem_bytes(dtype);
         p2p_prologue(comm, stream, "send", peer, (es, count), src.bytes)?;
         call("ncclSend", || {
@@ -586,14 +581,8 @@ impl CollectiveDriver for NcclDriver {
         })
     }
 
-    fn recv(
-        comm: &NcclCommunicator,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        count: usize,
-        peer: usize,
-        stream: NcclCommStream,
-    ) -> Result<(), DriverError> {
+    fn recv(p: P2p<'_, Self>) -> Result<(), DriverError> {
+        let P2p(comm, dst, dtype, count, peer, stream) = p;
         let es = elem_bytes(dtype);
         p2p_prologue(comm, stream, "recv", peer, (es, count), dst.bytes)?;
         call("ncclRecv", || {
@@ -610,16 +599,8 @@ impl CollectiveDriver for NcclDriver {
         })
     }
 
-    fn all_to_all(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        send: &[usize],
-        recv: &[usize],
-        stream: NcclCommStream,
-    ) -> Result<(), DriverError> {
-        Self::all_to_all_grouped(Call(comm, src, dst, dtype, stream), send, recv)
+    fn all_to_all(c: Call<'_, Self>, send: &[usize], recv: &[usize]) -> Result<(), DriverError> {
+        Self::all_to_all_grouped(c, send, recv)
     }
 
     fn synchronize(comm: &NcclCommunicator, stream: NcclCommStream) -> Result<(), DriverError> {
@@ -657,129 +638,61 @@ impl CollectiveDriver for NcclDriver {
         Ok(())
     }
 
-    fn all_gather(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        count: usize,
-        stream: NcclCommStream,
-    ) -> Result<bool, DriverError> {
-        prologue(
-            comm,
-            stream,
-            "all_gather",
-            elem_bytes(dtype),
-            (count, src.bytes),
-            (count * comm.ranks, dst.bytes),
-        )?;
-        collective(comm, "ncclAllGather", src, dst, |sp, dp, cs| {
+    fn all_gather(c: Call<'_, Self>, count: usize) -> Result<bool, DriverError> {
+        let Call(comm, _, _, dtype, _) = c;
+        let counts = (count, count * comm.ranks);
+        collective(c, ("all_gather", "ncclAllGather"), counts, |sp, dp, cs| {
             // SAFETY: `src` holds `count` and `dst` `ranks * count`
             // elements (checked).
-            unsafe {
-                result::all_gather(
-                    sp as *const c_void,
-                    dp as *mut c_void,
-                    count,
-                    dtype,
-                    comm.raw,
-                    cs,
-                )
-            }
+            unsafe { result::all_gather(sp as _, dp as _, count, dtype, comm.raw, cs) }
         })?;
         Ok(true)
     }
 
-    fn broadcast(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        count: usize,
-        root: usize,
-        stream: NcclCommStream,
-    ) -> Result<bool, DriverError> {
-        comm.check(stream)?;
+    fn broadcast(c: Call<'_, Self>, count: usize, root: usize) -> Result<bool, DriverError> {
+        let Call(comm, _, _, dtype, _) = c;
         check_rank(root, comm.ranks)?;
-        check_src_dst(
-            "broadcast",
-            elem_bytes(dtype),
-            (count, src.bytes),
-            (count, dst.bytes),
+        collective(
+            c,
+            ("broadcast", "ncclBroadcast"),
+            (count, count),
+            |sp, dp, cs| {
+                // SAFETY: both buffers hold `count` elements (checked).
+                unsafe {
+                    result::broadcast(sp as _, dp as _, count, dtype, root as i32, comm.raw, cs)
+                }
+            },
         )?;
-        collective(comm, "ncclBroadcast", src, dst, |sp, dp, cs| {
-            // SAFETY: both buffers hold `count` elements (checked).
-            unsafe {
-                result::broadcast(
-                    sp as *const c_void,
-                    dp as *mut c_void,
-                    count,
-                    dtype,
-                    root as i32,
-                    comm.raw,
-                    cs,
-                )
-            }
-        })?;
         Ok(true)
     }
 
-    fn reduce_scatter(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        count: usize,
-        op: ReduceOp,
-        stream: NcclCommStream,
-    ) -> Result<bool, DriverError> {
-        prologue(
-            comm,
-            stream,
-            "reduce_scatter",
-            elem_bytes(dtype),
-            (count * comm.ranks, src.bytes),
-            (count, dst.bytes),
+    fn reduce_scatter(c: Call<'_, Self>, count: usize, op: ReduceOp) -> Result<bool, DriverError> {
+        let Call(comm, _, _, dtype, _) = c;
+        let counts = (count * comm.ranks, count);
+        collective(
+            c,
+            ("reduce_scatter", "ncclReduceScatter"),
+            counts,
+            |sp, dp, cs| {
+                // SAFETY: `src` holds `ranks * count` and `dst` `count`
+                // elements (checked).
+                let op = nccl_red_op(op);
+                unsafe { result::reduce_scatter(sp as _, dp as _, count, dtype, op, comm.raw, cs) }
+            },
         )?;
-        collective(comm, "ncclReduceScatter", src, dst, |sp, dp, cs| {
-            // SAFETY: `src` holds `ranks * count` and `dst` `count`
-            // elements (checked).
-            unsafe {
-                result::reduce_scatter(
-                    sp as *const c_void,
-                    dp as *mut c_void,
-                    count,
-                    dtype,
-                    nccl_red_op(op),
-                    comm.raw,
-                    cs,
-                )
-            }
-        })?;
         Ok(true)
     }
 
-    fn all_gather_uneven(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
-        counts: &[usize],
-        stream: NcclCommStream,
-    ) -> Result<bool, DriverError> {
-        Self::all_gather_grouped(Call(comm, src, dst, dtype, stream), counts).map(|()| true)
+    fn all_gather_uneven(c: Call<'_, Self>, counts: &[usize]) -> Result<bool, DriverError> {
+        Self::all_gather_grouped(c, counts).map(|()| true)
     }
 
     fn reduce_scatter_uneven(
-        comm: &NcclCommunicator,
-        src: &DeviceResource<Self>,
-        dst: &DeviceResource<Self>,
-        dtype: sys::ncclDataType_t,
+        c: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
-        stream: NcclCommStream,
     ) -> Result<bool, DriverError> {
-        Self::reduce_scatter_grouped(Call(comm, src, dst, dtype, stream), counts, op).map(|()| true)
+        Self::reduce_scatter_grouped(c, counts, op).map(|()| true)
     }
 }
 

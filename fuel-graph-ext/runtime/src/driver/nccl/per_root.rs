@@ -6,7 +6,7 @@
 //! inside `ncclGroupStart`/`ncclGroupEnd`. NCCL cannot compare the counts
 //! the ranks pass: callers must agree on them first.
 
-use super::super::prologue::{check_counts, check_src_dst, Call, Member};
+use super::super::prologue::{check_counts, Call};
 use super::super::DriverError;
 use super::{collective, elem_bytes, nccl_red_op, NcclDriver};
 use cudarc::nccl::result;
@@ -20,17 +20,11 @@ impl NcclDriver {
         call: Call<'_, Self>,
         counts: &[usize],
     ) -> Result<(), DriverError> {
-        let Call(comm, src, dst, dtype, stream) = call;
-        comm.check(stream)?;
+        let Call(comm, _, _, dtype, _) = call;
         let total = check_counts("nccl", "all_gather_uneven", counts, comm.ranks)?;
         let es = elem_bytes(dtype);
-        check_src_dst(
-            "all_gather_uneven",
-            es,
-            (counts[comm.rank], src.bytes),
-            (total, dst.bytes),
-        )?;
-        collective(comm, "ncclBroadcast", src, dst, |sp, dp, cs| {
+        let what = ("all_gather_uneven", "ncclBroadcast");
+        collective(call, what, (counts[comm.rank], total), |sp, dp, cs| {
             result::group_start()?;
             let mut at = 0u64;
             for (root, count) in counts.iter().enumerate() {
@@ -58,23 +52,16 @@ impl NcclDriver {
 
     /// [`CollectiveDriver::reduce_scatter_uneven`](super::super::CollectiveDriver::reduce_scatter_uneven)
     /// as grouped reduces, one per root.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_scatter_grouped(
         call: Call<'_, Self>,
         counts: &[usize],
         op: ReduceOp,
     ) -> Result<(), DriverError> {
-        let Call(comm, src, dst, dtype, stream) = call;
-        comm.check(stream)?;
+        let Call(comm, _, _, dtype, _) = call;
         let total = check_counts("nccl", "reduce_scatter_uneven", counts, comm.ranks)?;
         let es = elem_bytes(dtype);
-        check_src_dst(
-            "reduce_scatter_uneven",
-            es,
-            (total, src.bytes),
-            (counts[comm.rank], dst.bytes),
-        )?;
-        collective(comm, "ncclReduce", src, dst, |sp, dp, cs| {
+        let what = ("reduce_scatter_uneven", "ncclReduce");
+        collective(call, what, (total, counts[comm.rank]), |sp, dp, cs| {
             result::group_start()?;
             let mut at = 0u64;
             for (root, count) in counts.iter().enumerate() {
