@@ -274,7 +274,7 @@ mod imp {
         a: &BenchArgs,
         raw: &SimpleCommunicator,
     ) -> Result<(f64, usize), String> {
-        let got = exe.run_host(&inputs).map_err(|e| e.to_string())?;
+        let got = exe.run_host(inputs).map_err(|e| e.to_string())?;
         let wrong: usize = got.iter().map(|r| r.differences(want)).sum();
         // Timed as the single-process bench times: tensors made once and
         // one output vector reused (`run_into`), so the figure is the
