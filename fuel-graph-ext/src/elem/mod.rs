@@ -33,59 +33,16 @@ use crate::op::ElementwiseOp;
 #[macro_export]
 macro_rules! with_dtype_type {
     ($dtype:expr, $t:ident, $bool:ty => $body:expr) => {
+        $crate::elem::with_dtype_type!(@arms $dtype, $t, $body;
+            F32 f32, F64 f64, F16 half::f16, BF16 half::bf16, I32 i32, I64 i64, U8 u8,
+            Bool $bool, I8 i8, I16 i16, U16 u16, U32 u32, U64 u64)
+    };
+    (@arms $dtype:expr, $t:ident, $body:expr; $($v:ident $ty:ty),*) => {
         match $dtype {
-            $crate::dtype::DType::F32 => {
-                type $t = f32;
+            $($crate::dtype::DType::$v => {
+                type $t = $ty;
                 $body
-            }
-            $crate::dtype::DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            $crate::dtype::DType::F16 => {
-                type $t = half::f16;
-                $body
-            }
-            $crate::dtype::DType::BF16 => {
-                type $t = half::bf16;
-                $body
-            }
-            $crate::dtype::DType::I32 => {
-                type $t = i32;
-                $body
-            }
-            $crate::dtype::DType::I64 => {
-                type $t = i64;
-                $body
-            }
-            $crate::dtype::DType::U8 => {
-                type $t = u8;
-                $body
-            }
-            $crate::dtype::DType::Bool => {
-                type $t = $bool;
-                $body
-            }
-            $crate::dtype::DType::I8 => {
-                type $t = i8;
-                $body
-            }
-            $crate::dtype::DType::I16 => {
-                type $t = i16;
-                $body
-            }
-            $crate::dtype::DType::U16 => {
-                type $t = u16;
-                $body
-            }
-            $crate::dtype::DType::U32 => {
-                type $t = u32;
-                $body
-            }
-            $crate::dtype::DType::U64 => {
-                type $t = u64;
-                $body
-            }
+            })*
         }
     };
 }

@@ -191,20 +191,10 @@ fn max_of(a: f64, b: f64) -> f64 {
     }
 }
 
-/// `min` with a NaN losing to a number and -0 below +0.
+/// `min` with a NaN losing to a number and -0 below +0: `max` of the
+/// negations, negated (negation is exact and keeps a NaN's payload).
 fn min_of(a: f64, b: f64) -> f64 {
-    match (a.is_nan(), b.is_nan()) {
-        (true, _) => b,
-        (false, true) => a,
-        _ if a == b => {
-            if a.is_sign_negative() {
-                a
-            } else {
-                b
-            }
-        }
-        _ => a.min(b),
-    }
+    -max_of(-a, -b)
 }
 
 /// `kind(a, b)` in `dtype`, element by element, into `acc`.

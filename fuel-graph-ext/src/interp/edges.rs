@@ -102,26 +102,20 @@ pub fn edge_values(dtype: DType) -> HostTensor {
             ];
             HostTensor::from_slice(&[v.len()], &v)
         }
-        DType::F16 => {
-            let v: Vec<f16> = [
-                0x0000u16, 0x8000, 0x3c00, 0xbc00, 0xfbff, 0x7bff, 0x77ff, 0x7c00, 0xfc00, 0x7e00,
+        DType::F16 => halves(
+            f16::from_bits,
+            [
+                0x0000, 0x8000, 0x3c00, 0xbc00, 0xfbff, 0x7bff, 0x77ff, 0x7c00, 0xfc00, 0x7e00,
                 0x0400, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x2e66, 0x3555, 0x4200, 0xc700, 0x6800,
-            ]
-            .into_iter()
-            .map(f16::from_bits)
-            .collect();
-            HostTensor::from_slice(&[v.len()], &v)
-        }
-        DType::BF16 => {
-            let v: Vec<bf16> = [
-                0x0000u16, 0x8000, 0x3f80, 0xbf80, 0xff7f, 0x7f7f, 0x7eff, 0x7f80, 0xff80, 0x7fc0,
+            ],
+        ),
+        DType::BF16 => halves(
+            bf16::from_bits,
+            [
+                0x0000, 0x8000, 0x3f80, 0xbf80, 0xff7f, 0x7f7f, 0x7eff, 0x7f80, 0xff80, 0x7fc0,
                 0x0080, 0x0001, 0x8001, 0x007f, 0x807f, 0x3dcd, 0x3eab, 0x4040, 0xc0e0, 0x4b80,
-            ]
-            .into_iter()
-            .map(bf16::from_bits)
-            .collect();
-            HostTensor::from_slice(&[v.len()], &v)
-        }
+            ],
+        ),
         DType::I8 => signed(i8::MIN.into(), i8::MAX.into(), |v| v as i8),
         DType::I16 => signed(i16::MIN.into(), i16::MAX.into(), |v| v as i16),
         DType::I32 => signed(i32::MIN.into(), i32::MAX.into(), |v| v as i32),
@@ -134,6 +128,15 @@ pub fn edge_values(dtype: DType) -> HostTensor {
     };
     // Every list above has the length its shape says.
     made.unwrap_or_else(|_| HostTensor::new(crate::dtype::TensorType::new(dtype, &[0]), vec![]))
+}
+
+/// A half-precision type's edge values, from their bits.
+fn halves<T: crate::elem::Element>(
+    from_bits: fn(u16) -> T,
+    bits: [u16; 20],
+) -> Result<HostTensor, crate::elem::ElemError> {
+    let v: Vec<T> = bits.into_iter().map(from_bits).collect();
+    HostTensor::from_slice(&[v.len()], &v)
 }
 
 fn signed<T: crate::elem::Element>(
