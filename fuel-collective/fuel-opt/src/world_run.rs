@@ -65,7 +65,9 @@ pub(crate) mod imp {
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
     };
     use fuel_graph_ext::interp::HostTensor;
-    use fuel_graph_ext::{dot, text, DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
+    use fuel_graph_ext::{
+        dot, text, DType, Device, LazyGraph, LazyTensor, ReduceOp, TensorType, Topology,
+    };
     use std::collections::BTreeMap;
     use std::sync::Arc;
     use std::time::Instant;
@@ -98,6 +100,47 @@ pub(crate) mod imp {
         ((g * 3 + j * 5) % 7) as f64 - 3.0
     }
 
+    /// Joins the world's group `name` as process `p` of `np`, on `cpu:0`,
+    /// with the runtime options of the environment; `fail` words an error.
+    pub(crate) fn join(
+        name: &str,
+        (p, np): (usize, usize),
+        guard: &Guard,
+        fail: &dyn Fn(&dyn std::fmt::Display) -> Failure,
+    ) -> Result<DriverCommunicator<MpiDriver>, Failure> {
+        let id = MpiDriver::group_id(&CommunicationId::new(name)).map_err(|e| fail(&e))?;
+        let comm =
+            MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
+        let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
+        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
+        Ok(DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout()).with_runtime(runtime))
+    }
+
+    /// Process `p`'s inputs in `g`: one `ty` shard per local device, shard
+    /// i of global rank `p * k + i` holding [`value`]s; and their values.
+    pub(crate) fn shards(
+        g: &LazyGraph,
+        devices: &[Device],
+        ty: &TensorType,
+        p: usize,
+    ) -> (Vec<LazyTensor>, BTreeMap<String, HostTensor>) {
+        let k = devices.len();
+        let mut inputs = BTreeMap::new();
+        let shards = devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let name = format!("s{i}");
+                let vals = (0..ty.num_elements())
+                    .map(|j| value(p * k + i, j))
+                    .collect();
+                inputs.insert(name.clone(), HostTensor::new(ty.clone(), vals));
+                g.input(&name, *d, ty.clone())
+            })
+            .collect();
+        (shards, inputs)
+    }
+
     /// Element `j` of `op` over the flat group of `n` ranks' [`value`]s.
     fn flat(op: ReduceOp, n: usize, j: usize) -> f64 {
         let each = (0..n).map(|q| value(q, j));
@@ -109,7 +152,7 @@ pub(crate) mod imp {
     }
 
     /// Parses `--devices` (default `cpu:0`).
-    fn local_devices(list: Option<&str>) -> Result<Vec<Device>, Failure> {
+    pub(crate) fn local_devices(list: Option<&str>) -> Result<Vec<Device>, Failure> {
         list.unwrap_or("cpu:0")
             .split(',')
             .map(|d| {
@@ -132,30 +175,13 @@ pub(crate) mod imp {
         let n = np * k;
         let elements = a.elements.max(1).div_ceil(n) * n;
         let fail = |e: &dyn std::fmt::Display| Failure::mismatch(format!("process {p}: {e}"));
-        let id =
-            MpiDriver::group_id(&CommunicationId::new("fuel-opt-world")).map_err(|e| fail(&e))?;
-        let comm =
-            MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
-        let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
-        let c =
-            DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout()).with_runtime(runtime);
+        let c = join("fuel-opt-world", (p, np), guard, &fail)?;
         guard.step("agreeing on the world's devices");
         let world = WorldGroup::new(&c, devices.iter().copied()).map_err(|e| fail(&e))?;
 
         let g = LazyGraph::new(&format!("world-p{p}"));
         let ty = TensorType::new(dtype, &[elements]);
-        let mut inputs = BTreeMap::new();
-        let shards: Vec<_> = devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                let name = format!("s{i}");
-                let vals = (0..elements).map(|j| value(p * k + i, j)).collect();
-                inputs.insert(name.clone(), HostTensor::new(ty.clone(), vals));
-                g.input(&name, *d, ty.clone())
-            })
-            .collect();
+        let (shards, inputs) = shards(&g, &devices, &ty, p);
         let sums = world.all_reduce(&shards, op).map_err(|e| fail(&e))?;
         let pieces = world.reduce_scatter(&shards, op, 0).map_err(|e| fail(&e))?;
         let gathered = world.all_gather(&pieces, 0).map_err(|e| fail(&e))?;

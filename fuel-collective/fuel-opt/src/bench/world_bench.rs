@@ -53,11 +53,9 @@ mod imp {
     use crate::bench::staging_bound_us;
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
-    use crate::world_guard::{join_options, Fingerprint, Guard};
-    use crate::world_run::imp::value;
-    use fuel_collective::{
-        CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
-    };
+    use crate::world_guard::{Fingerprint, Guard};
+    use crate::world_run::imp::{join, local_devices, shards, value};
+    use fuel_collective::WorldGroup;
     use fuel_graph_ext::interp::HostTensor;
     use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
     use mpi::collective::SystemOperation;
@@ -91,15 +89,7 @@ mod imp {
     ) -> Result<(), Failure> {
         let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
         let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
-        let devices: Vec<Device> = a
-            .devices
-            .split(',')
-            .map(|d| {
-                d.trim()
-                    .parse::<Device>()
-                    .map_err(|e| Failure::input(e.to_string()))
-            })
-            .collect::<Result<_, _>>()?;
+        let devices = local_devices(Some(&a.devices))?;
         let topo = Arc::new(crate::load_topology(
             a.topology.as_ref(),
             &devices,
@@ -108,14 +98,7 @@ mod imp {
         let k = devices.len();
         let n = np * k;
         let fail = |e: &dyn std::fmt::Display| Failure::mismatch(format!("process {p}: {e}"));
-        let id = MpiDriver::group_id(&CommunicationId::new("fuel-opt-bench-world"))
-            .map_err(|e| fail(&e))?;
-        let comm =
-            MpiDriver::join_with(id, np, p, join_options(guard.timeout())).map_err(|e| fail(&e))?;
-        let dev = MpiDriver::open(Device::cpu(0)).map_err(|e| fail(&e))?;
-        let runtime = fuel_runtime::exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
-        let c =
-            DriverCommunicator::<MpiDriver>::new(comm, dev, guard.timeout()).with_runtime(runtime);
+        let c = join("fuel-opt-bench-world", (p, np), guard, &fail)?;
         guard.step("comparing the ranks' fingerprints");
         crate::world_guard::agree(&fingerprint(a, dtype, k), p).map_err(|e| fail(&e))?;
         guard.step("agreeing on the world's devices");
@@ -132,17 +115,7 @@ mod imp {
             let bytes = count * dtype.size_bytes();
             let g = LazyGraph::new(&format!("bench-world-p{p}"));
             let ty = TensorType::new(dtype, &[count]);
-            let mut inputs = BTreeMap::new();
-            let shards: Vec<_> = devices
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    let name = format!("s{i}");
-                    let vals = (0..count).map(|j| value(p * k + i, j)).collect();
-                    inputs.insert(name.clone(), HostTensor::new(ty.clone(), vals));
-                    g.input(&name, *d, ty.clone())
-                })
-                .collect();
+            let (shards, inputs) = shards(&g, &devices, &ty, p);
             let sums = world
                 .all_reduce(&shards, ReduceOp::Sum)
                 .map_err(|e| fail(&e))?;
