@@ -290,7 +290,7 @@ impl DeviceGroup {
         tensor: &LazyTensor,
         root: usize,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
-        self.check_root(root)?;
+        check_root(root, self.size())?;
         let expected = self.devices.get(root).copied().unwrap_or(self.leader());
         let found = tensor.device();
         if found != Some(expected) {
@@ -424,16 +424,6 @@ impl DeviceGroup {
             (s, _) => s.map(<[usize]>::to_vec),
         };
         record(shards, Op::ReduceScatter { op, axis, split })
-    }
-
-    fn check_root(&self, root: usize) -> Result<(), CollectiveError> {
-        if root >= self.size() {
-            return Err(CollectiveError::RootOutOfRange {
-                root,
-                size: self.size(),
-            });
-        }
-        Ok(())
     }
 
     /// Checks count, graph, dtype, shape and placement; returns the shard type.
@@ -585,4 +575,12 @@ impl From<TypeError> for CollectiveError {
             other => CollectiveError::Build(BuildError::Type(other)),
         }
     }
+}
+
+/// Refuses a root outside a group of `size` ranks.
+pub(crate) fn check_root(root: usize, size: usize) -> Result<(), CollectiveError> {
+    if root >= size {
+        return Err(CollectiveError::RootOutOfRange { root, size });
+    }
+    Ok(())
 }

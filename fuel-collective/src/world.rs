@@ -236,6 +236,26 @@ impl WorldProcess {
         Ok((wide, ReduceOp::Sum))
     }
 
+    /// The reduction of every process's shards on this process's hub:
+    /// each process folds its own, the processes all-reduce the parts (a
+    /// `Mean` travels as a `Sum`, the wire op), and the hub finishes it.
+    /// Also the notes of the local fold and of the finish.
+    fn reduced(
+        &self,
+        shards: &[LazyTensor],
+        op: ReduceOp,
+    ) -> Result<(LazyTensor, ReduceOp, [String; 2]), CollectiveError> {
+        let (part, local) = self.local_reduce(shards, op)?;
+        let wire = if op == ReduceOp::Mean {
+            ReduceOp::Sum
+        } else {
+            op
+        };
+        let total = self.between(&part, CommOp::AllReduce(wire))?;
+        let (total, end) = self.finish(total, op, Self::dtype(shards))?;
+        Ok((total, wire, [local, end]))
+    }
+
     /// Mean's end on the hub: divide the world's sum by P·k and narrow;
     /// with what the note says of it.
     fn finish(
@@ -349,14 +369,7 @@ impl WorldProcess {
         op: ReduceOp,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
         let ty = self.shard_type(shards, "all_reduce")?;
-        let (part, local) = self.local_reduce(shards, op)?;
-        let wire = if op == ReduceOp::Mean {
-            ReduceOp::Sum
-        } else {
-            op
-        };
-        let total = self.between(&part, CommOp::AllReduce(wire))?;
-        let (total, end) = self.finish(total, op, Self::dtype(shards))?;
+        let (total, wire, [local, end]) = self.reduced(shards, op)?;
         let out = self.spread(&total)?;
         let between = format!("comm.all_reduce.{wire}");
         self.note(
@@ -379,16 +392,9 @@ impl WorldProcess {
         op: ReduceOp,
         root: usize,
     ) -> Result<LazyTensor, CollectiveError> {
-        self.check_root(root)?;
+        crate::group::check_root(root, self.size())?;
         let ty = self.shard_type(shards, "reduce")?;
-        let (part, local) = self.local_reduce(shards, op)?;
-        let wire = if op == ReduceOp::Mean {
-            ReduceOp::Sum
-        } else {
-            op
-        };
-        let total = self.between(&part, CommOp::AllReduce(wire))?;
-        let (total, end) = self.finish(total, op, Self::dtype(shards))?;
+        let (total, wire, [local, end]) = self.reduced(shards, op)?;
         let k = self.local.size();
         let to = self.devices()[root % k];
         let (out, spread) = if root / k != self.process() {
@@ -425,7 +431,7 @@ impl WorldProcess {
         tensor: &LazyTensor,
         root: usize,
     ) -> Result<Vec<LazyTensor>, CollectiveError> {
-        self.check_root(root)?;
+        crate::group::check_root(root, self.size())?;
         let k = self.local.size();
         let local = if root / k == self.process() {
             let want = self.devices()[root % k];
@@ -587,16 +593,6 @@ impl WorldProcess {
             CollectiveError::Driver(format!("lowering process {}'s graph: {e}", self.process()))
         })?;
         Ok(g)
-    }
-
-    fn check_root(&self, root: usize) -> Result<(), CollectiveError> {
-        if root >= self.size() {
-            return Err(CollectiveError::RootOutOfRange {
-                root,
-                size: self.size(),
-            });
-        }
-        Ok(())
     }
 }
 

@@ -177,16 +177,7 @@ impl Graph {
             },
         );
         for (slot, v) in operands.iter().enumerate() {
-            if self.g.contains_node(v.node.0) {
-                self.g.add_edge(
-                    v.node.0,
-                    id.0,
-                    Use {
-                        result: v.result,
-                        slot: slot as u32,
-                    },
-                );
-            }
+            self.link(*v, id, slot);
         }
         id
     }
@@ -316,16 +307,19 @@ impl Graph {
         };
         n.operands = operands.into();
         for (slot, v) in operands.iter().enumerate() {
-            if self.g.contains_node(v.node.0) {
-                self.g.add_edge(
-                    v.node.0,
-                    node.0,
-                    Use {
-                        result: v.result,
-                        slot: slot as u32,
-                    },
-                );
-            }
+            self.link(*v, node, slot);
+        }
+    }
+
+    /// Records that operand `slot` of `node` reads `v` (an edge from its
+    /// producer), when the producer is in the graph.
+    fn link(&mut self, v: ValueId, node: NodeId, slot: usize) {
+        if self.g.contains_node(v.node.0) {
+            let edge = Use {
+                result: v.result,
+                slot: slot as u32,
+            };
+            self.g.add_edge(v.node.0, node.0, edge);
         }
     }
 
@@ -346,16 +340,7 @@ impl Graph {
         if let Some(e) = edge {
             self.g.remove_edge(e);
         }
-        if self.g.contains_node(v.node.0) {
-            self.g.add_edge(
-                v.node.0,
-                node.0,
-                Use {
-                    result: v.result,
-                    slot: slot as u32,
-                },
-            );
-        }
+        self.link(v, node, slot);
     }
 
     /// Points every use of `old` (operands and outputs) at `new`.

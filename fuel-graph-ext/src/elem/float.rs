@@ -68,26 +68,22 @@ pub struct Format {
 }
 
 impl Format {
+    /// A format of `exp_bits` exponent and `frac_bits` fraction bits.
+    const fn new(exp_bits: u32, frac_bits: u32) -> Format {
+        Format {
+            exp_bits,
+            frac_bits,
+        }
+    }
+
     /// IEEE binary16.
-    pub const F16: Format = Format {
-        exp_bits: 5,
-        frac_bits: 10,
-    };
+    pub const F16: Format = Format::new(5, 10);
     /// bfloat16.
-    pub const BF16: Format = Format {
-        exp_bits: 8,
-        frac_bits: 7,
-    };
+    pub const BF16: Format = Format::new(8, 7);
     /// IEEE binary32.
-    pub const F32: Format = Format {
-        exp_bits: 8,
-        frac_bits: 23,
-    };
+    pub const F32: Format = Format::new(8, 23);
     /// IEEE binary64.
-    pub const F64: Format = Format {
-        exp_bits: 11,
-        frac_bits: 52,
-    };
+    pub const F64: Format = Format::new(11, 52);
 }
 
 impl Format {
