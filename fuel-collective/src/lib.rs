@@ -6,7 +6,7 @@
 //! one-rank-per-process shape (see [`comm`] for why both exist). The
 //! [`lower`] pass, registered as `lower-collectives`, rewrites collective
 //! nodes into copies and local ops, choosing an algorithm with the pure
-//! [`cost`] model and the pure [`lower::layout`] helpers (islands, ring
+//! [`cost`] model and the pure [`lower::arrange`] helpers (islands, ring
 //! chunks, tree shape). `docs/lowering.md` explains the algorithms with pictures.
 //!
 //! The collective drivers (host threads, NCCL, MPI) that run a collective as

@@ -199,7 +199,7 @@ pub(super) fn pipeline(
             Chunks::Fixed(k) => k.min(extent),
             Chunks::Auto => best_k(topo, from, topo.staging, first_to, bytes, extent),
         };
-        let Some(parts) = super::layout::chunks(extent, k).filter(|p| p.len() > 1) else {
+        let Some(parts) = super::arrange::chunks(extent, k).filter(|p| p.len() > 1) else {
             continue;
         };
         cut_relay(g, &r, a, from, &ty, axis, &parts);

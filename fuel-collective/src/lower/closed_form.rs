@@ -20,7 +20,7 @@
 //! shapes and kinds, that these estimates equal the graph's.
 
 use super::algorithm::Lowering;
-use super::layout;
+use super::arrange;
 use super::site::CollectiveSite;
 use crate::cost::{runner_for, Estimate, Priced, StepKind, Tally};
 use fuel_graph_ext::plan::{slice_is_view, CopyMode, CopySite, Options, HOST_PAGE};
@@ -369,7 +369,7 @@ fn last_src(topo: &Topology, from: Device, to: Device) -> Device {
 /// around it and joined on every rank, or (reduce) joined on the root.
 fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
     let n = site.ranks();
-    let order = layout::vendor_order(&site.devs);
+    let order = arrange::vendor_order(&site.devs);
     let (axis, ends): (usize, Vec<usize>) = match site.op {
         Op::ReduceScatter { axis, .. } => {
             let ends = (0..n)
@@ -377,9 +377,9 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 .collect::<Option<Vec<_>>>()?;
             (axis, ends)
         }
-        _ => (layout::ring_axis(&site.ty.shape, n)?, (0..n).collect()),
+        _ => (arrange::ring_axis(&site.ty.shape, n)?, (0..n).collect()),
     };
-    let chunks = layout::chunks(*site.ty.shape.get(axis)?, n)?;
+    let chunks = arrange::chunks(*site.ty.shape.get(axis)?, n)?;
     let dev = |pos: usize| site.devs[order[pos % n]];
     let runner = runner_for(site.devs.iter().copied());
     // Its largest tensor: the joined result, or (reduce_scatter, which
@@ -745,7 +745,7 @@ mod tests {
             let site = CollectiveSite::read(&g, id).unwrap();
             let topo = topology(peers, staging, scale);
             let scratch = Scratch::new(&g, &site).unwrap();
-            let mut lowerings: Vec<Lowering> = layout::unique(&devs)
+            let mut lowerings: Vec<Lowering> = arrange::unique(&devs)
                 .into_iter()
                 .chain([topo.staging])
                 .map(|d| Lowering::Star(Star { at: Some(d) }))

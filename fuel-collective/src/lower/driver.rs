@@ -14,7 +14,7 @@
 use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::emit::{Emitter, Held};
 use super::site::Broken;
-use super::{hierarchical, layout};
+use super::{arrange, hierarchical};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
 use std::collections::BTreeMap;
@@ -45,10 +45,10 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
 /// of one kind whose driver the topology declares (the host driver for CPUs,
 /// NCCL for CUDA; Vulkan has none), where there are two or more of them. A
 /// driver reaches every device of its kind, peer links or not, so these are
-/// per kind, not the direct-copy islands of [`layout::islands`].
+/// per kind, not the direct-copy islands of [`arrange::islands`].
 fn driver_islands(devs: &[Device], topo: &Topology) -> Vec<Vec<Device>> {
     let mut by_kind: BTreeMap<DeviceKind, Vec<Device>> = BTreeMap::new();
-    for d in layout::unique(devs) {
+    for d in arrange::unique(devs) {
         if d.kind != DeviceKind::Vulkan && topo.drivers.contains(&d.kind) {
             by_kind.entry(d.kind).or_default().push(d);
         }

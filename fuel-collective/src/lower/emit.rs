@@ -13,7 +13,7 @@
 //! value.
 
 use super::algorithm::{Algorithm, Lowering};
-use super::layout;
+use super::arrange;
 use super::site::{Broken, CollectiveSite};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::passes::Transfers;
@@ -219,7 +219,7 @@ impl Emitter<'_> {
     ) -> Result<(Device, Held, Vec<Device>), Broken> {
         let src = self.dev(v)?;
         let held = self.held(v)?;
-        let rest = layout::unique(targets)
+        let rest = arrange::unique(targets)
             .into_iter()
             .filter(|d| *d != src)
             .collect();
@@ -282,7 +282,7 @@ impl Emitter<'_> {
         targets: &[Device],
     ) -> Result<Vec<ValueId>, Broken> {
         let mut joined = Held::new();
-        for d in layout::unique(targets) {
+        for d in arrange::unique(targets) {
             let parts: Vec<ValueId> = held.iter().filter_map(|m| m.get(&d).copied()).collect();
             let j = self.concat(&parts, axis, d)?;
             joined.insert(d, j);

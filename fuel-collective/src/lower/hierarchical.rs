@@ -1,4 +1,4 @@
-//! `hierarchical`: each island (see [`super::layout::islands`]) combines its
+//! `hierarchical`: each island (see [`super::arrange::islands`]) combines its
 //! shards on one member first, so an island sends one value over its staged
 //! link; the islands' partials meet at a hub, and the result goes back to
 //! one member of each island, which passes it on inside the island.
@@ -9,8 +9,8 @@
 //! member per island, which passes it on.
 
 use super::algorithm::{name_at, Algorithm, Ask, Lowering};
+use super::arrange;
 use super::emit::{Emitter, Held};
-use super::layout;
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp};
@@ -38,7 +38,7 @@ pub(super) fn hub(ask: &Ask<'_>) -> Device {
     if let Some(d) = site.root().and_then(|r| site.devs.get(r)) {
         return *d;
     }
-    let islands = layout::islands(&site.devs, topo);
+    let islands = arrange::islands(&site.devs, topo);
     if let [only] = islands.as_slice() {
         if let Some(d) = only.first() {
             return *d;
@@ -66,7 +66,7 @@ fn reduce(
     let mut all = devs.clone();
     all.push(at);
     let mut operands = Vec::new();
-    for island in layout::islands(&all, em.topo) {
+    for island in arrange::islands(&all, em.topo) {
         let members: Vec<ValueId> = vals
             .iter()
             .zip(&devs)
@@ -98,7 +98,7 @@ pub(super) fn spread(em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Re
     let (src, mut held, rest) = em.spread_start(v, targets)?;
     let mut all = vec![src];
     all.extend(&rest);
-    for island in layout::islands(&all, em.topo) {
+    for island in arrange::islands(&all, em.topo) {
         let first = if island.contains(&src) {
             v
         } else {

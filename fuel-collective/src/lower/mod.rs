@@ -6,7 +6,7 @@
 //! prices candidates on a scratch graph (with [`graph_steps`], the adapter
 //! to the pure [`crate::cost`] model; `closed.rs` prices star and ring in
 //! closed form where it can), `emit.rs` holds the graph surgery
-//! every algorithm uses, [`layout`] the pure planning helpers, and each
+//! every algorithm uses, [`arrange`] the pure planning helpers, and each
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
 //! `tree.rs`, `driver.rs`), registered in `algorithm.rs`; `widen.rs` casts
 //! the shards of a narrow `Mean` to its accumulator first; `all_to_all.rs`
@@ -17,6 +17,7 @@
 
 mod algorithm;
 mod all_to_all;
+pub mod arrange;
 mod choose;
 mod chunks;
 mod closed_form;
@@ -24,7 +25,6 @@ mod driver;
 mod emit;
 mod estimate;
 mod hierarchical;
-pub mod layout;
 mod lower_collectives;
 mod ring;
 mod site;

@@ -14,8 +14,8 @@
 //! tree.
 
 use super::algorithm::{Algorithm, Ask, Lowering};
+use super::arrange;
 use super::emit::{Emitter, Held};
-use super::layout;
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ElementwiseOp, Op, ReduceOp};
@@ -43,7 +43,7 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
                 .map(|r| format!("rank {r}'s share of axis {axis} is empty")),
             _ => Some(format!("{} has no axis {axis}", site.ty)),
         },
-        _ => layout::ring_axis(&site.ty.shape, n)
+        _ => arrange::ring_axis(&site.ty.shape, n)
             .is_none()
             .then(|| format!("no axis of {} has an entry per rank", site.ty)),
     };
@@ -109,12 +109,12 @@ impl Algorithm for Ring {
     fn combine(&self, em: &mut Emitter<'_>, op: ReduceOp) -> Result<Vec<ValueId>, Broken> {
         let site = em.site;
         let n = site.ranks();
-        let order = layout::vendor_order(&site.devs);
+        let order = arrange::vendor_order(&site.devs);
         let cut = |axis: usize| {
             site.ty
                 .shape
                 .get(axis)
-                .and_then(|extent| layout::chunks(*extent, n))
+                .and_then(|extent| arrange::chunks(*extent, n))
                 .ok_or_else(|| site.broken(format!("the ring cannot cut axis {axis}")))
         };
         let (axis, chunks, ends) = match site.op {
@@ -134,7 +134,7 @@ impl Algorithm for Ring {
                 (axis, chunks, ends)
             }
             _ => {
-                let axis = layout::ring_axis(&site.ty.shape, n)
+                let axis = arrange::ring_axis(&site.ty.shape, n)
                     .ok_or_else(|| site.broken("the ring has no axis to cut"))?;
                 (axis, cut(axis)?, (0..n).collect())
             }

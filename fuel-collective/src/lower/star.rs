@@ -6,8 +6,8 @@
 //! point: its value goes from its source straight to every target.
 
 use super::algorithm::{name_at, Algorithm, Ask, Lowering};
+use super::arrange;
 use super::emit::{Emitter, Held};
-use super::layout;
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ReduceOp};
@@ -31,7 +31,7 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
     let points = match opts.reduce_at {
         Some(d) => vec![d],
         None => {
-            let mut p = layout::unique(&site.devs);
+            let mut p = arrange::unique(&site.devs);
             if !p.contains(&topo.staging) {
                 p.push(topo.staging);
             }

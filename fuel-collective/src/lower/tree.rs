@@ -7,8 +7,8 @@
 //! 0. A value with nothing to combine spreads down a tree from its source.
 
 use super::algorithm::{Algorithm, Ask, Lowering};
+use super::arrange;
 use super::emit::{Emitter, Held};
-use super::layout;
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ElementwiseOp, ReduceOp};
@@ -61,7 +61,7 @@ impl Tree {
             let mut inputs = vec![own];
             inputs.append(&mut children[pos]);
             let partial = em.combine(kind, &inputs, d)?;
-            match layout::tree_parent(pos, self.arity).and_then(|p| children.get_mut(p)) {
+            match arrange::tree_parent(pos, self.arity).and_then(|p| children.get_mut(p)) {
                 Some(siblings) => siblings.insert(0, partial),
                 None => total = Some(partial),
             }
@@ -74,7 +74,7 @@ impl Tree {
 fn tree_order(devs: &[Device], root: usize) -> Vec<usize> {
     let mut order = vec![root];
     order.extend(
-        layout::vendor_order(devs)
+        arrange::vendor_order(devs)
             .into_iter()
             .filter(|r| *r != root),
     );
@@ -87,7 +87,7 @@ impl Algorithm for Tree {
         rest.sort();
         let mut nodes = vec![v];
         for (i, d) in rest.into_iter().enumerate() {
-            let parent = layout::tree_parent(i + 1, self.arity)
+            let parent = arrange::tree_parent(i + 1, self.arity)
                 .and_then(|p| nodes.get(p).copied())
                 .ok_or_else(|| em.site.broken("a tree node has no parent"))?;
             let c = em.reach(&mut held, parent, d)?;

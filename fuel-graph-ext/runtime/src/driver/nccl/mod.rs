@@ -48,8 +48,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod all_to_all;
 mod events;
+mod grouped_p2p;
 mod per_root;
 mod unique_id;
 
