@@ -76,14 +76,9 @@ fn readme_main_command_works_from_a_clone() {
         stdout.contains("results match the reference interpreter"),
         "{stdout}"
     );
-    let files: Vec<PathBuf> = stdout
-        .split("== files in")
-        .nth(1)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .map(|l| root().join(l.trim()))
+    let files: Vec<PathBuf> = fuel_test_support::report::listed_files(&stdout)
+        .into_iter()
+        .map(|l| root().join(l))
         .collect();
     // The input and the lowering always change the graph, so they are
     // written as text, DOT and SVG; every other pass of the default

@@ -282,41 +282,18 @@ fn world_goldens() {
 /// Every world DOT renders with graphviz (header comments included).
 #[test]
 fn world_dots_render() {
-    if std::process::Command::new("dot")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        println!("SKIP: graphviz `dot` is not installed (apt-get install graphviz)");
-        return;
-    }
-    let mut checked = 0;
-    for shape in std::fs::read_dir(golden_dir().join("world"))
+    let dots = std::fs::read_dir(golden_dir().join("world"))
         .unwrap()
         .flatten()
-    {
-        for f in std::fs::read_dir(shape.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let p = f.path();
-            if !p.to_string_lossy().ends_with(".out.dot") {
-                continue;
-            }
-            let out = std::process::Command::new("dot")
-                .arg("-Tsvg")
-                .arg(&p)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success() && out.stdout.starts_with(b"<?xml"),
-                "{} does not render: {}",
-                p.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            checked += 1;
-        }
+        .flat_map(|shape| {
+            std::fs::read_dir(shape.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|f| f.path())
+        .filter(|p| p.to_string_lossy().ends_with(".out.dot"));
+    if let Some(checked) = fuel_test_support::golden::render_dots(dots) {
+        assert!(checked >= 5 * 8, "only {checked} world DOT files rendered");
     }
-    assert!(checked >= 5 * 8, "only {checked} world DOT files rendered");
 }

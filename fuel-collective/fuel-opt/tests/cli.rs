@@ -275,15 +275,7 @@ fn demo_runs_on_cpu_devices_and_writes_what_it_names() {
         "{stdout}"
     );
     assert!(stdout.contains("estimated (model)"), "{stdout}");
-    let files: Vec<&str> = stdout
-        .split("== files in")
-        .nth(1)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .map(str::trim)
-        .collect();
+    let files = fuel_test_support::report::listed_files(&stdout);
     assert!(
         files
             .iter()
@@ -647,8 +639,10 @@ fn bench_every_collective_is_right_with_nccl_tests_factors() {
         let busbw: f64 = row[7].parse().unwrap();
         assert!(algbw > 0.0, "{stdout}");
         assert!(
-            // The CSV rounds to 4 decimals, a few percent of a small algbw.
-            (busbw / algbw / factor - 1.0).abs() < 0.05,
+            // The CSV rounds each figure to 4 decimals (half a unit of the
+            // last place each), which on a loaded machine is a large share
+            // of a small algbw.
+            (busbw - algbw * factor).abs() <= 0.05 * busbw + 1e-4 * (1.0 + factor),
             "{collective}: busbw/algbw {} against {factor}",
             busbw / algbw
         );

@@ -323,14 +323,9 @@ fn demo(out: &Path, devices: &str) -> Output {
 /// The files a demo report lists under `== files in`.
 fn listed(o: &Output) -> Vec<PathBuf> {
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    stdout
-        .split("== files in")
-        .nth(1)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .map(|l| PathBuf::from(l.trim()))
+    fuel_test_support::report::listed_files(&stdout)
+        .into_iter()
+        .map(PathBuf::from)
         .collect()
 }
 

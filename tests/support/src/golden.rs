@@ -300,3 +300,34 @@ mod tests {
         assert!(parse_run_line("// RUN: --passes dce --verify structural").is_err());
     }
 }
+
+/// Renders every DOT file of `dots` that exists with graphviz and panics
+/// naming the first that does not render to SVG; returns how many
+/// rendered, or `None` (after printing `SKIP:`) when graphviz's `dot` is
+/// not installed.
+pub fn render_dots(dots: impl IntoIterator<Item = PathBuf>) -> Option<usize> {
+    if std::process::Command::new("dot")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        println!("SKIP: graphviz `dot` is not installed (apt-get install graphviz)");
+        return None;
+    }
+    let mut checked = 0;
+    for dot in dots.into_iter().filter(|d| d.exists()) {
+        let out = std::process::Command::new("dot")
+            .arg("-Tsvg")
+            .arg(&dot)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.starts_with(b"<?xml"),
+            "{} does not render to SVG: {}",
+            dot.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    Some(checked)
+}

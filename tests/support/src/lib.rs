@@ -15,6 +15,7 @@
 //! - [`golden`]: the golden harness over `tests/golden/`.
 //! - [`ranks`]: one thread per rank of an in-process group, with a
 //!   deadline.
+//! - [`report`]: reading what `fuel-opt` prints (the files a demo lists).
 //! - [`viewer`]: pages for the pass viewer's tests (hostile names, a
 //!   large graph).
 //! - [`world`]: world collectives: the flat group's meaning, recording one
@@ -31,6 +32,7 @@ pub mod golden;
 pub mod graphs;
 pub mod memory;
 pub mod ranks;
+pub mod report;
 pub mod run;
 pub mod viewer;
 pub mod world;
