@@ -15,13 +15,14 @@ mod arith;
 mod edges;
 mod host_tensor;
 mod order;
+mod world;
 
 pub use edges::{edge_inputs, edge_values};
 pub use host_tensor::HostTensor;
 pub use order::{check_lowering, compare, fold_bounds, Agreement, Bounds};
+pub use world::interpret_world;
 
 use crate::dtype::{DType, TensorType};
-use crate::graph::NodeId;
 use crate::graph::{Graph, ValueId};
 use crate::op::{CommOp, Op, ReduceOp};
 use std::collections::{BTreeMap, HashMap};
@@ -265,6 +266,90 @@ fn concat_data(parts: &[&HostTensor], axis: usize) -> Vec<u8> {
     out
 }
 
+/// The data given for input `name`, checked against its type `ty`.
+fn input_value(
+    name: &str,
+    ty: &TensorType,
+    inputs: &BTreeMap<String, HostTensor>,
+) -> Result<HostTensor, InterpError> {
+    let t = inputs
+        .get(name)
+        .ok_or_else(|| InterpError::MissingInput(name.to_string()))?;
+    if t.ty != *ty {
+        return Err(InterpError::InputType {
+            name: name.to_string(),
+            want: ty.clone(),
+            got: t.ty.clone(),
+        });
+    }
+    if t.len() != ty.num_elements() || t.bytes().len() != ty.size_bytes() {
+        return Err(InterpError::InputLength {
+            name: name.to_string(),
+            ty: ty.clone(),
+            want: ty.num_elements(),
+            got: t.len(),
+        });
+    }
+    Ok(t.clone())
+}
+
+/// Each result of an `all_to_all` along `axis`, as its split says.
+fn all_to_all(
+    ty: &TensorType,
+    args: &[&HostTensor],
+    axis: usize,
+    split: Option<&[usize]>,
+) -> Result<Vec<HostTensor>, InterpError> {
+    let tys: Vec<&TensorType> = args.iter().map(|a| &a.ty).collect();
+    let pieces = crate::op::all_to_all_pieces(split, axis, &tys)
+        .map_err(|e| InterpError::Invalid(e.to_string()))?;
+    // Piece (i, j) starts where the pieces of operand i before j end.
+    let cut = |i: usize, j: usize| -> Result<HostTensor, InterpError> {
+        let start: usize = pieces[i][..j].iter().sum();
+        let len = pieces[i][j];
+        tensor(
+            &args[i].ty.with_dim(axis, len),
+            slice_data(args[i], axis, start, len),
+        )
+    };
+    (0..args.len())
+        .map(|j| {
+            let parts = (0..args.len())
+                .map(|i| cut(i, j))
+                .collect::<Result<Vec<_>, _>>()?;
+            let refs: Vec<&HostTensor> = parts.iter().collect();
+            let len = parts.iter().map(|p| p.ty.shape[axis]).sum();
+            tensor(&ty.with_dim(axis, len), concat_data(&refs, axis))
+        })
+        .collect()
+}
+
+/// Each rank's slice of a `reduce_scatter` along `axis`.
+fn reduce_scatter(
+    op: ReduceOp,
+    ty: &TensorType,
+    args: &[&HostTensor],
+    axis: usize,
+    split: Option<&[usize]>,
+) -> Result<Vec<HostTensor>, InterpError> {
+    let full = reduce_all(op, &args[0].ty, args)?;
+    // Rank i's slice: `split[i]` entries, or the default partition.
+    let extents = crate::op::scatter_extents(split, axis, full.ty.shape[axis], args.len())
+        .map_err(|e| InterpError::Invalid(e.to_string()))?;
+    let mut start = 0;
+    extents
+        .iter()
+        .map(|len| {
+            let t = tensor(
+                &ty.with_dim(axis, *len),
+                slice_data(&full, axis, start, *len),
+            );
+            start += len;
+            t
+        })
+        .collect()
+}
+
 fn eval(
     op: &Op,
     ty: &TensorType,
@@ -290,27 +375,7 @@ fn eval(
         typed(args)?;
     }
     match op {
-        Op::Input { name, .. } => {
-            let t = inputs
-                .get(name)
-                .ok_or_else(|| InterpError::MissingInput(name.clone()))?;
-            if t.ty != *ty {
-                return Err(InterpError::InputType {
-                    name: name.clone(),
-                    want: ty.clone(),
-                    got: t.ty.clone(),
-                });
-            }
-            if t.len() != ty.num_elements() || t.bytes().len() != ty.size_bytes() {
-                return Err(InterpError::InputLength {
-                    name: name.clone(),
-                    ty: ty.clone(),
-                    want: ty.num_elements(),
-                    got: t.len(),
-                });
-            }
-            Ok(vec![t.clone()])
-        }
+        Op::Input { name, .. } => Ok(vec![input_value(name, ty, inputs)?]),
         Op::Copy { .. } | Op::Move { .. } => Ok(vec![args[0].clone()]),
         Op::Elementwise { kind, .. } => one(arith::fold(*kind, ty.dtype, args)),
         Op::Div { by, .. } => one(arith::divide(args[0], *by)),
@@ -342,52 +407,9 @@ fn eval(
             let d = tensor(ty, concat_data(args, *axis))?;
             Ok(args.iter().map(|_| d.clone()).collect())
         }
-        Op::AllToAll { axis, split } => {
-            let tys: Vec<&TensorType> = args.iter().map(|a| &a.ty).collect();
-            let pieces = crate::op::all_to_all_pieces(split.as_deref(), *axis, &tys)
-                .map_err(|e| InterpError::Invalid(e.to_string()))?;
-            // Piece (i, j) starts where the pieces of operand i before j end.
-            let cut = |i: usize, j: usize| -> Result<HostTensor, InterpError> {
-                let start: usize = pieces[i][..j].iter().sum();
-                let len = pieces[i][j];
-                tensor(
-                    &args[i].ty.with_dim(*axis, len),
-                    slice_data(args[i], *axis, start, len),
-                )
-            };
-            (0..args.len())
-                .map(|j| {
-                    let parts = (0..args.len())
-                        .map(|i| cut(i, j))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let refs: Vec<&HostTensor> = parts.iter().collect();
-                    let len = parts.iter().map(|p| p.ty.shape[*axis]).sum();
-                    tensor(&ty.with_dim(*axis, len), concat_data(&refs, *axis))
-                })
-                .collect()
-        }
+        Op::AllToAll { axis, split } => all_to_all(ty, args, *axis, split.as_deref()),
         Op::ReduceScatter { op, axis, split } => {
-            let full = reduce_all(*op, &args[0].ty, args)?;
-            // Rank i's slice: `split[i]` entries, or the default partition.
-            let extents = crate::op::scatter_extents(
-                split.as_deref(),
-                *axis,
-                full.ty.shape[*axis],
-                args.len(),
-            )
-            .map_err(|e| InterpError::Invalid(e.to_string()))?;
-            let mut start = 0;
-            extents
-                .iter()
-                .map(|len| {
-                    let t = tensor(
-                        &ty.with_dim(*axis, *len),
-                        slice_data(&full, *axis, start, *len),
-                    );
-                    start += len;
-                    t
-                })
-                .collect()
+            reduce_scatter(*op, ty, args, *axis, split.as_deref())
         }
     }
 }
@@ -448,200 +470,6 @@ fn comm_result(
             tensor(ty, concat_data(&refs, *axis))
         }
     }
-}
-
-/// Evaluates an SPMD world: `graphs[r]` is rank r's graph, fed by
-/// `inputs[r]`. Each rank runs until its next `comm.*` node; when every rank
-/// waits at one, they must be the same collective (same kind and attributes,
-/// the same communicator — matched by the order each rank first uses its
-/// communicators, since `comm` ids are local handles — and `ranks` equal to
-/// the world size), which is then evaluated for
-/// all of them. Returns each rank's outputs. This is the oracle for SPMD
-/// graphs, as [`interpret`] is for single-process ones.
-pub fn interpret_world(
-    graphs: &[Graph],
-    inputs: &[BTreeMap<String, HostTensor>],
-) -> Result<Vec<Vec<HostTensor>>, InterpError> {
-    let n = graphs.len();
-    if inputs.len() != n {
-        return Err(InterpError::WorldMismatch(format!(
-            "{n} graph(s) but {} input set(s)",
-            inputs.len()
-        )));
-    }
-    let orders: Vec<Vec<NodeId>> = graphs.iter().map(|g| g.topo_order()).collect();
-    // A `comm` id is a handle local to its rank's process; ranks match
-    // communicators by the order in which each rank first uses them.
-    let ordinals: Vec<HashMap<u32, usize>> = graphs
-        .iter()
-        .zip(&orders)
-        .map(|(g, order)| {
-            let mut m = HashMap::new();
-            for id in order {
-                if let Some(Op::Comm { comm, .. }) = g.node(*id).map(|x| &x.op) {
-                    let next = m.len();
-                    m.entry(*comm).or_insert(next);
-                }
-            }
-            m
-        })
-        .collect();
-    let mut pos = vec![0usize; n];
-    let mut envs: Vec<HashMap<ValueId, HostTensor>> = vec![HashMap::new(); n];
-    let vanished = || InterpError::Invalid("a node vanished".into());
-    let args_of = |g: &Graph, env: &HashMap<ValueId, HostTensor>, id: NodeId| {
-        let node = g.node(id).ok_or_else(vanished)?;
-        node.operands
-            .iter()
-            .map(|v| {
-                env.get(v).cloned().ok_or_else(|| {
-                    let name = crate::text::Numbering::new(g).name(g, *v);
-                    InterpError::Invalid(format!("operand {name} is undefined"))
-                })
-            })
-            .collect::<Result<Vec<HostTensor>, _>>()
-    };
-    loop {
-        // Run every rank up to its next collective.
-        for r in 0..n {
-            let (g, order) = (&graphs[r], &orders[r]);
-            while let Some(&id) = order.get(pos[r]) {
-                let node = g.node(id).ok_or_else(vanished)?;
-                if node.op.is_comm() {
-                    break;
-                }
-                let args = args_of(g, &envs[r], id)?;
-                let refs: Vec<&HostTensor> = args.iter().collect();
-                let results = eval(&node.op, &node.ty, &refs, &inputs[r])?;
-                for (i, t) in results.into_iter().enumerate() {
-                    envs[r].insert(
-                        ValueId {
-                            node: id,
-                            result: i as u32,
-                        },
-                        t,
-                    );
-                }
-                pos[r] += 1;
-            }
-        }
-        let waiting: Vec<Option<NodeId>> = (0..n).map(|r| orders[r].get(pos[r]).copied()).collect();
-        if waiting.iter().all(Option::is_none) {
-            break;
-        }
-        let op_at = |r: usize| {
-            waiting[r]
-                .and_then(|id| graphs[r].node(id))
-                .map(|node| node.op.clone())
-        };
-        let describe = |r: usize| match op_at(r) {
-            Some(op) => format!("rank {r} waits at `{}` {:?}", op.mnemonic(), op.attrs()),
-            None => format!("rank {r} has finished"),
-        };
-        let first = op_at(0);
-        for r in 0..n {
-            let same = match (&first, &op_at(r)) {
-                (
-                    Some(Op::Comm {
-                        kind: a,
-                        comm: ca,
-                        ranks: na,
-                        split: sa,
-                        ..
-                    }),
-                    Some(Op::Comm {
-                        kind: b,
-                        comm: cb,
-                        ranks: nb,
-                        split: sb,
-                        rank: rb,
-                        ..
-                    }),
-                ) => {
-                    a == b
-                        && ordinals[0].get(ca) == ordinals[r].get(cb)
-                        && na == nb
-                        && *na == n
-                        && sa == sb
-                        && rb.is_none_or(|rb| rb == r)
-                }
-                _ => false,
-            };
-            if !same {
-                return Err(InterpError::WorldMismatch(format!(
-                    "{}, but {}",
-                    describe(0),
-                    describe(r)
-                )));
-            }
-        }
-        let mut operands = Vec::with_capacity(n);
-        for r in 0..n {
-            let id = waiting[r].ok_or_else(vanished)?;
-            let mut a = args_of(&graphs[r], &envs[r], id)?;
-            operands.push(
-                a.pop().ok_or_else(|| {
-                    InterpError::Invalid("a collective without an operand".into())
-                })?,
-            );
-        }
-        // An uneven all_to_all's or all_gather's operands may differ along
-        // its axis.
-        let along = match op_at(0) {
-            Some(Op::Comm {
-                kind: CommOp::AllToAll { axis } | CommOp::AllGather { axis },
-                split: Some(_),
-                ..
-            }) => Some(axis),
-            _ => None,
-        };
-        let t0 = &operands[0].ty;
-        let differs = |t: &TensorType| match along {
-            Some(axis) => {
-                t.dtype != t0.dtype
-                    || t.rank() != t0.rank()
-                    || (0..t.rank()).any(|a| a != axis && t.shape[a] != t0.shape[a])
-            }
-            None => t != t0,
-        };
-        if operands.iter().any(|t| differs(&t.ty)) {
-            return Err(InterpError::WorldMismatch(
-                "the ranks' operands have different types".into(),
-            ));
-        }
-        let refs: Vec<&HostTensor> = operands.iter().collect();
-        for r in 0..n {
-            let id = waiting[r].ok_or_else(vanished)?;
-            let node = graphs[r].node(id).ok_or_else(vanished)?;
-            let Op::Comm { kind, split, .. } = &node.op else {
-                continue;
-            };
-            crate::op::infer_type(&node.op, &[&operands[r].ty])
-                .map_err(|e| InterpError::Invalid(e.to_string()))?;
-            envs[r].insert(
-                ValueId {
-                    node: id,
-                    result: 0,
-                },
-                comm_result(kind, split.as_deref(), &node.ty, &refs, r)?,
-            );
-            pos[r] += 1;
-        }
-    }
-    (0..n)
-        .map(|r| {
-            graphs[r]
-                .outputs()
-                .iter()
-                .map(|v| {
-                    envs[r]
-                        .get(v)
-                        .cloned()
-                        .ok_or_else(|| InterpError::Invalid("a returned value is undefined".into()))
-                })
-                .collect()
-        })
-        .collect()
 }
 
 #[cfg(test)]

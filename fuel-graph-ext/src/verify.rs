@@ -20,7 +20,7 @@
 //!   and all its operands live on devices of that kind.
 
 use crate::dtype::{TensorType, MAX_TENSOR_BYTES};
-use crate::graph::{Graph, NodeId, ValueId};
+use crate::graph::{Graph, Node, NodeId, ValueId};
 use crate::op::{infer_type, result_types, Op};
 use crate::text::{excerpt, print_lines, Numbering};
 use crate::topology::Topology;
@@ -146,124 +146,149 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
         if !defined {
             continue;
         }
-        // Types and attributes (a type too large to address is reported
-        // above, once).
-        if !matches!(n.op, Op::Input { .. }) && n.ty.fits() {
-            let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
-            match infer_type(&n.op, &tys) {
-                Ok(t) => {
-                    // One type for every result, or one per result where
-                    // they differ (an uneven reduce_scatter).
-                    let want = result_types(&n.op, &tys).ok().flatten();
-                    let ok = match &want {
-                        None => t == n.ty && n.result_tys.is_empty(),
-                        Some(each) => *each == n.result_tys,
-                    };
-                    if !ok {
-                        let want = want.unwrap_or_else(|| vec![t]);
-                        let declared = if n.result_tys.is_empty() {
-                            std::slice::from_ref(&n.ty)
-                        } else {
-                            &n.result_tys
-                        };
-                        let (d, w) = (type_list(declared), type_list(&want));
-                        push(
-                            Some(id),
-                            format!("declared type {d} but the operands give {w}; declare {w}"),
-                        );
-                    }
-                }
-                Err(e) => push(Some(id), e.to_string()),
-            }
+        check_type(g, id, n, &mut push);
+        check_move(g, &num, id, n, &mut push);
+        if level >= Level::Placement {
+            check_placement(g, &num, topo, id, n, &mut push);
         }
-        // A move consumes its source.
-        if let Op::Move { .. } = n.op {
-            if let Some(src) = n.operands.first() {
-                if g.use_count(*src) > 1 {
+    }
+    errs
+}
+
+/// A node's declared type against the one its op infers (a type too large
+/// to address is reported by the caller, once).
+fn check_type(g: &Graph, id: NodeId, n: &Node, push: &mut impl FnMut(Option<NodeId>, String)) {
+    if !matches!(n.op, Op::Input { .. }) && n.ty.fits() {
+        let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
+        match infer_type(&n.op, &tys) {
+            Ok(t) => {
+                // One type for every result, or one per result where
+                // they differ (an uneven reduce_scatter).
+                let want = result_types(&n.op, &tys).ok().flatten();
+                let ok = match &want {
+                    None => t == n.ty && n.result_tys.is_empty(),
+                    Some(each) => *each == n.result_tys,
+                };
+                if !ok {
+                    let want = want.unwrap_or_else(|| vec![t]);
+                    let declared = if n.result_tys.is_empty() {
+                        std::slice::from_ref(&n.ty)
+                    } else {
+                        &n.result_tys
+                    };
+                    let (d, w) = (type_list(declared), type_list(&want));
                     push(
                         Some(id),
-                        format!(
-                            "`move` consumes {} but it has other uses; use `copy` instead",
-                            num.name(g, *src)
-                        ),
+                        format!("declared type {d} but the operands give {w}; declare {w}"),
                     );
                 }
             }
+            Err(e) => push(Some(id), e.to_string()),
         }
-        if level < Level::Placement {
-            continue;
+    }
+}
+
+/// A move consumes its source.
+fn check_move(
+    g: &Graph,
+    num: &Numbering,
+    id: NodeId,
+    n: &Node,
+    push: &mut impl FnMut(Option<NodeId>, String),
+) {
+    if let Op::Move { .. } = n.op {
+        if let Some(src) = n.operands.first() {
+            if g.use_count(*src) > 1 {
+                push(
+                    Some(id),
+                    format!(
+                        "`move` consumes {} but it has other uses; use `copy` instead",
+                        num.name(g, *src)
+                    ),
+                );
+            }
         }
-        match &n.op {
-            Op::Copy { to } | Op::Move { to } => {
-                let Some(src) = n.operands.first().and_then(|v| g.value_device(*v)) else {
+    }
+}
+
+/// The placement rules of one node (a pipeline's output).
+fn check_placement(
+    g: &Graph,
+    num: &Numbering,
+    topo: &Topology,
+    id: NodeId,
+    n: &Node,
+    push: &mut impl FnMut(Option<NodeId>, String),
+) {
+    match &n.op {
+        Op::Copy { to } | Op::Move { to } => {
+            let Some(src) = n.operands.first().and_then(|v| g.value_device(*v)) else {
+                return;
+            };
+            if !topo.is_direct(src, *to) {
+                push(
+                    Some(id),
+                    format!(
+                        "{src} -> {to} has no direct copy path; run `split-cross-vendor-copies` to stage it through {}",
+                        topo.staging
+                    ),
+                );
+            }
+        }
+        Op::DriverAllReduce { rank, device, .. } => {
+            let kind = device.kind;
+            if kind == crate::device::DeviceKind::Vulkan {
+                push(
+                    Some(id),
+                    "no collective driver exists for vulkan devices; lower this collective with copy chains instead".into(),
+                );
+            } else if !topo.drivers.contains(&kind) {
+                push(
+                    Some(id),
+                    format!(
+                        "the topology has no collective driver for {kind}; add `driver {kind}` to the topology file, or lower without a driver"
+                    ),
+                );
+            }
+            for (slot, v) in n.operands.iter().enumerate() {
+                let Some(d) = g.value_device(*v) else {
                     continue;
                 };
-                if !topo.is_direct(src, *to) {
+                if slot == *rank && d != *device {
+                    push(
+                        Some(id),
+                        format!("rank {rank}'s operand ({}) is on {d}, but the result is placed on {device}; they must match", num.name(g, *v)),
+                    );
+                } else if d.kind != kind {
                     push(
                         Some(id),
                         format!(
-                            "{src} -> {to} has no direct copy path; run `split-cross-vendor-copies` to stage it through {}",
-                            topo.staging
+                            "operand {slot} ({}) is on {d}, but a {kind} driver only reaches {kind} devices; stage it with copies first",
+                            num.name(g, *v)
                         ),
                     );
                 }
             }
-            Op::DriverAllReduce { rank, device, .. } => {
-                let kind = device.kind;
-                if kind == crate::device::DeviceKind::Vulkan {
-                    push(
-                        Some(id),
-                        "no collective driver exists for vulkan devices; lower this collective with copy chains instead".into(),
-                    );
-                } else if !topo.drivers.contains(&kind) {
-                    push(
-                        Some(id),
-                        format!(
-                            "the topology has no collective driver for {kind}; add `driver {kind}` to the topology file, or lower without a driver"
-                        ),
-                    );
-                }
-                for (slot, v) in n.operands.iter().enumerate() {
-                    let Some(d) = g.value_device(*v) else {
-                        continue;
-                    };
-                    if slot == *rank && d != *device {
-                        push(
-                            Some(id),
-                            format!("rank {rank}'s operand ({}) is on {d}, but the result is placed on {device}; they must match", num.name(g, *v)),
-                        );
-                    } else if d.kind != kind {
+        }
+        op if op.is_collective() => {}
+        op => {
+            let Some(dev) = op.device() else { return };
+            for (slot, v) in n.operands.iter().enumerate() {
+                if let Some(d) = g.value_device(*v) {
+                    if d != dev {
                         push(
                             Some(id),
                             format!(
-                                "operand {slot} ({}) is on {d}, but a {kind} driver only reaches {kind} devices; stage it with copies first",
-                                num.name(g, *v)
+                                "operand {slot} ({}) is on {d} but `{}` runs on {dev}; run `insert-cross-device-copies`",
+                                num.name(g, *v),
+                                op.mnemonic()
                             ),
                         );
                     }
                 }
             }
-            op if op.is_collective() => {}
-            op => {
-                let Some(dev) = op.device() else { continue };
-                for (slot, v) in n.operands.iter().enumerate() {
-                    if let Some(d) = g.value_device(*v) {
-                        if d != dev {
-                            push(
-                                Some(id),
-                                format!(
-                                    "operand {slot} ({}) is on {d} but `{}` runs on {dev}; run `insert-cross-device-copies`",
-                                    num.name(g, *v),
-                                    op.mnemonic()
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
         }
     }
-    errs
 }
 
 /// Prints the graph with `// ^ error: ...` lines under each offending line,

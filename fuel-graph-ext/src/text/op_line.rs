@@ -224,141 +224,100 @@ fn unknown_op(mnemonic: &str) -> String {
     )
 }
 
-/// Reads a node line; its operands go to the end of `refs`. (`#[inline]`:
-/// its one caller is the parser's loop, in another module.)
-#[inline]
-pub(super) fn parse_node_line(
-    c: &mut Cur<'_>,
-    refs: &mut Vec<Ref>,
-) -> Result<NodeLine, ParseError> {
-    let pos = c.pos;
-    c.expect("%", "a node line `%N = op ...`, `return` or `}`")?;
-    let number = c.number("a value number after `%`")? as usize;
-    let declared_results = c
-        .suffix(b':', "a result count after `:`")?
-        .map(|(k, at)| (k as usize, at));
-    c.expect("=", "`=`")?;
-    c.skip_ws();
-    let op_pos = c.pos;
-    let mnemonic = c.ident("an op name")?;
-    // `split_once('.')` by bytes: mnemonics are a few ASCII bytes, too
-    // short for the memchr-based searcher to pay off.
-    let base = match mnemonic.bytes().position(|b| b == b'.') {
-        Some(i) => mnemonic.get(..i).unwrap_or(""),
-        None => mnemonic,
-    };
-    let named = OPS.iter().any(|d| d.named && d.mnemonic == base);
-    let name = if named { Some(c.string()?) } else { None };
-    if c.peek("%") {
-        loop {
-            refs.push(c.value_ref()?);
-            if !c.eat(",") {
-                break;
-            }
-        }
-    }
+/// Reads the `{key=value, ...}` attributes, if the line has any: each key
+/// with its value as written and the byte offset of the key.
+fn parse_attrs<'a>(c: &mut Cur<'a>) -> Result<Vec<(&'a str, Written<'a>, usize)>, ParseError> {
     let mut attrs: Vec<(&str, Written, usize)> = Vec::new();
-    if c.eat("{") {
+    if !c.eat("{") {
+        return Ok(attrs);
+    }
+    loop {
+        c.skip_ws();
+        let apos = c.pos;
+        let key = c.ident("an attribute name")?;
+        c.expect("=", "`=` after the attribute name")?;
+        c.skip_ws();
+        // A list, a number, or a name (a dtype); an op reads its
+        // attributes as the kind it takes.
+        let v = if c.eat("[") {
+            Written::List(parse_extent_list(c, key)?)
+        } else if c.rest().starts_with(|ch: char| ch.is_ascii_alphabetic()) {
+            Written::Name(c.ident("an attribute value")?)
+        } else {
+            Written::Int(c.number("an integer attribute value")?)
+        };
+        if attrs.iter().any(|(k, _, _)| *k == key) {
+            return Err(c.err_at(
+                apos,
+                format!("attribute `{}` is given twice", excerpt::token(key)),
+            ));
+        }
+        attrs.push((key, v, apos));
+        if c.eat("}") {
+            break;
+        }
+        c.expect(",", "`,` or `}` in the attributes")?;
+    }
+    Ok(attrs)
+}
+
+/// Reads the rest of a list attribute `[a, b, ...]` after its `[`.
+fn parse_extent_list(c: &mut Cur<'_>, key: &str) -> Result<Vec<u64>, ParseError> {
+    let mut list = Vec::new();
+    if c.eat("]") {
+        return Ok(list);
+    }
+    loop {
+        c.skip_ws();
+        if c.peek("-") {
+            return Err(c.err(format!(
+                "`{}` lists extents, which are 0 or more; write a count of entries, not a negative number",
+                excerpt::token(key)
+            )));
+        }
+        list.push(c.number(&format!("an extent in `{}`", excerpt::token(key)))?);
+        if c.eat("]") {
+            break;
+        }
+        c.expect(",", "`,` or `]` in the list")?;
+    }
+    Ok(list)
+}
+
+/// Reads the placement as written: `@dev`, `-> dev`, `-> [dev, ...]` or none.
+fn parse_place(c: &mut Cur<'_>) -> Result<Place, ParseError> {
+    if c.eat("@") {
+        return Ok(Place::At(c.device()?));
+    }
+    if !c.eat("->") {
+        return Ok(Place::None);
+    }
+    if !c.eat("[") {
+        return Ok(Place::To(c.device()?));
+    }
+    let mut list = DeviceList::new();
+    if !c.eat("]") {
         loop {
-            c.skip_ws();
-            let apos = c.pos;
-            let key = c.ident("an attribute name")?;
-            c.expect("=", "`=` after the attribute name")?;
-            c.skip_ws();
-            // A list, a number, or a name (a dtype); an op reads its
-            // attributes as the kind it takes.
-            let v = if c.eat("[") {
-                let mut list = Vec::new();
-                if !c.eat("]") {
-                    loop {
-                        c.skip_ws();
-                        if c.peek("-") {
-                            return Err(c.err(format!(
-                                "`{}` lists extents, which are 0 or more; write a count of entries, not a negative number",
-                                excerpt::token(key)
-                            )));
-                        }
-                        list.push(c.number(&format!("an extent in `{}`", excerpt::token(key)))?);
-                        if c.eat("]") {
-                            break;
-                        }
-                        c.expect(",", "`,` or `]` in the list")?;
-                    }
-                }
-                Written::List(list)
-            } else if c.rest().starts_with(|ch: char| ch.is_ascii_alphabetic()) {
-                Written::Name(c.ident("an attribute value")?)
-            } else {
-                Written::Int(c.number("an integer attribute value")?)
-            };
-            if attrs.iter().any(|(k, _, _)| *k == key) {
-                return Err(c.err_at(
-                    apos,
-                    format!("attribute `{}` is given twice", excerpt::token(key)),
-                ));
-            }
-            attrs.push((key, v, apos));
-            if c.eat("}") {
+            list.push(c.device()?);
+            if c.eat("]") {
                 break;
             }
-            c.expect(",", "`,` or `}` in the attributes")?;
+            c.expect(",", "`,` or `]` in the device list")?;
         }
     }
-    let place_pos = {
-        c.skip_ws();
-        c.pos
-    };
-    let place = if c.eat("@") {
-        Place::At(c.device()?)
-    } else if c.eat("->") {
-        if c.eat("[") {
-            let mut list = DeviceList::new();
-            if !c.eat("]") {
-                loop {
-                    list.push(c.device()?);
-                    if c.eat("]") {
-                        break;
-                    }
-                    c.expect(",", "`,` or `]` in the device list")?;
-                }
-            }
-            Place::ToList(list)
-        } else {
-            Place::To(c.device()?)
-        }
-    } else {
-        Place::None
-    };
-    c.expect(":", "`:` and the result type")?;
-    c.skip_ws();
-    let ty_pos = c.pos;
-    let ty = c.tensor_type()?;
-    let mut tys = Vec::new();
-    while c.eat(",") {
-        if tys.is_empty() {
-            tys.push(ty.clone());
-        }
-        tys.push(c.tensor_type()?);
-    }
-    if !c.at_end() {
-        let found = c.found();
-        return Err(c.err(format!(
-            "expected end of line after the type, found {found}"
-        )));
-    }
+    Ok(Place::ToList(list))
+}
 
-    // Build the op as its row says, then check what the row did not take.
-    let Some((def, variant)) = lookup(mnemonic) else {
-        return Err(c.err_at(op_pos, unknown_op(mnemonic)));
-    };
-    let given = place.form();
-    let mut line = Line {
-        name,
-        variant,
-        attrs,
-        place,
-    };
-    let op = (def.build)(&mut line).map_err(|e| match e {
+/// The message for a piece the op's row asked for and did not get.
+fn field_error(
+    c: &Cur<'_>,
+    e: FieldError,
+    def: &OpDef,
+    mnemonic: &str,
+    op_pos: usize,
+    place_pos: usize,
+) -> ParseError {
+    match e {
         FieldError::MissingVariant => c.err_at(
             op_pos,
             format!("expected `{}.sum|prod|max|min|mean`", def.mnemonic),
@@ -393,23 +352,99 @@ pub(super) fn parse_node_line(
             place_pos,
             format!("expected {} on `{mnemonic}`", written(p)),
         ),
-    })?;
-    if let Some((key, _, apos)) = line.attrs.first() {
-        let known = if def.attrs.is_empty() && def.opt_attrs.is_empty() && def.lists.is_empty() {
-            "none".to_string()
-        } else {
-            let mut all: Vec<&str> = def.attrs.iter().chain(def.opt_attrs).copied().collect();
-            all.sort_unstable();
-            all.extend(def.lists.iter().copied());
-            all.join(", ")
-        };
-        return Err(c.err_at(
-            *apos,
-            format!(
-                "unknown attribute `{}` for `{mnemonic}`: it takes {known}",
-                excerpt::token(key)
-            ),
-        ));
+    }
+}
+
+/// The message for the first attribute the op's row did not take, if any.
+fn leftover_attr(c: &Cur<'_>, line: &Line<'_>, def: &OpDef, mnemonic: &str) -> Option<ParseError> {
+    let (key, _, apos) = line.attrs.first()?;
+    let known = if def.attrs.is_empty() && def.opt_attrs.is_empty() && def.lists.is_empty() {
+        "none".to_string()
+    } else {
+        let mut all: Vec<&str> = def.attrs.iter().chain(def.opt_attrs).copied().collect();
+        all.sort_unstable();
+        all.extend(def.lists.iter().copied());
+        all.join(", ")
+    };
+    Some(c.err_at(
+        *apos,
+        format!(
+            "unknown attribute `{}` for `{mnemonic}`: it takes {known}",
+            excerpt::token(key)
+        ),
+    ))
+}
+
+/// Reads a node line; its operands go to the end of `refs`. (`#[inline]`:
+/// its one caller is the parser's loop, in another module.)
+#[inline]
+pub(super) fn parse_node_line(
+    c: &mut Cur<'_>,
+    refs: &mut Vec<Ref>,
+) -> Result<NodeLine, ParseError> {
+    let pos = c.pos;
+    c.expect("%", "a node line `%N = op ...`, `return` or `}`")?;
+    let number = c.number("a value number after `%`")? as usize;
+    let declared_results = c
+        .suffix(b':', "a result count after `:`")?
+        .map(|(k, at)| (k as usize, at));
+    c.expect("=", "`=`")?;
+    c.skip_ws();
+    let op_pos = c.pos;
+    let mnemonic = c.ident("an op name")?;
+    // `split_once('.')` by bytes: mnemonics are a few ASCII bytes, too
+    // short for the memchr-based searcher to pay off.
+    let base = match mnemonic.bytes().position(|b| b == b'.') {
+        Some(i) => mnemonic.get(..i).unwrap_or(""),
+        None => mnemonic,
+    };
+    let named = OPS.iter().any(|d| d.named && d.mnemonic == base);
+    let name = if named { Some(c.string()?) } else { None };
+    if c.peek("%") {
+        loop {
+            refs.push(c.value_ref()?);
+            if !c.eat(",") {
+                break;
+            }
+        }
+    }
+    let attrs = parse_attrs(c)?;
+    c.skip_ws();
+    let place_pos = c.pos;
+    let place = parse_place(c)?;
+    c.expect(":", "`:` and the result type")?;
+    c.skip_ws();
+    let ty_pos = c.pos;
+    let ty = c.tensor_type()?;
+    let mut tys = Vec::new();
+    while c.eat(",") {
+        if tys.is_empty() {
+            tys.push(ty.clone());
+        }
+        tys.push(c.tensor_type()?);
+    }
+    if !c.at_end() {
+        let found = c.found();
+        return Err(c.err(format!(
+            "expected end of line after the type, found {found}"
+        )));
+    }
+
+    // Build the op as its row says, then check what the row did not take.
+    let Some((def, variant)) = lookup(mnemonic) else {
+        return Err(c.err_at(op_pos, unknown_op(mnemonic)));
+    };
+    let given = place.form();
+    let mut line = Line {
+        name,
+        variant,
+        attrs,
+        place,
+    };
+    let op =
+        (def.build)(&mut line).map_err(|e| field_error(c, e, def, mnemonic, op_pos, place_pos))?;
+    if let Some(e) = leftover_attr(c, &line, def, mnemonic) {
+        return Err(e);
     }
     let placement_ok = match def.placement {
         Placement::Operands => given.is_none(),

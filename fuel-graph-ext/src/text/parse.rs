@@ -109,14 +109,18 @@ impl Numbers {
     }
 }
 
-/// Parses one graph from text IR.
-pub fn parse(src: &str) -> Result<Graph, ParseError> {
-    let mut lines = src.lines();
+/// Whether a line holds nothing to read (blank, or a comment).
+fn blank(l: &str) -> bool {
+    let t = l.trim();
+    t.is_empty() || t.starts_with("//")
+}
+
+/// Reads up to and including the `graph @name {` line: the graph's name,
+/// the header line and its 1-based number.
+fn parse_header<'a>(
+    lines: &mut std::str::Lines<'a>,
+) -> Result<(String, &'a str, usize), ParseError> {
     let mut line_no = 0;
-    let blank = |l: &str| {
-        let t = l.trim();
-        t.is_empty() || t.starts_with("//")
-    };
     let header = loop {
         let Some(l) = lines.next() else {
             return Err(ParseError {
@@ -144,9 +148,127 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         let found = c.found();
         return Err(c.err(format!("expected end of line after `{{`, found {found}")));
     }
+    Ok((name, header, line_no))
+}
 
-    // Step 1: read the lines; add nodes without operands.
-    let mut g = Graph::new(name);
+/// What step 1 read: the graph's nodes without operands, each node line,
+/// every operand reference in one flat list, and the `return` line's.
+struct Read {
+    g: Graph,
+    decls: Vec<Decl>,
+    refs: Vec<Ref>,
+    returns: Option<Range<usize>>,
+}
+
+/// What one body line was.
+enum Body {
+    /// Blank, a comment or a note.
+    Skip,
+    /// The closing `}`.
+    Close,
+    /// The `return` line.
+    Return,
+    /// A node line.
+    Node,
+}
+
+/// Reads one body line into `read`, and says what it was.
+fn body_line(c: &mut Cur<'_>, read: &mut Read, closed: bool) -> Result<Body, ParseError> {
+    c.skip_ws();
+    if c.rest().is_empty() {
+        return Ok(Body::Skip);
+    }
+    if let Some(note) = c.rest().strip_prefix("//") {
+        if !closed {
+            read.g
+                .add_note(note.strip_prefix(' ').unwrap_or(note).trim_end());
+        }
+        return Ok(Body::Skip);
+    }
+    if closed {
+        let found = c.found();
+        return Err(c.err(format!(
+            "expected nothing after the closing `}}`, found {found}"
+        )));
+    }
+    if c.eat("}") {
+        if read.returns.is_none() {
+            return Err(c.err("expected a `return` line before the closing `}`"));
+        }
+        if !c.at_end() {
+            let found = c.found();
+            return Err(c.err(format!("expected end of line after `}}`, found {found}")));
+        }
+        return Ok(Body::Close);
+    }
+    if read.returns.is_some() {
+        return Err(c.err("expected `}` after the `return` line"));
+    }
+    let first = read.refs.len();
+    if c.rest().starts_with("return") {
+        c.pos += "return".len();
+        if !c.at_end() {
+            loop {
+                read.refs.push(c.value_ref()?);
+                if c.at_end() {
+                    break;
+                }
+                c.expect(",", "`,` between returned values")?;
+            }
+        }
+        read.returns = Some(first..read.refs.len());
+        return Ok(Body::Return);
+    }
+    node_line(c, read, first)?;
+    Ok(Body::Node)
+}
+
+/// Reads a node line, whose operand references start at `first`, and adds
+/// its node without operands.
+fn node_line(c: &mut Cur<'_>, read: &mut Read, first: usize) -> Result<(), ParseError> {
+    let node = parse_node_line(c, &mut read.refs)?;
+    let operands = read.refs.len() - first;
+    let results = node.op.num_results(operands);
+    if !node.tys.is_empty() && node.tys.len() != results {
+        return Err(c.err_at(
+            node.ty_pos,
+            format!(
+                "expected one type, or one per result ({results}), on `{}`; found {}",
+                node.op.mnemonic(),
+                node.tys.len()
+            ),
+        ));
+    }
+    let multi = node.op.is_multi_result();
+    let id = read.g.add_node(node.op, &[], node.ty);
+    if !node.tys.is_empty() {
+        read.g.set_result_types(id, node.tys);
+    }
+    read.decls.push(Decl {
+        number: node.number,
+        line: c.line,
+        pos: node.pos,
+        declared_results: node.declared_results,
+        refs: first..read.refs.len(),
+        multi,
+        results,
+        id,
+    });
+    Ok(())
+}
+
+/// Step 1: reads the lines after the header; adds nodes without operands.
+fn read_body<'a>(
+    src: &str,
+    lines: std::str::Lines<'a>,
+    (name, header, mut line_no): (String, &'a str, usize),
+) -> Result<Read, ParseError> {
+    let mut read = Read {
+        g: Graph::new(name),
+        decls: Vec::new(),
+        refs: Vec::new(),
+        returns: None,
+    };
     // Reserving once saves regrowing and copying the node storage while the
     // file is read. There is at most one node per line, and no node line is
     // shorter than 17 bytes (`%0=max@cpu:0:u8[]`); past a million nodes the
@@ -154,10 +276,8 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
     let node_bound = (count_newlines(src) + 1)
         .min(src.len() / 17)
         .min(MAX_RESERVED_NODES);
-    g.reserve(node_bound, 0);
-    let mut decls: Vec<Decl> = Vec::with_capacity(node_bound);
-    let mut refs: Vec<Ref> = Vec::new();
-    let mut returns: Option<Range<usize>> = None;
+    read.g.reserve(node_bound, 0);
+    read.decls.reserve(node_bound);
     let mut closed = false;
     let mut last_line = header;
     for text in lines {
@@ -168,79 +288,9 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
             pos: 0,
             line: line_no,
         };
-        c.skip_ws();
-        if c.rest().is_empty() {
-            continue;
-        }
-        if let Some(note) = c.rest().strip_prefix("//") {
-            if !closed {
-                g.add_note(note.strip_prefix(' ').unwrap_or(note).trim_end());
-            }
-            continue;
-        }
-        if closed {
-            let found = c.found();
-            return Err(c.err(format!(
-                "expected nothing after the closing `}}`, found {found}"
-            )));
-        }
-        if c.eat("}") {
-            if returns.is_none() {
-                return Err(c.err("expected a `return` line before the closing `}`"));
-            }
-            if !c.at_end() {
-                let found = c.found();
-                return Err(c.err(format!("expected end of line after `}}`, found {found}")));
-            }
+        if let Body::Close = body_line(&mut c, &mut read, closed)? {
             closed = true;
-            continue;
         }
-        if returns.is_some() {
-            return Err(c.err("expected `}` after the `return` line"));
-        }
-        let first = refs.len();
-        if c.rest().starts_with("return") {
-            c.pos += "return".len();
-            if !c.at_end() {
-                loop {
-                    refs.push(c.value_ref()?);
-                    if c.at_end() {
-                        break;
-                    }
-                    c.expect(",", "`,` between returned values")?;
-                }
-            }
-            returns = Some(first..refs.len());
-            continue;
-        }
-        let node = parse_node_line(&mut c, &mut refs)?;
-        let operands = refs.len() - first;
-        let results = node.op.num_results(operands);
-        if !node.tys.is_empty() && node.tys.len() != results {
-            return Err(c.err_at(
-                node.ty_pos,
-                format!(
-                    "expected one type, or one per result ({results}), on `{}`; found {}",
-                    node.op.mnemonic(),
-                    node.tys.len()
-                ),
-            ));
-        }
-        let multi = node.op.is_multi_result();
-        let id = g.add_node(node.op, &[], node.ty);
-        if !node.tys.is_empty() {
-            g.set_result_types(id, node.tys);
-        }
-        decls.push(Decl {
-            number: node.number,
-            line: line_no,
-            pos: node.pos,
-            declared_results: node.declared_results,
-            refs: first..refs.len(),
-            multi,
-            results,
-            id,
-        });
     }
     if !closed {
         return Err(ParseError {
@@ -250,8 +300,17 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
             source_line: last_line.to_string(),
         });
     }
+    Ok(read)
+}
 
-    // Step 2: map numbers to nodes, then resolve operands in line order.
+/// Step 2: maps numbers to nodes, then resolves operands in line order.
+fn resolve_operands(src: &str, read: Read) -> Result<Graph, ParseError> {
+    let Read {
+        mut g,
+        decls,
+        refs,
+        returns,
+    } = read;
     let numbers = Numbers::new(&decls).map_err(|(k, prev)| {
         let (d, p) = (&decls[k], &decls[prev]);
         err_in(
@@ -319,6 +378,14 @@ pub fn parse(src: &str) -> Result<Graph, ParseError> {
         .collect::<Result<Vec<_>, _>>()?;
     g.set_outputs(outs);
     Ok(g)
+}
+
+/// Parses one graph from text IR.
+pub fn parse(src: &str) -> Result<Graph, ParseError> {
+    let mut lines = src.lines();
+    let header = parse_header(&mut lines)?;
+    let read = read_body(src, lines, header)?;
+    resolve_operands(src, read)
 }
 
 #[cfg(test)]

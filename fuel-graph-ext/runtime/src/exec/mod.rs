@@ -277,47 +277,11 @@ impl<'g> Compiler<'g> {
     /// joins the islands' collective drivers and starts the workers.
     pub fn compile(self) -> Result<Executable, ExecError> {
         let g = self.graph;
-        for id in g.node_ids() {
-            if let Some(n) = g.node(id) {
-                if n.op.is_collective() {
-                    return Err(ExecError::Collective {
-                        op: n.op.mnemonic(),
-                    });
-                }
-            }
-        }
+        check_no_collectives(g)?;
         let default_topology = Topology::default();
         let topology = self.topology.unwrap_or(&default_topology);
         verify(g, Level::Placement, topology).map_err(|e| ExecError::Verify(e.rendered))?;
-        let used: BTreeSet<Device> = g
-            .node_ids()
-            .filter_map(|id| g.node(id)?.op.device())
-            .collect();
-        let mut listed: BTreeSet<Device> = if self.devices.is_empty() {
-            used.clone()
-        } else {
-            self.devices.iter().copied().collect()
-        };
-        // The topology's staging CPU is the lowering's own choice, not the
-        // caller's: copies with no direct path are routed through it, so a
-        // group of only Vulkan (or only CUDA) devices uses it without
-        // listing it. It is opened when the graph uses it (a host arena
-        // costs nothing to open).
-        if used.contains(&topology.staging) {
-            listed.insert(topology.staging);
-        }
-        for d in &used {
-            if !listed.contains(d) {
-                return Err(ExecError::DeviceNotListed {
-                    device: *d,
-                    listed: listed
-                        .iter()
-                        .map(|d| d.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                });
-            }
-        }
+        let listed = listed_devices(g, &self.devices, topology)?;
         // Host arenas' sizes are known before anything is opened (read
         // once, for every host arena): a value too large for the host is
         // refused before the schedule is built (its byte regions grow with
@@ -335,15 +299,7 @@ impl<'g> Compiler<'g> {
         spmd::check(g, &plan, &mut comms)?;
         island::check(&plan)?;
         let ctxs = backend::open(&listed, &self.runtime, self.options.import_host_buffers)?;
-        for s in &plan.steps {
-            let ctx = ctxs
-                .get(&s.device)
-                .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
-            ctx.supports(s.ty.dtype)?;
-            if let Some(k) = s.work.kernel() {
-                ctx.supports_kernel(k, s.ty.dtype)?;
-            }
-        }
+        check_supported(&plan, &ctxs)?;
         plan.fit_to_devices(&self.options, |d| {
             ctxs.get(&d).map(Ctx::caps).unwrap_or_default()
         });
@@ -355,45 +311,20 @@ impl<'g> Compiler<'g> {
         capacity::check_buffers(g, &caps)?;
         capacity::check_peaks(&plan, &caps)?;
         let islands = island::join(&plan, &ctxs, self.runtime.join)?;
-        // Host arenas share the host's cores: handing their steps to worker
-        // threads buys no overlap, only a thread handoff per step, and the
-        // kernels of large steps use every core anyway. Such an executable
-        // runs its steps in schedule order on the caller's thread. So does
-        // one whose GPU steps are all the runner's own work (inputs read in
-        // place, imports, deferred or shared copies, views: no submit, no
-        // bytes moved), where every step that needs a worker is a host's.
-        let on_host = |d: &Device| ctxs.get(d).is_some_and(|c| matches!(c, Ctx::Cpu(_)));
-        let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)))
-            || (plan.steps.iter().any(|s| !on_host(&s.device))
-                && plan
-                    .steps
-                    .iter()
-                    .all(|s| on_host(&s.device) || !s.work.needs_device()));
-        let inline_on_pool = inline
-            && plan.islands.is_empty()
-            && plan
-                .steps
-                .iter()
-                .all(|s| !matches!(s.work, Work::Comm { .. }))
-            && plan.steps.iter().any(|s| {
-                matches!(s.work.kernel(), Some(backend::Kernel::Fold { .. }))
-                    && s.ty.size_bytes() >= backend::cpu::PARALLEL_MIN * 4
-            });
+        let (inline, inline_on_pool) = runner_shape(&plan, &ctxs);
         if ctxs.values().any(|c| matches!(c, Ctx::Cpu(_))) {
             crate::backend::worker::host_pool_ready()?;
         }
-        let mut workers = HashMap::new();
         let spin = if inline {
             std::time::Duration::ZERO
         } else {
             self.runtime.spin
         };
-        for d in ctxs.keys().filter(|_| !inline) {
-            let w = Worker::spawn(format!("fuel-{d}"), spin).map_err(|e| {
-                crate::backend::worker::spawn_error(format!("the worker thread for {d}"), &e)
-            })?;
-            workers.insert(*d, w);
-        }
+        let workers = if inline {
+            HashMap::new()
+        } else {
+            start_workers(&ctxs, spin)?
+        };
         // How often each slot is returned (a graph may return one value
         // many times; counting once keeps this linear).
         let mut returned = vec![0usize; plan.steps.len()];
@@ -432,6 +363,118 @@ impl<'g> Compiler<'g> {
                 .collect(),
         })
     }
+}
+
+/// Refuses a graph that still holds a collective (lower it first).
+fn check_no_collectives(g: &Graph) -> Result<(), ExecError> {
+    for id in g.node_ids() {
+        if let Some(n) = g.node(id) {
+            if n.op.is_collective() {
+                return Err(ExecError::Collective {
+                    op: n.op.mnemonic(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The devices to open: the ones listed (or, with none listed, the ones
+/// the graph uses), and the topology's staging CPU where the graph uses
+/// it; a used device that is not listed is refused.
+fn listed_devices(
+    g: &Graph,
+    devices: &[Device],
+    topology: &Topology,
+) -> Result<BTreeSet<Device>, ExecError> {
+    let used: BTreeSet<Device> = g
+        .node_ids()
+        .filter_map(|id| g.node(id)?.op.device())
+        .collect();
+    let mut listed: BTreeSet<Device> = if devices.is_empty() {
+        used.clone()
+    } else {
+        devices.iter().copied().collect()
+    };
+    // The topology's staging CPU is the lowering's own choice, not the
+    // caller's: copies with no direct path are routed through it, so a
+    // group of only Vulkan (or only CUDA) devices uses it without
+    // listing it. It is opened when the graph uses it (a host arena
+    // costs nothing to open).
+    if used.contains(&topology.staging) {
+        listed.insert(topology.staging);
+    }
+    for d in &used {
+        if !listed.contains(d) {
+            return Err(ExecError::DeviceNotListed {
+                device: *d,
+                listed: listed
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+    }
+    Ok(listed)
+}
+
+/// Checks every step's dtype and kernel against its opened device.
+fn check_supported(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<(), ExecError> {
+    for s in &plan.steps {
+        let ctx = ctxs
+            .get(&s.device)
+            .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
+        ctx.supports(s.ty.dtype)?;
+        if let Some(k) = s.work.kernel() {
+            ctx.supports_kernel(k, s.ty.dtype)?;
+        }
+    }
+    Ok(())
+}
+
+/// Which runner an executable uses: (inline, inline on the kernels' pool).
+fn runner_shape(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> (bool, bool) {
+    // Host arenas share the host's cores: handing their steps to worker
+    // threads buys no overlap, only a thread handoff per step, and the
+    // kernels of large steps use every core anyway. Such an executable
+    // runs its steps in schedule order on the caller's thread. So does
+    // one whose GPU steps are all the runner's own work (inputs read in
+    // place, imports, deferred or shared copies, views: no submit, no
+    // bytes moved), where every step that needs a worker is a host's.
+    let on_host = |d: &Device| ctxs.get(d).is_some_and(|c| matches!(c, Ctx::Cpu(_)));
+    let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)))
+        || (plan.steps.iter().any(|s| !on_host(&s.device))
+            && plan
+                .steps
+                .iter()
+                .all(|s| on_host(&s.device) || !s.work.needs_device()));
+    let inline_on_pool = inline
+        && plan.islands.is_empty()
+        && plan
+            .steps
+            .iter()
+            .all(|s| !matches!(s.work, Work::Comm { .. }))
+        && plan.steps.iter().any(|s| {
+            matches!(s.work.kernel(), Some(backend::Kernel::Fold { .. }))
+                && s.ty.size_bytes() >= backend::cpu::PARALLEL_MIN * 4
+        });
+    (inline, inline_on_pool)
+}
+
+/// One worker thread per opened device.
+fn start_workers(
+    ctxs: &HashMap<Device, Ctx>,
+    spin: std::time::Duration,
+) -> Result<HashMap<Device, Worker>, ExecError> {
+    let mut workers = HashMap::new();
+    for d in ctxs.keys() {
+        let w = Worker::spawn(format!("fuel-{d}"), spin).map_err(|e| {
+            crate::backend::worker::spawn_error(format!("the worker thread for {d}"), &e)
+        })?;
+        workers.insert(*d, w);
+    }
+    Ok(workers)
 }
 
 impl Executable {
