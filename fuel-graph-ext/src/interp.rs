@@ -15,12 +15,12 @@ mod arith;
 mod edges;
 mod host_tensor;
 mod order;
-mod world;
+mod ranks;
 
 pub use edges::{edge_inputs, edge_values};
 pub use host_tensor::HostTensor;
 pub use order::{check_lowering, compare, fold_bounds, Agreement, Bounds};
-pub use world::interpret_world;
+pub use ranks::interpret_world;
 
 use crate::dtype::{DType, TensorType};
 use crate::graph::{Graph, ValueId};
