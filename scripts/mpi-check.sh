@@ -87,6 +87,16 @@ for spec in "2 cpu:0,vulkan:0" "4 cpu:0"; do
   fi
   echo "mpi-check: bench --world on $1 x [$2] passed"
 done
+# The same as CSV, with bench's columns and its meaning of ratio.
+if ! timeout 120 mpirun -n 2 --oversubscribe --allow-run-as-root "$dir/fuel-opt" bench --world --devices cpu:0 --sizes 64K --iters 2 --warmup 1 --csv | tee "$out"; then
+  echo "mpi-check: bench --world --csv failed or hung" >&2
+  exit 1
+fi
+if ! head -1 "$out" | grep -q '^size,count,type,time_us,.*,ratio$' || ! grep -Eq '^64K,16384,f32,[^,]*,[^,]*,[^,]*,0,' "$out"; then
+  echo "mpi-check: bench --world --csv printed no header or no row with 0 wrong" >&2
+  exit 1
+fi
+echo "mpi-check: bench --world --csv passed"
 
 # Worlds that must not hang (issue 38): rank 1 exits at once without MPI,
 # prints --help, or runs with other flags. Every case must end, every rank

@@ -140,6 +140,7 @@ pub const MODES: &[Mode] = &[
             "topology",
             "world",
             "world_timeout",
+            "csv",
         ],
         why: "it times the world all_reduce.sum as the world lowering records it",
     },

@@ -329,8 +329,8 @@ fn a_flag_is_honoured_or_refused_never_ignored() {
             "bench --world does not use --algorithm",
         ),
         (
-            &["bench", "--world", "--csv"],
-            "bench --world does not use --csv",
+            &["bench", "--world", "--plot", "p.svg"],
+            "bench --world does not use --plot",
         ),
         (
             &["bench", "--calibrate", "--sizes", "1M"],

@@ -140,23 +140,21 @@ mod imp {
             let bound_us = mpi_us + local_us;
             if p == 0 {
                 let algbw = bytes as f64 / (time_us * 1e3);
-                let bus = |ranks: usize| 2.0 * (ranks as f64 - 1.0) / ranks as f64;
-                let bound_bus = bytes as f64 / (bound_us * 1e3) * bus(n);
-                outln!(
-                    "{:>12} {:>10} {:>6} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>10.1} {:>10.1} {:>14.1} {:>12.3} {:>6.2}",
-                    format_size(bytes),
+                let bus = 2.0 * (n as f64 - 1.0) / n as f64;
+                let row = Row {
+                    size: format_size(bytes),
                     count,
-                    dtype.to_string(),
+                    dtype,
                     time_us,
                     algbw,
-                    algbw * bus(n),
+                    busbw: algbw * bus,
                     wrong,
                     mpi_us,
                     local_us,
                     bound_us,
-                    bound_bus,
-                    time_us / bound_us
-                )?;
+                    bound_busbw: bytes as f64 / (bound_us * 1e3) * bus,
+                };
+                row.print(a.csv)?;
             }
             if wrong > 0 {
                 return Err(fail(&format!(
@@ -176,6 +174,10 @@ mod imp {
         np: usize,
         k: usize,
     ) -> Result<(), Failure> {
+        if a.csv {
+            outln!("{}", Row::CSV_HEADER)?;
+            return Ok(());
+        }
         outln!(
             "# fuel-opt bench --world: all_reduce.sum over {np} processes x [{}] (hub {}), {} iters after {} warmup, rank 0's medians, each run after an MPI_Barrier",
             names.join(","),
@@ -192,7 +194,7 @@ mod imp {
             "no local host bound (one device per process)".to_string()
         };
         outln!(
-            "# bound = mpi + local, same run: mpi = raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers; local = {local} plus the staging bound (each Vulkan device's download and upload; none without one); ratio = time / bound time"
+            "# bound = mpi + local, same run: mpi = raw MPI_Allreduce (MPI_FLOAT, MPI_SUM) of the same bytes per process on host buffers; local = {local} plus the staging bound (each Vulkan device's download and upload; none without one); ratio = bound time / time, as in every bench table (1.0 is the bound, higher is better)"
         )?;
         outln!(
             "#{:>11} {:>10} {:>6} {:>10} {:>12} {:>12} {:>7} {:>10} {:>10} {:>14} {:>12} {:>6}",
@@ -277,5 +279,40 @@ mod imp {
                 .sum::<usize>();
         let time_us = median(times);
         Ok((time_us, wrong))
+    }
+
+    /// One size's figures, as a table row or a CSV line.
+    struct Row {
+        size: String,
+        count: usize,
+        dtype: DType,
+        time_us: f64,
+        algbw: f64,
+        busbw: f64,
+        wrong: usize,
+        mpi_us: f64,
+        local_us: f64,
+        bound_us: f64,
+        bound_busbw: f64,
+    }
+
+    impl Row {
+        /// The CSV's first line: the columns of the table, in its order.
+        const CSV_HEADER: &'static str = "size,count,type,time_us,algbw_gbps,busbw_gbps,wrong,mpi_us,local_us,bound_us,bound_busbw_gbps,ratio";
+
+        /// Prints the row (process 0 only); `ratio` is bound time over
+        /// time, as in `bench`.
+        fn print(&self, csv: bool) -> Result<(), Failure> {
+            let ratio = self.bound_us / self.time_us;
+            let (s, c, t) = (&self.size, self.count, self.dtype.to_string());
+            let (us, alg, bus, w) = (self.time_us, self.algbw, self.busbw, self.wrong);
+            let (mpi, local, bound, bb) =
+                (self.mpi_us, self.local_us, self.bound_us, self.bound_busbw);
+            if csv {
+                outln!("{s},{c},{t},{us:.1},{alg:.4},{bus:.4},{w},{mpi:.1},{local:.1},{bound:.1},{bb:.4},{ratio:.3}")
+            } else {
+                outln!("{s:>12} {c:>10} {t:>6} {us:>10.1} {alg:>12.3} {bus:>12.3} {w:>7} {mpi:>10.1} {local:>10.1} {bound:>14.1} {bb:>12.3} {ratio:>6.2}")
+            }
+        }
     }
 }
