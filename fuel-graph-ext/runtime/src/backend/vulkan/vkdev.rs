@@ -3,8 +3,8 @@
 //! failure half way destroys what was made ([`Partial`]).
 
 use super::kernels::{
-    make_pipeline, Params, SPV_BF16, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64, SPV_I32,
-    SPV_I64, SPV_U32, SPV_U64,
+    make_pipeline, Params, Pipeline, SPV_BF16, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64,
+    SPV_I32, SPV_I64, SPV_U32, SPV_U64,
 };
 use super::memory::{mapped_memory_type, BufPool};
 use super::submit::Submitter;
@@ -73,135 +73,45 @@ impl VkDev {
         // does that on drop unless disarmed.
         let mut partial = Partial::default();
         partial.dev = Some(dev.clone());
-        // SAFETY (for the creation calls below): `dev` is live and every create
-        // info is valid for the duration of its call.
-        unsafe {
-            let pool = dev
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(family)
-                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-                    None,
-                )
-                .map_err(vk_err("vkCreateCommandPool"))?;
-            partial.pool = pool;
-            let cmd = dev
-                .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(pool)
-                        .level(vk::CommandBufferLevel::PRIMARY)
-                        .command_buffer_count(1),
-                )
-                .map_err(vk_err("vkAllocateCommandBuffers"))?
-                .first()
-                .copied()
-                .ok_or("no command buffer")?;
-            let fence = dev
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .map_err(vk_err("vkCreateFence"))?;
-            partial.fence = fence;
-            let sizes = [vk::DescriptorPoolSize::default()
-                .ty(vk::DescriptorType::STORAGE_BUFFER)
-                .descriptor_count(MAX_ARITY as u32 + 1)];
-            let descriptors = dev
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .map_err(vk_err("vkCreateDescriptorPool"))?;
-            partial.descriptors = descriptors;
-            let bindings: Vec<_> = (0..=MAX_ARITY as u32)
-                .map(|b| {
-                    vk::DescriptorSetLayoutBinding::default()
-                        .binding(b)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .descriptor_count(1)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                })
-                .collect();
-            let set_layout = dev
-                .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
-                    None,
-                )
-                .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
-            partial.set_layout = set_layout;
-            let ranges = [vk::PushConstantRange::default()
-                .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .size(std::mem::size_of::<Params>() as u32)];
-            let layouts = [set_layout];
-            let layout = dev
-                .create_pipeline_layout(
-                    &vk::PipelineLayoutCreateInfo::default()
-                        .set_layouts(&layouts)
-                        .push_constant_ranges(&ranges),
-                    None,
-                )
-                .map_err(vk_err("vkCreatePipelineLayout"))?;
-            partial.layout = layout;
-            let mut pipes = Vec::new();
-            for (dtype, spv, wanted) in [
-                (DType::F32, SPV_F32, true),
-                (DType::I32, SPV_I32, true),
-                (DType::F16, SPV_F16, f16),
-                (DType::F64, SPV_F64, f64),
-                (DType::I64, SPV_I64, i64),
-                (DType::U32, SPV_U32, true),
-                (DType::U64, SPV_U64, i64),
-                (DType::BF16, SPV_BF16, true),
-            ] {
-                if wanted {
-                    let p = make_pipeline(&dev, layout, spv)?;
-                    partial.pipes.push(p.pipeline);
-                    partial.modules.push(p.module);
-                    pipes.push((dtype, p));
-                }
-            }
-            let cast = make_pipeline(&dev, layout, SPV_CAST)?;
-            partial.pipes.push(cast.pipeline);
-            partial.modules.push(cast.module);
-            let divide = make_pipeline(&dev, layout, SPV_DIV)?;
-            partial.pipes.push(divide.pipeline);
-            partial.modules.push(divide.module);
-            partial.dev = None;
-            let import = import.map(|align| super::import::Importer {
-                ext: ash::ext::external_memory_host::Device::new(vi, &dev),
-                align,
-                host_memory,
-            });
-            Ok(Arc::new(VkDev {
-                import,
-                device,
-                f16,
-                f64,
-                i64,
-                instance,
-                dev,
-                queue,
-                memory,
-                mapped_type,
-                capacity,
-                view_align,
-                submit: Mutex::new(Submitter {
-                    pool,
-                    cmd,
-                    fence,
-                    descriptors,
-                }),
-                set_layout,
-                layout,
-                pipes,
-                cast,
-                divide,
-                counter: AllocCounter::default(),
-                staging: Mutex::new(None),
-                pool: Mutex::new(BufPool::default()),
-                lost: std::sync::OnceLock::new(),
-                parked: Mutex::new(Vec::new()),
-            }))
-        }
+        let (pool, cmd, fence) = partial.submission(family)?;
+        let (descriptors, set_layout, layout) = partial.layouts()?;
+        let (pipes, cast, divide) = partial.pipelines(layout, (f16, f64, i64))?;
+        partial.dev = None;
+        let import = import.map(|align| super::import::Importer {
+            ext: ash::ext::external_memory_host::Device::new(vi, &dev),
+            align,
+            host_memory,
+        });
+        Ok(Arc::new(VkDev {
+            import,
+            device,
+            f16,
+            f64,
+            i64,
+            instance,
+            dev,
+            queue,
+            memory,
+            mapped_type,
+            capacity,
+            view_align,
+            submit: Mutex::new(Submitter {
+                pool,
+                cmd,
+                fence,
+                descriptors,
+            }),
+            set_layout,
+            layout,
+            pipes,
+            cast,
+            divide,
+            counter: AllocCounter::default(),
+            staging: Mutex::new(None),
+            pool: Mutex::new(BufPool::default()),
+            lost: std::sync::OnceLock::new(),
+            parked: Mutex::new(Vec::new()),
+        }))
     }
 }
 
@@ -261,6 +171,143 @@ pub(super) struct Partial {
     pub(super) layout: vk::PipelineLayout,
     pub(super) pipes: Vec<vk::Pipeline>,
     pub(super) modules: Vec<vk::ShaderModule>,
+}
+
+impl Partial {
+    /// The command pool of queue family `family`, its one command buffer
+    /// and the fence a submission signals, kept for destruction on failure.
+    fn submission(
+        &mut self,
+        family: u32,
+    ) -> Result<(vk::CommandPool, vk::CommandBuffer, vk::Fence), String> {
+        let dev = self.dev.clone().ok_or("no device")?;
+        // SAFETY: `dev` is live and every create info is valid for the
+        // duration of its call.
+        unsafe {
+            let pool = dev
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .map_err(vk_err("vkCreateCommandPool"))?;
+            self.pool = pool;
+            let cmd = dev
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
+                .map_err(vk_err("vkAllocateCommandBuffers"))?
+                .first()
+                .copied()
+                .ok_or("no command buffer")?;
+            let fence = dev
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(vk_err("vkCreateFence"))?;
+            self.fence = fence;
+            Ok((pool, cmd, fence))
+        }
+    }
+
+    /// The descriptor pool, the set layout (one storage buffer per operand
+    /// and the result) and the pipeline layout (those and the push
+    /// constants) every kernel uses, kept for destruction on failure.
+    fn layouts(
+        &mut self,
+    ) -> Result<
+        (
+            vk::DescriptorPool,
+            vk::DescriptorSetLayout,
+            vk::PipelineLayout,
+        ),
+        String,
+    > {
+        let dev = self.dev.clone().ok_or("no device")?;
+        // SAFETY: `dev` is live and every create info is valid for the
+        // duration of its call.
+        unsafe {
+            let sizes = [vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(MAX_ARITY as u32 + 1)];
+            let descriptors = dev
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .map_err(vk_err("vkCreateDescriptorPool"))?;
+            self.descriptors = descriptors;
+            let bindings: Vec<_> = (0..=MAX_ARITY as u32)
+                .map(|b| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let set_layout = dev
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
+            self.set_layout = set_layout;
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size(std::mem::size_of::<Params>() as u32)];
+            let layouts = [set_layout];
+            let layout = dev
+                .create_pipeline_layout(
+                    &vk::PipelineLayoutCreateInfo::default()
+                        .set_layouts(&layouts)
+                        .push_constant_ranges(&ranges),
+                    None,
+                )
+                .map_err(vk_err("vkCreatePipelineLayout"))?;
+            self.layout = layout;
+            Ok((descriptors, set_layout, layout))
+        }
+    }
+
+    /// One element-wise pipeline per dtype the device can run (f16, f64
+    /// and 64-bit integers only where it has them), then `cast` and `div`,
+    /// kept for destruction on failure.
+    #[allow(clippy::type_complexity)]
+    fn pipelines(
+        &mut self,
+        layout: vk::PipelineLayout,
+        (f16, f64, i64): (bool, bool, bool),
+    ) -> Result<(Vec<(DType, Pipeline)>, Pipeline, Pipeline), String> {
+        let dev = self.dev.clone().ok_or("no device")?;
+        let mut keep = |p: Pipeline| {
+            self.pipes.push(p.pipeline);
+            self.modules.push(p.module);
+            p
+        };
+        let mut pipes = Vec::new();
+        for (dtype, spv, wanted) in [
+            (DType::F32, SPV_F32, true),
+            (DType::I32, SPV_I32, true),
+            (DType::F16, SPV_F16, f16),
+            (DType::F64, SPV_F64, f64),
+            (DType::I64, SPV_I64, i64),
+            (DType::U32, SPV_U32, true),
+            (DType::U64, SPV_U64, i64),
+            (DType::BF16, SPV_BF16, true),
+        ] {
+            if wanted {
+                pipes.push((dtype, keep(make_pipeline(&dev, layout, spv)?)));
+            }
+        }
+        let cast = keep(make_pipeline(&dev, layout, SPV_CAST)?);
+        let divide = keep(make_pipeline(&dev, layout, SPV_DIV)?);
+        Ok((pipes, cast, divide))
+    }
 }
 
 impl Drop for Partial {
