@@ -179,6 +179,62 @@ fn staged_transport_leaves_host_only_groups_exact() {
     assert!(worst_ratio(&cpus, &shards, "bf16") > 0.0);
 }
 
+/// `transport=auto` narrows only where the cost model says it pays: never
+/// among CPUs (their copies share host buffers, so the casts are all
+/// cost), and over a slow link between a GPU and the host, where the
+/// bytes dominate. A forced transport that the model thinks loses is
+/// applied, with a warning that gives both estimates.
+#[test]
+fn auto_transport_narrows_only_where_it_pays() {
+    let cpus: Vec<Device> = (0..4).map(Device::cpu).collect();
+    let g = all_reduce(&cpus, 1 << 16);
+    let casts = |g: &Graph| {
+        g.node_ids()
+            .filter(|id| {
+                matches!(
+                    g.node(*id).map(|n| &n.op),
+                    Some(fuel_graph_ext::Op::Cast { .. })
+                )
+            })
+            .count()
+    };
+    let auto = lower(&g, &fuel_collective::pipeline_with("transport=auto"));
+    let said = fuel_graph_ext::text::print(&auto);
+    assert!(said.contains("transport=auto kept f32"), "{said}");
+    assert!(said.contains("us narrow, "), "no estimates in: {said}");
+    assert_eq!(casts(&auto), 0, "{said}");
+    let forced = lower(&g, &fuel_collective::pipeline_with("transport=bf16"));
+    let said = fuel_graph_ext::text::print(&forced);
+    assert!(
+        said.contains("WARNING: transport=bf16 makes this graph slower"),
+        "{said}"
+    );
+    assert!(casts(&forced) > 0, "{said}");
+
+    // One CUDA device behind a slow link (lowering opens no device).
+    let slow =
+        fuel_graph_ext::Topology::parse("link host-cuda bandwidth=0.5 latency=10\n").unwrap();
+    let pair = [Device::cpu(0), Device::cuda(0)];
+    let g = all_reduce(&pair, 1 << 20);
+    let auto = fuel_test_support::graphs::lower_on(
+        &g,
+        &fuel_collective::pipeline_with("transport=auto"),
+        &slow,
+    );
+    let said = fuel_graph_ext::text::print(&auto);
+    assert!(said.contains("transport=auto is on"), "{said}");
+    assert!(casts(&auto) > 0, "{said}");
+    let ins = inputs(&random_shards(2, 1 << 20, -4, 4, 9));
+    let (want, got) = (
+        interpret(&g, &ins).unwrap(),
+        interpret(&auto, &ins).unwrap(),
+    );
+    assert!(
+        got.iter().zip(&want).any(|(a, b)| a != b),
+        "bf16 rounding left no trace"
+    );
+}
+
 #[test]
 fn narrow_transport_other_algorithms_are_refused() {
     let g = all_reduce(&[Device::cpu(0), Device::cpu(1)], 4);

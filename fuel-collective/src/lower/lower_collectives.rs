@@ -113,7 +113,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "transport",
-        "bf16, f16, bf16-staged or f16-staged: f32 data crosses devices (or only the staging hops) narrow; off by default (see transport.rs)",
+        "auto, bf16, f16, bf16-staged or f16-staged: f32 data crosses devices (or only the staging hops) narrow; auto: bf16 where the cost model says it pays; off by default (see transport.rs)",
     ),
 ];
 
@@ -371,8 +371,10 @@ impl Pass for LowerCollectives {
         }
         if let Some(t) = self.opts.transport {
             let made = g.node_ids().filter(|id| !before.contains(id)).collect();
-            let n = transport::narrow(g, &self.topo, &made, t);
-            g.add_note(transport::note(t, n));
+            let topo = &self.topo;
+            let price = |g: &Graph| super::estimate_run(g, topo).ok().map(|e| e.total_us());
+            let note = transport::decide(g, topo, &made, t, price);
+            g.add_note(note);
         }
         if let Some(c) = self.opts.chunks {
             let made = g.node_ids().filter(|id| !before.contains(id)).collect();

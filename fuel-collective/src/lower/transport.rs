@@ -15,6 +15,14 @@
 //! route takes). Other dtypes, user copies and copies already in the graph
 //! are left alone.
 //!
+//! **Only where it pays.** Narrowing saves bytes on links and costs two
+//! casts per copy; between devices that share host memory the copies move
+//! nothing and the casts are all cost. So the pass prices the lowered graph
+//! both ways ([`decide`]). `transport=auto` narrows to bf16 only where the
+//! cost model's estimate is lower with it (on a host-only machine, never);
+//! a forced transport that the model thinks loses is still applied, with a
+//! warning that gives both estimates (in the note and as a `tracing` warning).
+//!
 //! **Error bound.** The pass lowers with star when a transport is set
 //! (`auto` picks the cheapest star point; another algorithm is refused):
 //! each shard is rounded at most once on its way to the point, summed in
@@ -38,11 +46,21 @@ pub struct Transport {
     pub dtype: DType,
     /// Only the hops between a GPU and the staging CPU.
     pub staged_only: bool,
+    /// `auto`: bf16, but only where the cost model's estimate of the
+    /// lowered graph is lower with it than without.
+    pub auto: bool,
 }
 
 impl FromStr for Transport {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            return Ok(Transport {
+                dtype: DType::BF16,
+                staged_only: false,
+                auto: true,
+            });
+        }
         let (name, staged_only) = match s.strip_suffix("-staged") {
             Some(n) => (n, true),
             None => (s, false),
@@ -50,14 +68,21 @@ impl FromStr for Transport {
         let dtype = match name {
             "bf16" => DType::BF16,
             "f16" => DType::F16,
-            _ => return Err("expected bf16, f16, bf16-staged or f16-staged".into()),
+            _ => return Err("expected auto, bf16, f16, bf16-staged or f16-staged".into()),
         };
-        Ok(Transport { dtype, staged_only })
+        Ok(Transport {
+            dtype,
+            staged_only,
+            auto: false,
+        })
     }
 }
 
 impl std::fmt::Display for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.auto {
+            return f.write_str("auto");
+        }
         write!(
             f,
             "{}{}",
@@ -168,6 +193,43 @@ pub(super) fn narrow(
     count
 }
 
+/// Narrows `g` by `t` when `t` is forced, or when it is `auto` and the
+/// estimate (`estimate_us` of the graph) is lower narrowed; returns the
+/// note that says what was done and, where they were priced, both
+/// estimates. A forced transport the model thinks loses gets a warning.
+pub(super) fn decide(
+    g: &mut Graph,
+    topo: &Topology,
+    made: &BTreeSet<NodeId>,
+    t: Transport,
+    estimate_us: impl Fn(&Graph) -> Option<f64>,
+) -> String {
+    let mut narrowed = g.clone();
+    let copies = narrow(&mut narrowed, topo, made, t);
+    let wide_us = estimate_us(g);
+    let narrow_us = estimate_us(&narrowed);
+    let both = match (wide_us, narrow_us) {
+        (Some(w), Some(n)) => format!(" (estimated {n:.1} us narrow, {w:.1} us in f32)"),
+        _ => String::new(),
+    };
+    let wins = matches!((wide_us, narrow_us), (Some(w), Some(n)) if n < w);
+    if t.auto && !(wins && copies > 0) {
+        return format!(
+            "{}: transport=auto kept f32: narrowing {copies} copies to bf16 would not pay{both}",
+            super::NAME
+        );
+    }
+    *g = narrowed;
+    let mut said = note(t, copies) + &both;
+    let loses = matches!((wide_us, narrow_us), (Some(w), Some(n)) if n > w);
+    if !t.auto && loses {
+        let warning = format!("transport={t} makes this graph slower by the cost model's estimate; leave it off, or use transport=auto");
+        tracing::warn!(target: "lower-collectives", "{warning}{both}");
+        said = format!("{said}; WARNING: {warning}");
+    }
+    said
+}
+
 /// The note the pass adds when a transport is set.
 pub(super) fn note(t: Transport, copies: usize) -> String {
     let u = if t.dtype == DType::BF16 { 8 } else { 11 };
@@ -186,7 +248,7 @@ mod tests {
 
     #[test]
     fn transport_values_parse_and_print() {
-        for s in ["bf16", "f16", "bf16-staged", "f16-staged"] {
+        for s in ["auto", "bf16", "f16", "bf16-staged", "f16-staged"] {
             let t: Transport = s.parse().unwrap();
             assert_eq!(t.to_string(), s);
         }

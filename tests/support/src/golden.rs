@@ -279,28 +279,6 @@ pub fn check_dir(dir: &Path) -> Result<usize, String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_lines() {
-        let b = parse_run_line("// RUN: --passes a --before").unwrap();
-        assert!(b.before && b.passes == "a");
-        assert!(parse_run_line("// RUN: --verify structural --before").is_err());
-        let r = parse_run_line("// RUN: --passes a{x=1, y=2},b --topology t.topo").unwrap();
-        assert_eq!(r.passes, "a{x=1, y=2},b");
-        assert_eq!(r.verify, None);
-        assert_eq!(r.topology.as_deref(), Some("t.topo"));
-        let v = parse_run_line("// RUN: --verify placement").unwrap();
-        assert_eq!(v.verify, Some(Level::Placement));
-        assert!(parse_run_line("graph @x {").is_err());
-        assert!(parse_run_line("// RUN: --frob 1").is_err());
-        assert!(parse_run_line("// RUN: --verify loose").is_err());
-        assert!(parse_run_line("// RUN: --passes dce --verify structural").is_err());
-    }
-}
-
 /// Renders every DOT file of `dots` that exists with graphviz and panics
 /// naming the first that does not render to SVG; returns how many
 /// rendered, or `None` (after printing `SKIP:`) when graphviz's `dot` is
@@ -330,4 +308,26 @@ pub fn render_dots(dots: impl IntoIterator<Item = PathBuf>) -> Option<usize> {
         checked += 1;
     }
     Some(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_lines() {
+        let b = parse_run_line("// RUN: --passes a --before").unwrap();
+        assert!(b.before && b.passes == "a");
+        assert!(parse_run_line("// RUN: --verify structural --before").is_err());
+        let r = parse_run_line("// RUN: --passes a{x=1, y=2},b --topology t.topo").unwrap();
+        assert_eq!(r.passes, "a{x=1, y=2},b");
+        assert_eq!(r.verify, None);
+        assert_eq!(r.topology.as_deref(), Some("t.topo"));
+        let v = parse_run_line("// RUN: --verify placement").unwrap();
+        assert_eq!(v.verify, Some(Level::Placement));
+        assert!(parse_run_line("graph @x {").is_err());
+        assert!(parse_run_line("// RUN: --frob 1").is_err());
+        assert!(parse_run_line("// RUN: --verify loose").is_err());
+        assert!(parse_run_line("// RUN: --passes dce --verify structural").is_err());
+    }
 }
