@@ -69,6 +69,10 @@ fn work(w: &Work) -> String {
             Kernel::Div { by } => format!("div by {by}"),
             Kernel::Cast { from } => format!("cast from {from}"),
             Kernel::Gather { regions } => format!("gather {} region(s)", regions.len()),
+            Kernel::Extern { op, .. } => format!(
+                "extern kernel \"{}\"",
+                crate::text::excerpt::token(&op.name)
+            ),
         },
         Work::Share { src } => format!("share {src}'s buffer"),
         Work::Defer { src } => format!("deferred from {src} into its fold"),

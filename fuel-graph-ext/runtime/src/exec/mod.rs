@@ -42,6 +42,7 @@ pub use fuel_graph_ext::plan::{schedule, views, Options};
 pub use fuel_graph_ext::Tensor;
 pub use options::RuntimeOptions;
 pub use planned::RunEvents;
+pub(crate) use step::panic_text as panic_message;
 
 use crate::backend::fault::Faults;
 use crate::backend::worker::Worker;
@@ -428,6 +429,9 @@ fn check_supported(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<(), E
         ctx.supports(s.ty.dtype)?;
         if let Some(k) = s.work.kernel() {
             ctx.supports_kernel(k, s.ty.dtype)?;
+            if let backend::Kernel::Extern { op, .. } = k {
+                crate::kernels::check(op, s.device)?;
+            }
         }
     }
     Ok(())
