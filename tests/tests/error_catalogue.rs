@@ -1085,7 +1085,7 @@ fn extern_run_err(
         .to_string())
 }
 fn extern_no_kernel() -> Outcome {
-    compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4,4]\n  %1 = extern \"matmul\" %0, %0 @vulkan:0 : f32[4,4]\n  return %1\n}\n", &[])
+    compile_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4,4]\n  %1 = extern \"layernorm\" %0 @cpu:0 : f32[4,4]\n  return %1\n}\n", &[])
 }
 fn extern_kernel_fails() -> Outcome {
     extern_run_err("attention", |_| {

@@ -9,7 +9,7 @@
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, register_reference, HostTensor};
 use fuel_graph_ext::text::{parse, print};
 use fuel_graph_ext::verify::{verify, Level};
-use fuel_graph_ext::{Graph, Topology};
+use fuel_graph_ext::{Device, Graph, Topology};
 use fuel_runtime::exec;
 use fuel_runtime::kernels::register_cpu;
 use fuel_test_support::{assert_no_leaks, lower, run_and_compare};
@@ -256,5 +256,37 @@ fn a_kernel_registered_as_the_docs_show_runs() {
     assert_eq!(
         got[0].to_f64(),
         a.iter().map(|x| 2.0 * x).collect::<Vec<_>>()
+    );
+}
+
+/// The shipped WGSL matmul on a Vulkan device, fed from and read back to
+/// CPUs, against the interpreter's reference; an f64 matmul there is
+/// refused at compile time (the shader takes f32).
+#[test]
+fn matmul_runs_on_vulkan_and_matches_its_reference() {
+    let devices = [Device::cpu(0), Device::vulkan(0)];
+    if !fuel_test_support::devices_or_skip("matmul_runs_on_vulkan", &devices) {
+        return;
+    }
+    let src = DDP.replace("@cpu:1", "@vulkan:0");
+    let lowered = print(&lower(
+        &parse(&src).unwrap(),
+        fuel_collective::DEFAULT_PIPELINE,
+    ));
+    assert!(
+        lowered.contains("extern \"matmul\" %2, %3 @vulkan:0"),
+        "{lowered}"
+    );
+    let (exe, got) = run_and_compare(&lowered, &[]);
+    let inputs = deterministic_inputs(&parse(&lowered).unwrap());
+    assert_eq!(exe.run_host(&inputs).unwrap(), got);
+    let f64_src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f64[2,2]\n  %1 = extern \"matmul\" %0, %0 @vulkan:0 : f64[2,2]\n  return %1\n}\n";
+    let e = exec::compile(&parse(f64_src).unwrap(), &[])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("the Vulkan matmul shader takes f32, found f64"),
+        "{e}"
     );
 }

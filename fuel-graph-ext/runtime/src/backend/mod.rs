@@ -536,7 +536,7 @@ fn kernel(
         return gather(ctx, op, regions, ins, out, faults);
     }
     if let Kernel::Extern { op: x, operands } = k {
-        return crate::kernels::run(ctx, x, operands, ins, out);
+        return crate::kernels::run(ctx, x, operands, ins, out, faults);
     }
     match (out, ctx) {
         (Buf::Cpu(d), Ctx::Cpu(arena)) => match k {

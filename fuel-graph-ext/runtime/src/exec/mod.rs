@@ -429,8 +429,8 @@ fn check_supported(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<(), E
         ctx.supports(s.ty.dtype)?;
         if let Some(k) = s.work.kernel() {
             ctx.supports_kernel(k, s.ty.dtype)?;
-            if let backend::Kernel::Extern { op, .. } = k {
-                crate::kernels::check(op, s.device)?;
+            if let backend::Kernel::Extern { op, operands } = k {
+                crate::kernels::check(op, operands, s.device)?;
             }
         }
     }

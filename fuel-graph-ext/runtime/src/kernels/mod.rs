@@ -18,9 +18,16 @@
 //! `matmul` is registered from the start (`matmul.rs`): `a[m, k] · b[k,
 //! n]` for f32 and f64 through the `matrixmultiply` crate.
 
+mod gpu;
 mod matmul;
 
+#[cfg(feature = "vulkan")]
+pub use gpu::wgsl_to_spirv;
+pub use gpu::{matmul_params, ParamsFn, VulkanKernel};
 pub use matmul::matmul_cpu;
+
+/// The shipped `matmul` shader for Vulkan devices (f32).
+pub const MATMUL_WGSL: &str = include_str!("../../shaders/matmul.wgsl");
 
 use crate::backend::{Buf, Ctx};
 use crate::error::ExecError;
@@ -59,6 +66,7 @@ pub type CpuKernel = Arc<dyn CpuFn>;
 #[derive(Default)]
 struct Table {
     cpu: HashMap<String, CpuKernel>,
+    vulkan: HashMap<String, VulkanKernel>,
 }
 
 fn table() -> &'static RwLock<Table> {
@@ -66,8 +74,44 @@ fn table() -> &'static RwLock<Table> {
     TABLE.get_or_init(|| {
         let mut t = Table::default();
         t.cpu.insert("matmul".into(), Arc::new(matmul_cpu));
+        // The shipped shader compiles (tests/tests/extern_op.rs runs it);
+        // were it not to, Vulkan matmuls would be refused at compile time.
+        #[cfg(feature = "vulkan")]
+        if let Ok(spirv) = wgsl_to_spirv("matmul", MATMUL_WGSL) {
+            let k = VulkanKernel {
+                spirv: spirv.into(),
+                params: Arc::new(matmul_params),
+            };
+            t.vulkan.insert("matmul".into(), k);
+        }
         RwLock::new(t)
     })
+}
+
+/// Registers SPIR-V (bytes) as the Vulkan kernel of `extern "name"` ops,
+/// with `params`, the two parameter words of a dispatch (see `gpu.rs` for
+/// the layout the shader sees).
+pub fn register_spirv(name: &str, spirv: Vec<u8>, params: impl ParamsFn + 'static) {
+    if let Ok(mut t) = table().write() {
+        let k = VulkanKernel {
+            spirv: spirv.into(),
+            params: Arc::new(params),
+        };
+        t.vulkan.insert(name.to_string(), k);
+    }
+}
+
+/// Compiles `wgsl` with naga and registers it as the Vulkan kernel of
+/// `extern "name"` ops ([`register_spirv`]); a shader that does not
+/// compile is refused here, with naga's message.
+#[cfg(feature = "vulkan")]
+pub fn register_wgsl(
+    name: &str,
+    wgsl: &str,
+    params: impl ParamsFn + 'static,
+) -> Result<(), String> {
+    register_spirv(name, wgsl_to_spirv(name, wgsl)?, params);
+    Ok(())
 }
 
 /// Registers `f` as the CPU kernel of `extern "name"` ops, for every
@@ -84,7 +128,8 @@ fn how_to_register(kind: DeviceKind) -> &'static str {
         DeviceKind::Cpu => {
             "register one with fuel_runtime::kernels::register_cpu(name, fn) before compiling"
         }
-        _ => "this build runs extern ops on CPU devices only: place the op on a cpu device and register its kernel with fuel_runtime::kernels::register_cpu(name, fn)",
+        DeviceKind::Vulkan => "register one with fuel_runtime::kernels::register_wgsl(name, wgsl, params) or register_spirv before compiling",
+        DeviceKind::Cuda => "this build runs no extern kernels on CUDA devices: place the op on a cpu or vulkan device and register its kernel there (register_cpu, register_wgsl)",
     }
 }
 
@@ -93,21 +138,40 @@ fn cpu_kernel(x: &ExternOp) -> Option<CpuKernel> {
     table().read().ok()?.cpu.get(&x.name).cloned()
 }
 
-/// Whether `x` can run on `device`: a kernel is registered for its
-/// backend (E0730 if not).
-pub(crate) fn check(x: &ExternOp, device: Device) -> Result<(), ExecError> {
-    let found = match device.kind {
-        DeviceKind::Cpu => cpu_kernel(x).is_some(),
-        _ => false,
-    };
-    if found {
-        return Ok(());
-    }
-    Err(ExecError::NoExternKernel {
+/// The Vulkan kernel of `x`, if one is registered.
+fn vulkan_kernel(x: &ExternOp) -> Option<VulkanKernel> {
+    table().read().ok()?.vulkan.get(&x.name).cloned()
+}
+
+/// The error for `x` on `device`, which has no kernel for it.
+fn no_kernel(x: &ExternOp, device: Device) -> ExecError {
+    ExecError::NoExternKernel {
         name: x.name.clone(),
         device,
         fix: how_to_register(device.kind).to_string(),
-    })
+    }
+}
+
+/// Whether `x`, with operands of `tys`, can run on `device`: a kernel is
+/// registered for its backend (E0730 if not) and, on a GPU, takes these
+/// types (`ExecError::UnsupportedKernel` if not).
+pub(crate) fn check(x: &ExternOp, tys: &[TensorType], device: Device) -> Result<(), ExecError> {
+    match device.kind {
+        DeviceKind::Cpu if cpu_kernel(x).is_some() => Ok(()),
+        DeviceKind::Vulkan => {
+            let k = vulkan_kernel(x).ok_or_else(|| no_kernel(x, device))?;
+            let refs: Vec<&TensorType> = tys.iter().collect();
+            (k.params)(x, &refs)
+                .map(|_| ())
+                .map_err(|reason| ExecError::UnsupportedKernel {
+                    op: format!("extern \"{}\"", x.name),
+                    device,
+                    reason,
+                    fix: "place it on a device whose kernel takes these types, or register one that does".into(),
+                })
+        }
+        _ => Err(no_kernel(x, device)),
+    }
 }
 
 /// Runs an `extern` op's registered kernel for `ctx`'s backend into `out`;
@@ -118,6 +182,8 @@ pub(crate) fn run(
     tys: &[TensorType],
     ins: &[Arc<Buf>],
     out: &mut Buf,
+    #[allow(unused_variables)] // with the Vulkan backend compiled out
+    faults: &crate::backend::fault::Faults,
 ) -> Result<(), ExecError> {
     let device = ctx.device();
     match out {
@@ -136,8 +202,40 @@ pub(crate) fn run(
             }
             run_cpu(x, device, &operands, d.bytes_mut())
         }
+        #[cfg(feature = "vulkan")]
+        Buf::Vulkan(d) => {
+            let Ctx::Vulkan(v) = ctx else {
+                return Err(ExecError::Internal(format!(
+                    "`extern` on {device} got a Vulkan buffer"
+                )));
+            };
+            let k = vulkan_kernel(x).ok_or_else(|| no_kernel(x, device))?;
+            let refs: Vec<&TensorType> = tys.iter().collect();
+            let params = (k.params)(x, &refs).map_err(|reason| ExecError::ExternFailed {
+                name: x.name.clone(),
+                device,
+                reason,
+            })?;
+            let mut bufs = Vec::with_capacity(ins.len());
+            for b in ins {
+                bufs.push(b.as_vulkan().ok_or_else(|| {
+                    ExecError::Internal(format!(
+                        "`extern` on {device} got an operand on another backend"
+                    ))
+                })?);
+            }
+            v.run_extern(
+                &x.name,
+                &k.spirv,
+                params,
+                &bufs,
+                d,
+                x.ty.num_elements(),
+                faults,
+            )
+        }
         #[allow(unreachable_patterns)] // with every GPU backend compiled out
-        _ => check(x, device),
+        _ => check(x, tys, device),
     }
 }
 
@@ -153,11 +251,7 @@ fn run_cpu(
         device,
         reason,
     };
-    let f = cpu_kernel(x).ok_or_else(|| ExecError::NoExternKernel {
-        name: x.name.clone(),
-        device,
-        fix: how_to_register(device.kind).to_string(),
-    })?;
+    let f = cpu_kernel(x).ok_or_else(|| no_kernel(x, device))?;
     let want = out.len();
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(x, ins, out)));
     match res {

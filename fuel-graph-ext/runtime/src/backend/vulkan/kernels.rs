@@ -165,7 +165,7 @@ impl VkDev {
     /// One dispatch of `pipe` over `n` invocations, with `count`, `op`, `by`
     /// and `onto` as its last four parameters.
     #[allow(clippy::too_many_arguments)] // one per shader parameter
-    fn dispatch_on(
+    pub(super) fn dispatch_on(
         &self,
         pipe: vk::Pipeline,
         count: u32,
@@ -457,7 +457,9 @@ pub(super) fn make_pipeline(
 ) -> Result<Pipeline, String> {
     let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
         .map_err(|e| format!("embedded SPIR-V is malformed: {e}"))?;
-    // SAFETY: valid SPIR-V produced and validated by naga in build.rs.
+    // SAFETY: valid SPIR-V, produced and validated by naga (in build.rs,
+    // or at registration for an extern kernel's WGSL); SPIR-V registered as
+    // such is the caller's promise.
     let module = unsafe {
         dev.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
     }

@@ -31,6 +31,7 @@
 //! fold, div, region copies). This file holds [`VkDev`] itself.
 
 mod buffer;
+mod externs;
 mod import;
 mod instance;
 mod kernels;
@@ -184,6 +185,8 @@ pub struct VkDev {
     /// Buffers freed after the device was lost: work still in flight may
     /// use them, so they are destroyed only when the device is dropped.
     parked: Mutex<Vec<memory::Pooled>>,
+    /// The pipelines of `extern` kernels, made on first use, by name.
+    externs: Mutex<std::collections::HashMap<String, Pipeline>>,
 }
 
 fn vk_err(what: &str) -> impl Fn(vk::Result) -> String + '_ {

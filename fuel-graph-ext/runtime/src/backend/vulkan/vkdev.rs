@@ -200,6 +200,7 @@ impl VkDev {
                 pool: Mutex::new(BufPool::default()),
                 lost: std::sync::OnceLock::new(),
                 parked: Mutex::new(Vec::new()),
+                externs: Mutex::new(Default::default()),
             }))
         }
     }
@@ -232,6 +233,7 @@ impl Drop for VkDev {
                 self.dev.destroy_command_pool(s.pool, None);
                 self.dev.destroy_descriptor_pool(s.descriptors, None);
             }
+            self.destroy_externs();
             for p in self
                 .pipes
                 .iter()

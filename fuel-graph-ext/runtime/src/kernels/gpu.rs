@@ -1,0 +1,77 @@
+//! Extern kernels for GPU backends: SPIR-V for Vulkan devices, registered
+//! as such or as WGSL that naga compiles at registration (feature
+//! `vulkan`), with the function that gives a dispatch its two parameter
+//! words from the op and its operand types. One invocation runs per
+//! element of the result; the shader sees the backend's shared layout
+//! (operands at bindings 0 to 7, the result at binding 8, the parameter
+//! block `{n, row_stride, count, op, by, onto}`, the kernel's parameters
+//! in `op` and `by`).
+
+use fuel_graph_ext::dtype::TensorType;
+use fuel_graph_ext::op::ExternOp;
+use std::sync::Arc;
+
+/// The parameter words of one dispatch, or why the op cannot run (a dtype
+/// or shape the shader does not take): checked at compile time too.
+pub trait ParamsFn:
+    Fn(&ExternOp, &[&TensorType]) -> Result<[u32; 2], String> + Send + Sync
+{
+}
+impl<F: Fn(&ExternOp, &[&TensorType]) -> Result<[u32; 2], String> + Send + Sync> ParamsFn for F {}
+
+/// A registered Vulkan kernel.
+#[derive(Clone)]
+pub struct VulkanKernel {
+    /// Its SPIR-V, as bytes.
+    pub spirv: Arc<[u8]>,
+    /// Its parameters.
+    pub params: Arc<dyn ParamsFn>,
+}
+
+/// `wgsl` compiled to SPIR-V by naga, or naga's message.
+#[cfg(feature = "vulkan")]
+pub fn wgsl_to_spirv(name: &str, wgsl: &str) -> Result<Vec<u8>, String> {
+    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| {
+        format!(
+            "the WGSL of `{name}` does not parse: {}",
+            e.emit_to_string(wgsl)
+        )
+    })?;
+    let caps = naga::valid::Capabilities::IMMEDIATES
+        | naga::valid::Capabilities::SHADER_FLOAT16
+        | naga::valid::Capabilities::FLOAT64
+        | naga::valid::Capabilities::SHADER_INT64;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .map_err(|e| {
+            format!(
+                "the WGSL of `{name}` does not validate: {}",
+                e.emit_to_string(wgsl)
+            )
+        })?;
+    let opts = naga::back::spv::Options {
+        lang_version: (1, 3),
+        flags: naga::back::spv::WriterFlags::empty(),
+        ..Default::default()
+    };
+    let words = naga::back::spv::write_vec(&module, &info, &opts, None)
+        .map_err(|e| format!("the SPIR-V of `{name}` cannot be written: {e}"))?;
+    Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+}
+
+/// The shipped `matmul` shader's parameters: k and n, for f32 matrices.
+pub fn matmul_params(x: &ExternOp, tys: &[&TensorType]) -> Result<[u32; 2], String> {
+    let [a, b] = tys else {
+        return Err(format!("matmul takes two operands, found {}", tys.len()));
+    };
+    let (_, k, n) = fuel_graph_ext::interp::matmul_shape(x, a, b)?;
+    if x.ty.dtype != fuel_graph_ext::DType::F32 {
+        return Err(format!(
+            "the Vulkan matmul shader takes f32, found {}; place an f64 matmul on a CPU device",
+            x.ty.dtype
+        ));
+    }
+    let word =
+        |v: usize| u32::try_from(v).map_err(|_| format!("{v} is past one dispatch's 2^32-1"));
+    Ok([word(k)?, word(n)?])
+}
