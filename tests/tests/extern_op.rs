@@ -286,7 +286,31 @@ fn matmul_runs_on_vulkan_and_matches_its_reference() {
         .unwrap()
         .to_string();
     assert!(
-        e.contains("the Vulkan matmul shader takes f32, found f64"),
+        e.contains("the GPU matmul kernels take f32, found f64"),
         "{e}"
     );
+}
+
+/// The shipped PTX matmul on a CUDA device, fed from a CPU, against the
+/// interpreter's reference (`SKIP:` without a GPU; `scripts/gpu-check.sh`
+/// runs it and counts its `PROOF` line).
+#[test]
+fn matmul_runs_on_cuda_and_matches_its_reference() {
+    let devices = [Device::cpu(0), Device::cuda(0)];
+    if !fuel_test_support::devices_or_skip("matmul_runs_on_cuda", &devices) {
+        return;
+    }
+    let src = DDP.replace("@cpu:1", "@cuda:0");
+    let lowered = print(&lower(
+        &parse(&src).unwrap(),
+        fuel_collective::DEFAULT_PIPELINE,
+    ));
+    assert!(
+        lowered.contains("extern \"matmul\" %2, %3 @cuda:0"),
+        "{lowered}"
+    );
+    let (exe, got) = run_and_compare(&lowered, &[]);
+    let inputs = deterministic_inputs(&parse(&lowered).unwrap());
+    assert_eq!(exe.run_host(&inputs).unwrap(), got);
+    println!("PROOF extern matmul on cuda:0 (PTX, f32[8,16] x f32[16,4]), all_reduce.mean with cpu:0's: equal to the interpreter, twice");
 }

@@ -23,11 +23,13 @@ mod matmul;
 
 #[cfg(feature = "vulkan")]
 pub use gpu::wgsl_to_spirv;
-pub use gpu::{matmul_params, ParamsFn, VulkanKernel};
+pub use gpu::{matmul_params, CudaKernel, ParamsFn, VulkanKernel};
 pub use matmul::matmul_cpu;
 
 /// The shipped `matmul` shader for Vulkan devices (f32).
 pub const MATMUL_WGSL: &str = include_str!("../../shaders/matmul.wgsl");
+/// The shipped `matmul` kernel for CUDA devices (f32), entry `matmul_f32`.
+pub const MATMUL_PTX: &str = include_str!("../../shaders/matmul.ptx");
 
 use crate::backend::{Buf, Ctx};
 use crate::error::ExecError;
@@ -67,6 +69,7 @@ pub type CpuKernel = Arc<dyn CpuFn>;
 struct Table {
     cpu: HashMap<String, CpuKernel>,
     vulkan: HashMap<String, VulkanKernel>,
+    cuda: HashMap<String, CudaKernel>,
 }
 
 fn table() -> &'static RwLock<Table> {
@@ -84,8 +87,27 @@ fn table() -> &'static RwLock<Table> {
             };
             t.vulkan.insert("matmul".into(), k);
         }
+        let k = CudaKernel {
+            ptx: MATMUL_PTX.into(),
+            entry: "matmul_f32".into(),
+            params: Arc::new(matmul_params),
+        };
+        t.cuda.insert("matmul".into(), k);
         RwLock::new(t)
     })
+}
+
+/// Registers PTX as the CUDA kernel of `extern "name"` ops: entry `entry`
+/// of `ptx`, with `params` (see `gpu.rs` for the signature it must have).
+pub fn register_ptx(name: &str, ptx: &str, entry: &str, params: impl ParamsFn + 'static) {
+    if let Ok(mut t) = table().write() {
+        let k = CudaKernel {
+            ptx: ptx.into(),
+            entry: entry.to_string(),
+            params: Arc::new(params),
+        };
+        t.cuda.insert(name.to_string(), k);
+    }
 }
 
 /// Registers SPIR-V (bytes) as the Vulkan kernel of `extern "name"` ops,
@@ -129,7 +151,7 @@ fn how_to_register(kind: DeviceKind) -> &'static str {
             "register one with fuel_runtime::kernels::register_cpu(name, fn) before compiling"
         }
         DeviceKind::Vulkan => "register one with fuel_runtime::kernels::register_wgsl(name, wgsl, params) or register_spirv before compiling",
-        DeviceKind::Cuda => "this build runs no extern kernels on CUDA devices: place the op on a cpu or vulkan device and register its kernel there (register_cpu, register_wgsl)",
+        DeviceKind::Cuda => "register one with fuel_runtime::kernels::register_ptx(name, ptx, entry, params) before compiling",
     }
 }
 
@@ -141,6 +163,29 @@ fn cpu_kernel(x: &ExternOp) -> Option<CpuKernel> {
 /// The Vulkan kernel of `x`, if one is registered.
 fn vulkan_kernel(x: &ExternOp) -> Option<VulkanKernel> {
     table().read().ok()?.vulkan.get(&x.name).cloned()
+}
+
+/// The CUDA kernel of `x`, if one is registered.
+fn cuda_kernel(x: &ExternOp) -> Option<CudaKernel> {
+    table().read().ok()?.cuda.get(&x.name).cloned()
+}
+
+/// A GPU kernel's parameter words for `x` over operands of `tys`, or the
+/// compile-time refusal of types it does not take.
+fn gpu_params(
+    params: &dyn ParamsFn,
+    x: &ExternOp,
+    tys: &[TensorType],
+    device: Device,
+) -> Result<[u32; 2], ExecError> {
+    let refs: Vec<&TensorType> = tys.iter().collect();
+    params(x, &refs).map_err(|reason| ExecError::UnsupportedKernel {
+        op: format!("extern \"{}\"", x.name),
+        device,
+        reason,
+        fix: "place it on a device whose kernel takes these types, or register one that does"
+            .into(),
+    })
 }
 
 /// The error for `x` on `device`, which has no kernel for it.
@@ -160,15 +205,11 @@ pub(crate) fn check(x: &ExternOp, tys: &[TensorType], device: Device) -> Result<
         DeviceKind::Cpu if cpu_kernel(x).is_some() => Ok(()),
         DeviceKind::Vulkan => {
             let k = vulkan_kernel(x).ok_or_else(|| no_kernel(x, device))?;
-            let refs: Vec<&TensorType> = tys.iter().collect();
-            (k.params)(x, &refs)
-                .map(|_| ())
-                .map_err(|reason| ExecError::UnsupportedKernel {
-                    op: format!("extern \"{}\"", x.name),
-                    device,
-                    reason,
-                    fix: "place it on a device whose kernel takes these types, or register one that does".into(),
-                })
+            gpu_params(&*k.params, x, tys, device).map(|_| ())
+        }
+        DeviceKind::Cuda => {
+            let k = cuda_kernel(x).ok_or_else(|| no_kernel(x, device))?;
+            gpu_params(&*k.params, x, tys, device).map(|_| ())
         }
         _ => Err(no_kernel(x, device)),
     }
@@ -190,11 +231,7 @@ pub(crate) fn run(
         Buf::Cpu(d) => {
             let mut operands = Vec::with_capacity(ins.len());
             for (b, ty) in ins.iter().zip(tys) {
-                let cpu = b.as_cpu().ok_or_else(|| {
-                    ExecError::Internal(format!(
-                        "`extern` on {device} got an operand on another backend"
-                    ))
-                })?;
+                let cpu = b.as_cpu().ok_or_else(|| wrong_backend(device))?;
                 operands.push(Operand {
                     ty,
                     bytes: cpu.bytes(),
@@ -205,38 +242,41 @@ pub(crate) fn run(
         #[cfg(feature = "vulkan")]
         Buf::Vulkan(d) => {
             let Ctx::Vulkan(v) = ctx else {
-                return Err(ExecError::Internal(format!(
-                    "`extern` on {device} got a Vulkan buffer"
-                )));
+                return Err(wrong_backend(device));
             };
             let k = vulkan_kernel(x).ok_or_else(|| no_kernel(x, device))?;
-            let refs: Vec<&TensorType> = tys.iter().collect();
-            let params = (k.params)(x, &refs).map_err(|reason| ExecError::ExternFailed {
-                name: x.name.clone(),
-                device,
-                reason,
-            })?;
-            let mut bufs = Vec::with_capacity(ins.len());
-            for b in ins {
-                bufs.push(b.as_vulkan().ok_or_else(|| {
-                    ExecError::Internal(format!(
-                        "`extern` on {device} got an operand on another backend"
-                    ))
-                })?);
-            }
-            v.run_extern(
-                &x.name,
-                &k.spirv,
-                params,
-                &bufs,
-                d,
-                x.ty.num_elements(),
-                faults,
-            )
+            let params = gpu_params(&*k.params, x, tys, device)?;
+            let bufs = ins
+                .iter()
+                .map(|b| b.as_vulkan().ok_or_else(|| wrong_backend(device)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let n = x.ty.num_elements();
+            v.run_extern(&x.name, &k.spirv, params, &bufs, d, n, faults)
+        }
+        #[cfg(feature = "cuda")]
+        Buf::Cuda(d) => {
+            let Ctx::Cuda(c) = ctx else {
+                return Err(wrong_backend(device));
+            };
+            let k = cuda_kernel(x).ok_or_else(|| no_kernel(x, device))?;
+            let params = gpu_params(&*k.params, x, tys, device)?;
+            let bufs = ins
+                .iter()
+                .map(|b| b.as_cuda().ok_or_else(|| wrong_backend(device)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let n = x.ty.num_elements();
+            c.run_extern(&x.name, &k.ptx, &k.entry, params, &bufs, d, n)
         }
         #[allow(unreachable_patterns)] // with every GPU backend compiled out
         _ => check(x, tys, device),
     }
+}
+
+/// An operand on another backend than its extern op's device.
+fn wrong_backend(device: Device) -> ExecError {
+    ExecError::Internal(format!(
+        "`extern` on {device} got a buffer of another backend"
+    ))
 }
 
 /// Runs `x`'s CPU kernel over `ins` into `out` on `device`.
