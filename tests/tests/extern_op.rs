@@ -259,27 +259,35 @@ fn a_kernel_registered_as_the_docs_show_runs() {
     );
 }
 
-/// The shipped WGSL matmul on a Vulkan device, fed from and read back to
-/// CPUs, against the interpreter's reference; an f64 matmul there is
-/// refused at compile time (the shader takes f32).
-#[test]
-fn matmul_runs_on_vulkan_and_matches_its_reference() {
-    let devices = [Device::cpu(0), Device::vulkan(0)];
-    if !fuel_test_support::devices_or_skip("matmul_runs_on_vulkan", &devices) {
-        return;
+/// `DDP` with its second rank on `gpu`, lowered and run against the
+/// interpreter twice; false (after a `SKIP:` line) where `gpu` cannot open.
+fn matmul_on(gpu: Device, test: &str) -> bool {
+    if !fuel_test_support::devices_or_skip(test, &[Device::cpu(0), gpu]) {
+        return false;
     }
-    let src = DDP.replace("@cpu:1", "@vulkan:0");
+    let src = DDP.replace("@cpu:1", &format!("@{gpu}"));
     let lowered = print(&lower(
         &parse(&src).unwrap(),
         fuel_collective::DEFAULT_PIPELINE,
     ));
     assert!(
-        lowered.contains("extern \"matmul\" %2, %3 @vulkan:0"),
+        lowered.contains(&format!("extern \"matmul\" %2, %3 @{gpu}")),
         "{lowered}"
     );
     let (exe, got) = run_and_compare(&lowered, &[]);
     let inputs = deterministic_inputs(&parse(&lowered).unwrap());
     assert_eq!(exe.run_host(&inputs).unwrap(), got);
+    true
+}
+
+/// The shipped WGSL matmul on a Vulkan device, fed from and read back to
+/// CPUs, against the interpreter's reference; an f64 matmul there is
+/// refused at compile time (the shader takes f32).
+#[test]
+fn matmul_runs_on_vulkan_and_matches_its_reference() {
+    if !matmul_on(Device::vulkan(0), "matmul_runs_on_vulkan") {
+        return;
+    }
     let f64_src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f64[2,2]\n  %1 = extern \"matmul\" %0, %0 @vulkan:0 : f64[2,2]\n  return %1\n}\n";
     let e = exec::compile(&parse(f64_src).unwrap(), &[])
         .err()
@@ -296,21 +304,7 @@ fn matmul_runs_on_vulkan_and_matches_its_reference() {
 /// runs it and counts its `PROOF` line).
 #[test]
 fn matmul_runs_on_cuda_and_matches_its_reference() {
-    let devices = [Device::cpu(0), Device::cuda(0)];
-    if !fuel_test_support::devices_or_skip("matmul_runs_on_cuda", &devices) {
-        return;
+    if matmul_on(Device::cuda(0), "matmul_runs_on_cuda") {
+        println!("PROOF extern matmul on cuda:0 (PTX, f32[8,16] x f32[16,4]), all_reduce.mean with cpu:0's: equal to the interpreter, twice");
     }
-    let src = DDP.replace("@cpu:1", "@cuda:0");
-    let lowered = print(&lower(
-        &parse(&src).unwrap(),
-        fuel_collective::DEFAULT_PIPELINE,
-    ));
-    assert!(
-        lowered.contains("extern \"matmul\" %2, %3 @cuda:0"),
-        "{lowered}"
-    );
-    let (exe, got) = run_and_compare(&lowered, &[]);
-    let inputs = deterministic_inputs(&parse(&lowered).unwrap());
-    assert_eq!(exe.run_host(&inputs).unwrap(), got);
-    println!("PROOF extern matmul on cuda:0 (PTX, f32[8,16] x f32[16,4]), all_reduce.mean with cpu:0's: equal to the interpreter, twice");
 }

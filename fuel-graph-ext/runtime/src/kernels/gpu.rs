@@ -42,34 +42,10 @@ pub struct CudaKernel {
     pub params: Arc<dyn ParamsFn>,
 }
 
-/// `wgsl` compiled to SPIR-V by naga, or naga's message.
+/// `wgsl` compiled to SPIR-V by naga (as bytes), or naga's message.
 #[cfg(feature = "vulkan")]
 pub fn wgsl_to_spirv(name: &str, wgsl: &str) -> Result<Vec<u8>, String> {
-    let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| {
-        format!(
-            "the WGSL of `{name}` does not parse: {}",
-            e.emit_to_string(wgsl)
-        )
-    })?;
-    let caps = naga::valid::Capabilities::IMMEDIATES
-        | naga::valid::Capabilities::SHADER_FLOAT16
-        | naga::valid::Capabilities::FLOAT64
-        | naga::valid::Capabilities::SHADER_INT64;
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-        .validate(&module)
-        .map_err(|e| {
-            format!(
-                "the WGSL of `{name}` does not validate: {}",
-                e.emit_to_string(wgsl)
-            )
-        })?;
-    let opts = naga::back::spv::Options {
-        lang_version: (1, 3),
-        flags: naga::back::spv::WriterFlags::empty(),
-        ..Default::default()
-    };
-    let words = naga::back::spv::write_vec(&module, &info, &opts, None)
-        .map_err(|e| format!("the SPIR-V of `{name}` cannot be written: {e}"))?;
+    let words = super::wgsl::wgsl_words(name, wgsl)?;
     Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect())
 }
 
@@ -92,7 +68,7 @@ pub fn matmul_params(x: &ExternOp, tys: &[&TensorType]) -> Result<[u32; 2], Stri
 
 #[cfg(test)]
 mod tests {
-    use super::super::{MATMUL_PTX, MATMUL_WGSL};
+    use super::super::MATMUL_PTX;
 
     /// ptxas refuses any byte past ASCII, comments included; the entry the
     /// table registers is in the module.
@@ -107,7 +83,7 @@ mod tests {
     #[cfg(feature = "vulkan")]
     #[test]
     fn the_shipped_wgsl_compiles_and_a_broken_one_is_refused() {
-        let spirv = super::wgsl_to_spirv("matmul", MATMUL_WGSL).unwrap();
+        let spirv = super::wgsl_to_spirv("matmul", super::super::MATMUL_WGSL).unwrap();
         assert_eq!(spirv.len() % 4, 0);
         let e = super::wgsl_to_spirv("bad", "fn main( {").unwrap_err();
         assert!(e.starts_with("the WGSL of `bad` does not parse"), "{e}");

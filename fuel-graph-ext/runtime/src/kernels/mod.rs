@@ -20,6 +20,8 @@
 
 mod gpu;
 mod matmul;
+#[cfg(feature = "vulkan")]
+mod wgsl;
 
 #[cfg(feature = "vulkan")]
 pub use gpu::wgsl_to_spirv;
