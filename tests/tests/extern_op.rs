@@ -308,3 +308,61 @@ fn matmul_runs_on_cuda_and_matches_its_reference() {
         println!("PROOF extern matmul on cuda:0 (PTX, f32[8,16] x f32[16,4]), all_reduce.mean with cpu:0's: equal to the interpreter, twice");
     }
 }
+
+/// A copy onto a host arena runs on the device's copy thread, beside a
+/// kernel on its compute worker: `wait_for_copy` on cpu:0 returns only once
+/// `copy_arrived` on cpu:1 has run, which needs the copy onto cpu:0 (and
+/// back) to finish while `wait_for_copy` still holds cpu:0's worker. With
+/// one thread per device the copy would queue behind the kernel and the
+/// kernel would give up after 20 s, failing the run.
+#[test]
+fn a_copy_and_a_kernel_on_one_device_run_at_once() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+    static ARRIVED: AtomicBool = AtomicBool::new(false);
+    let copy_of_first = |x: &fuel_graph_ext::op::ExternOp,
+                         ins: &[fuel_runtime::kernels::Operand<'_>],
+                         out: &mut [u8]| {
+        let _ = x;
+        out.copy_from_slice(ins[0].bytes);
+        Ok(out.len())
+    };
+    register_cpu("wait_for_copy", move |x, ins, out| {
+        let start = Instant::now();
+        while !ARRIVED.load(Ordering::SeqCst) {
+            if start.elapsed() > Duration::from_secs(20) {
+                return Err("the copy onto this device never ran beside this kernel".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        copy_of_first(x, ins, out)
+    });
+    register_cpu("copy_arrived", move |x, ins, out| {
+        ARRIVED.store(true, Ordering::SeqCst);
+        copy_of_first(x, ins, out)
+    });
+    for name in ["wait_for_copy", "copy_arrived"] {
+        register_reference(name, |_, args| Ok(args[0].clone()));
+    }
+    let src = "graph @overlap {
+  %0 = input \"a\" @cpu:0 : f32[4]
+  %1 = input \"x\" @cpu:1 : f32[4]
+  %2 = extern \"wait_for_copy\" %0 @cpu:0 : f32[4]
+  %3 = copy %1 -> cpu:0 : f32[4]
+  %4 = copy %3 -> cpu:1 : f32[4]
+  %5 = extern \"copy_arrived\" %4 @cpu:1 : f32[4]
+  return %2, %5
+}
+";
+    let g = parse(src).unwrap();
+    // Real copies (not shared host buffers), so each needs a thread.
+    let options = exec::Options {
+        share_host_copies: false,
+        ..exec::Options::default()
+    };
+    let exe = exec::Compiler::new(&g).options(options).compile().unwrap();
+    let inputs = deterministic_inputs(&g);
+    let got = exe.run_host(&inputs).unwrap();
+    assert_eq!(got, interpret(&g, &inputs).unwrap());
+    assert_no_leaks(&exe);
+}
