@@ -366,3 +366,33 @@ fn a_copy_and_a_kernel_on_one_device_run_at_once() {
     assert_eq!(got, interpret(&g, &inputs).unwrap());
     assert_no_leaks(&exe);
 }
+
+/// `LazyTensor::call_extern` records the op with its declared type, and
+/// refuses an operand on another device than the op's.
+#[test]
+fn call_extern_records_the_op_and_checks_placement() {
+    use fuel_graph_ext::op::ExternOp;
+    use fuel_graph_ext::{DType, LazyGraph, TensorType};
+    let graph = LazyGraph::new("g");
+    let ty = |s: &[usize]| TensorType::new(DType::F32, s);
+    let a = graph.input("a", Device::cpu(0), ty(&[2, 3]));
+    let b = graph.input("b", Device::cpu(0), ty(&[3, 4]));
+    let c = a
+        .call_extern(ExternOp::new("matmul", Device::cpu(0), ty(&[2, 4])), &[&b])
+        .unwrap();
+    assert_eq!(c.ty(), ty(&[2, 4]));
+    graph.output(&c).unwrap();
+    assert!(print(&graph.snapshot()).contains("extern \"matmul\" %0, %1 @cpu:0 : f32[2,4]"));
+    let elsewhere = graph.input("e", Device::cpu(1), ty(&[3, 4]));
+    let e = a
+        .call_extern(
+            ExternOp::new("matmul", Device::cpu(0), ty(&[2, 4])),
+            &[&elsewhere],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("cpu:1"), "{e}");
+    let e = a
+        .call_extern(ExternOp::new("matmul", Device::cpu(1), ty(&[2, 4])), &[&b])
+        .unwrap_err();
+    assert!(e.to_string().contains("cpu:1"), "{e}");
+}
