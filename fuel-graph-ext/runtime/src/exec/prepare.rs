@@ -2,7 +2,7 @@
 //! executable: no collective left, which devices to open, whether every
 //! step's dtype and kernel (an `extern` op's included) runs on its device,
 //! which runner runs it, and the threaded runner's threads (a compute
-//! worker per device and a copy worker per host arena).
+//! worker per device and a copy worker per host arena and Vulkan device).
 
 use super::{backend, Ctx, ExecError, Schedule, Work, Worker};
 use fuel_graph_ext::device::Device;
@@ -128,7 +128,7 @@ pub(super) fn runner_shape(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> (boo
 pub(super) type Workers = HashMap<Device, Worker>;
 
 /// The threaded runner's threads: one compute worker per opened device,
-/// and one copy worker per host arena.
+/// and one copy worker per host arena and per Vulkan device.
 pub(super) fn start_workers(
     ctxs: &HashMap<Device, Ctx>,
     spin: std::time::Duration,
@@ -143,7 +143,9 @@ pub(super) fn start_workers(
             *d,
             spawn(format!("fuel-{d}"), format!("the worker thread for {d}"))?,
         );
-        if d.is_cpu() {
+        // A Vulkan device's copies go to its copy lane (a second queue),
+        // so they need a thread of their own to run beside its kernels.
+        if d.is_cpu() || d.kind == fuel_graph_ext::device::DeviceKind::Vulkan {
             let w = spawn(format!("fuel-{d}-copy"), format!("the copy thread for {d}"))?;
             copy_workers.insert(*d, w);
         }

@@ -1,6 +1,8 @@
 //! The threaded runner: one worker thread per device, and a copy thread
-//! per host arena. A step is released to its device's worker (a copy onto
-//! a host arena to its copy thread) as soon as its operands exist, so
+//! per host arena and Vulkan device. A step is released to its device's
+//! worker (a copy onto a host arena or Vulkan device to its copy thread,
+//! which on Vulkan submits to the device's copy lane) as soon as its
+//! operands exist, so
 //! independent work on different devices overlaps, and a copy overlaps a
 //! kernel on its own device; the first failure stops new steps, the
 //! running ones finish, and the run returns that failure.
@@ -149,8 +151,8 @@ impl Executable {
             let _ = done.send((i, store(table, res)));
             return Ok(());
         }
-        // A copy onto a host arena runs on its copy thread, beside the
-        // device's kernels.
+        // A copy onto a host arena or Vulkan device runs on its copy
+        // thread, beside the device's kernels.
         let copy = matches!(
             step.work,
             Work::Device(crate::backend::DeviceWork::Copy { .. })

@@ -79,7 +79,7 @@ impl VkDev {
             }
         }
         self.check_own(op, &[dst])?;
-        self.run(op, faults, |cmd, _| {
+        self.run(Lane::Compute, op, faults, |cmd, _| {
             for (k, s) in srcs.iter().enumerate() {
                 let rs: Vec<vk::BufferCopy> = regions
                     .iter()
@@ -209,7 +209,7 @@ impl VkDev {
             by,
             onto: u32::from(onto),
         };
-        self.run("dispatch", faults, |cmd, pool| {
+        self.run(Lane::Compute, "dispatch", faults, |cmd, pool| {
             let layouts = [self.set_layout];
             // SAFETY: the pool was reset and has room for one set.
             let set = unsafe {
