@@ -5,11 +5,14 @@
 //! verifier at [`Level::Placement`]), builds the schedule ([`schedule`]),
 //! checks every `comm.*` node against the communicator handed in for it
 //! (`spmd`) and every `driver_all_reduce` island against its driver
-//! (`island`), opens each device, checks every value's dtype against its
-//! backend, joins the islands' collective drivers and starts one worker
-//! thread per device. [`Executable::run`] then only feeds data: it releases
+//! (`island`), opens each device, checks every value's dtype and kernel
+//! (an `extern` op's registered one, `crate::kernels`) against its backend,
+//! joins the islands' collective drivers and starts one worker thread per
+//! device, with a copy thread beside it on host arenas and Vulkan devices
+//! (`prepare`). [`Executable::run`] then only feeds data: it releases
 //! each step to its device's worker once the step's operands exist (or runs
-//! them in order on the caller's thread when every device is a host arena),
+//! them in order on the caller's thread when every device is a host arena
+//! and the graph has no `extern` op on one of several devices),
 //! frees every buffer right after its last reader finishes, and reads the
 //! outputs back as host [`Tensor`]s. Both runners share one per-step
 //! protocol (`step`). A copy between two host arenas that only feeds other
