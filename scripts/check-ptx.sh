@@ -17,6 +17,8 @@ fi
 dir=target/ptx
 rm -rf "$dir"
 FUEL_PTX_DUMP_DIR="$PWD/$dir" cargo test -p fuel-runtime --lib backend::cuda::ptx::tests::dump_for_ptxas -- --exact >/dev/null
+# The shipped extern kernels' PTX (docs/extern.md), as written.
+cp fuel-graph-ext/runtime/shaders/*.ptx "$dir/"
 n=0
 for f in "$dir"/*.ptx; do
   for arch in sm_80 sm_90; do

@@ -85,25 +85,12 @@ fn main() {
     }
 }
 
+/// The compile the extern kernel registry uses too.
+#[cfg(feature = "vulkan")]
+#[path = "src/kernels/wgsl.rs"]
+mod wgsl;
+
 #[cfg(feature = "vulkan")]
 fn compile(name: &str, src: &str) -> Vec<u32> {
-    let module = naga::front::wgsl::parse_str(src)
-        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-    let caps = naga::valid::Capabilities::IMMEDIATES
-        | naga::valid::Capabilities::SHADER_FLOAT16
-        | naga::valid::Capabilities::FLOAT64
-        | naga::valid::Capabilities::SHADER_INT64;
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-    // Explicit flags: the default adds DEBUG in debug builds, and the output
-    // must be the same in every profile.
-    let opts = naga::back::spv::Options {
-        lang_version: (1, 3),
-        flags: naga::back::spv::WriterFlags::empty(),
-        use_storage_input_output_16: false,
-        ..Default::default()
-    };
-    naga::back::spv::write_vec(&module, &info, &opts, None)
-        .unwrap_or_else(|e| panic!("{name}: SPIR-V output failed: {e}"))
+    wgsl::wgsl_words(name, src).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -13,11 +13,13 @@
 
 mod arith;
 mod edges;
+mod extern_ref;
 mod host_tensor;
 mod order;
 mod ranks;
 
 pub use edges::{edge_inputs, edge_values};
+pub use extern_ref::{matmul_reference, matmul_shape, register_reference, ReferenceFn};
 pub use host_tensor::HostTensor;
 pub use order::{check_lowering, compare, fold_bounds, Agreement, Bounds};
 pub use ranks::interpret_world;
@@ -159,6 +161,12 @@ pub enum InterpError {
         bytes: usize,
         reason: String,
     },
+    /// An `extern` op whose name has no reference function.
+    #[error("no reference function is registered for `extern \"{0}\"`; register one with fuel_graph_ext::interp::register_reference before interpreting")]
+    NoReference(String),
+    /// An `extern` op's reference function failed.
+    #[error("`extern \"{name}\"` failed: {message}")]
+    Extern { name: String, message: String },
     /// The graph is malformed; run the verifier for the full report.
     #[error("cannot interpret an invalid graph: {0}; run the verifier for details")]
     Invalid(String),
@@ -377,6 +385,7 @@ fn eval(
     match op {
         Op::Input { name, .. } => Ok(vec![input_value(name, ty, inputs)?]),
         Op::Copy { .. } | Op::Move { .. } => Ok(vec![args[0].clone()]),
+        Op::Extern(x) => Ok(vec![extern_ref::eval_extern(x, args)?]),
         Op::Elementwise { kind, .. } => one(arith::fold(*kind, ty.dtype, args)),
         Op::Div { by, .. } => one(arith::divide(args[0], *by)),
         Op::Cast { to, .. } => one(arith::cast(args[0], *to)),

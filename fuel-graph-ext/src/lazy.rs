@@ -305,6 +305,27 @@ impl LazyTensor {
         let device = self.local(kind.as_str(), &all)?;
         self.single(Op::Elementwise { kind, device }, &all)
     }
+    /// The host framework's kernel `op` (an `extern` op, `docs/extern.md`)
+    /// over `self` and `others`, which must all live on `op.device`; its
+    /// result has the type `op.ty` declares.
+    pub fn call_extern(
+        &self,
+        op: crate::op::ExternOp,
+        others: &[&LazyTensor],
+    ) -> Result<LazyTensor, BuildError> {
+        let mut all = vec![self];
+        all.extend_from_slice(others);
+        let device = self.local("extern", &all)?;
+        if device != op.device {
+            return Err(BuildError::Placement {
+                index: 0,
+                op: "extern".into(),
+                found: device,
+                want: op.device,
+            });
+        }
+        self.single(Op::Extern(Box::new(op)), &all)
+    }
     /// `self + other`.
     pub fn add(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
         self.elementwise(ElementwiseOp::Add, &[other])

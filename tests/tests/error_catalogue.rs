@@ -101,6 +101,10 @@ const CASES: &[(&str, Case)] = &[
     ("E0721", exec_thread_limit),
     ("E0722", interp_out_of_memory),
     ("E0723", exec_region_list),
+    ("E0730", extern_no_kernel),
+    ("E0731", extern_kernel_fails),
+    ("E0732", extern_kernel_short),
+    ("E0733", extern_kernel_panics),
     ("E0750", exec_unknown_input),
     ("E0751", results_count),
     ("E0752", results_of_another_graph),
@@ -1064,6 +1068,37 @@ fn exec_region_list() -> Outcome {
     }
     // Refused while the schedule is built, before any device is opened.
     compile_err("graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[274877906944,2]\n  %1 = slice %0 {axis=1, len=1, start=0} @vulkan:0 : f32[274877906944,1]\n  return %1\n}\n", &[])
+}
+
+/// Runs a 4×4 `extern "name"` on cpu:0 whose CPU kernel is `kernel`.
+fn extern_run_err(
+    name: &str,
+    kernel: impl Fn(&mut [u8]) -> Result<usize, String> + Send + Sync + 'static,
+) -> Outcome {
+    fuel_runtime::kernels::register_cpu(name, move |_, _, out| kernel(out));
+    let src = format!("graph @g {{\n  %0 = input \"a\" @cpu:0 : f32[4,4]\n  %1 = extern \"{name}\" %0 @cpu:0 : f32[4,4]\n  return %1\n}}\n");
+    let g = text::parse(&src).unwrap();
+    let exe = exec::compile(&g, &[]).unwrap();
+    Ok(exe
+        .run_host(&deterministic_inputs(&g))
+        .unwrap_err()
+        .to_string())
+}
+fn extern_no_kernel() -> Outcome {
+    compile_err("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4,4]\n  %1 = extern \"layernorm\" %0 @cpu:0 : f32[4,4]\n  return %1\n}\n", &[])
+}
+fn extern_kernel_fails() -> Outcome {
+    extern_run_err("attention", |_| {
+        Err("the sequence is longer than 4096".into())
+    })
+}
+fn extern_kernel_short() -> Outcome {
+    extern_run_err("rmsnorm", |out| Ok(out.len() / 2))
+}
+fn extern_kernel_panics() -> Outcome {
+    extern_run_err("softmax", |_| {
+        panic!("index out of bounds: the len is 16 but the index is 16")
+    })
 }
 
 // ---- fuel-opt (E08) ---------------------------------------------------------

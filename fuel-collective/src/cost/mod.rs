@@ -102,6 +102,17 @@ pub enum StepKind {
         /// (otherwise the driver's traffic crosses the host).
         peered: bool,
     },
+    /// An `extern` op's kernel on `device`, writing `bytes`: `us`
+    /// microseconds where its cost hint says, else priced as a kernel that
+    /// reads and writes `bytes` once.
+    Extern {
+        /// Where it runs.
+        device: Device,
+        /// Bytes of its result.
+        bytes: usize,
+        /// Its cost hint, in microseconds.
+        us: Option<f64>,
+    },
     /// The caller's `bytes` become a graph input on `device`.
     Input {
         /// Where the input lives.
@@ -155,6 +166,7 @@ impl StepKind {
         match *self {
             StepKind::Transfer { bytes, .. }
             | StepKind::Compute { bytes, .. }
+            | StepKind::Extern { bytes, .. }
             | StepKind::Driver { bytes, .. }
             | StepKind::Input { bytes, .. }
             | StepKind::Output { bytes, .. } => bytes,
@@ -170,7 +182,9 @@ impl StepKind {
     pub fn on_gpu_worker(&self) -> bool {
         match *self {
             StepKind::Transfer { to, mode, .. } => mode != CopyMode::Shared && !to.is_cpu(),
-            StepKind::Compute { device, .. } | StepKind::Driver { device, .. } => !device.is_cpu(),
+            StepKind::Compute { device, .. }
+            | StepKind::Extern { device, .. }
+            | StepKind::Driver { device, .. } => !device.is_cpu(),
             StepKind::Input {
                 device, in_place, ..
             } => !in_place && !device.is_cpu(),
@@ -284,6 +298,10 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
             inputs,
             bytes,
         } => topo.compute(device.kind).time_us_at(inputs, bytes, working) + step,
+        StepKind::Extern { us: Some(us), .. } => us + step,
+        StepKind::Extern { device, bytes, .. } => {
+            topo.compute(device.kind).time_us_at(1, bytes, working) + step
+        }
         StepKind::Driver {
             device,
             ranks,
@@ -406,6 +424,9 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
             host(device, inputs.saturating_add(1).saturating_mul(bytes)),
         ),
         StepKind::Driver { device, .. } => (on(device), 0),
+        StepKind::Extern { device, bytes, .. } => {
+            (on(device), host(device, bytes.saturating_mul(2)))
+        }
         // The caller's bytes are host memory; on a CPU they are lent, and
         // an input read in place is the dispatcher's bookkeeping.
         StepKind::Input { in_place: true, .. } => (dispatcher, 0),

@@ -115,6 +115,11 @@ fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<
         Work::Import { src } => transfer(*src, 0, CopyMode::Shared),
         Work::View { .. } => transfer(device, 0, CopyMode::Shared),
         Work::Device(DeviceWork::Kernel(Kernel::Gather { .. })) => StepKind::layout(device, bytes),
+        Work::Device(DeviceWork::Kernel(Kernel::Extern { op, .. })) => StepKind::Extern {
+            device,
+            bytes,
+            us: op.cost.map(|c| c.secs() * 1e6),
+        },
         Work::Device(DeviceWork::Kernel(Kernel::Fold { .. })) => StepKind::Compute {
             device,
             inputs: s.operands.len(),

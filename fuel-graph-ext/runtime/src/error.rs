@@ -190,6 +190,51 @@ pub enum ExecError {
         /// The driver's words.
         reason: String,
     },
+    /// An `extern` op with no kernel registered for its device's backend.
+    #[error("`extern \"{name}\"` on {device} has no kernel for that device; {fix}")]
+    NoExternKernel {
+        /// The kernel's name.
+        name: String,
+        /// The op's device.
+        device: Device,
+        /// How to register one.
+        fix: String,
+    },
+    /// An `extern` op's kernel returned an error.
+    #[error("`extern \"{name}\"` on {device} failed: {reason}; the run's buffers were released and the next run may try again")]
+    ExternFailed {
+        /// The kernel's name.
+        name: String,
+        /// The op's device.
+        device: Device,
+        /// What the kernel said.
+        reason: String,
+    },
+    /// An `extern` op's kernel wrote another number of bytes than its
+    /// result holds.
+    #[error("`extern \"{name}\"` on {device} wrote {wrote} bytes, but its result {ty} holds {want}; fix the kernel to fill the whole result, or declare the type it computes")]
+    ExternBytes {
+        /// The kernel's name.
+        name: String,
+        /// The op's device.
+        device: Device,
+        /// Bytes it said it wrote.
+        wrote: usize,
+        /// Bytes the result holds.
+        want: usize,
+        /// The result's type.
+        ty: Box<TensorType>,
+    },
+    /// An `extern` op's kernel panicked.
+    #[error("`extern \"{name}\"` on {device} panicked: {message}; the run's buffers were released and the next run may try again")]
+    ExternPanicked {
+        /// The kernel's name.
+        name: String,
+        /// The op's device.
+        device: Device,
+        /// The panic's message.
+        message: String,
+    },
     /// An injected fault fired (see `Executable::inject_fault`).
     #[error("injected fault in `{op}` on {device} (armed by `Executable::inject_fault`; the next run is unaffected)")]
     Injected {

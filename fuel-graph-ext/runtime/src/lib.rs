@@ -39,6 +39,7 @@ pub mod calibration;
 pub mod driver;
 pub mod error;
 pub mod exec;
+pub mod kernels;
 
 pub use error::ExecError;
 pub use exec::{compile, discover, Executable};

@@ -115,8 +115,14 @@ pub fn to_dot(g: &Graph) -> String {
             return String::new();
         };
         let mut label = format!("%{} {}", number(id), n.op.mnemonic());
-        if let Op::Input { name, .. } = &n.op {
-            let _ = write!(label, " \"{name}\"");
+        match &n.op {
+            Op::Input { name, .. } => {
+                let _ = write!(label, " \"{name}\"");
+            }
+            Op::Extern(x) => {
+                let _ = write!(label, " \"{}\" {}", x.name, x.attr_text());
+            }
+            _ => {}
         }
         let parts = n.op.parts();
         if parts.has_attrs() {
@@ -156,6 +162,7 @@ pub fn to_dot(g: &Graph) -> String {
     };
     let shape_of = |op: &Op| match op {
         Op::Input { .. } => "shape=invhouse",
+        Op::Extern(_) => "shape=component, fillcolor=\"#dff0d8\"",
         Op::Copy { .. } => "shape=cds, fillcolor=\"#fff4c2\"",
         Op::Move { .. } => "shape=cds, fillcolor=\"#ffd9a8\", style=\"filled,dashed\"",
         op if op.is_collective() => "shape=hexagon, fillcolor=\"#e9dcf7\"",

@@ -15,9 +15,10 @@
 //! attributes), and its typing rule in `typing.rs`. The test at the end
 //! checks every row against its `build`, [`Op::def`] and [`Op::parts`].
 
+use super::extern_op::{CostHint, ExternAttr, ExternOp};
 use super::{CommOp, DeviceList, ElementwiseOp, Op, ReduceOp};
 use crate::device::Device;
-use crate::dtype::DType;
+use crate::dtype::{DType, TensorType};
 use smallvec::SmallVec;
 use std::fmt;
 
@@ -104,7 +105,16 @@ pub trait Fields {
     fn to_list(&mut self) -> Result<DeviceList, FieldError>;
     /// The quoted name.
     fn name(&mut self) -> String;
+    /// The result type the line declares (an extern op's, which no rule
+    /// infers).
+    fn result_type(&mut self) -> TensorType;
+    /// Every attribute no earlier call took, free-form, and the `cost`
+    /// hint among them (an extern op's).
+    fn free_attrs(&mut self) -> Result<FreeAttrs, FieldError>;
 }
+
+/// An extern op's free-form attributes, sorted by key, and its cost hint.
+pub type FreeAttrs = (Vec<(String, ExternAttr)>, Option<CostHint>);
 
 /// A piece a row's `build` asked for and the line does not have.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,6 +151,8 @@ pub enum FieldError {
     },
     /// No placement of the form the op takes.
     MissingPlacement(Placement),
+    /// A cost hint that is negative, NaN or infinite; the message says so.
+    BadCost(String),
     /// Attribute `key` written as a list where it takes an integer
     /// (`list: false`), or the other way round.
     WrongForm {
@@ -531,6 +543,28 @@ pub static COMM_BARRIER: OpDef = comm("comm.barrier", &["comm", "ranks"], |f| {
     comm_op(f, CommOp::Barrier)
 });
 
+/// `extern "name" %a, ... {k=v, ..., cost=S} @dev`: the host framework's
+/// kernel `name` (`op/extern_op.rs`).
+pub static EXTERN: OpDef = OpDef::new(
+    "extern",
+    Arity::AtLeast(0, "any operands"),
+    &[],
+    Placement::At,
+    |f| {
+        let name = f.name();
+        let (attrs, cost) = f.free_attrs()?;
+        let ty = f.result_type();
+        Ok(Op::Extern(Box::new(ExternOp {
+            name,
+            device: f.at()?,
+            ty,
+            attrs,
+            cost,
+        })))
+    },
+)
+.named();
+
 /// Every op, in the order the parser's "expected ..." message lists them.
 pub static OPS: &[&OpDef] = &[
     &INPUT,
@@ -557,6 +591,7 @@ pub static OPS: &[&OpDef] = &[
     &COMM_REDUCE_SCATTER,
     &COMM_BARRIER,
     &COMM_ALL_TO_ALL,
+    &EXTERN,
 ];
 
 /// The row and variant a mnemonic as written names (`all_reduce.sum` gives
@@ -645,6 +680,7 @@ impl Op {
             Op::ReduceScatter { .. } => &REDUCE_SCATTER,
             Op::AllToAll { .. } => &ALL_TO_ALL,
             Op::DriverAllReduce { .. } => &DRIVER_ALL_REDUCE,
+            Op::Extern(_) => &EXTERN,
             Op::Comm { kind, .. } => match kind {
                 CommOp::AllReduce(_) => &COMM_ALL_REDUCE,
                 CommOp::Broadcast { .. } => &COMM_BROADCAST,
@@ -691,6 +727,7 @@ impl Op {
             | Op::Copy { .. }
             | Op::Move { .. }
             | Op::Elementwise { .. }
+            | Op::Extern(_)
             | Op::Broadcast { .. } => (None, &[]),
         };
         let lists = match self {

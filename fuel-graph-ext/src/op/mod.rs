@@ -9,8 +9,10 @@
 //! collectives' front ends all call it, so they cannot disagree.
 
 pub mod defs;
+pub mod extern_op;
 mod typing;
 
+pub use extern_op::{CostHint, ExternAttr, ExternOp};
 pub use typing::{
     all_to_all_pieces, cast_defined, comm_split_type, comm_type, infer_type, result_types,
     scatter_extents, TypeError,
@@ -234,6 +236,9 @@ pub enum Op {
         rank: Option<usize>,
         split: Option<Vec<usize>>,
     },
+    /// The host framework's kernel, run as registered (`extern_op.rs`):
+    /// no pass looks inside it, merges it or removes it.
+    Extern(Box<ExternOp>),
 }
 
 /// Where one result of an op lives ([`Op::result_place`]).
@@ -293,6 +298,12 @@ impl Op {
         matches!(self, Op::Comm { .. })
     }
 
+    /// True for a foreign op (`extern`): what it computes is the caller's,
+    /// so it is never merged with a look-alike and never removed as dead.
+    pub fn is_extern(&self) -> bool {
+        matches!(self, Op::Extern(_))
+    }
+
     /// How many results a node with this op and `operands` operands has:
     /// one per operand for all_reduce, all_gather and reduce_scatter, one per
     /// target for broadcast, one otherwise.
@@ -344,6 +355,7 @@ impl Op {
             | Op::DriverAllReduce { device, .. }
             | Op::Comm { device, .. } => Some(*device),
             Op::Copy { to } | Op::Move { to } => Some(*to),
+            Op::Extern(x) => Some(x.device),
             _ => None,
         }
     }

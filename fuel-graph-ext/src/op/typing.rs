@@ -350,6 +350,7 @@ fn infer_unchecked(op: &Op, operands: &[&TensorType]) -> Result<TensorType, Type
     };
     match op {
         Op::Input { .. } => Err(TypeError::InputType),
+        Op::Extern(x) => Ok(x.ty.clone()),
         Op::Div { by: 0, .. } => Err(TypeError::DivByZero),
         Op::Copy { .. } | Op::Move { .. } | Op::Div { .. } => Ok(operands[0].clone()),
         Op::Cast { to, .. } => {

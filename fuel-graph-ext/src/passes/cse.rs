@@ -3,8 +3,9 @@
 //! Matches nodes with the same op, attributes, operands and type. Produces one
 //! node per such class (the first in topological order) and points every use
 //! of the others at it, then removes them. Leaves alone inputs (two inputs are
-//! two arguments even if alike), moves (each consumes its source) and SPMD
-//! collectives (each meets the other ranks once).
+//! two arguments even if alike), moves (each consumes its source), SPMD
+//! collectives (each meets the other ranks once) and `extern` ops (what the
+//! host framework's kernel does is its own: two calls may differ).
 
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
@@ -25,7 +26,10 @@ impl Pass for Cse {
         let mut changed = false;
         for id in g.topo_order() {
             let Some(n) = g.node(id) else { continue };
-            if matches!(n.op, Op::Input { .. } | Op::Move { .. }) || n.op.is_comm() {
+            if matches!(n.op, Op::Input { .. } | Op::Move { .. })
+                || n.op.is_comm()
+                || n.op.is_extern()
+            {
                 continue;
             }
             let key = (n.op.clone(), n.operands.to_vec(), n.ty.clone());

@@ -3,7 +3,8 @@
 //! Matches nodes none of whose results reach a returned value. Produces the
 //! same graph without them. Leaves alone inputs, which are the graph's
 //! signature even when unused, and SPMD collectives (`comm.*`) with what
-//! they read, which other ranks wait for.
+//! they read, which other ranks wait for, and `extern` ops with what they
+//! read (the host framework's kernel may do more than its result says).
 
 use crate::graph::{Graph, NodeId};
 use crate::op::Op;
@@ -23,10 +24,10 @@ impl Pass for Dce {
         // SPMD collectives are live even when unused: the other ranks wait
         // for this one to arrive.
         let mut stack: Vec<NodeId> = g.outputs().iter().map(|v| v.node).collect();
-        stack.extend(
-            g.node_ids()
-                .filter(|id| g.node(*id).is_some_and(|n| n.op.is_comm())),
-        );
+        stack.extend(g.node_ids().filter(|id| {
+            g.node(*id)
+                .is_some_and(|n| n.op.is_comm() || n.op.is_extern())
+        }));
         while let Some(id) = stack.pop() {
             if !live.insert(id) {
                 continue;

@@ -69,6 +69,10 @@ fn work(w: &Work) -> String {
             Kernel::Div { by } => format!("div by {by}"),
             Kernel::Cast { from } => format!("cast from {from}"),
             Kernel::Gather { regions } => format!("gather {} region(s)", regions.len()),
+            Kernel::Extern { op, .. } => format!(
+                "extern kernel \"{}\"",
+                crate::text::excerpt::token(&op.name)
+            ),
         },
         Work::Share { src } => format!("share {src}'s buffer"),
         Work::Defer { src } => format!("deferred from {src} into its fold"),
@@ -121,6 +125,30 @@ mod tests {
         plain.fit_to_devices(&options, |_| Caps::default());
         let text = print(&plain, &g, "none");
         assert!(text.contains("copy from cpu:1") && text.contains("gather 1 region(s)"));
+    }
+
+    /// An extern op is a step of its own, named by its kernel, and its
+    /// kernel carries the operand types it is called with.
+    #[test]
+    fn an_extern_op_is_a_kernel_step_named_after_it() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[2,3]
+  %1 = input \"b\" @cpu:0 : f32[3,4]
+  %2 = extern \"matmul\" %0, %1 {cost=1e-6} @cpu:0 : f32[2,4]
+  return %2
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let plan = Schedule::new(&g).unwrap();
+        let text = print(&plan, &g, "none");
+        assert!(text.contains("extern kernel \"matmul\""), "{text}");
+        let Some(super::super::work::Kernel::Extern { op, operands }) = plan.steps[2].work.kernel()
+        else {
+            panic!("step 2 is not an extern kernel: {text}");
+        };
+        assert_eq!(op.name, "matmul");
+        let dims: Vec<Vec<usize>> = operands.iter().map(|t| t.shape.to_vec()).collect();
+        assert_eq!(dims, [vec![2, 3], vec![3, 4]]);
     }
 
     /// The outline the cost model prices has the full plan's steps, work

@@ -331,6 +331,12 @@ fn work_of(
             })
         }
         Op::Elementwise { kind, .. } => kernel(Kernel::Fold { kind: *kind }),
+        Op::Extern(x) => kernel(Kernel::Extern {
+            op: x.clone(),
+            operands: (0..n.operands.len())
+                .map(|i| operand_ty(i).cloned())
+                .collect::<Result<_, _>>()?,
+        }),
         Op::Comm {
             kind, comm, ranks, ..
         } => Work::Comm {

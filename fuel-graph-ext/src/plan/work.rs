@@ -34,6 +34,14 @@ pub enum Kernel {
     Cast { from: DType },
     /// Gathers byte regions of the operands (slice and concat).
     Gather { regions: Vec<Region> },
+    /// The caller's kernel for an `extern` op, as registered for the
+    /// device's backend (`fuel_runtime::kernels`).
+    Extern {
+        /// The op: its kernel's name, attributes and result type.
+        op: Box<crate::op::ExternOp>,
+        /// Its operands' types, in operand order.
+        operands: Vec<crate::dtype::TensorType>,
+    },
 }
 
 /// The launches after the first of a GPU fold of `n` operands on a backend

@@ -13,8 +13,8 @@ use super::cursor::{Cur, ParseError, Ref};
 use super::excerpt;
 use crate::device::Device;
 use crate::dtype::{DType, TensorType};
-use crate::op::defs::{lookup, FieldError, Fields, OpDef, Placement, GROUPS, OPS};
-use crate::op::{DeviceList, Op, ReduceOp};
+use crate::op::defs::{lookup, FieldError, Fields, FreeAttrs, OpDef, Placement, GROUPS, OPS};
+use crate::op::{CostHint, DeviceList, ExternAttr, Op, ReduceOp};
 
 /// A node line as read: its op and type, and where it stands.
 pub(super) struct NodeLine {
@@ -51,11 +51,12 @@ impl Place {
 }
 
 /// An attribute's value as written: a number, a name or a list
-/// (`7`, `f16`, `[1, 2, 3]`).
+/// (`7`, `f16`, `[1, 2, 3]`); a `cost` is read as a float (`2.5e-5`).
 enum Written<'a> {
     Int(u64),
     Name(&'a str),
     List(Vec<u64>),
+    Float(f64),
 }
 
 /// The pieces of one line, handed out to the row's `build`.
@@ -66,6 +67,8 @@ struct Line<'a> {
     /// the ones it knows, and what is left is unknown to the op.
     attrs: Vec<(&'a str, Written<'a>, usize)>,
     place: Place,
+    /// The declared type of the first result.
+    ty: TensorType,
 }
 
 impl<'a> Line<'a> {
@@ -94,6 +97,10 @@ impl Fields for Line<'_> {
                 found: n.to_string(),
             }),
             Written::List(_) => Err(FieldError::WrongForm { key, list: false }),
+            Written::Float(v) => Err(FieldError::NotInteger {
+                key,
+                found: v.to_string(),
+            }),
         }
     }
     fn dtype_attr(&mut self, key: &'static str) -> Result<DType, FieldError> {
@@ -110,10 +117,10 @@ impl Fields for Line<'_> {
                     expected()
                 ),
             }),
-            Written::List(_) => Err(FieldError::NotDType {
+            Written::List(_) | Written::Float(_) => Err(FieldError::NotDType {
                 key,
                 found: format!(
-                    "`{{{key}=...}}` takes a dtype, found a list: expected one of {}",
+                    "`{{{key}=...}}` takes a dtype, found a list or a fraction: expected one of {}",
                     expected()
                 ),
             }),
@@ -125,7 +132,9 @@ impl Fields for Line<'_> {
         }
         match self.take(key)? {
             Written::List(v) => Ok(Some(v)),
-            Written::Int(_) | Written::Name(_) => Err(FieldError::WrongForm { key, list: true }),
+            Written::Int(_) | Written::Name(_) | Written::Float(_) => {
+                Err(FieldError::WrongForm { key, list: true })
+            }
         }
     }
     fn opt_attr(&mut self, key: &'static str) -> Result<Option<u64>, FieldError> {
@@ -154,6 +163,27 @@ impl Fields for Line<'_> {
     }
     fn name(&mut self) -> String {
         self.name.take().unwrap_or_default()
+    }
+    fn result_type(&mut self) -> TensorType {
+        self.ty.clone()
+    }
+    fn free_attrs(&mut self) -> Result<FreeAttrs, FieldError> {
+        let mut attrs = Vec::new();
+        let mut cost = None;
+        for (key, v, _) in self.attrs.drain(..) {
+            let v = match v {
+                Written::Float(secs) => {
+                    cost = Some(CostHint::new(secs).map_err(FieldError::BadCost)?);
+                    continue;
+                }
+                Written::Int(i) => ExternAttr::Int(i),
+                Written::Name(n) => ExternAttr::Name(n.to_string()),
+                Written::List(l) => ExternAttr::List(l),
+            };
+            attrs.push((key.to_string(), v));
+        }
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((attrs, cost))
     }
 }
 
@@ -239,7 +269,9 @@ fn parse_attrs<'a>(c: &mut Cur<'a>) -> Result<Vec<(&'a str, Written<'a>, usize)>
         c.skip_ws();
         // A list, a number, or a name (a dtype); an op reads its
         // attributes as the kind it takes.
-        let v = if c.eat("[") {
+        let v = if key == "cost" {
+            Written::Float(parse_seconds(c)?)
+        } else if c.eat("[") {
             Written::List(parse_extent_list(c, key)?)
         } else if c.rest().starts_with(|ch: char| ch.is_ascii_alphabetic()) {
             Written::Name(c.ident("an attribute value")?)
@@ -259,6 +291,24 @@ fn parse_attrs<'a>(c: &mut Cur<'a>) -> Result<Vec<(&'a str, Written<'a>, usize)>
         c.expect(",", "`,` or `}` in the attributes")?;
     }
     Ok(attrs)
+}
+
+/// Reads a `cost` hint's number of seconds (`2.5e-5`, `0.001`); whether
+/// it is finite and not negative is the op's to check.
+fn parse_seconds(c: &mut Cur<'_>) -> Result<f64, ParseError> {
+    let rest = c.rest();
+    let len = rest
+        .find(|ch: char| !(ch.is_ascii_alphanumeric() || matches!(ch, '.' | '+' | '-' | '_')))
+        .unwrap_or(rest.len());
+    let token = rest.get(..len).unwrap_or("");
+    let secs = token.parse::<f64>().map_err(|_| {
+        c.err(format!(
+            "expected the seconds one call takes after `cost=` (like `2.5e-5`), found `{}`",
+            excerpt::token(token)
+        ))
+    })?;
+    c.pos += len;
+    Ok(secs)
 }
 
 /// Reads the rest of a list attribute `[a, b, ...]` after its `[`.
@@ -344,6 +394,7 @@ fn field_error(
             op_pos,
             format!("attribute `{key}` of `{mnemonic}` is an integer; write `{{{key}=N}}`"),
         ),
+        FieldError::BadCost(message) => c.err_at(op_pos, message),
         FieldError::MissingPlacement(Placement::At) => c.err_at(
             place_pos,
             format!("expected `@device` placement on `{mnemonic}`"),
@@ -440,6 +491,7 @@ pub(super) fn parse_node_line(
         variant,
         attrs,
         place,
+        ty: ty.clone(),
     };
     let op =
         (def.build)(&mut line).map_err(|e| field_error(c, e, def, mnemonic, op_pos, place_pos))?;

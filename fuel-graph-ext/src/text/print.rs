@@ -184,7 +184,12 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
         s.push('.');
         s.push_str(v.as_str());
     }
-    if let Op::Input { name, .. } = &n.op {
+    let quoted = match &n.op {
+        Op::Input { name, .. } => Some(name),
+        Op::Extern(x) => Some(&x.name),
+        _ => None,
+    };
+    if let Some(name) = quoted {
         s.push_str(" \"");
         push_escaped(s, name);
         s.push('"');
@@ -192,6 +197,13 @@ fn push_node_line(s: &mut String, g: &Graph, num: &Numbering, id: NodeId) -> boo
     for (i, v) in n.operands.iter().enumerate() {
         s.push_str(if i == 0 { " " } else { ", " });
         num.push_name(s, g, *v);
+    }
+    if let Op::Extern(x) = &n.op {
+        let block = x.attr_text();
+        if !block.is_empty() {
+            s.push(' ');
+            s.push_str(&block);
+        }
     }
     if parts.has_attrs() {
         s.push_str(" {");

@@ -535,6 +535,9 @@ fn kernel(
     if let Kernel::Gather { regions } = k {
         return gather(ctx, op, regions, ins, out, faults);
     }
+    if let Kernel::Extern { op: x, operands } = k {
+        return crate::kernels::run(ctx, x, operands, ins, out, faults);
+    }
     match (out, ctx) {
         (Buf::Cpu(d), Ctx::Cpu(arena)) => match k {
             Kernel::Fold { kind } if ins.iter().any(|b| b.as_cpu().is_none()) => {
@@ -554,7 +557,7 @@ fn kernel(
                 cpu::cast(*from, dtype, a, d);
                 Ok(())
             }
-            Kernel::Gather { .. } => Err(wrong(op)),
+            Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "cuda")]
         (Buf::Cuda(d), Ctx::Cuda(c)) => match k {
@@ -569,7 +572,7 @@ fn kernel(
                 let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
                 c.cast(*from, dtype, a, d, n)
             }
-            Kernel::Gather { .. } => Err(wrong(op)),
+            Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "vulkan")]
         (Buf::Vulkan(d), Ctx::Vulkan(v)) => match k {
@@ -592,7 +595,7 @@ fn kernel(
                 let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
                 v.cast(*from, dtype, a, d, n, faults)
             }
-            Kernel::Gather { .. } => Err(wrong(op)),
+            Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[allow(unreachable_patterns)] // with every GPU backend compiled out
         _ => Err(wrong(op)),

@@ -5,11 +5,14 @@
 //! verifier at [`Level::Placement`]), builds the schedule ([`schedule`]),
 //! checks every `comm.*` node against the communicator handed in for it
 //! (`spmd`) and every `driver_all_reduce` island against its driver
-//! (`island`), opens each device, checks every value's dtype against its
-//! backend, joins the islands' collective drivers and starts one worker
-//! thread per device. [`Executable::run`] then only feeds data: it releases
+//! (`island`), opens each device, checks every value's dtype and kernel
+//! (an `extern` op's registered one, `crate::kernels`) against its backend,
+//! joins the islands' collective drivers and starts one worker thread per
+//! device, with a copy thread beside it on host arenas and Vulkan devices
+//! (`prepare`). [`Executable::run`] then only feeds data: it releases
 //! each step to its device's worker once the step's operands exist (or runs
-//! them in order on the caller's thread when every device is a host arena),
+//! them in order on the caller's thread when every device is a host arena
+//! and the graph has no `extern` op on one of several devices),
 //! frees every buffer right after its last reader finishes, and reads the
 //! outputs back as host [`Tensor`]s. Both runners share one per-step
 //! protocol (`step`). A copy between two host arenas that only feeds other
@@ -28,6 +31,7 @@ pub mod discover;
 mod island;
 mod options;
 mod planned;
+mod prepare;
 mod run_inline;
 mod run_threaded;
 mod spmd;
@@ -42,6 +46,7 @@ pub use fuel_graph_ext::plan::{schedule, views, Options};
 pub use fuel_graph_ext::Tensor;
 pub use options::RuntimeOptions;
 pub use planned::RunEvents;
+pub(crate) use step::panic_text as panic_message;
 
 use crate::backend::fault::Faults;
 use crate::backend::worker::Worker;
@@ -66,6 +71,10 @@ pub struct Executable {
     // Declared after `ctxs` is irrelevant: workers hold no device handles
     // between jobs, and are joined on drop.
     workers: HashMap<Device, Worker>,
+    /// The threaded runner's copy thread of each host arena, beside its
+    /// compute worker: a copy onto the device runs here, so it overlaps a
+    /// long kernel (an `extern` op's) on the same device.
+    copy_workers: HashMap<Device, Worker>,
     /// How long the dispatcher and the workers poll before they sleep
     /// ([`crate::backend::worker::SPIN_VAR`]).
     spin: std::time::Duration,
@@ -277,11 +286,11 @@ impl<'g> Compiler<'g> {
     /// joins the islands' collective drivers and starts the workers.
     pub fn compile(self) -> Result<Executable, ExecError> {
         let g = self.graph;
-        check_no_collectives(g)?;
+        prepare::check_no_collectives(g)?;
         let default_topology = Topology::default();
         let topology = self.topology.unwrap_or(&default_topology);
         verify(g, Level::Placement, topology).map_err(|e| ExecError::Verify(e.rendered))?;
-        let listed = listed_devices(g, &self.devices, topology)?;
+        let listed = prepare::listed_devices(g, &self.devices, topology)?;
         // Host arenas' sizes are known before anything is opened (read
         // once, for every host arena): a value too large for the host is
         // refused before the schedule is built (its byte regions grow with
@@ -299,7 +308,7 @@ impl<'g> Compiler<'g> {
         spmd::check(g, &plan, &mut comms)?;
         island::check(&plan)?;
         let ctxs = backend::open(&listed, &self.runtime, self.options.import_host_buffers)?;
-        check_supported(&plan, &ctxs)?;
+        prepare::check_supported(&plan, &ctxs)?;
         plan.fit_to_devices(&self.options, |d| {
             ctxs.get(&d).map(Ctx::caps).unwrap_or_default()
         });
@@ -311,7 +320,7 @@ impl<'g> Compiler<'g> {
         capacity::check_buffers(g, &caps)?;
         capacity::check_peaks(&plan, &caps)?;
         let islands = island::join(&plan, &ctxs, self.runtime.join)?;
-        let (inline, inline_on_pool) = runner_shape(&plan, &ctxs);
+        let (inline, inline_on_pool) = prepare::runner_shape(&plan, &ctxs);
         if ctxs.values().any(|c| matches!(c, Ctx::Cpu(_))) {
             crate::backend::worker::host_pool_ready()?;
         }
@@ -320,10 +329,10 @@ impl<'g> Compiler<'g> {
         } else {
             self.runtime.spin
         };
-        let workers = if inline {
-            HashMap::new()
+        let (workers, copy_workers) = if inline {
+            (HashMap::new(), HashMap::new())
         } else {
-            start_workers(&ctxs, spin)?
+            prepare::start_workers(&ctxs, spin)?
         };
         // How often each slot is returned (a graph may return one value
         // many times; counting once keeps this linear).
@@ -344,6 +353,7 @@ impl<'g> Compiler<'g> {
             plan: Arc::new(plan),
             ctxs,
             workers,
+            copy_workers,
             spin,
             comms: Arc::new(comms),
             islands: Arc::new(islands),
@@ -363,118 +373,6 @@ impl<'g> Compiler<'g> {
                 .collect(),
         })
     }
-}
-
-/// Refuses a graph that still holds a collective (lower it first).
-fn check_no_collectives(g: &Graph) -> Result<(), ExecError> {
-    for id in g.node_ids() {
-        if let Some(n) = g.node(id) {
-            if n.op.is_collective() {
-                return Err(ExecError::Collective {
-                    op: n.op.mnemonic(),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The devices to open: the ones listed (or, with none listed, the ones
-/// the graph uses), and the topology's staging CPU where the graph uses
-/// it; a used device that is not listed is refused.
-fn listed_devices(
-    g: &Graph,
-    devices: &[Device],
-    topology: &Topology,
-) -> Result<BTreeSet<Device>, ExecError> {
-    let used: BTreeSet<Device> = g
-        .node_ids()
-        .filter_map(|id| g.node(id)?.op.device())
-        .collect();
-    let mut listed: BTreeSet<Device> = if devices.is_empty() {
-        used.clone()
-    } else {
-        devices.iter().copied().collect()
-    };
-    // The topology's staging CPU is the lowering's own choice, not the
-    // caller's: copies with no direct path are routed through it, so a
-    // group of only Vulkan (or only CUDA) devices uses it without
-    // listing it. It is opened when the graph uses it (a host arena
-    // costs nothing to open).
-    if used.contains(&topology.staging) {
-        listed.insert(topology.staging);
-    }
-    for d in &used {
-        if !listed.contains(d) {
-            return Err(ExecError::DeviceNotListed {
-                device: *d,
-                listed: listed
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            });
-        }
-    }
-    Ok(listed)
-}
-
-/// Checks every step's dtype and kernel against its opened device.
-fn check_supported(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> Result<(), ExecError> {
-    for s in &plan.steps {
-        let ctx = ctxs
-            .get(&s.device)
-            .ok_or_else(|| ExecError::Internal(format!("{} not opened", s.device)))?;
-        ctx.supports(s.ty.dtype)?;
-        if let Some(k) = s.work.kernel() {
-            ctx.supports_kernel(k, s.ty.dtype)?;
-        }
-    }
-    Ok(())
-}
-
-/// Which runner an executable uses: (inline, inline on the kernels' pool).
-fn runner_shape(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> (bool, bool) {
-    // Host arenas share the host's cores: handing their steps to worker
-    // threads buys no overlap, only a thread handoff per step, and the
-    // kernels of large steps use every core anyway. Such an executable
-    // runs its steps in schedule order on the caller's thread. So does
-    // one whose GPU steps are all the runner's own work (inputs read in
-    // place, imports, deferred or shared copies, views: no submit, no
-    // bytes moved), where every step that needs a worker is a host's.
-    let on_host = |d: &Device| ctxs.get(d).is_some_and(|c| matches!(c, Ctx::Cpu(_)));
-    let inline = ctxs.values().all(|c| matches!(c, Ctx::Cpu(_)))
-        || (plan.steps.iter().any(|s| !on_host(&s.device))
-            && plan
-                .steps
-                .iter()
-                .all(|s| on_host(&s.device) || !s.work.needs_device()));
-    let inline_on_pool = inline
-        && plan.islands.is_empty()
-        && plan
-            .steps
-            .iter()
-            .all(|s| !matches!(s.work, Work::Comm { .. }))
-        && plan.steps.iter().any(|s| {
-            matches!(s.work.kernel(), Some(backend::Kernel::Fold { .. }))
-                && s.ty.size_bytes() >= backend::cpu::PARALLEL_MIN * 4
-        });
-    (inline, inline_on_pool)
-}
-
-/// One worker thread per opened device.
-fn start_workers(
-    ctxs: &HashMap<Device, Ctx>,
-    spin: std::time::Duration,
-) -> Result<HashMap<Device, Worker>, ExecError> {
-    let mut workers = HashMap::new();
-    for d in ctxs.keys() {
-        let w = Worker::spawn(format!("fuel-{d}"), spin).map_err(|e| {
-            crate::backend::worker::spawn_error(format!("the worker thread for {d}"), &e)
-        })?;
-        workers.insert(*d, w);
-    }
-    Ok(workers)
 }
 
 impl Executable {
@@ -782,5 +680,6 @@ impl Drop for Executable {
     fn drop(&mut self) {
         // Join the workers before the devices go.
         self.workers.clear();
+        self.copy_workers.clear();
     }
 }

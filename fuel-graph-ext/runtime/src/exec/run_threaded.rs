@@ -1,6 +1,10 @@
-//! The threaded runner: one worker thread per device. A step is released
-//! to its device's worker as soon as its operands exist, so independent work
-//! on different devices overlaps; the first failure stops new steps, the
+//! The threaded runner: one worker thread per device, and a copy thread
+//! per host arena and Vulkan device. A step is released to its device's
+//! worker (a copy onto a host arena or Vulkan device to its copy thread,
+//! which on Vulkan submits to the device's copy lane) as soon as its
+//! operands exist, so
+//! independent work on different devices overlaps, and a copy overlaps a
+//! kernel on its own device; the first failure stops new steps, the
 //! running ones finish, and the run returns that failure.
 
 use super::step::{execute, operands, StepData};
@@ -147,9 +151,16 @@ impl Executable {
             let _ = done.send((i, store(table, res)));
             return Ok(());
         }
-        let worker = self
-            .workers
-            .get(&step.device)
+        // A copy onto a host arena or Vulkan device runs on its copy
+        // thread, beside the device's kernels.
+        let copy = matches!(
+            step.work,
+            Work::Device(crate::backend::DeviceWork::Copy { .. })
+        );
+        let worker = copy
+            .then(|| self.copy_workers.get(&step.device))
+            .flatten()
+            .or_else(|| self.workers.get(&step.device))
             .ok_or_else(|| ExecError::Internal(format!("no worker for {}", step.device)))?;
         let plan = self.plan.clone();
         let comms = self.comms.clone();

@@ -154,7 +154,7 @@ fn panicked(step: &Step, p: &(dyn std::any::Any + Send)) -> ExecError {
 }
 
 /// A panic's message, when it has one.
-pub(super) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<String>()
         .cloned()
         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))

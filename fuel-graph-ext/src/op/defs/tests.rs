@@ -53,6 +53,13 @@ impl Fields for Probe {
     fn name(&mut self) -> String {
         "x".into()
     }
+    fn result_type(&mut self) -> TensorType {
+        TensorType::new(DType::F32, &[2])
+    }
+    fn free_attrs(&mut self) -> Result<FreeAttrs, FieldError> {
+        // Not recorded: they print from the op itself.
+        Ok((Vec::new(), None))
+    }
 }
 
 /// What the probe answers for a list attribute.

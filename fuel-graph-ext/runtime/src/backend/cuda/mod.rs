@@ -18,6 +18,7 @@ use crate::backend::Region;
 use crate::error::ExecError;
 use fuel_graph_ext::device::Device;
 use fuel_graph_ext::dtype::DType;
+mod ptx_modules;
 pub mod pin;
 pub mod ptx;
 
@@ -88,6 +89,8 @@ pub struct CudaDev {
     counter: AllocCounter,
     /// Whether host-arena blocks are page-locked ([`pin`]), or why not.
     pin: std::sync::Mutex<Result<(), String>>,
+    /// The entries of `extern` kernels, loaded on first use, by name.
+    externs: std::sync::Mutex<HashMap<String, CudaFunction>>,
 }
 
 impl CudaDev {
@@ -142,6 +145,7 @@ impl CudaDev {
                 funcs,
                 counter: AllocCounter::default(),
                 pin: std::sync::Mutex::new(pin::pin_decision(Ok(pin))),
+                externs: std::sync::Mutex::new(HashMap::new()),
             }))
         });
         match opened {

@@ -79,7 +79,7 @@ impl VkDev {
         self.with_staging(src.len(), |k| {
             // SAFETY: the mapping is `k.len` >= src.len() bytes; coherent memory.
             unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), k.ptr, src.len()) };
-            self.run("upload", &Faults::default(), |cmd, _| {
+            self.run(Lane::Copy, "upload", &Faults::default(), |cmd, _| {
                 let r = [vk::BufferCopy::default()
                     .dst_offset(dst.offset)
                     .size(src.len() as u64)];
@@ -105,30 +105,26 @@ impl VkDev {
             )));
         }
         if let Some(m) = src.map {
-            // Holding the buffer's device's submit lock keeps GPU commands
-            // out while the host reads: each one runs and is waited on under
-            // that lock.
-            let _gpu = src
-                .dev
-                .submit
-                .lock()
-                .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
+            // Holding both of the buffer's device's submit locks keeps GPU
+            // commands out while the host reads: each one runs and is
+            // waited on under its lane's lock.
+            let _gpu = src.dev.quiet()?;
             // Checked under the lock: `run` marks the device lost under it.
             self.check_alive("download")?;
             // SAFETY: `m` maps at least `src.len` >= `dst.len()` bytes for as
             // long as `src` lives. Nothing writes them meanwhile: host writes
             // need `&mut VkBuf` (excluded by `&src`), and GPU commands run only
-            // under the lock held here and finish (fence waited) before
+            // under the locks held here and finish (fence waited) before
             // releasing it; their writes were made visible to host reads by
             // the barrier that ends every command buffer (`run`). A command
             // whose wait failed may still run, but then the device is lost
-            // (set under this lock) and `check_alive` refused.
+            // (set under these locks) and `check_alive` refused.
             let from = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), dst.len()) };
             dst.copy_from_slice(from);
             return Ok(());
         }
         self.with_staging(dst.len(), |k| {
-            self.run("download", &Faults::default(), |cmd, _| {
+            self.run(Lane::Copy, "download", &Faults::default(), |cmd, _| {
                 let r = [vk::BufferCopy::default()
                     .src_offset(src.offset)
                     .size(dst.len() as u64)];
@@ -233,23 +229,22 @@ impl VkBuf {
     }
 
     /// Runs `f` on the buffer's bytes where they lie when it is mapped
-    /// ([`HostAccess::Mapped`]), holding its device's submit lock for the
+    /// ([`HostAccess::Mapped`]), holding both its device's submit locks for the
     /// call as [`VkDev::download`] does; `None` when it is not mapped. Lets
     /// a host kernel read a Vulkan operand without downloading it first.
     /// `f` must not submit work to this buffer's device (the lock is held).
     pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<Result<R, ExecError>> {
         let m = self.map.as_ref()?;
-        let Ok(_gpu) = self.dev.submit.lock() else {
-            return Some(Err(ExecError::Internal(
-                "Vulkan submit lock poisoned".into(),
-            )));
+        let _gpu = match self.dev.quiet() {
+            Ok(g) => g,
+            Err(e) => return Some(Err(e)),
         };
         if let Err(e) = self.dev.check_alive("read") {
             return Some(Err(e));
         }
         // SAFETY: as in `VkDev::download`: `m` maps at least `self.len` bytes
         // while `self` lives; host writes need `&mut VkBuf`, excluded by
-        // `&self`; GPU commands run only under the lock held here and were
+        // `&self`; GPU commands run only under the locks held here and were
         // waited on (and made visible to the host) before it was released,
         // unless a wait failed, which marked the device lost (checked just
         // above, under the lock).

@@ -79,7 +79,7 @@ impl VkDev {
             }
         }
         self.check_own(op, &[dst])?;
-        self.run(op, faults, |cmd, _| {
+        self.run(Lane::Compute, op, faults, |cmd, _| {
             for (k, s) in srcs.iter().enumerate() {
                 let rs: Vec<vk::BufferCopy> = regions
                     .iter()
@@ -165,7 +165,7 @@ impl VkDev {
     /// One dispatch of `pipe` over `n` invocations, with `count`, `op`, `by`
     /// and `onto` as its last four parameters.
     #[allow(clippy::too_many_arguments)] // one per shader parameter
-    fn dispatch_on(
+    pub(super) fn dispatch_on(
         &self,
         pipe: vk::Pipeline,
         count: u32,
@@ -209,7 +209,7 @@ impl VkDev {
             by,
             onto: u32::from(onto),
         };
-        self.run("dispatch", faults, |cmd, pool| {
+        self.run(Lane::Compute, "dispatch", faults, |cmd, pool| {
             let layouts = [self.set_layout];
             // SAFETY: the pool was reset and has room for one set.
             let set = unsafe {
@@ -457,7 +457,9 @@ pub(super) fn make_pipeline(
 ) -> Result<Pipeline, String> {
     let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
         .map_err(|e| format!("embedded SPIR-V is malformed: {e}"))?;
-    // SAFETY: valid SPIR-V produced and validated by naga in build.rs.
+    // SAFETY: valid SPIR-V, produced and validated by naga (in build.rs,
+    // or at registration for an extern kernel's WGSL); SPIR-V registered as
+    // such is the caller's promise.
     let module = unsafe {
         dev.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
     }

@@ -31,6 +31,7 @@
 //! fold, div, region copies). This file holds [`VkDev`] itself.
 
 mod buffer;
+mod extern_pipelines;
 mod import;
 mod instance;
 mod kernels;
@@ -163,7 +164,17 @@ pub struct VkDev {
     /// The byte multiple a view's offset into its buffer must be (the
     /// device's `minStorageBufferOffsetAlignment`, at least 4).
     view_align: u64,
+    /// The compute lane: kernels and region copies within the device.
     submit: Mutex<Submitter>,
+    /// The copy lane: uploads and downloads, on a second queue of the
+    /// compute family where the adapter has one (else on the same queue,
+    /// each submit under `queue_shared`), so a copy runs beside a kernel.
+    copy_submit: Mutex<Submitter>,
+    /// The copy lane's queue (`queue` itself on a one-queue family).
+    copy_queue: vk::Queue,
+    /// Taken around a submit when both lanes share one queue (a queue is
+    /// externally synchronised).
+    queue_shared: Mutex<()>,
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
     /// One element-wise pipeline per dtype the device can run.
@@ -184,6 +195,17 @@ pub struct VkDev {
     /// Buffers freed after the device was lost: work still in flight may
     /// use them, so they are destroyed only when the device is dropped.
     parked: Mutex<Vec<memory::Pooled>>,
+    /// The pipelines of `extern` kernels, made on first use, by name.
+    externs: Mutex<std::collections::HashMap<String, Pipeline>>,
+}
+
+/// Which of a device's two submitters a command runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lane {
+    /// Kernels, and region copies within the device.
+    Compute,
+    /// Uploads and downloads.
+    Copy,
 }
 
 fn vk_err(what: &str) -> impl Fn(vk::Result) -> String + '_ {
@@ -467,6 +489,51 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("bound its destination as an operand"), "{e}");
+    }
+
+    /// Uploads (copy lane) and kernels (compute lane) from two threads at
+    /// once, many times, give the right bytes; says whether the lanes have
+    /// queues of their own on this adapter.
+    #[test]
+    fn the_copy_lane_runs_beside_the_compute_lane() {
+        let Some(inst) = instance_or_skip("the_copy_lane_runs_beside_the_compute_lane") else {
+            return;
+        };
+        let d = inst.open_device(Device::vulkan(0)).unwrap();
+        println!(
+            "vulkan:0: the copy lane {}",
+            if d.copy_queue == d.queue {
+                "shares the compute queue"
+            } else {
+                "has a queue of its own"
+            }
+        );
+        let faults = Faults::new(None);
+        let n = 1 << 12;
+        let ones: Vec<u8> = (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+        let mut a = d.alloc(4 * n, &faults).unwrap();
+        d.upload(&ones, &mut a).unwrap();
+        std::thread::scope(|s| {
+            let folds = s.spawn(|| {
+                for _ in 0..50 {
+                    let out = d.alloc(4 * n, &faults).unwrap();
+                    d.fold(DType::F32, ElementwiseOp::Add, &[&a, &a], &out, n, &faults)
+                        .unwrap();
+                    let mut back = vec![0u8; 4 * n];
+                    d.download(&out, &mut back).unwrap();
+                    assert!(back.chunks_exact(4).all(|c| c == 2.0f32.to_le_bytes()));
+                }
+            });
+            for k in 0..50u32 {
+                let bytes: Vec<u8> = (0..n).flat_map(|_| (k as f32).to_le_bytes()).collect();
+                let mut b = d.alloc(4 * n, &faults).unwrap();
+                d.upload(&bytes, &mut b).unwrap();
+                let mut back = vec![0u8; 4 * n];
+                d.download(&b, &mut back).unwrap();
+                assert_eq!(back, bytes);
+            }
+            folds.join().unwrap();
+        });
     }
 
     #[test]

@@ -1,8 +1,15 @@
-//! Submission: record a command buffer, submit it, wait on its fence. Every
-//! GPU command of a device runs under its submit lock and is waited on
+//! Submission: record a command buffer, submit it, wait on its fence. A
+//! device has two lanes ([`Lane`]), each a submitter (command buffer,
+//! fence, descriptor pool) under its own lock: kernels on the compute lane,
+//! uploads and downloads on the copy lane, so one of each can be in flight
+//! at once. Every GPU command runs under its lane's lock and is waited on
 //! before the lock is released; if that wait fails, the device is marked
 //! lost under the lock, so nothing that checks it afterwards can touch what
-//! the command may still be using.
+//! the command may still be using. A host read of a mapped buffer takes
+//! both locks ([`VkDev::quiet`]). Work on one lane that reads what the other
+//! wrote was started after that write's fence was waited on (the runner
+//! releases a step only when its operands are done), and both queues are
+//! of one family, so no semaphore or ownership transfer is needed.
 
 use super::*;
 
@@ -21,12 +28,16 @@ impl VkDev {
     /// every later call fails with `DeviceLost`.
     pub(super) fn run(
         &self,
+        lane: Lane,
         op: &str,
         faults: &Faults,
         record: impl FnOnce(vk::CommandBuffer, vk::DescriptorPool) -> Result<(), ExecError>,
     ) -> Result<(), ExecError> {
-        let s = self
-            .submit
+        let (lock, queue) = match lane {
+            Lane::Compute => (&self.submit, self.queue),
+            Lane::Copy => (&self.copy_submit, self.copy_queue),
+        };
+        let s = lock
             .lock()
             .map_err(|_| ExecError::Internal("Vulkan submit lock poisoned".into()))?;
         self.check_alive(op)?;
@@ -71,7 +82,14 @@ impl VkDev {
             recorded?;
             let cmds = [s.cmd];
             let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
-            if let Err(e) = self.dev.queue_submit(self.queue, &submit, s.fence) {
+            let submitted = {
+                let _shared = (self.copy_queue == self.queue)
+                    .then(|| self.queue_shared.lock())
+                    .transpose()
+                    .map_err(|_| ExecError::Internal("Vulkan queue lock poisoned".into()))?;
+                self.dev.queue_submit(queue, &submit, s.fence)
+            };
+            if let Err(e) = submitted {
                 // A failed submit leaves nothing pending, unless the device
                 // is gone.
                 if e == vk::Result::ERROR_DEVICE_LOST {
@@ -102,6 +120,24 @@ impl VkDev {
         }
         let _ = &s.pool;
         Ok(())
+    }
+
+    /// Both lanes' locks, taken in one order (compute, then copy): while
+    /// they are held no GPU command of this device runs, and every earlier
+    /// one was waited on (or the device is lost, which the caller checks).
+    pub(super) fn quiet(
+        &self,
+    ) -> Result<
+        (
+            std::sync::MutexGuard<'_, Submitter>,
+            std::sync::MutexGuard<'_, Submitter>,
+        ),
+        ExecError,
+    > {
+        let poisoned = |_| ExecError::Internal("Vulkan submit lock poisoned".into());
+        let compute = self.submit.lock().map_err(poisoned)?;
+        let copy = self.copy_submit.lock().map_err(poisoned)?;
+        Ok((compute, copy))
     }
 
     /// A global memory barrier after every write of earlier commands.

@@ -1,6 +1,8 @@
-//! Creating and destroying a logical device: its queue, command pool,
-//! fence, descriptor layouts and one pipeline per dtype it can run. A
-//! failure half way destroys what was made ([`Partial`]).
+//! Creating and destroying a logical device: two queues of its compute
+//! family (one where the family has one), a submitter per lane (command
+//! pool, fence, descriptor pool; `submit.rs`), the descriptor layouts and
+//! one pipeline per dtype it can run. A failure half way destroys what was
+//! made ([`Partial`]).
 
 use super::kernels::{
     make_pipeline, Params, Pipeline, SPV_BF16, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64,
@@ -31,10 +33,15 @@ impl VkDev {
         let enabled = vk::PhysicalDeviceFeatures::default()
             .shader_float64(f64)
             .shader_int64(i64);
-        let prio = [1.0f32];
+        // Two queues of the compute family where it has them: the second
+        // is the copy lane's (`submit.rs`).
+        let queues = families
+            .get(family as usize)
+            .map_or(1, |f| f.queue_count.clamp(1, 2));
+        let prio = [1.0f32, 1.0];
         let qci = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
-            .queue_priorities(&prio)];
+            .queue_priorities(&prio[..queues as usize])];
         let mut v11 = vk::PhysicalDeviceVulkan11Features::default()
             .storage_buffer16_bit_access(f16)
             .uniform_and_storage_buffer16_bit_access(f16);
@@ -67,14 +74,22 @@ impl VkDev {
             vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
         );
         let view_align = limits.min_storage_buffer_offset_alignment.max(4);
-        // SAFETY: queue 0 of a family we asked for.
-        let queue = unsafe { dev.get_device_queue(family, 0) };
+        // SAFETY: queues 0 and `queues - 1` of a family we asked `queues` of.
+        let (queue, copy_queue) = unsafe {
+            (
+                dev.get_device_queue(family, 0),
+                dev.get_device_queue(family, queues - 1),
+            )
+        };
         // From here on, a failure must destroy what was made; `Partial`
         // does that on drop unless disarmed.
         let mut partial = Partial::default();
         partial.dev = Some(dev.clone());
-        let (pool, cmd, fence) = partial.submission(family)?;
-        let (descriptors, set_layout, layout) = partial.layouts()?;
+        // SAFETY: `dev` is live; `partial` destroys what they make if a
+        // later step fails.
+        let compute = unsafe { new_submitter(&dev, family, &mut partial)? };
+        let copy = unsafe { new_submitter(&dev, family, &mut partial)? };
+        let (set_layout, layout) = partial.layouts()?;
         let (pipes, cast, divide) = partial.pipelines(layout, (f16, f64, i64))?;
         partial.dev = None;
         let import = import.map(|align| super::import::Importer {
@@ -95,12 +110,10 @@ impl VkDev {
             mapped_type,
             capacity,
             view_align,
-            submit: Mutex::new(Submitter {
-                pool,
-                cmd,
-                fence,
-                descriptors,
-            }),
+            submit: Mutex::new(compute),
+            copy_submit: Mutex::new(copy),
+            copy_queue,
+            queue_shared: Mutex::new(()),
             set_layout,
             layout,
             pipes,
@@ -111,6 +124,7 @@ impl VkDev {
             pool: Mutex::new(BufPool::default()),
             lost: std::sync::OnceLock::new(),
             parked: Mutex::new(Vec::new()),
+            externs: Mutex::new(Default::default()),
         }))
     }
 }
@@ -137,11 +151,14 @@ impl Drop for VkDev {
                     self.destroy_storage(b);
                 }
             }
-            if let Ok(s) = self.submit.lock() {
-                self.dev.destroy_fence(s.fence, None);
-                self.dev.destroy_command_pool(s.pool, None);
-                self.dev.destroy_descriptor_pool(s.descriptors, None);
+            for lane in [&self.submit, &self.copy_submit] {
+                if let Ok(s) = lane.lock() {
+                    self.dev.destroy_fence(s.fence, None);
+                    self.dev.destroy_command_pool(s.pool, None);
+                    self.dev.destroy_descriptor_pool(s.descriptors, None);
+                }
             }
+            self.destroy_externs();
             for p in self
                 .pipes
                 .iter()
@@ -160,13 +177,74 @@ impl Drop for VkDev {
     }
 }
 
+/// A submitter on `family`: a command pool and its one command buffer, a
+/// fence and a descriptor pool of one set, each recorded in `partial` as it
+/// is made.
+///
+/// # Safety
+/// `dev` is live.
+unsafe fn new_submitter(
+    dev: &ash::Device,
+    family: u32,
+    partial: &mut Partial,
+) -> Result<Submitter, String> {
+    // SAFETY: the caller's contract; every create info is valid for the
+    // duration of its call.
+    unsafe {
+        let pool = dev
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(family)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+            .map_err(vk_err("vkCreateCommandPool"))?;
+        partial
+            .lanes
+            .push((pool, vk::Fence::null(), vk::DescriptorPool::null()));
+        let made = partial.lanes.len() - 1;
+        let cmd = dev
+            .allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .level(vk::CommandBufferLevel::PRIMARY)
+                    .command_buffer_count(1),
+            )
+            .map_err(vk_err("vkAllocateCommandBuffers"))?
+            .first()
+            .copied()
+            .ok_or("no command buffer")?;
+        let fence = dev
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+            .map_err(vk_err("vkCreateFence"))?;
+        partial.lanes[made].1 = fence;
+        let sizes = [vk::DescriptorPoolSize::default()
+            .ty(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(MAX_ARITY as u32 + 1)];
+        let descriptors = dev
+            .create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(1)
+                    .pool_sizes(&sizes),
+                None,
+            )
+            .map_err(vk_err("vkCreateDescriptorPool"))?;
+        partial.lanes[made].2 = descriptors;
+        Ok(Submitter {
+            pool,
+            cmd,
+            fence,
+            descriptors,
+        })
+    }
+}
+
 /// Destroys what a failed [`VkDev::create`] made.
 #[derive(Default)]
 pub(super) struct Partial {
     pub(super) dev: Option<ash::Device>,
-    pub(super) pool: vk::CommandPool,
-    pub(super) fence: vk::Fence,
-    pub(super) descriptors: vk::DescriptorPool,
+    /// Each submitter's command pool, fence and descriptor pool.
+    pub(super) lanes: Vec<(vk::CommandPool, vk::Fence, vk::DescriptorPool)>,
     pub(super) set_layout: vk::DescriptorSetLayout,
     pub(super) layout: vk::PipelineLayout,
     pub(super) pipes: Vec<vk::Pipeline>,
@@ -174,73 +252,14 @@ pub(super) struct Partial {
 }
 
 impl Partial {
-    /// The command pool of queue family `family`, its one command buffer
-    /// and the fence a submission signals, kept for destruction on failure.
-    fn submission(
-        &mut self,
-        family: u32,
-    ) -> Result<(vk::CommandPool, vk::CommandBuffer, vk::Fence), String> {
+    /// The set layout (one storage buffer per operand and the result) and
+    /// the pipeline layout (it and the push constants) every kernel uses,
+    /// kept for destruction on failure.
+    fn layouts(&mut self) -> Result<(vk::DescriptorSetLayout, vk::PipelineLayout), String> {
         let dev = self.dev.clone().ok_or("no device")?;
         // SAFETY: `dev` is live and every create info is valid for the
         // duration of its call.
         unsafe {
-            let pool = dev
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(family)
-                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-                    None,
-                )
-                .map_err(vk_err("vkCreateCommandPool"))?;
-            self.pool = pool;
-            let cmd = dev
-                .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(pool)
-                        .level(vk::CommandBufferLevel::PRIMARY)
-                        .command_buffer_count(1),
-                )
-                .map_err(vk_err("vkAllocateCommandBuffers"))?
-                .first()
-                .copied()
-                .ok_or("no command buffer")?;
-            let fence = dev
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .map_err(vk_err("vkCreateFence"))?;
-            self.fence = fence;
-            Ok((pool, cmd, fence))
-        }
-    }
-
-    /// The descriptor pool, the set layout (one storage buffer per operand
-    /// and the result) and the pipeline layout (those and the push
-    /// constants) every kernel uses, kept for destruction on failure.
-    fn layouts(
-        &mut self,
-    ) -> Result<
-        (
-            vk::DescriptorPool,
-            vk::DescriptorSetLayout,
-            vk::PipelineLayout,
-        ),
-        String,
-    > {
-        let dev = self.dev.clone().ok_or("no device")?;
-        // SAFETY: `dev` is live and every create info is valid for the
-        // duration of its call.
-        unsafe {
-            let sizes = [vk::DescriptorPoolSize::default()
-                .ty(vk::DescriptorType::STORAGE_BUFFER)
-                .descriptor_count(MAX_ARITY as u32 + 1)];
-            let descriptors = dev
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .map_err(vk_err("vkCreateDescriptorPool"))?;
-            self.descriptors = descriptors;
             let bindings: Vec<_> = (0..=MAX_ARITY as u32)
                 .map(|b| {
                     vk::DescriptorSetLayoutBinding::default()
@@ -270,7 +289,7 @@ impl Partial {
                 )
                 .map_err(vk_err("vkCreatePipelineLayout"))?;
             self.layout = layout;
-            Ok((descriptors, set_layout, layout))
+            Ok((set_layout, layout))
         }
     }
 
@@ -324,9 +343,11 @@ impl Drop for Partial {
             }
             dev.destroy_pipeline_layout(self.layout, None);
             dev.destroy_descriptor_set_layout(self.set_layout, None);
-            dev.destroy_descriptor_pool(self.descriptors, None);
-            dev.destroy_fence(self.fence, None);
-            dev.destroy_command_pool(self.pool, None);
+            for (pool, fence, descriptors) in &self.lanes {
+                dev.destroy_descriptor_pool(*descriptors, None);
+                dev.destroy_fence(*fence, None);
+                dev.destroy_command_pool(*pool, None);
+            }
             dev.destroy_device(None);
         }
     }
