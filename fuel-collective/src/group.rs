@@ -85,7 +85,7 @@ pub enum CollectiveError {
         rank: usize,
     },
     /// `reduce_scatter` cannot split the axis evenly.
-    #[error("reduce_scatter axis {axis} has extent {extent}, which {size} ranks cannot split evenly; pad it to a multiple of {size}")]
+    #[error("reduce_scatter axis {axis} has extent {extent}, which {size} ranks cannot split evenly; pad it to a multiple of {size}, or give each rank's extent with a split")]
     NotDivisible {
         axis: usize,
         extent: usize,
