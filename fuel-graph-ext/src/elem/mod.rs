@@ -134,6 +134,21 @@ pub unsafe trait Scalar: Copy + Send + Sync + 'static {
     fn apply(kind: ElementwiseOp, a: Self, b: Self) -> Self;
     /// Divides by a positive integer.
     fn div(a: Self, by: u64) -> Self;
+    /// `out[i] = div(src[i], by)`, the divisor's case chosen once for the
+    /// slice (so a float loop is one vector division per lane group).
+    #[inline(always)]
+    fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
+        for (o, x) in out.iter_mut().zip(src) {
+            *o = Self::div(*x, by);
+        }
+    }
+    /// `out[i] = div(out[i], by)`, as [`Scalar::div_slice`].
+    #[inline(always)]
+    fn div_in_place(out: &mut [Self], by: u64) {
+        for o in out.iter_mut() {
+            *o = Self::div(*o, by);
+        }
+    }
     /// The value, widened exactly.
     fn widen(self) -> Wide;
     /// A widened value converted to this type: integers wrap (bool is
@@ -211,6 +226,26 @@ unsafe impl Scalar for f32 {
         }
     }
     #[inline(always)]
+    fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
+        // Below 2^24 the divisor is exact in f32 and one f32 division is
+        // the exact quotient rounded once, as `div` gives it through f64.
+        if by < F64_DIV_EXACT_BELOW_24_BITS {
+            let d = by as f32;
+            out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d);
+        } else {
+            out.iter_mut().zip(src).for_each(|(o, x)| *o = Self::div(*x, by));
+        }
+    }
+    #[inline(always)]
+    fn div_in_place(out: &mut [Self], by: u64) {
+        if by < F64_DIV_EXACT_BELOW_24_BITS {
+            let d = by as f32;
+            out.iter_mut().for_each(|o| *o /= d);
+        } else {
+            out.iter_mut().for_each(|o| *o = Self::div(*o, by));
+        }
+    }
+    #[inline(always)]
     fn widen(self) -> Wide {
         Wide::Float(f64::from(self))
     }
@@ -243,6 +278,24 @@ unsafe impl Scalar for f64 {
             a / by as f64
         } else {
             f64::from_bits(div_float_bits(Format::F64, a.to_bits(), by))
+        }
+    }
+    #[inline(always)]
+    fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
+        if by <= 1 << 53 {
+            let d = by as f64;
+            out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d);
+        } else {
+            out.iter_mut().zip(src).for_each(|(o, x)| *o = Self::div(*x, by));
+        }
+    }
+    #[inline(always)]
+    fn div_in_place(out: &mut [Self], by: u64) {
+        if by <= 1 << 53 {
+            let d = by as f64;
+            out.iter_mut().for_each(|o| *o /= d);
+        } else {
+            out.iter_mut().for_each(|o| *o = Self::div(*o, by));
         }
     }
     #[inline(always)]
