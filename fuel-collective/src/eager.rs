@@ -49,7 +49,7 @@ pub const CACHE_ENTRIES: usize = 64;
 
 /// Why an eager call failed: the error of the step that failed, with its
 /// own message (see `docs/errors.md`).
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum EagerError {
     /// The shards do not fit the collective (recording refused them).
     #[error(transparent)]
@@ -67,6 +67,20 @@ pub enum EagerError {
     #[error(transparent)]
     Elem(#[from] ElemError),
 }
+
+impl EagerError {
+    /// The catalogue's code of the error underneath, where it has one.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            EagerError::Collective(e) => e.code(),
+            EagerError::Topology(e) => e.code(),
+            EagerError::Pass(e) => e.code(),
+            EagerError::Exec(e) => e.code(),
+            EagerError::Elem(e) => e.code(),
+        }
+    }
+}
+fuel_graph_ext::debug_as_message!(EagerError);
 
 /// Which collective an eager call runs, with its arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -202,6 +202,8 @@ fn bad_shards_give_the_lazy_paths_errors() {
         e.to_string(),
         "`all_reduce` got 1 shard(s) for a group of 2 device(s); pass exactly one shard per device, or build a DeviceGroup of the devices that hold shards"
     );
+    // `?` out of `main` prints Debug: the same message, and its code.
+    assert_eq!(format!("{e:?}"), format!("{e} [E0403]"));
     let mut mixed = vec![floats(&[1.0, 2.0]), floats(&[1.0])];
     let e = group.all_reduce_now(&mut mixed, ReduceOp::Sum).unwrap_err();
     assert_eq!(

@@ -38,6 +38,7 @@ pub mod backend;
 pub mod calibration;
 pub mod driver;
 pub mod error;
+mod error_code;
 pub mod exec;
 
 pub use error::ExecError;

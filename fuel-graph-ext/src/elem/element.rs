@@ -116,7 +116,7 @@ pub fn rust_name(dtype: DType) -> &'static str {
 }
 
 /// Why typed host data does not fit.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ElemError {
     /// Elements of one Rust type for a tensor of another dtype.
     #[error("the tensor is {ty}, whose elements are {want}, but it was used as {got}; use Vec<{want}> or &[{want}]")]
