@@ -227,7 +227,11 @@ impl DeviceGroup {
     /// Every rank's result is all shards joined along `axis`: the eager
     /// form of [`DeviceGroup::all_gather`]. The results are new tensors
     /// (of another shape than the shards), one per rank.
-    pub fn all_gather_now(&self, shards: &[Tensor], axis: usize) -> Result<Vec<Tensor>, EagerError> {
+    pub fn all_gather_now(
+        &self,
+        shards: &[Tensor],
+        axis: usize,
+    ) -> Result<Vec<Tensor>, EagerError> {
         self.run_returning(Kind::AllGather(axis), shards)
     }
 
@@ -262,10 +266,7 @@ impl DeviceGroup {
         axis: usize,
         split: &[usize],
     ) -> Result<Vec<Tensor>, EagerError> {
-        self.run_returning(
-            Kind::ReduceScatter(op, axis, Some(split.to_vec())),
-            shards,
-        )
+        self.run_returning(Kind::ReduceScatter(op, axis, Some(split.to_vec())), shards)
     }
 
     /// How many executables this group (and its clones) compiled for eager
@@ -423,7 +424,11 @@ impl DeviceGroup {
 impl Compiled {
     /// The shards as the executable's named inputs (sharing their bytes).
     fn inputs(&self, shards: &[Tensor]) -> BTreeMap<String, Tensor> {
-        self.names.iter().cloned().zip(shards.iter().cloned()).collect()
+        self.names
+            .iter()
+            .cloned()
+            .zip(shards.iter().cloned())
+            .collect()
     }
 
     /// One run over `shards` into `out`; the inputs' shares of the shards'
@@ -435,7 +440,9 @@ impl Compiled {
 
 /// The tensors kept in `slot`, leaving it empty.
 fn take(slot: &Mutex<Vec<Tensor>>) -> Vec<Tensor> {
-    slot.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+    slot.lock()
+        .map(|mut s| std::mem::take(&mut *s))
+        .unwrap_or_default()
 }
 
 /// Keeps `tensors` in `slot` for the next call, unless a call that ran at

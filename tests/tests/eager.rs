@@ -156,16 +156,34 @@ fn reused_and_lent_buffers_match_the_interpreter_on_every_dtype() {
                 let host: Vec<HostTensor> = shards.iter().map(Tensor::to_host).collect();
                 group.all_reduce_now(&mut shards, op).unwrap();
                 let got: Vec<HostTensor> = shards.iter().map(Tensor::to_host).collect();
-                assert_close(&got, &want(&g, &host), &format!("{dtype} {op:?} call {call}"));
-                after.push(shards.iter().map(|t| t.bytes().as_ptr()).collect::<Vec<_>>());
+                assert_close(
+                    &got,
+                    &want(&g, &host),
+                    &format!("{dtype} {op:?} call {call}"),
+                );
+                after.push(
+                    shards
+                        .iter()
+                        .map(|t| t.bytes().as_ptr())
+                        .collect::<Vec<_>>(),
+                );
             }
             assert_eq!(after[1], handed, "{dtype} {op:?}: the second call's results are written into the first call's shards");
-            assert_eq!(after[2], after[0], "{dtype} {op:?}: the third call's into the first call's results");
+            assert_eq!(
+                after[2], after[0],
+                "{dtype} {op:?}: the third call's into the first call's results"
+            );
             // Lent: the caller's slices hold the results, twice in a row.
-            let got = fuel_graph_ext::with_dtype_type!(dtype, T, bool => lent::<T>(&group, &first, op));
+            let got =
+                fuel_graph_ext::with_dtype_type!(dtype, T, bool => lent::<T>(&group, &first, op));
             assert_close(&got, &want(&g, &first), &format!("{dtype} {op:?} lent"));
-            let again = fuel_graph_ext::with_dtype_type!(dtype, T, bool => lent::<T>(&group, &got, op));
-            assert_close(&again, &want(&g, &got), &format!("{dtype} {op:?} lent again"));
+            let again =
+                fuel_graph_ext::with_dtype_type!(dtype, T, bool => lent::<T>(&group, &got, op));
+            assert_close(
+                &again,
+                &want(&g, &got),
+                &format!("{dtype} {op:?} lent again"),
+            );
             ran += 1;
         }
     }

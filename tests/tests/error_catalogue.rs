@@ -318,7 +318,9 @@ fn check_codes(id: &str, failures: &mut Vec<String>) {
             format!("{shown} [{id}]")
         };
         if debug != want {
-            failures.push(format!("{id}: Debug prints\n{debug}\nwhere it should print\n{want}"));
+            failures.push(format!(
+                "{id}: Debug prints\n{debug}\nwhere it should print\n{want}"
+            ));
         }
     }
 }

@@ -139,6 +139,11 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         g.node_count(),
         lowered.node_count()
     )?;
+    // What a pass merged across collectives (cse's notes): one
+    // collective's reduction now serves another.
+    for note in lowered.notes().iter().filter(|n| n.starts_with("cse: ")) {
+        outln!("  {note}")?;
+    }
 
     // The pass viewer records the same (deterministic) pipeline once more,
     // step by step; the run below adds its timeline.

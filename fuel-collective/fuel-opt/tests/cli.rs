@@ -391,14 +391,24 @@ fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
 fn bench_table_says_what_ratio_is_and_closes_with_the_average_bus_bandwidth() {
     let out = fuel_opt(
         &[
-            "bench", "--devices", "cpu:0,cpu:1", "--sizes", "4K,8K", "--iters", "2", "--warmup",
+            "bench",
+            "--devices",
+            "cpu:0,cpu:1",
+            "--sizes",
+            "4K,8K",
+            "--iters",
+            "2",
+            "--warmup",
             "0",
         ],
         None,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("\n# ratio: algbw / bound(GB/s)"), "{stdout}");
+    assert!(
+        stdout.contains("\n# ratio: algbw / bound(GB/s)"),
+        "{stdout}"
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     let n = lines.len();
     assert_eq!(lines[n - 2], "# Out of bounds values : 0 OK", "{stdout}");
@@ -415,14 +425,27 @@ fn bench_table_says_what_ratio_is_and_closes_with_the_average_bus_bandwidth() {
         .trim()
         .parse()
         .unwrap();
-    assert!((avg - (busbw[0] + busbw[1]) / 2.0).abs() <= 1e-3, "{stdout}");
+    assert!(
+        (avg - (busbw[0] + busbw[1]) / 2.0).abs() <= 1e-3,
+        "{stdout}"
+    );
 }
 
 #[test]
 fn bench_eager_times_the_eager_call_beside_the_plain_loop() {
     let args = [
-        "bench", "--eager", "--devices", "cpu:0,cpu:1,cpu:2", "--op", "mean", "--sizes", "4K,8K",
-        "--iters", "2", "--warmup", "0",
+        "bench",
+        "--eager",
+        "--devices",
+        "cpu:0,cpu:1,cpu:2",
+        "--op",
+        "mean",
+        "--sizes",
+        "4K,8K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
     ];
     let out = fuel_opt(&args, None);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -443,9 +466,17 @@ fn bench_eager_times_the_eager_call_beside_the_plain_loop() {
     // A flag the eager bench does not read is refused, by name.
     let out = fuel_opt(&[&args[..], &["--algorithm", "ring"]].concat(), None);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--algorithm"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--algorithm"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = fuel_opt(&["bench", "--eager", "--op", "max", "--sizes", "4K"], None);
-    assert!(text(&out.stderr).contains("give --op sum or --op mean"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("give --op sum or --op mean"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 const CPU_PAIR: &str = "graph @ar {

@@ -17,7 +17,9 @@ impl ExecError {
             E::Collective { .. } => "E0701",
             E::DeviceNotListed { .. } => "E0501",
             E::DeviceUnavailable { device, .. } if device.starts_with("cuda") => "E0504",
-            E::Unsupported { dtype: DType::U8, .. } => "E0601",
+            E::Unsupported {
+                dtype: DType::U8, ..
+            } => "E0601",
             E::Unsupported {
                 dtype: DType::I16 | DType::U16,
                 ..

@@ -233,7 +233,9 @@ unsafe impl Scalar for f32 {
             let d = by as f32;
             out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d);
         } else {
-            out.iter_mut().zip(src).for_each(|(o, x)| *o = Self::div(*x, by));
+            out.iter_mut()
+                .zip(src)
+                .for_each(|(o, x)| *o = Self::div(*x, by));
         }
     }
     #[inline(always)]
@@ -286,7 +288,9 @@ unsafe impl Scalar for f64 {
             let d = by as f64;
             out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d);
         } else {
-            out.iter_mut().zip(src).for_each(|(o, x)| *o = Self::div(*x, by));
+            out.iter_mut()
+                .zip(src)
+                .for_each(|(o, x)| *o = Self::div(*x, by));
         }
     }
     #[inline(always)]

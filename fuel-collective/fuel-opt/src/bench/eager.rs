@@ -45,8 +45,8 @@ pub fn bench(
             op.as_str()
         )));
     }
-    let group = DeviceGroup::new(devices.iter().copied())
-        .map_err(|e| Failure::input(e.to_string()))?;
+    let group =
+        DeviceGroup::new(devices.iter().copied()).map_err(|e| Failure::input(e.to_string()))?;
     let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
     outln!(
         "# fuel-opt bench --eager: all_reduce.{} of f32 over [{}], {} iters after {} warmup, median times, taken in turns",
@@ -187,7 +187,9 @@ fn check(plain: &[Vec<f32>], lent: &[Vec<f32>], shards: &[Tensor]) -> Result<(),
             .to_vec::<f32>()
             .map_err(|e| Failure::input(e.to_string()))?;
         for (way, got) in [("eager", &eager), ("lent", l)] {
-            if let Some(i) = (0..p.len()).find(|&i| (got[i] - p[i]).abs() > 1e-5 * p[i].abs().max(1.0)) {
+            if let Some(i) =
+                (0..p.len()).find(|&i| (got[i] - p[i]).abs() > 1e-5 * p[i].abs().max(1.0))
+            {
                 return Err(Failure::input(format!(
                     "bench --eager: the {way} all_reduce gives {} at rank {r} element {i} where the loop gives {}",
                     got[i], p[i]

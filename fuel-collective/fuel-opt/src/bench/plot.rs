@@ -205,7 +205,10 @@ mod tests {
             .map(|x| crate::sizes::format_size(*x as usize))
             .collect();
         assert_eq!(labels, ["4K", "16K", "64K", "256K", "1M", "4M", "16M"]);
-        let ys: Vec<String> = decade_marks(0.03, 12.0).into_iter().map(gbps_label).collect();
+        let ys: Vec<String> = decade_marks(0.03, 12.0)
+            .into_iter()
+            .map(gbps_label)
+            .collect();
         assert_eq!(ys, ["0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10"]);
     }
 }
