@@ -269,6 +269,15 @@ impl DeviceGroup {
         self.run_returning(Kind::ReduceScatter(op, axis, Some(split.to_vec())), shards)
     }
 
+    /// The topology this group's devices lower for: this machine's
+    /// calibration of them where the cache holds one (`fuel-opt
+    /// calibrate`), the defaults elsewhere. The eager calls lower with it;
+    /// pass it to [`run_pipeline`](crate::run_pipeline) on the lazy path
+    /// too, so both choose the same algorithm for the same collective.
+    pub fn topology(&self) -> Result<fuel_graph_ext::Topology, CacheError> {
+        fuel_runtime::calibration::topology_for(self.devices())
+    }
+
     /// How many executables this group (and its clones) compiled for eager
     /// calls so far: one per distinct collective and shard types while the
     /// cache holds them.
@@ -366,7 +375,7 @@ impl DeviceGroup {
             graph.output(r).map_err(CollectiveError::Build)?;
         }
         let mut g = graph.snapshot();
-        let topology = Arc::new(fuel_runtime::calibration::topology_for(self.devices())?);
+        let topology = Arc::new(self.topology()?);
         crate::run_pipeline(
             &mut g,
             crate::DEFAULT_PIPELINE,

@@ -237,7 +237,7 @@ fn every_documented_error_is_produced_exactly() {
         let got = match outcome {
             Ok(m) => m.trim_end_matches('\n').to_string(),
             Err(Skip(why)) => {
-                println!("SKIP: {id}: {why}");
+                fuel_test_support::skip_line(format_args!("SKIP: {id}: {why}"));
                 continue;
             }
         };

@@ -287,7 +287,9 @@ fn world_dots_render() {
         .output()
         .is_err()
     {
-        println!("SKIP: graphviz `dot` is not installed (apt-get install graphviz)");
+        fuel_test_support::skip_line(format_args!(
+            "SKIP: graphviz `dot` is not installed (apt-get install graphviz)"
+        ));
         return;
     }
     let mut checked = 0;
