@@ -81,35 +81,8 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
 
-    outln!("== devices")?;
-    let found = setup::discover();
-    for (d, what) in &found.available {
-        outln!("  {:<10} {what}", d.to_string())?;
-    }
-    for kind in [DeviceKind::Vulkan, DeviceKind::Cuda] {
-        if !found.available.iter().any(|(d, _)| d.kind == kind) {
-            let why = found
-                .unavailable
-                .iter()
-                .find(|u| u.backend.eq_ignore_ascii_case(kind.as_str()));
-            let reason = why.map_or("not found".to_string(), |u| u.reason.clone());
-            outln!(
-                "  {:<10} none: {reason} — {}",
-                kind.as_str(),
-                hint_for(kind)
-            )?;
-        }
-    }
-    let devices = setup::pick_devices(a.devices.as_deref(), 4, &found)?;
+    let (devices, ty) = report_devices(a, dtype)?;
     let n = devices.len();
-    let ty = shard_type(a.elements, dtype, n)?;
-    let elements = ty.num_elements();
-    let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-    outln!(
-        "  using [{}], {elements} x {dtype} per shard ({})",
-        names.join(", "),
-        human_bytes(ty.size_bytes())
-    )?;
 
     outln!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather")?;
     let g = setup::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
@@ -118,32 +91,10 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     // directory is looked at, so a bad option is reported as itself.
     let pipeline = setup::pipeline(&a.algorithm);
     let passes = setup::pass_names(&pipeline, &topo)?;
-    let out = OutDir::prepare(&a.out)?;
-    let mut names = Vec::new();
-    for (i, pass) in std::iter::once("input").chain(passes).enumerate() {
-        for ext in ["fir", "dot", "svg"] {
-            names.push(format!("{i:02}-{pass}.{ext}"));
-        }
-    }
-    names.push(VIEWER.to_string());
-    out.will_write(names.iter().map(String::as_str))?;
+    let out = prepare_out(a, &passes)?;
     let (lowered, decisions, dumped) =
         setup::lower(&g, &pipeline, &topo, Some(out.path().to_path_buf()))?;
-    outln!(
-        "  lowered with lower-collectives{{algorithm={}}}: chose {}",
-        a.algorithm,
-        setup::chosen(&decisions)
-    )?;
-    outln!(
-        "  {} nodes before, {} after",
-        g.node_count(),
-        lowered.node_count()
-    )?;
-    // What a pass merged across collectives (cse's notes): one
-    // collective's reduction now serves another.
-    for note in lowered.notes().iter().filter(|n| n.starts_with("cse: ")) {
-        outln!("  {note}")?;
-    }
+    report_lowering(a, &g, &lowered, &decisions)?;
 
     // The pass viewer records the same (deterministic) pipeline once more,
     // step by step; the run below adds its timeline.
@@ -194,36 +145,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     for (name, t) in &host_inputs {
         outln!("  {name:<10} {}", t.digest())?;
     }
-    outln!("== results (checked against the reference interpreter)")?;
-    outln!(
-        "  {:<4} {:<12} {:<10} {:<8} digest",
-        "out",
-        "collective",
-        "device",
-        "check"
-    )?;
-    let mut bad = 0;
-    for (k, ((t, w), dev)) in first
-        .iter()
-        .zip(&want)
-        .zip(exe.output_devices())
-        .enumerate()
-    {
-        let got = t.to_host();
-        let verdict = match got.check_same(w) {
-            Ok(()) => "ok".to_string(),
-            Err(e) => {
-                bad += 1;
-                format!("WRONG: {e}")
-            }
-        };
-        let what = if k < n { "all_reduce" } else { "all_gather" };
-        outln!(
-            "  {k:<4} {what:<12} {:<10} {verdict:<8} {}",
-            dev.to_string(),
-            got.digest()
-        )?;
-    }
+    let bad = report_results(&first, &want, &exe.output_devices(), n)?;
 
     if first.len() > n {
         outln!(
@@ -233,37 +155,7 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
             "  its part of the same sum, and all_gather joins the slices back into the whole sum"
         )?;
     }
-    outln!("== bytes per link (a shared copy reads its source's buffer: no bytes move)")?;
-    // Shared host copies and host-to-Vulkan copies that run as views of
-    // imported host memory both move nothing.
-    let mut elided = exe.shared_copies();
-    elided.extend(exe.imported_copies());
-    let traffic = setup::link_traffic(&lowered, &elided);
-    let mut total: usize = 0;
-    for ((from, to), t) in &traffic {
-        let all = t.bytes.saturating_add(t.shared_bytes);
-        let copies = format!(
-            "{} cop{}",
-            t.copies,
-            if t.copies == 1 { "y" } else { "ies" }
-        );
-        let shared = match t.shared {
-            0 => String::new(),
-            k if k == t.copies => ", all shared without copying".to_string(),
-            k => format!(
-                ", of which {} ({k} cop{}) shared without copying",
-                human_bytes(t.shared_bytes),
-                if k == 1 { "y" } else { "ies" }
-            ),
-        };
-        outln!(
-            "  {:<22} {:>10} in {copies}{shared}",
-            format!("{from} -> {to}"),
-            human_bytes(all),
-        )?;
-        total = total.saturating_add(t.bytes);
-    }
-    outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
+    report_links(&exe, &lowered)?;
 
     let est = estimate_run(&lowered, &topo)
         .map_err(|e| Failure::input(format!("pricing the lowered demo: {e}")))?;
@@ -289,6 +181,157 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         "all {} results match the reference interpreter",
         first.len()
     )?;
+    Ok(())
+}
+
+/// The demo's output directory, checked to hold nothing but what the demo
+/// writes: a text IR, DOT and SVG file per pass (`passes`) and the viewer.
+fn prepare_out(a: &DemoArgs, passes: &[&str]) -> Result<OutDir, Failure> {
+    let out = OutDir::prepare(&a.out)?;
+    let mut names = Vec::new();
+    for (i, pass) in std::iter::once(&"input").chain(passes).enumerate() {
+        for ext in ["fir", "dot", "svg"] {
+            names.push(format!("{i:02}-{pass}.{ext}"));
+        }
+    }
+    names.push(VIEWER.to_string());
+    out.will_write(names.iter().map(String::as_str))?;
+    Ok(out)
+}
+
+/// What the lowering chose, the graph's size before and after, and what a
+/// pass merged across collectives (cse's notes: one collective's reduction
+/// now serves another).
+fn report_lowering(
+    a: &DemoArgs,
+    g: &fuel_graph_ext::Graph,
+    lowered: &fuel_graph_ext::Graph,
+    decisions: &[fuel_collective::Decision],
+) -> Result<(), Failure> {
+    outln!(
+        "  lowered with lower-collectives{{algorithm={}}}: chose {}",
+        a.algorithm,
+        setup::chosen(decisions)
+    )?;
+    outln!(
+        "  {} nodes before, {} after",
+        g.node_count(),
+        lowered.node_count()
+    )?;
+    for note in lowered.notes().iter().filter(|n| n.starts_with("cse: ")) {
+        outln!("  {note}")?;
+    }
+    Ok(())
+}
+
+/// The `== devices` section: what this machine can open (and why not, for
+/// each GPU kind it cannot), the devices picked and the shard type.
+fn report_devices(a: &DemoArgs, dtype: DType) -> Result<(Vec<Device>, TensorType), Failure> {
+    outln!("== devices")?;
+    let found = setup::discover();
+    for (d, what) in &found.available {
+        outln!("  {:<10} {what}", d.to_string())?;
+    }
+    for kind in [DeviceKind::Vulkan, DeviceKind::Cuda] {
+        if !found.available.iter().any(|(d, _)| d.kind == kind) {
+            let why = found
+                .unavailable
+                .iter()
+                .find(|u| u.backend.eq_ignore_ascii_case(kind.as_str()));
+            let reason = why.map_or("not found".to_string(), |u| u.reason.clone());
+            outln!(
+                "  {:<10} none: {reason} — {}",
+                kind.as_str(),
+                hint_for(kind)
+            )?;
+        }
+    }
+    let devices = setup::pick_devices(a.devices.as_deref(), 4, &found)?;
+    let n = devices.len();
+    let ty = shard_type(a.elements, dtype, n)?;
+    let elements = ty.num_elements();
+    let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+    outln!(
+        "  using [{}], {elements} x {dtype} per shard ({})",
+        names.join(", "),
+        human_bytes(ty.size_bytes())
+    )?;
+    Ok((devices, ty))
+}
+
+/// The `== results` table: each output against the interpreter's, on its
+/// device; returns how many differ.
+fn report_results(
+    first: &[Tensor],
+    want: &[fuel_graph_ext::interp::HostTensor],
+    output_devices: &[Device],
+    n: usize,
+) -> Result<usize, Failure> {
+    outln!("== results (checked against the reference interpreter)")?;
+    outln!(
+        "  {:<4} {:<12} {:<10} {:<8} digest",
+        "out",
+        "collective",
+        "device",
+        "check"
+    )?;
+    let mut bad = 0;
+    for (k, ((t, w), dev)) in first.iter().zip(want).zip(output_devices).enumerate() {
+        let got = t.to_host();
+        let verdict = match got.check_same(w) {
+            Ok(()) => "ok".to_string(),
+            Err(e) => {
+                bad += 1;
+                format!("WRONG: {e}")
+            }
+        };
+        let what = if k < n { "all_reduce" } else { "all_gather" };
+        outln!(
+            "  {k:<4} {what:<12} {:<10} {verdict:<8} {}",
+            dev.to_string(),
+            got.digest()
+        )?;
+    }
+    Ok(bad)
+}
+
+/// The `== bytes per link` table: what each device pair's copies move,
+/// and which of them move nothing (shared or imported host buffers).
+fn report_links(
+    exe: &fuel_runtime::exec::Executable,
+    lowered: &fuel_graph_ext::Graph,
+) -> Result<(), Failure> {
+    outln!("== bytes per link (a shared copy reads its source's buffer: no bytes move)")?;
+    // Shared host copies and host-to-Vulkan copies that run as views of
+    // imported host memory both move nothing.
+    let mut elided = exe.shared_copies();
+    elided.extend(exe.imported_copies());
+    let traffic = setup::link_traffic(lowered, &elided);
+    let mut total: usize = 0;
+    for ((from, to), t) in &traffic {
+        let all = t.bytes.saturating_add(t.shared_bytes);
+        let copies = format!(
+            "{} cop{}",
+            t.copies,
+            if t.copies == 1 { "y" } else { "ies" }
+        );
+        let shared = match t.shared {
+            0 => String::new(),
+            k if k == t.copies => ", all shared without copying".to_string(),
+            k => format!(
+                ", of which {} ({k} cop{}) shared without copying",
+                human_bytes(t.shared_bytes),
+                if k == 1 { "y" } else { "ies" }
+            ),
+        };
+        outln!(
+            "  {:<22} {:>10} in {copies}{shared}",
+            format!("{from} -> {to}"),
+            human_bytes(all),
+        )?;
+        total = total.saturating_add(t.bytes);
+    }
+    outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
     Ok(())
 }
 
