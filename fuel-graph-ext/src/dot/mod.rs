@@ -7,9 +7,9 @@
 //! devices is bold and labelled with the bytes it carries; one into a copy
 //! that the plan runs by sharing its source's host buffer
 //! ([`crate::plan::Work::Share`], or a Vulkan import of it) moves none, and
-//! is dashed and labelled `shared, 0 B` (the copy's label says so too). Graph notes (for example
-//! the cost model's reasons, or what `cse` merged) become `//` comments and
-//! the legend.
+//! is dashed and labelled `shared, 0 B` (the copy's label says so too).
+//! Graph notes (for example the cost model's reasons, or what `cse`
+//! merged) become `//` comments and the legend.
 
 use crate::device::{Device, DeviceKind};
 use crate::graph::{Graph, NodeId};
@@ -224,7 +224,7 @@ impl<'g> Picture<'g> {
                     let _ = write!(label, "  step {step}");
                 }
                 if self.shared.contains(&id) {
-                    label.push_str("\nshared buffer, 0 B moved");
+                    label.push_str("\nshared, 0 B");
                 }
             }
             Op::Broadcast { to } => {
@@ -499,9 +499,9 @@ fn group_label(
         }
         match members.iter().filter(|id| shared.contains(id)).count() {
             0 => {}
-            k if k == members.len() => label.push_str("\nshared buffers, 0 B moved"),
+            k if k == members.len() => label.push_str("\nall shared, 0 B"),
             k => {
-                let _ = write!(label, "\n{k} shared, 0 B moved");
+                let _ = write!(label, "\n{k} shared, 0 B");
             }
         }
     }
@@ -601,7 +601,7 @@ mod tests {
             "{dot}"
         );
         assert!(
-            dot.contains("step 1\\nshared buffer, 0 B moved\\nf32[256]"),
+            dot.contains("step 1\\nshared, 0 B\\nf32[256]"),
             "{dot}"
         );
         assert!(
@@ -644,7 +644,7 @@ mod tests {
         );
         assert!(
             dot.contains(
-                "g4 [label=\"3 x copy\\n%4 %5 %6\\ncpu:0 -> cpu:1  step 1\\nshared buffers, 0 B moved\\nf32[2] each\""
+                "g4 [label=\"3 x copy\\n%4 %5 %6\\ncpu:0 -> cpu:1  step 1\\nall shared, 0 B\\nf32[2] each\""
             ),
             "{dot}"
         );
