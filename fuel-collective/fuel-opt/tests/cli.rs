@@ -347,23 +347,26 @@ fn demo_and_bench_reject_bad_options() {
     }
 }
 
+/// `fuel-opt bench` over `devices` at 4K and 8K, two timed runs each,
+/// with `extra` flags.
+fn bench_two_sizes(devices: &str, extra: &[&str]) -> std::process::Output {
+    let args = [
+        "bench",
+        "--devices",
+        devices,
+        "--sizes",
+        "4K,8K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+    ];
+    fuel_opt(&[&args[..], extra].concat(), None)
+}
+
 #[test]
 fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
-    let out = fuel_opt(
-        &[
-            "bench",
-            "--devices",
-            "cpu:0,cpu:1",
-            "--sizes",
-            "4K,8K",
-            "--iters",
-            "2",
-            "--warmup",
-            "0",
-            "--csv",
-        ],
-        None,
-    );
+    let out = bench_two_sizes("cpu:0,cpu:1", &["--csv"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -389,20 +392,7 @@ fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
 
 #[test]
 fn bench_table_says_what_ratio_is_and_closes_with_the_average_bus_bandwidth() {
-    let out = fuel_opt(
-        &[
-            "bench",
-            "--devices",
-            "cpu:0,cpu:1",
-            "--sizes",
-            "4K,8K",
-            "--iters",
-            "2",
-            "--warmup",
-            "0",
-        ],
-        None,
-    );
+    let out = bench_two_sizes("cpu:0,cpu:1", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -433,21 +423,8 @@ fn bench_table_says_what_ratio_is_and_closes_with_the_average_bus_bandwidth() {
 
 #[test]
 fn bench_eager_times_the_eager_call_beside_the_plain_loop() {
-    let args = [
-        "bench",
-        "--eager",
-        "--devices",
-        "cpu:0,cpu:1,cpu:2",
-        "--op",
-        "mean",
-        "--sizes",
-        "4K,8K",
-        "--iters",
-        "2",
-        "--warmup",
-        "0",
-    ];
-    let out = fuel_opt(&args, None);
+    let eager = ["--eager", "--op", "mean"];
+    let out = bench_two_sizes("cpu:0,cpu:1,cpu:2", &eager);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let rows: Vec<Vec<&str>> = stdout
@@ -464,7 +441,10 @@ fn bench_eager_times_the_eager_call_beside_the_plain_loop() {
     }
     assert!(stdout.contains("# worst eager/loop: "), "{stdout}");
     // A flag the eager bench does not read is refused, by name.
-    let out = fuel_opt(&[&args[..], &["--algorithm", "ring"]].concat(), None);
+    let out = bench_two_sizes(
+        "cpu:0,cpu:1,cpu:2",
+        &[&eager[..], &["--algorithm", "ring"]].concat(),
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("--algorithm"),

@@ -600,10 +600,7 @@ mod tests {
             dot.contains("v1 -> v2 [style=dashed, xlabel=\"shared, 0 B\"]"),
             "{dot}"
         );
-        assert!(
-            dot.contains("step 1\\nshared, 0 B\\nf32[256]"),
-            "{dot}"
-        );
+        assert!(dot.contains("step 1\\nshared, 0 B\\nf32[256]"), "{dot}");
         assert!(
             dot.contains("v3 -> v4 [style=bold, penwidth=2.5, xlabel=\"1 KiB\"]"),
             "{dot}"

@@ -199,6 +199,35 @@ macro_rules! int_scalar {
 }
 int_scalar!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64);
 
+/// `out[i] = src[i] / d` where the divisor is `exact` in the type (one
+/// IEEE division is then `div`'s exact quotient rounded once), else
+/// `slow(src[i])`: the case chosen once, so the first loop vectorises.
+#[inline(always)]
+fn div_each<T: Copy + std::ops::Div<Output = T>>(
+    src: &[T],
+    out: &mut [T],
+    exact: Option<T>,
+    slow: impl Fn(T) -> T,
+) {
+    match exact {
+        Some(d) => out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d),
+        None => out.iter_mut().zip(src).for_each(|(o, x)| *o = slow(*x)),
+    }
+}
+
+/// [`div_each`] over `out` in place.
+#[inline(always)]
+fn div_each_in_place<T: Copy + std::ops::Div<Output = T>>(
+    out: &mut [T],
+    exact: Option<T>,
+    slow: impl Fn(T) -> T,
+) {
+    match exact {
+        Some(d) => out.iter_mut().for_each(|o| *o = *o / d),
+        None => out.iter_mut().for_each(|o| *o = slow(*o)),
+    }
+}
+
 /// Below this divisor, dividing a float of at most 24 significant bits in
 /// f64 and rounding once to its type is the exact quotient rounded once:
 /// both operands are exact in f64, and the double rounding is innocuous
@@ -229,23 +258,13 @@ unsafe impl Scalar for f32 {
     fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
         // Below 2^24 the divisor is exact in f32 and one f32 division is
         // the exact quotient rounded once, as `div` gives it through f64.
-        if by < F64_DIV_EXACT_BELOW_24_BITS {
-            let d = by as f32;
-            out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d);
-        } else {
-            out.iter_mut()
-                .zip(src)
-                .for_each(|(o, x)| *o = Self::div(*x, by));
-        }
+        let exact = (by < F64_DIV_EXACT_BELOW_24_BITS).then_some(by as f32);
+        div_each(src, out, exact, |x| Self::div(x, by));
     }
     #[inline(always)]
     fn div_in_place(out: &mut [Self], by: u64) {
-        if by < F64_DIV_EXACT_BELOW_24_BITS {
-            let d = by as f32;
-            out.iter_mut().for_each(|o| *o /= d);
-        } else {
-            out.iter_mut().for_each(|o| *o = Self::div(*o, by));
-        }
+        let exact = (by < F64_DIV_EXACT_BELOW_24_BITS).then_some(by as f32);
+        div_each_in_place(out, exact, |x| Self::div(x, by));
     }
     #[inline(always)]
     fn widen(self) -> Wide {
@@ -284,23 +303,13 @@ unsafe impl Scalar for f64 {
     }
     #[inline(always)]
     fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
-        if by <= 1 << 53 {
-            let d = by as f64;
-            out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d);
-        } else {
-            out.iter_mut()
-                .zip(src)
-                .for_each(|(o, x)| *o = Self::div(*x, by));
-        }
+        let exact = (by <= 1 << 53).then_some(by as f64);
+        div_each(src, out, exact, |x| Self::div(x, by));
     }
     #[inline(always)]
     fn div_in_place(out: &mut [Self], by: u64) {
-        if by <= 1 << 53 {
-            let d = by as f64;
-            out.iter_mut().for_each(|o| *o /= d);
-        } else {
-            out.iter_mut().for_each(|o| *o = Self::div(*o, by));
-        }
+        let exact = (by <= 1 << 53).then_some(by as f64);
+        div_each_in_place(out, exact, |x| Self::div(x, by));
     }
     #[inline(always)]
     fn widen(self) -> Wide {
