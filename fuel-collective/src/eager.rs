@@ -28,7 +28,8 @@
 //! memory after its first call. [`DeviceGroup::all_reduce_lent`] takes the
 //! caller's own memory instead, a `&mut [T]` per rank, as
 //! `torch.distributed.all_reduce(t)` does: the values are copied into the
-//! kept input buffers and the results copied back, with no allocation.
+//! kept input buffers and the results copied back, with no tensor memory
+//! allocated after the first call.
 //!
 //! Errors are the lazy path's own: a wrong shard count, dtype or shape is
 //! the [`CollectiveError`] recording gives, and compile or run errors are
@@ -175,9 +176,9 @@ impl DeviceGroup {
     /// lends for the call, one slice per rank (one-dimensional shards of
     /// `slices[i].len()` elements), reduced in place as
     /// `torch.distributed.all_reduce(t)` does. The values are copied into
-    /// buffers the group keeps and the results copied back: no allocation
-    /// after the first call, two copies of each shard more than
-    /// `all_reduce_now` (see `docs/performance.md`).
+    /// buffers the group keeps and the results copied back: no tensor
+    /// memory allocated after the first call, and two copies of each shard
+    /// more than `all_reduce_now` (see `docs/performance.md`).
     ///
     /// ```
     /// use fuel_collective::DeviceGroup;
