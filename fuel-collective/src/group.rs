@@ -21,7 +21,7 @@ use fuel_graph_ext::op::{scatter_extents, TypeError};
 use fuel_graph_ext::{Device, LazyTensor, Op, ReduceOp, TensorType};
 
 /// Why a collective call was refused. Each message names the fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CollectiveError {
     /// `DeviceGroup::new` got no devices.
     #[error("a device group needs at least one device; pass e.g. [cpu:0]")]
@@ -85,7 +85,7 @@ pub enum CollectiveError {
         rank: usize,
     },
     /// `reduce_scatter` cannot split the axis evenly.
-    #[error("reduce_scatter axis {axis} has extent {extent}, which {size} ranks cannot split evenly; pad it to a multiple of {size}")]
+    #[error("reduce_scatter axis {axis} has extent {extent}, which {size} ranks cannot split evenly; pad it to a multiple of {size}, or give each rank's extent with a split")]
     NotDivisible {
         axis: usize,
         extent: usize,
@@ -136,6 +136,35 @@ pub enum CollectiveError {
     #[error(transparent)]
     Build(#[from] BuildError),
 }
+
+impl CollectiveError {
+    /// The catalogue's code (E04), where one entry covers the error.
+    pub fn code(&self) -> Option<&'static str> {
+        use CollectiveError as E;
+        Some(match self {
+            E::EmptyGroup => "E0401",
+            E::NoShards { .. } => "E0402",
+            E::ShardCount { .. } => "E0403",
+            E::MixedGraphs { .. } => "E0404",
+            E::DTypeMismatch { .. } => "E0405",
+            E::ShapeMismatch { .. } => "E0406",
+            E::WrongDevice { .. } => "E0407",
+            E::RootOutOfRange { .. } => "E0408",
+            E::AxisOutOfRange { .. } => "E0409",
+            E::NotDivisible { .. } => "E0410",
+            E::GatherShapeMismatch { .. } => "E0411",
+            E::SplitCount { .. } => "E0412",
+            E::SplitSum { .. } => "E0413",
+            E::AllToAllSplitCount { .. } => "E0414",
+            E::AllToAllSplitSum { .. } => "E0415",
+            E::WorldDeviceCount { .. } => "E0440",
+            E::WorldProcessOutOfRange { .. } => "E0441",
+            E::Build(e) => return e.code(),
+            E::Driver(_) => return None,
+        })
+    }
+}
+fuel_graph_ext::debug_as_message!(CollectiveError);
 
 /// An ordered set of devices taking part in single-process collectives.
 ///

@@ -35,7 +35,7 @@ use std::ffi::OsString;
 use std::ops::RangeInclusive;
 
 /// A variable whose value is not one it accepts.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}={} is not valid: it takes {accepts}; fix it or unset it", shown(.value))]
 pub struct EnvError {
     /// The variable.

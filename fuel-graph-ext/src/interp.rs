@@ -122,7 +122,7 @@ pub fn deterministic_inputs(g: &Graph) -> BTreeMap<String, HostTensor> {
 }
 
 /// Why interpretation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InterpError {
     /// No data was given for an input.
     #[error("no data for input \"{0}\"; pass one tensor per input name")]

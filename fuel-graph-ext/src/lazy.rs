@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Why a builder call was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
     /// Tensors from two graphs were combined.
     #[error("operand {index} belongs to graph #{other}, not graph #{this}; build all tensors of one computation from the same LazyGraph")]

@@ -55,6 +55,7 @@ pub mod dot;
 pub mod dtype;
 pub mod elem;
 pub mod env;
+pub mod error_code;
 pub mod graph;
 pub mod html;
 pub mod interp;

@@ -127,7 +127,7 @@ impl Outputs {
 
 /// Why a result could not be found in a lazy graph's outputs; each names
 /// the fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutputError {
     /// `LazyGraph::results` got another number of tensors than the graph
     /// records outputs.

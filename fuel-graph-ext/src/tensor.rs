@@ -5,7 +5,9 @@
 //! what the hot path hands to devices without any per-element work. The bytes
 //! sit behind an `Arc`, so passing a tensor to a device worker copies no data.
 //! Typed data goes in with [`Tensor::from_slice`] (`&[f32]`,
-//! `&[half::bf16]`, `&[bool]`, ...) and comes out with [`Tensor::to_vec`];
+//! `&[half::bf16]`, `&[bool]`, ...) and comes out with [`Tensor::to_vec`],
+//! or, with no allocation, [`Tensor::copy_from_slice`] and
+//! [`Tensor::copy_to_slice`] over a tensor's own bytes;
 //! a wrong element type is an [`ElemError`] naming both types, never a
 //! reinterpretation of the bytes. [`Tensor::from_host`] and
 //! [`Tensor::to_host`] convert to and from the reference interpreter's
@@ -41,11 +43,75 @@ impl Tensor {
     /// gives the dtype (`&[f32]` is f32, `&[half::f16]` f16, `&[bool]`
     /// bool). The length must match the shape.
     pub fn from_slice<T: Element>(shape: &[usize], data: &[T]) -> Result<Tensor, ElemError> {
-        let (ty, bytes) = elem::encode(shape, data)?;
-        Ok(Tensor {
-            ty,
-            bytes: bytes.into(),
-        })
+        let ty = TensorType::new(T::DTYPE, shape);
+        if data.len() != ty.num_elements() {
+            return Err(ElemError::Length {
+                want: ty.num_elements(),
+                got: data.len(),
+                ty,
+            });
+        }
+        let mut t = Tensor::zeros(ty);
+        t.write_bytes(data);
+        Ok(t)
+    }
+
+    /// A tensor of `ty` with every byte zero: the buffer to fill with
+    /// [`Tensor::copy_from_slice`] and hand to an eager call, which swaps
+    /// buffers rather than copying them.
+    pub fn zeros(ty: TensorType) -> Tensor {
+        // Collected from an iterator of known length: one allocation, the
+        // `Arc`'s own, where `Arc::from(Vec)` would copy the vector.
+        let bytes: Arc<[u8]> = std::iter::repeat_n(0u8, ty.size_bytes()).collect();
+        Tensor { ty, bytes }
+    }
+
+    /// Overwrites the elements with `data` (same dtype and element count),
+    /// in the tensor's own bytes where no clone shares them, so a loop that
+    /// refills one tensor allocates nothing; a shared buffer is replaced by
+    /// a new one and the clones keep their values.
+    pub fn copy_from_slice<T: Element>(&mut self, data: &[T]) -> Result<(), ElemError> {
+        self.check_elements::<T>(data.len())?;
+        self.write_bytes(data);
+        Ok(())
+    }
+
+    /// Copies the elements into `out` (same dtype and element count)
+    /// without allocating: the way results go back into a caller's buffer.
+    pub fn copy_to_slice<T: Element>(&self, out: &mut [T]) -> Result<(), ElemError> {
+        self.check_elements::<T>(out.len())?;
+        T::decode_into(&self.bytes, out);
+        Ok(())
+    }
+
+    /// Whether `n` elements of `T` are this tensor's elements.
+    fn check_elements<T: Element>(&self, n: usize) -> Result<(), ElemError> {
+        if T::DTYPE != self.ty.dtype {
+            return Err(ElemError::WrongType {
+                ty: self.ty.clone(),
+                want: elem::rust_name(self.ty.dtype),
+                got: T::RUST_NAME,
+            });
+        }
+        if n != self.ty.num_elements() {
+            return Err(ElemError::Length {
+                ty: self.ty.clone(),
+                want: self.ty.num_elements(),
+                got: n,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes `data` (checked by the caller) over the bytes, unsharing
+    /// them first if a clone holds them.
+    fn write_bytes<T: Element>(&mut self, data: &[T]) {
+        if Arc::get_mut(&mut self.bytes).is_none() {
+            *self = Tensor::zeros(self.ty.clone());
+        }
+        if let Some(b) = Arc::get_mut(&mut self.bytes) {
+            T::encode_into(data, b);
+        }
     }
 
     /// The elements as `T`, which must be the dtype's element type; a
@@ -138,6 +204,18 @@ mod tests {
             let h = t.to_host();
             assert_eq!(again(h.to_vec::<T>().unwrap()), t);
             assert_eq!(Tensor::from_host(&h), t);
+            // Into a zeroed tensor's own bytes and back out into a slice;
+            // a clone taken before keeps its zeros.
+            let mut z = Tensor::zeros(t.ty().clone());
+            let held = z.clone();
+            z.copy_from_slice(data).unwrap();
+            assert_eq!(z, t);
+            assert!(held.bytes().iter().all(|b| *b == 0));
+            let mut out = vec![data[0]; data.len()];
+            z.copy_to_slice(&mut out).unwrap();
+            assert_eq!(again(out), t);
+            let e = z.copy_from_slice(&data[1..]).unwrap_err().to_string();
+            assert!(e.contains("give one value per element"), "{e}");
             // Read as any other type: an error naming both.
             let wrong = if T::DTYPE == crate::dtype::DType::F32 {
                 t.to_vec::<i32>().unwrap_err()

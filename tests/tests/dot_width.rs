@@ -77,7 +77,9 @@ fn the_six_device_demo_renders_no_wider_than_about_2500_px() {
         );
         assert!(text.contains(" step 1"), "{algorithm}: no step labels");
         let Some(width) = rendered_width(&text) else {
-            println!("SKIP: graphviz `dot` is not installed (apt-get install graphviz)");
+            fuel_test_support::skip_line(format_args!(
+                "SKIP: graphviz `dot` is not installed (apt-get install graphviz)"
+            ));
             return;
         };
         println!("{algorithm}: {width} px wide");

@@ -211,10 +211,11 @@ fn every_documented_error_is_produced_exactly() {
     let docs = entries(&md);
     let print = std::env::var("PRINT_ERRORS").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
-    let mut produced: Vec<(String, Outcome)> = CASES
-        .iter()
-        .map(|(id, case)| (id.to_string(), case()))
-        .collect();
+    let mut produced: Vec<(String, Outcome)> = Vec::new();
+    for (id, case) in CASES {
+        produced.push((id.to_string(), case()));
+        check_codes(id, &mut failures);
+    }
     for (id, path) in golden_cases(&mut failures) {
         produced.push((id, golden_err(&path)));
     }
@@ -240,7 +241,7 @@ fn every_documented_error_is_produced_exactly() {
         let got = match outcome {
             Ok(m) => m.trim_end_matches('\n').to_string(),
             Err(Skip(why)) => {
-                println!("SKIP: {id}: {why}");
+                fuel_test_support::skip_line(format_args!("SKIP: {id}: {why}"));
                 continue;
             }
         };
@@ -291,6 +292,43 @@ fn the_catalogue_reader_finds_ids_and_blocks() {
 
 // ---- helpers ----------------------------------------------------------------
 
+thread_local! {
+    /// The `Debug` and `Display` forms of the typed errors the case now
+    /// running produced ([`coded`]).
+    static SEEN: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The ids whose errors carry no code of their own in `Debug`: a variant
+/// that several entries share (a device's or driver's own words), told
+/// apart only by its message, or (E0702) the verifier's report.
+const UNCODED: &[&str] = &[
+    "E0502", "E0503", "E0603", "E0702", "E0710", "E0711", "E0713", "E0714", "E0717",
+];
+
+/// `e`'s message, with its `Debug` form kept for [`check_codes`].
+fn coded<E: std::fmt::Display + std::fmt::Debug>(e: &E) -> String {
+    let shown = e.to_string();
+    SEEN.with(|s| s.borrow_mut().push((format!("{e:?}"), shown.clone())));
+    shown
+}
+
+/// Every typed error case `id` produced prints, with `Debug` (what `?`
+/// out of `main` shows), its message and then ` [id]`.
+fn check_codes(id: &str, failures: &mut Vec<String>) {
+    for (debug, shown) in SEEN.with(|s| std::mem::take(&mut *s.borrow_mut())) {
+        let want = if UNCODED.contains(&id) {
+            shown.clone()
+        } else {
+            format!("{shown} [{id}]")
+        };
+        if debug != want {
+            failures.push(format!(
+                "{id}: Debug prints\n{debug}\nwhere it should print\n{want}"
+            ));
+        }
+    }
+}
+
 /// The golden cases of the IR's errors, `tests/golden/errors/<id>-<title>.fir`,
 /// with their ids; a file not named that way is a failure.
 fn golden_cases(failures: &mut Vec<String>) -> Vec<(String, PathBuf)> {
@@ -331,14 +369,14 @@ fn compile_err(src: &str, devices: &[Device]) -> Outcome {
     let g = text::parse(src).unwrap_or_else(|e| panic!("{e}"));
     match exec::compile(&g, devices) {
         Ok(_) => panic!("expected compile to fail for:\n{src}"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 
 fn group_err(r: Result<impl Sized, CollectiveError>) -> Outcome {
     match r {
         Ok(_) => panic!("expected the collective to be refused"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 
@@ -508,7 +546,7 @@ fn run_err(point: Option<FaultPoint>, edit: impl FnOnce(&mut Inputs)) -> Outcome
         Err(e) => e,
     };
     fuel_test_support::assert_no_leaks(&exe);
-    Ok(e.to_string())
+    Ok(coded(&e))
 }
 
 type Inputs = std::collections::BTreeMap<String, HostTensor>;
@@ -728,7 +766,7 @@ fn world_process_out_of_range() -> Outcome {
     )
     .err()
     .expect("process 2 of 2 must be refused");
-    Ok(e.to_string())
+    Ok(coded(&e))
 }
 
 // ---- devices (E05) ----------------------------------------------------------
@@ -845,7 +883,7 @@ fn interp_input_length() -> Outcome {
     *t = HostTensor::new(t.ty.clone(), longer);
     match interpret(&g, &inputs) {
         Ok(_) => panic!("expected the interpreter to refuse"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 
@@ -853,13 +891,13 @@ fn typed_data_of_the_wrong_type() -> Outcome {
     let t = exec::Tensor::from_slice(&[2], &[1.5f32, 2.5]).unwrap();
     match t.to_vec::<half::f16>() {
         Ok(_) => panic!("expected a wrong element type"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 fn typed_data_of_the_wrong_length() -> Outcome {
     match HostTensor::from_slice(&[2, 3], &[1i64, 2, 3, 4]) {
         Ok(_) => panic!("expected a wrong length"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 
@@ -880,7 +918,7 @@ fn named_sum() -> (LazyGraph, fuel_graph_ext::LazyTensor, Vec<exec::Tensor>) {
 }
 fn output_name_taken() -> Outcome {
     let (graph, s, _) = named_sum();
-    Ok(graph.output_named("s", &s).unwrap_err().to_string())
+    Ok(coded(&graph.output_named("s", &s).unwrap_err()))
 }
 fn exec_unknown_input() -> Outcome {
     let graph = LazyGraph::new("sum");
@@ -896,29 +934,29 @@ fn exec_unknown_input() -> Outcome {
         ("grad_1".to_string(), t),
     ]
     .into();
-    Ok(exe.run(&inputs).unwrap_err().to_string())
+    Ok(coded(&exe.run(&inputs).unwrap_err()))
 }
 fn results_count() -> Outcome {
     let (graph, s, results) = named_sum();
     graph.output(&s.add(&s).unwrap()).unwrap();
-    Ok(graph.results(results).unwrap_err().to_string())
+    Ok(coded(&graph.results(results).unwrap_err()))
 }
 fn results_of_another_graph() -> Outcome {
     let (graph, _, results) = named_sum();
     let other = LazyGraph::new("other");
     let x = other.input("a", Device::cpu(0), TensorType::new(DType::F32, &[2]));
     let out = graph.results(results).unwrap();
-    Ok(out.get(&x).unwrap_err().to_string())
+    Ok(coded(&out.get(&x).unwrap_err()))
 }
 fn results_not_an_output() -> Outcome {
     let (graph, s, results) = named_sum();
     let out = graph.results(results).unwrap();
-    Ok(out.get(&s.add(&s).unwrap()).unwrap_err().to_string())
+    Ok(coded(&out.get(&s.add(&s).unwrap()).unwrap_err()))
 }
 fn results_unknown_name() -> Outcome {
     let (graph, _, results) = named_sum();
     let out = graph.results(results).unwrap();
-    Ok(out.named("sum").unwrap_err().to_string())
+    Ok(coded(&out.named("sum").unwrap_err()))
 }
 
 fn spmd_mean_on_nccl() -> Outcome {
@@ -944,7 +982,7 @@ fn spmd_mean_on_nccl() -> Outcome {
     let m = c.all_reduce(&x, ReduceOp::Mean).unwrap();
     match c.compile(&[&m]) {
         Ok(_) => panic!("expected compile to refuse an NCCL mean"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 
@@ -959,7 +997,7 @@ fn exec_driver_mean() -> Outcome {
     let topo = Topology::parse("driver cuda\n").unwrap();
     match exec::compile_with(&g, &[], &topo) {
         Ok(_) => panic!("expected compile to refuse"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 /// The two messages of a Vulkan device whose wait failed: the run where it
@@ -997,7 +1035,7 @@ fn interp_world_mismatch() -> Outcome {
     ];
     match fuel_graph_ext::interp::interpret_world(&graphs, &inputs) {
         Ok(_) => panic!("expected the world to disagree"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 
@@ -1316,7 +1354,7 @@ fn driver_group(name: &str) -> HostUniqueId {
 fn driver_err<T>(r: Result<T, DriverError>) -> Outcome {
     match r {
         Ok(_) => panic!("expected the driver to refuse"),
-        Err(e) => Ok(e.to_string()),
+        Err(e) => Ok(coded(&e)),
     }
 }
 /// Runs rank 0 of a 2-rank host group on this thread and rank 1's `other`
@@ -1398,7 +1436,7 @@ fn driver_peer_gone() -> Outcome {
 fn driver_nccl_missing() -> Outcome {
     match NcclDriver::group_id(&CommunicationId::new("catalogue-nccl")) {
         Ok(_) => Err(Skip("libnccl is present on this machine".into())),
-        Err(e @ DriverError::LibraryMissing { .. }) => Ok(e.to_string()),
+        Err(e @ DriverError::LibraryMissing { .. }) => Ok(coded(&e)),
         Err(e) => Err(Skip(format!("libnccl loads, but: {e}"))),
     }
 }

@@ -247,9 +247,9 @@ fn cuda_without_a_driver_is_an_error_not_a_panic() {
 ";
     let g = text::parse(src).unwrap();
     match fuel_test_support::compile_env(&g, &[]) {
-        Ok(_) => {
-            println!("SKIP: cuda_without_a_driver_is_an_error_not_a_panic: a CUDA GPU is present")
-        }
+        Ok(_) => fuel_test_support::skip_line(format_args!(
+            "SKIP: cuda_without_a_driver_is_an_error_not_a_panic: a CUDA GPU is present"
+        )),
         Err(e) => {
             let e = e.to_string();
             assert!(e.contains("cannot open cuda:0"), "{e}");

@@ -103,7 +103,9 @@ fn f16_on_vulkan_where_supported() {
     let g = text::parse(src).unwrap();
     match fuel_test_support::compile_env(&g, &[V0, C0]) {
         Err(ExecError::Unsupported { .. }) => {
-            println!("SKIP: f16_on_vulkan_where_supported: vulkan:0 has no f16 support");
+            fuel_test_support::skip_line(format_args!(
+                "SKIP: f16_on_vulkan_where_supported: vulkan:0 has no f16 support"
+            ));
         }
         Err(e) => panic!("{e}"),
         Ok(_) => {
@@ -181,7 +183,9 @@ fn f64_and_i64_on_vulkan_where_supported() {
         let g = text::parse(&src).unwrap();
         match fuel_test_support::compile_env(&g, &[V0, C0]) {
             Err(ExecError::Unsupported { reason, .. }) => {
-                println!("SKIP: f64_and_i64_on_vulkan_where_supported: {dtype}: {reason}");
+                fuel_test_support::skip_line(format_args!(
+                    "SKIP: f64_and_i64_on_vulkan_where_supported: {dtype}: {reason}"
+                ));
             }
             Err(e) => panic!("{e}"),
             Ok(_) => {
@@ -246,7 +250,9 @@ fn unsigned_folds_wrap_on_vulkan() {
             let g = text::parse(&src).unwrap();
             let exe = match fuel_test_support::compile_env(&g, &[V0, C0]) {
                 Err(ExecError::Unsupported { reason, .. }) => {
-                    println!("SKIP: unsigned_folds_wrap_on_vulkan: {dtype}: {reason}");
+                    fuel_test_support::skip_line(format_args!(
+                        "SKIP: unsigned_folds_wrap_on_vulkan: {dtype}: {reason}"
+                    ));
                     continue;
                 }
                 other => other.unwrap(),

@@ -76,7 +76,9 @@ fn a_present_calibration_cache_changes_no_golden() {
     if calibration::cache_file(&with_vulkan).is_some() {
         calibration::write(&with_vulkan, &odd, "2026-12-01").unwrap();
     } else {
-        println!("SKIP (part): no Vulkan device here, so only the CPU cache is present");
+        fuel_test_support::skip_line(format_args!(
+            "SKIP (part): no Vulkan device here, so only the CPU cache is present"
+        ));
     }
     // The cache is there, and a library caller asking for it gets it...
     let cached = fuel_runtime::calibration::topology_for(&cpus).unwrap();

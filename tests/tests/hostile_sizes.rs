@@ -161,7 +161,9 @@ fn region_lists_the_host_cannot_hold_are_an_error() {
     // allocation, overcommit_memory=1, the reservation would succeed and
     // the list be written: skip there.)
     if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1") {
-        println!("SKIP: region_lists: vm.overcommit_memory=1 grants any reservation");
+        fuel_test_support::skip_line(format_args!(
+            "SKIP: region_lists: vm.overcommit_memory=1 grants any reservation"
+        ));
         return;
     }
     let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[274877906944,2]\n  %1 = slice %0 {axis=1, len=1, start=0} @vulkan:0 : f32[274877906944,1]\n  return %1\n}\n";
@@ -183,7 +185,9 @@ fn compile_refuses_a_kernel_buffer_past_the_vulkan_storage_range() {
     let cap = inst.open_device(Device::vulkan(0)).unwrap().capacity();
     let range = cap.kernel_buffer.bytes;
     if range.saturating_add(4) > cap.buffer.bytes {
-        println!("SKIP: vulkan_storage_range: this device binds every buffer it can allocate");
+        fuel_test_support::skip_line(format_args!(
+            "SKIP: vulkan_storage_range: this device binds every buffer it can allocate"
+        ));
         return;
     }
     let n = range / 4 + 1;

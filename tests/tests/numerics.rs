@@ -242,7 +242,7 @@ fn means_at_every_edge_with_every_algorithm_on_vulkan() {
             match mean_case(dtype, devs, algorithm) {
                 Ok(()) => {}
                 Err(ExecError::Unsupported { reason, .. }) => {
-                    println!("SKIP: means_at_every_edge_with_every_algorithm_on_vulkan: {dtype}: {reason}");
+                    fuel_test_support::skip_line(format_args!("SKIP: means_at_every_edge_with_every_algorithm_on_vulkan: {dtype}: {reason}"));
                     break;
                 }
                 Err(e) => panic!("{dtype} {algorithm}: {e}"),
@@ -455,7 +455,7 @@ fn vulkan_bf16_equals_the_interpreter_at_every_pattern_and_tie() {
             Ok(e) => e,
             Err(ExecError::Unsupported { dtype, reason, .. }) if f64_too => {
                 assert_eq!(dtype, DType::F64, "{reason}");
-                println!("SKIP: {name}: f64: {reason}");
+                fuel_test_support::skip_line(format_args!("SKIP: {name}: f64: {reason}"));
                 continue;
             }
             Err(e) => panic!("{e}"),

@@ -109,7 +109,9 @@ fn readme_main_command_works_from_a_clone() {
         assert!(f.exists(), "{} is named but missing", f.display());
     }
     if Command::new("dot").arg("-V").output().is_err() {
-        println!("SKIP: SVG check: graphviz `dot` is not installed (apt-get install graphviz)");
+        fuel_test_support::skip_line(format_args!(
+            "SKIP: SVG check: graphviz `dot` is not installed (apt-get install graphviz)"
+        ));
         return;
     }
     for dot in files

@@ -15,15 +15,12 @@ use crate::Failure;
 use fuel_collective::lower::estimate_run;
 use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::dtype::MAX_TENSOR_BYTES;
-use fuel_graph_ext::graph::Graph;
-use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::interp::{interpret, try_deterministic_inputs};
 use fuel_graph_ext::topology::Source;
 use fuel_graph_ext::Tensor;
 use fuel_graph_ext::{DType, DeviceKind, ReduceOp, TensorType};
 use fuel_graph_ext::{Device, Topology};
 use fuel_runtime::calibration;
-use fuel_runtime::exec::{Discovery, Executable};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -84,17 +81,8 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
 
-    let found = list_devices()?;
-    let devices = setup::pick_devices(a.devices.as_deref(), 4, &found)?;
+    let (devices, ty) = report_devices(a, dtype)?;
     let n = devices.len();
-    let ty = shard_type(a.elements, dtype, n)?;
-    let elements = ty.num_elements();
-    let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-    outln!(
-        "  using [{}], {elements} x {dtype} per shard ({})",
-        names.join(", "),
-        human_bytes(ty.size_bytes())
-    )?;
 
     outln!("== graph: all_reduce.{op}, then reduce_scatter.{op} feeding all_gather")?;
     let g = setup::build(&devices, &ty, op, Shape::AllReduceAndPair)?;
@@ -103,27 +91,10 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     // directory is looked at, so a bad option is reported as itself.
     let pipeline = setup::pipeline(&a.algorithm);
     let passes = setup::pass_names(&pipeline, &topo)?;
-    let out = OutDir::prepare(&a.out)?;
-    let mut names = Vec::new();
-    for (i, pass) in std::iter::once("input").chain(passes).enumerate() {
-        for ext in ["fir", "dot", "svg"] {
-            names.push(format!("{i:02}-{pass}.{ext}"));
-        }
-    }
-    names.push(VIEWER.to_string());
-    out.will_write(names.iter().map(String::as_str))?;
+    let out = prepare_out(a, &passes)?;
     let (lowered, decisions, dumped) =
         setup::lower(&g, &pipeline, &topo, Some(out.path().to_path_buf()))?;
-    outln!(
-        "  lowered with lower-collectives{{algorithm={}}}: chose {}",
-        a.algorithm,
-        setup::chosen(&decisions)
-    )?;
-    outln!(
-        "  {} nodes before, {} after",
-        g.node_count(),
-        lowered.node_count()
-    )?;
+    report_lowering(a, &g, &lowered, &decisions)?;
 
     // The pass viewer records the same (deterministic) pipeline once more,
     // step by step; the run below adds its timeline.
@@ -148,7 +119,17 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
         .iter()
         .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
         .collect();
-    let (first, measured_us) = first_and_median(&exe, &inputs, a.runs)?;
+    let first = exe
+        .run(&inputs)
+        .map_err(|e| Failure::input(format!("run failed: {e}")))?;
+    let mut times = Vec::with_capacity(a.runs);
+    for _ in 0..a.runs {
+        let t = Instant::now();
+        exe.run(&inputs)
+            .map_err(|e| Failure::input(format!("run failed: {e}")))?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let measured_us = setup::median_us(&mut times);
     let source = format!(
         "one more run of the demo's executable on {n} devices, after the {} timed",
         a.runs
@@ -164,8 +145,17 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     for (name, t) in &host_inputs {
         outln!("  {name:<10} {}", t.digest())?;
     }
-    let bad = print_results(&first, &want, &exe, n)?;
-    print_traffic(&lowered, &exe)?;
+    let bad = report_results(&first, &want, &exe.output_devices(), n)?;
+
+    if first.len() > n {
+        outln!(
+            "  the all_gather rows equal the all_reduce rows: each rank's reduce_scatter slice is"
+        )?;
+        outln!(
+            "  its part of the same sum, and all_gather joins the slices back into the whole sum"
+        )?;
+    }
+    report_links(&exe, &lowered)?;
 
     let est = estimate_run(&lowered, &topo)
         .map_err(|e| Failure::input(format!("pricing the lowered demo: {e}")))?;
@@ -194,30 +184,49 @@ pub fn demo(a: &DemoArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The outputs of a first run of `exe`, and the median time in
-/// microseconds of `runs` runs after it.
-fn first_and_median(
-    exe: &Executable,
-    inputs: &BTreeMap<String, Tensor>,
-    runs: usize,
-) -> Result<(Vec<Tensor>, f64), Failure> {
-    let run = || {
-        exe.run(inputs)
-            .map_err(|e| Failure::input(format!("run failed: {e}")))
-    };
-    let first = run()?;
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        run()?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+/// The demo's output directory, checked to hold nothing but what the demo
+/// writes: a text IR, DOT and SVG file per pass (`passes`) and the viewer.
+fn prepare_out(a: &DemoArgs, passes: &[&str]) -> Result<OutDir, Failure> {
+    let out = OutDir::prepare(&a.out)?;
+    let mut names = Vec::new();
+    for (i, pass) in std::iter::once(&"input").chain(passes).enumerate() {
+        for ext in ["fir", "dot", "svg"] {
+            names.push(format!("{i:02}-{pass}.{ext}"));
+        }
     }
-    Ok((first, setup::median_us(&mut times)))
+    names.push(VIEWER.to_string());
+    out.will_write(names.iter().map(String::as_str))?;
+    Ok(out)
 }
 
-/// Prints the devices found, and for each GPU kind with none, why and
-/// how to get one; returns what was found.
-fn list_devices() -> Result<Discovery, Failure> {
+/// What the lowering chose, the graph's size before and after, and what a
+/// pass merged across collectives (cse's notes: one collective's reduction
+/// now serves another).
+fn report_lowering(
+    a: &DemoArgs,
+    g: &fuel_graph_ext::Graph,
+    lowered: &fuel_graph_ext::Graph,
+    decisions: &[fuel_collective::Decision],
+) -> Result<(), Failure> {
+    outln!(
+        "  lowered with lower-collectives{{algorithm={}}}: chose {}",
+        a.algorithm,
+        setup::chosen(decisions)
+    )?;
+    outln!(
+        "  {} nodes before, {} after",
+        g.node_count(),
+        lowered.node_count()
+    )?;
+    for note in lowered.notes().iter().filter(|n| n.starts_with("cse: ")) {
+        outln!("  {note}")?;
+    }
+    Ok(())
+}
+
+/// The `== devices` section: what this machine can open (and why not, for
+/// each GPU kind it cannot), the devices picked and the shard type.
+fn report_devices(a: &DemoArgs, dtype: DType) -> Result<(Vec<Device>, TensorType), Failure> {
     outln!("== devices")?;
     let found = setup::discover();
     for (d, what) in &found.available {
@@ -237,16 +246,25 @@ fn list_devices() -> Result<Discovery, Failure> {
             )?;
         }
     }
-    Ok(found)
+    let devices = setup::pick_devices(a.devices.as_deref(), 4, &found)?;
+    let n = devices.len();
+    let ty = shard_type(a.elements, dtype, n)?;
+    let elements = ty.num_elements();
+    let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+    outln!(
+        "  using [{}], {elements} x {dtype} per shard ({})",
+        names.join(", "),
+        human_bytes(ty.size_bytes())
+    )?;
+    Ok((devices, ty))
 }
 
-/// Prints each result beside the interpreter's verdict on it (`n` ranks:
-/// the all_reduce rows first, then the all_gather rows); returns how many
-/// differ.
-fn print_results(
+/// The `== results` table: each output against the interpreter's, on its
+/// device; returns how many differ.
+fn report_results(
     first: &[Tensor],
-    want: &[HostTensor],
-    exe: &Executable,
+    want: &[fuel_graph_ext::interp::HostTensor],
+    output_devices: &[Device],
     n: usize,
 ) -> Result<usize, Failure> {
     outln!("== results (checked against the reference interpreter)")?;
@@ -258,7 +276,7 @@ fn print_results(
         "check"
     )?;
     let mut bad = 0;
-    for (k, ((t, w), dev)) in first.iter().zip(want).zip(exe.output_devices()).enumerate() {
+    for (k, ((t, w), dev)) in first.iter().zip(want).zip(output_devices).enumerate() {
         let got = t.to_host();
         let verdict = match got.check_same(w) {
             Ok(()) => "ok".to_string(),
@@ -274,21 +292,15 @@ fn print_results(
             got.digest()
         )?;
     }
-
-    if first.len() > n {
-        outln!(
-            "  the all_gather rows equal the all_reduce rows: each rank's reduce_scatter slice is"
-        )?;
-        outln!(
-            "  its part of the same sum, and all_gather joins the slices back into the whole sum"
-        )?;
-    }
     Ok(bad)
 }
 
-/// Prints the bytes each link carries in the compiled run (copies that
-/// share a host buffer or view imported memory move nothing).
-fn print_traffic(lowered: &Graph, exe: &Executable) -> Result<(), Failure> {
+/// The `== bytes per link` table: what each device pair's copies move,
+/// and which of them move nothing (shared or imported host buffers).
+fn report_links(
+    exe: &fuel_runtime::exec::Executable,
+    lowered: &fuel_graph_ext::Graph,
+) -> Result<(), Failure> {
     outln!("== bytes per link (a shared copy reads its source's buffer: no bytes move)")?;
     // Shared host copies and host-to-Vulkan copies that run as views of
     // imported host memory both move nothing.
@@ -320,7 +332,6 @@ fn print_traffic(lowered: &Graph, exe: &Executable) -> Result<(), Failure> {
         total = total.saturating_add(t.bytes);
     }
     outln!("  {:<22} {:>10} moved", "total", human_bytes(total))?;
-
     Ok(())
 }
 

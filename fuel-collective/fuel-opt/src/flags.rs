@@ -146,6 +146,13 @@ pub const MODES: &[Mode] = &[
     },
     Mode {
         sub: "bench",
+        when: "eager",
+        name: "bench --eager",
+        reads: &["devices", "op", "sizes", "iters", "warmup", "eager"],
+        why: "it times the eager all_reduce of f32 as DeviceGroup lowers it, beside a plain loop",
+    },
+    Mode {
+        sub: "bench",
         when: "calibrate",
         name: "bench --calibrate",
         reads: &["devices", "iters", "warmup", "topology", "calibrate", "out"],

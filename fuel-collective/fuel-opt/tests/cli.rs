@@ -339,23 +339,26 @@ fn demo_and_bench_reject_bad_options() {
     }
 }
 
+/// `fuel-opt bench` over `devices` at 4K and 8K, two timed runs each,
+/// with `extra` flags.
+fn bench_two_sizes(devices: &str, extra: &[&str]) -> std::process::Output {
+    let args = [
+        "bench",
+        "--devices",
+        devices,
+        "--sizes",
+        "4K,8K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+    ];
+    fuel_opt(&[&args[..], extra].concat(), None)
+}
+
 #[test]
 fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
-    let out = fuel_opt(
-        &[
-            "bench",
-            "--devices",
-            "cpu:0,cpu:1",
-            "--sizes",
-            "4K,8K",
-            "--iters",
-            "2",
-            "--warmup",
-            "0",
-            "--csv",
-        ],
-        None,
-    );
+    let out = bench_two_sizes("cpu:0,cpu:1", &["--csv"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -377,6 +380,75 @@ fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
             "busbw for n=2 equals algbw: {line}"
         );
     }
+}
+
+#[test]
+fn bench_table_says_what_ratio_is_and_closes_with_the_average_bus_bandwidth() {
+    let out = bench_two_sizes("cpu:0,cpu:1", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("\n# ratio: algbw / bound(GB/s)"),
+        "{stdout}"
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    let n = lines.len();
+    assert_eq!(lines[n - 2], "# Out of bounds values : 0 OK", "{stdout}");
+    // The average of the rows' bus bandwidths, as nccl-tests prints it.
+    let busbw: Vec<f64> = lines
+        .iter()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().nth(7).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(busbw.len(), 2, "{stdout}");
+    let avg: f64 = lines[n - 1]
+        .strip_prefix("# Avg bus bandwidth    : ")
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (avg - (busbw[0] + busbw[1]) / 2.0).abs() <= 1e-3,
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bench_eager_times_the_eager_call_beside_the_plain_loop() {
+    let eager = ["--eager", "--op", "mean"];
+    let out = bench_two_sizes("cpu:0,cpu:1,cpu:2", &eager);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, size) in rows.iter().zip(["4096", "8192"]) {
+        assert_eq!(row.len(), 7, "{stdout}");
+        assert_eq!(row[0], size);
+        let t: Vec<f64> = row[2..].iter().map(|x| x.parse().unwrap()).collect();
+        assert!(t.iter().all(|x| *x > 0.0), "{stdout}");
+    }
+    assert!(stdout.contains("# worst eager/loop: "), "{stdout}");
+    // A flag the eager bench does not read is refused, by name.
+    let out = bench_two_sizes(
+        "cpu:0,cpu:1,cpu:2",
+        &[&eager[..], &["--algorithm", "ring"]].concat(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--algorithm"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = fuel_opt(&["bench", "--eager", "--op", "max", "--sizes", "4K"], None);
+    assert!(
+        text(&out.stderr).contains("give --op sum or --op mean"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 const CPU_PAIR: &str = "graph @ar {

@@ -68,7 +68,7 @@ fn have_vulkan(test: &str) -> bool {
                 std::env::var("FUEL_REQUIRE_VULKAN").as_deref() != Ok("1"),
                 "{test}: {why}"
             );
-            println!("SKIP: {test}: {why}");
+            fuel_test_support::skip_line(format_args!("SKIP: {test}: {why}"));
             false
         }
     }

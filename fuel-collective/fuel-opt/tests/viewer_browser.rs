@@ -38,7 +38,7 @@ fn chromium() -> Option<PathBuf> {
             std::env::var_os("CI").is_none(),
             "{why}: CI must run the browser tests"
         );
-        println!("SKIP: {why}");
+        fuel_test_support::skip_line(format_args!("SKIP: {why}"));
     }
     found
 }

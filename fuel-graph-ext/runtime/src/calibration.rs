@@ -178,7 +178,7 @@ pub fn command(devices: &[Device]) -> String {
 }
 
 /// Why the cache could not be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum CacheError {
     /// The file exists but cannot be read.
     Unreadable {

@@ -5,7 +5,7 @@ use fuel_graph_ext::dtype::{DType, TensorType};
 use fuel_graph_ext::limits::Bytes;
 
 /// Why compiling or running a graph failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecError {
     /// The graph breaks a verifier rule (the text has every error under its line).
     #[error("the graph does not verify at placement level:\n{0}")]
@@ -259,6 +259,16 @@ pub enum ExecError {
     /// A bug in the executor.
     #[error("internal executor error: {0}; please report it")]
     Internal(String),
+}
+
+/// The fix for a backend or driver this build left out: its cargo
+/// feature, named on the dependency a user's own crate declares (a
+/// `--features` flag only reaches the package being built, not one it
+/// depends on).
+pub fn feature_hint(feature: &str) -> String {
+    format!(
+        "turn on the `{feature}` feature of the dependency: `fuel-collective = {{ version = \"0.1\", features = [\"{feature}\"] }}` in your Cargo.toml (or the same feature of `fuel-runtime`, if you depend on the runtime alone)"
+    )
 }
 
 impl ExecError {

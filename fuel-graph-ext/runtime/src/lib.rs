@@ -40,6 +40,7 @@ pub mod driver;
 pub mod error;
 pub mod exec;
 pub mod kernels;
+mod runtime_codes;
 
 pub use error::ExecError;
 pub use exec::{compile, discover, Executable};

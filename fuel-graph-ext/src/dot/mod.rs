@@ -4,14 +4,18 @@
 //! red). Copies and moves are drawn as arrow-shaped nodes in their
 //! destination's cluster; collectives, which span devices, sit outside every
 //! cluster as hexagons. An edge whose producer and consumer are on different
-//! devices is bold and labelled with the bytes it carries. Graph notes (for
-//! example the cost model's reasons) become `//` comments and the caption.
+//! devices is bold and labelled with the bytes it carries; one into a copy
+//! that the plan runs by sharing its source's host buffer
+//! ([`crate::plan::Work::Share`], or a Vulkan import of it) moves none, and
+//! is dashed and labelled `shared, 0 B` (the copy's label says so too).
+//! Graph notes (for example the cost model's reasons, or what `cse`
+//! merged) become `//` comments and the legend.
 
 use crate::device::{Device, DeviceKind};
 use crate::graph::{Graph, NodeId};
 use crate::op::Op;
 use crate::text::Numbering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 
 pub mod clusters;
@@ -61,22 +65,7 @@ pub fn human_bytes(b: usize) -> String {
 
 /// Renders `g` as DOT text.
 pub fn to_dot(g: &Graph) -> String {
-    let num = Numbering::new(g);
-    let order = g.topo_order();
-    let number = |id: NodeId| num.number(id).unwrap_or(usize::MAX);
-    // Each grouped node is drawn as its group, named after its first member.
-    let groups = clusters::groups(g, &order);
-    let mut drawn_as: HashMap<NodeId, usize> = HashMap::new();
-    for (k, members) in groups.iter().enumerate() {
-        for id in members {
-            drawn_as.insert(*id, k);
-        }
-    }
-    let steps = clusters::steps(g, &order);
-    let name = |id: NodeId| match drawn_as.get(&id).and_then(|k| groups.get(*k)) {
-        Some(members) => format!("g{}", members.first().map_or(usize::MAX, |m| number(*m))),
-        None => format!("v{}", number(id)),
-    };
+    let pic = Picture::new(g);
     let mut s = String::new();
     let _ = writeln!(s, "digraph {} {{", quote(&g.name));
     for note in g.notes() {
@@ -85,36 +74,131 @@ pub fn to_dot(g: &Graph) -> String {
     s.push_str("  compound=true;\n  rankdir=TB;\n  newrank=true;\n  nodesep=0.15;\n");
     s.push_str("  node [fontname=\"monospace\", fontsize=10, shape=box, style=\"rounded,filled\", fillcolor=white];\n");
     s.push_str("  edge [fontname=\"monospace\", fontsize=9];\n");
+    write_legend(&mut s, g);
+    pic.write_nodes(&mut s);
+    write_edges(&mut s, &pic.edges());
+    // Outputs.
+    s.push_str("  ret [label=\"return\", shape=doublecircle, fillcolor=\"#eeeeee\"];\n");
+    for (k, v) in g.outputs().iter().enumerate() {
+        if g.contains(v.node) {
+            let _ = writeln!(
+                s,
+                "  {} -> ret [xlabel={}, style=dotted];",
+                pic.name(v.node),
+                quote(&format!("out {k}"))
+            );
+        }
+    }
+    // The legend sits at the bottom beside `return`, not beside the inputs.
     if !g.notes().is_empty() {
-        // The notes (the cost model's estimates) go into one legend node,
-        // wrapped, instead of the graph's title, which is as wide as the
-        // longest note.
-        let mut text = String::new();
-        for note in g.notes() {
-            for line in wrap(note, LEGEND_COLUMNS) {
-                text.push_str(&line);
-                text.push_str("\\l");
+        s.push_str("  { rank=sink; legend; ret }\n");
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// The notes (the cost model's estimates, what a pass merged) as one
+/// legend node, wrapped, instead of the graph's title, which is as wide
+/// as the longest note.
+fn write_legend(s: &mut String, g: &Graph) {
+    if g.notes().is_empty() {
+        return;
+    }
+    let mut text = String::new();
+    for note in g.notes() {
+        for line in wrap(note, LEGEND_COLUMNS) {
+            text.push_str(&line);
+            text.push_str("\\l");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  legend [label=\"{}\", shape=note, fontsize=9, fillcolor=\"#fffdf0\"];",
+        escape_label(&text)
+    );
+}
+
+/// What the picture of one graph is drawn from: its numbering and order,
+/// the groups of like nodes drawn as one, each copy's transfer step, and
+/// the copies that move no bytes.
+struct Picture<'g> {
+    g: &'g Graph,
+    num: Numbering,
+    order: Vec<NodeId>,
+    groups: Vec<Vec<NodeId>>,
+    drawn_as: HashMap<NodeId, usize>,
+    steps: HashMap<NodeId, usize>,
+    /// Copies that move no bytes as the plan runs them ([`moving_nothing`]).
+    shared: BTreeSet<NodeId>,
+}
+
+/// The copies of `g` that the plan runs without moving bytes, with the
+/// devices' capabilities assumed as `fuel-opt --emit plan` assumes them
+/// (`plan::Caps::assumed`, default topology): a copy between host arenas
+/// that shares its source's buffer ([`crate::plan::Work::Share`]), and a
+/// host-to-Vulkan copy that imports it ([`crate::plan::Work::Import`]).
+/// Empty for a graph the plan cannot be made of (collectives still in it).
+fn moving_nothing(g: &Graph) -> BTreeSet<NodeId> {
+    use crate::plan::{Caps, Options, Schedule, Work};
+    let options = Options::default();
+    let Ok(mut plan) = Schedule::new_with(g, &options) else {
+        return BTreeSet::new();
+    };
+    let topo = crate::topology::Topology::default();
+    plan.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
+    plan.steps
+        .iter()
+        .filter(|s| matches!(s.work, Work::Share { .. } | Work::Import { .. }))
+        .map(|s| s.node)
+        .collect()
+}
+
+impl<'g> Picture<'g> {
+    fn new(g: &'g Graph) -> Picture<'g> {
+        let order = g.topo_order();
+        let groups = clusters::groups(g, &order);
+        let mut drawn_as: HashMap<NodeId, usize> = HashMap::new();
+        for (k, members) in groups.iter().enumerate() {
+            for id in members {
+                drawn_as.insert(*id, k);
             }
         }
-        let _ = writeln!(
-            s,
-            "  legend [label=\"{}\", shape=note, fontsize=9, fillcolor=\"#fffdf0\"];",
-            escape_label(&text)
-        );
-    }
-    let mut clusters: BTreeMap<Device, Vec<NodeId>> = BTreeMap::new();
-    let mut loose = Vec::new();
-    for &id in &order {
-        match g.node(id).and_then(|n| n.op.device()) {
-            Some(d) => clusters.entry(d).or_default().push(id),
-            None => loose.push(id),
+        let shared = moving_nothing(g);
+        Picture {
+            g,
+            num: Numbering::new(g),
+            steps: clusters::steps(g, &order),
+            order,
+            groups,
+            drawn_as,
+            shared,
         }
     }
-    let label_of = |id: NodeId| -> String {
+
+    fn number(&self, id: NodeId) -> usize {
+        self.num.number(id).unwrap_or(usize::MAX)
+    }
+
+    /// The DOT name of `id`: its group's (named after the first member)
+    /// where it is drawn as one.
+    fn name(&self, id: NodeId) -> String {
+        match self.drawn_as.get(&id).and_then(|k| self.groups.get(*k)) {
+            Some(members) => format!(
+                "g{}",
+                members.first().map_or(usize::MAX, |m| self.number(*m))
+            ),
+            None => format!("v{}", self.number(id)),
+        }
+    }
+
+    /// One node's label: number, op, attributes, a copy's route and step,
+    /// the type.
+    fn label_of(&self, id: NodeId) -> String {
+        let g = self.g;
         let Some(n) = g.node(id) else {
             return String::new();
         };
-        let mut label = format!("%{} {}", number(id), n.op.mnemonic());
+        let mut label = format!("%{} {}", self.number(id), n.op.mnemonic());
         match &n.op {
             Op::Input { name, .. } => {
                 let _ = write!(label, " \"{name}\"");
@@ -142,8 +226,11 @@ pub fn to_dot(g: &Graph) -> String {
                 let from = n.operands.first().and_then(|v| g.value_device(*v));
                 let from = from.map_or("?".to_string(), |d| d.to_string());
                 let _ = write!(label, "\n{from} -> {to}");
-                if let Some(step) = steps.get(&id) {
+                if let Some(step) = self.steps.get(&id) {
                     let _ = write!(label, "  step {step}");
+                }
+                if self.shared.contains(&id) {
+                    label.push_str("\nshared, 0 B");
                 }
             }
             Op::Broadcast { to } => {
@@ -159,8 +246,119 @@ pub fn to_dot(g: &Graph) -> String {
             let _ = write!(label, "\n{}", each.join(", "));
         }
         label
-    };
-    let shape_of = |op: &Op| match op {
+    }
+
+    /// One node's declaration (a group's, where it is its first member;
+    /// nothing for the group's other members).
+    fn node_decl(&self, s: &mut String, id: NodeId, indent: &str) {
+        let Some(n) = self.g.node(id) else { return };
+        let label = match self.drawn_as.get(&id).and_then(|k| self.groups.get(*k)) {
+            None => self.label_of(id),
+            // A group is drawn once, where its first member is.
+            Some(members) if members.first() == Some(&id) => group_label(
+                self.g,
+                members,
+                &|id| self.number(id),
+                (&self.steps, &self.shared),
+            ),
+            Some(_) => return,
+        };
+        let grouped = if self.drawn_as.contains_key(&id) {
+            ", peripheries=2"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "{indent}{} [label={}, {}{grouped}];",
+            self.name(id),
+            quote(&label),
+            shape_of(&n.op)
+        );
+    }
+
+    /// One cluster per device with its nodes, then the nodes on no device.
+    fn write_nodes(&self, s: &mut String) {
+        let mut clusters: BTreeMap<Device, Vec<NodeId>> = BTreeMap::new();
+        let mut loose = Vec::new();
+        for &id in &self.order {
+            match self.g.node(id).and_then(|n| n.op.device()) {
+                Some(d) => clusters.entry(d).or_default().push(id),
+                None => loose.push(id),
+            }
+        }
+        for (i, (dev, ids)) in clusters.iter().enumerate() {
+            let _ = writeln!(s, "  subgraph cluster_{i} {{");
+            let _ = writeln!(s, "    label={};", quote(&dev.to_string()));
+            let _ = writeln!(
+                s,
+                "    style=filled;\n    color=\"#8c8c8c\";\n    fillcolor={};",
+                quote(vendor_color(dev.kind))
+            );
+            for &id in ids {
+                self.node_decl(s, id, "    ");
+            }
+            s.push_str("  }\n");
+        }
+        for &id in &loose {
+            self.node_decl(s, id, "  ");
+        }
+    }
+
+    /// The drawn edges, in consumer order then operand order; edges between
+    /// the same two drawn nodes (a group's) are drawn once, their labels
+    /// joined. An edge across devices carries its bytes, or, into a copy
+    /// that shares its source's buffer, says it moves none.
+    fn edges(&self) -> Vec<((String, String), Edge)> {
+        let g = self.g;
+        let mut edges: Vec<((String, String), Edge)> = Vec::new();
+        let mut edge_at: HashMap<(String, String), usize> = HashMap::new();
+        for &id in &self.order {
+            let Some(n) = g.node(id) else { continue };
+            let here = n.op.device();
+            let multi_operand = n.operands.len() > 1;
+            for (slot, v) in n.operands.iter().enumerate() {
+                if !g.contains(v.node) {
+                    continue;
+                }
+                let key = (self.name(v.node), self.name(id));
+                if key.0 == key.1 {
+                    continue;
+                }
+                let mut label = Vec::new();
+                if g.node(v.node).is_some_and(|p| p.op.is_multi_result()) {
+                    label.push(format!("#{}", v.result));
+                }
+                if multi_operand {
+                    label.push(format!("[{slot}]"));
+                }
+                let mut kind = Crossing::None;
+                if let (Some(a), Some(b)) = (g.value_device(*v), here) {
+                    if a != b && self.shared.contains(&id) {
+                        label.push("shared, 0 B".into());
+                        kind = Crossing::Shared;
+                    } else if a != b {
+                        let bytes = g.value_type(*v).map_or(0, |t| t.size_bytes());
+                        label.push(human_bytes(bytes));
+                        kind = Crossing::Moved;
+                    }
+                }
+                let at = *edge_at.entry(key.clone()).or_insert_with(|| {
+                    edges.push((key, Edge::default()));
+                    edges.len() - 1
+                });
+                if let Some((_, e)) = edges.get_mut(at) {
+                    e.add(label.join(" "), kind);
+                }
+            }
+        }
+        edges
+    }
+}
+
+/// The shape and fill of a node for its op.
+fn shape_of(op: &Op) -> &'static str {
+    match op {
         Op::Input { .. } => "shape=invhouse",
         Op::Extern(_) => "shape=component, fillcolor=\"#dff0d8\"",
         Op::Copy { .. } => "shape=cds, fillcolor=\"#fff4c2\"",
@@ -171,106 +369,21 @@ pub fn to_dot(g: &Graph) -> String {
             "shape=hexagon, fillcolor=\"#c9e7f2\", style=\"filled,bold\""
         }
         _ => "shape=box",
-    };
-    let node_decl = |s: &mut String, id: NodeId, indent: &str| {
-        let Some(n) = g.node(id) else { return };
-        let label = match drawn_as.get(&id).and_then(|k| groups.get(*k)) {
-            None => label_of(id),
-            // A group is drawn once, where its first member is.
-            Some(members) if members.first() == Some(&id) => {
-                group_label(g, members, &number, &steps)
-            }
-            Some(_) => return,
-        };
-        let shape = shape_of(&n.op);
-        let grouped = if drawn_as.contains_key(&id) {
-            ", peripheries=2"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "{indent}{} [label={}, {shape}{grouped}];",
-            name(id),
-            quote(&label)
-        );
-    };
-    for (i, (dev, ids)) in clusters.iter().enumerate() {
-        let _ = writeln!(s, "  subgraph cluster_{i} {{");
-        let _ = writeln!(s, "    label={};", quote(&dev.to_string()));
-        let _ = writeln!(
-            s,
-            "    style=filled;\n    color=\"#8c8c8c\";\n    fillcolor={};",
-            quote(vendor_color(dev.kind))
-        );
-        for &id in ids {
-            node_decl(&mut s, id, "    ");
-        }
-        s.push_str("  }\n");
     }
-    for &id in &loose {
-        node_decl(&mut s, id, "  ");
-    }
-    // Edges, in consumer order then operand order; edges between the same
-    // two drawn nodes (a group's) are drawn once, their labels joined.
-    let mut edges: Vec<((String, String), Edge)> = Vec::new();
-    let mut edge_at: HashMap<(String, String), usize> = HashMap::new();
-    for &id in &order {
-        let Some(n) = g.node(id) else { continue };
-        let here = n.op.device();
-        let multi_operand = n.operands.len() > 1;
-        for (slot, v) in n.operands.iter().enumerate() {
-            if !g.contains(v.node) {
-                continue;
-            }
-            let (from_name, to_name) = (name(v.node), name(id));
-            if from_name == to_name {
-                continue;
-            }
-            let from = g.value_device(*v);
-            let producer_multi = g.node(v.node).is_some_and(|p| p.op.is_multi_result());
-            let mut label = String::new();
-            if producer_multi {
-                let _ = write!(label, "#{}", v.result);
-            }
-            if multi_operand {
-                if !label.is_empty() {
-                    label.push(' ');
-                }
-                let _ = write!(label, "[{slot}]");
-            }
-            let mut bold = false;
-            if let (Some(a), Some(b)) = (from, here) {
-                if a != b {
-                    let bytes = g.value_type(*v).map_or(0, |t| t.size_bytes());
-                    if !label.is_empty() {
-                        label.push(' ');
-                    }
-                    label.push_str(&human_bytes(bytes));
-                    bold = true;
-                }
-            }
-            let key = (from_name, to_name);
-            match edge_at.get(&key) {
-                Some(&k) => {
-                    if let Some((_, e)) = edges.get_mut(k) {
-                        e.add(label, bold);
-                    }
-                }
-                None => {
-                    edge_at.insert(key.clone(), edges.len());
-                    let mut e = Edge::default();
-                    e.add(label, bold);
-                    edges.push((key, e));
-                }
-            }
-        }
-    }
-    for ((from, to), e) in &edges {
+}
+
+/// The edges' lines: bold where bytes cross devices, dashed where a copy
+/// crosses devices by sharing a host buffer (no bytes move).
+fn write_edges(s: &mut String, edges: &[((String, String), Edge)]) {
+    for ((from, to), e) in edges {
         let mut attrs: Vec<String> = Vec::new();
-        if e.bold {
-            attrs.push("style=bold".into());
-            attrs.push("penwidth=2.5".into());
+        match e.crossing {
+            Crossing::Moved => {
+                attrs.push("style=bold".into());
+                attrs.push("penwidth=2.5".into());
+            }
+            Crossing::Shared => attrs.push("style=dashed".into()),
+            Crossing::None => {}
         }
         let label = e.label();
         if !label.is_empty() {
@@ -285,24 +398,6 @@ pub fn to_dot(g: &Graph) -> String {
         };
         let _ = writeln!(s, "  {from} -> {to}{attr_text};");
     }
-    // Outputs.
-    s.push_str("  ret [label=\"return\", shape=doublecircle, fillcolor=\"#eeeeee\"];\n");
-    for (k, v) in g.outputs().iter().enumerate() {
-        if g.contains(v.node) {
-            let _ = writeln!(
-                s,
-                "  {} -> ret [xlabel={}, style=dotted];",
-                name(v.node),
-                quote(&format!("out {k}"))
-            );
-        }
-    }
-    // The legend sits at the bottom beside `return`, not beside the inputs.
-    if !g.notes().is_empty() {
-        s.push_str("  { rank=sink; legend; ret }\n");
-    }
-    s.push_str("}\n");
-    s
 }
 
 /// The widest line of the legend, in characters.
@@ -314,17 +409,30 @@ const GROUP_COLUMNS: usize = 24;
 /// How many labels one merged edge shows before `…`.
 const EDGE_LABELS: usize = 3;
 
-/// One drawn edge: the labels of the graph edges it stands for.
+/// Whether an edge crosses devices, and how.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum Crossing {
+    /// Producer and consumer on one device (or no device).
+    #[default]
+    None,
+    /// Across devices by a shared host buffer: no bytes move.
+    Shared,
+    /// Across devices, bytes moving.
+    Moved,
+}
+
+/// One drawn edge: the labels of the graph edges it stands for, and the
+/// most any of them crosses (bytes moving outranks a shared buffer).
 #[derive(Default)]
 struct Edge {
     labels: Vec<String>,
     more: usize,
-    bold: bool,
+    crossing: Crossing,
 }
 
 impl Edge {
-    fn add(&mut self, label: String, bold: bool) {
-        self.bold |= bold;
+    fn add(&mut self, label: String, crossing: Crossing) {
+        self.crossing = self.crossing.max(crossing);
         if label.is_empty() || self.labels.contains(&label) {
             return;
         }
@@ -350,7 +458,7 @@ fn group_label(
     g: &Graph,
     members: &[NodeId],
     number: &dyn Fn(NodeId) -> usize,
-    steps: &HashMap<NodeId, usize>,
+    (steps, shared): (&HashMap<NodeId, usize>, &BTreeSet<NodeId>),
 ) -> String {
     let first = members.first().and_then(|id| g.node(*id));
     let kind = first.map_or(String::new(), |n| n.op.mnemonic());
@@ -395,6 +503,13 @@ fn group_label(
                 let _ = write!(label, "  steps {a}-{b}");
             }
             _ => {}
+        }
+        match members.iter().filter(|id| shared.contains(id)).count() {
+            0 => {}
+            k if k == members.len() => label.push_str("\nall shared, 0 B"),
+            k => {
+                let _ = write!(label, "\n{k} shared, 0 B");
+            }
         }
     }
     let mut tys: Vec<String> = Vec::new();
@@ -483,6 +598,28 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_that_shares_a_host_buffer_is_drawn_moving_nothing() {
+        // cpu:1 -> cpu:0 feeds only the add: the plan shares the buffer.
+        // cpu:0 -> cpu:1 is returned: a real copy.
+        let src = "graph @s {\n  %0 = input \"a\" @cpu:0 : f32[256]\n  %1 = input \"b\" @cpu:1 : f32[256]\n  %2 = copy %1 -> cpu:0 : f32[256]\n  %3 = add %0, %2 @cpu:0 : f32[256]\n  %4 = copy %3 -> cpu:1 : f32[256]\n  return %3, %4\n}\n";
+        let dot = to_dot(&parse(src).unwrap());
+        assert!(
+            dot.contains("v1 -> v2 [style=dashed, xlabel=\"shared, 0 B\"]"),
+            "{dot}"
+        );
+        assert!(dot.contains("step 1\\nshared, 0 B\\nf32[256]"), "{dot}");
+        assert!(
+            dot.contains("v3 -> v4 [style=bold, penwidth=2.5, xlabel=\"1 KiB\"]"),
+            "{dot}"
+        );
+        // A graph with its collectives still in it has no plan: drawn as
+        // before, every crossing edge bold.
+        let lazy = "graph @l {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = copy %0 -> cpu:1 : f32[4]\n  %2 = input \"b\" @cpu:1 : f32[4]\n  %3:2 = all_reduce.sum %1, %2 : f32[4]\n  return %3#0\n}\n";
+        let dot = to_dot(&parse(lazy).unwrap());
+        assert!(!dot.contains("shared"), "{dot}");
+    }
+
+    #[test]
     fn a_split_and_its_result_types_show() {
         let src = "graph @d {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2:2 = reduce_scatter.sum %0, %1 {axis=0, split=[4, 0]} : f32[4], f32[0]\n  return %2#0, %2#1\n}\n";
         let g = parse(src).unwrap();
@@ -511,11 +648,11 @@ mod tests {
         );
         assert!(
             dot.contains(
-                "g4 [label=\"3 x copy\\n%4 %5 %6\\ncpu:0 -> cpu:1  step 1\\nf32[2] each\""
+                "g4 [label=\"3 x copy\\n%4 %5 %6\\ncpu:0 -> cpu:1  step 1\\nall shared, 0 B\\nf32[2] each\""
             ),
             "{dot}"
         );
-        assert!(dot.contains("  v0 -> g1;\n  g1 -> g4 [style=bold, penwidth=2.5, xlabel=\"8 B\"];\n  g4 -> v7 [xlabel=\"[0], [1], [2]\"];\n"), "{dot}");
+        assert!(dot.contains("  v0 -> g1;\n  g1 -> g4 [style=dashed, xlabel=\"shared, 0 B\"];\n  g4 -> v7 [xlabel=\"[0], [1], [2]\"];\n"), "{dot}");
         assert!(!dot.contains("v4"), "{dot}");
     }
 

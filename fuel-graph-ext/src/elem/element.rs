@@ -19,6 +19,13 @@ pub trait Element: Copy + PartialEq + fmt::Debug + Send + Sync + 'static + seale
     /// The element in the first `DTYPE.size_bytes()` bytes of `bytes`
     /// (any non-zero byte is `true`).
     fn get(bytes: &[u8]) -> Self;
+    /// Writes `data`'s little-endian bytes over `out`, element by element
+    /// in fixed-size chunks (which the compiler turns into a plain copy on
+    /// a little-endian host); `out` holds `data.len()` elements' bytes.
+    fn encode_into(data: &[Self], out: &mut [u8]);
+    /// Reads `out.len()` elements from the little-endian `bytes`, the
+    /// inverse of [`Element::encode_into`].
+    fn decode_into(bytes: &[u8], out: &mut [Self]);
 }
 
 mod sealed {
@@ -43,6 +50,20 @@ macro_rules! element {
                     *d = *s;
                 }
                 <$t>::from_le_bytes(b)
+            }
+            #[inline]
+            fn encode_into(data: &[Self], out: &mut [u8]) {
+                for (d, x) in out.chunks_exact_mut($n).zip(data) {
+                    d.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            #[inline]
+            fn decode_into(bytes: &[u8], out: &mut [Self]) {
+                for (x, c) in out.iter_mut().zip(bytes.chunks_exact($n)) {
+                    let mut b = [0u8; $n];
+                    b.copy_from_slice(c);
+                    *x = <$t>::from_le_bytes(b);
+                }
             }
         }
     )*};
@@ -74,6 +95,18 @@ impl Element for bool {
     fn get(bytes: &[u8]) -> Self {
         bytes.first().is_some_and(|b| *b != 0)
     }
+    #[inline]
+    fn encode_into(data: &[Self], out: &mut [u8]) {
+        for (d, x) in out.iter_mut().zip(data) {
+            *d = u8::from(*x);
+        }
+    }
+    #[inline]
+    fn decode_into(bytes: &[u8], out: &mut [Self]) {
+        for (x, b) in out.iter_mut().zip(bytes) {
+            *x = *b != 0;
+        }
+    }
 }
 
 /// The Rust type that holds `dtype`'s elements, as [`Element::RUST_NAME`]
@@ -83,7 +116,7 @@ pub fn rust_name(dtype: DType) -> &'static str {
 }
 
 /// Why typed host data does not fit.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ElemError {
     /// Elements of one Rust type for a tensor of another dtype.
     #[error("the tensor is {ty}, whose elements are {want}, but it was used as {got}; use Vec<{want}> or &[{want}]")]
@@ -131,10 +164,8 @@ pub fn encode<T: Element>(shape: &[usize], data: &[T]) -> Result<(TensorType, Ve
             got: data.len(),
         });
     }
-    let mut bytes = Vec::with_capacity(ty.size_bytes());
-    for x in data {
-        x.put(&mut bytes);
-    }
+    let mut bytes = vec![0u8; ty.size_bytes()];
+    T::encode_into(data, &mut bytes);
     Ok((ty, bytes))
 }
 
@@ -148,6 +179,7 @@ pub fn decode<T: Element>(ty: &TensorType, bytes: &[u8]) -> Result<Vec<T>, ElemE
             got: T::RUST_NAME,
         });
     }
-    let size = ty.dtype.size_bytes();
-    Ok(bytes.chunks_exact(size).map(T::get).collect())
+    let mut out = vec![T::get(&[0; 8]); bytes.len() / ty.dtype.size_bytes()];
+    T::decode_into(bytes, &mut out);
+    Ok(out)
 }

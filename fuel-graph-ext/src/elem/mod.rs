@@ -91,6 +91,21 @@ pub unsafe trait Scalar: Copy + Send + Sync + 'static {
     fn apply(kind: ElementwiseOp, a: Self, b: Self) -> Self;
     /// Divides by a positive integer.
     fn div(a: Self, by: u64) -> Self;
+    /// `out[i] = div(src[i], by)`, the divisor's case chosen once for the
+    /// slice (so a float loop is one vector division per lane group).
+    #[inline(always)]
+    fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
+        for (o, x) in out.iter_mut().zip(src) {
+            *o = Self::div(*x, by);
+        }
+    }
+    /// `out[i] = div(out[i], by)`, as [`Scalar::div_slice`].
+    #[inline(always)]
+    fn div_in_place(out: &mut [Self], by: u64) {
+        for o in out.iter_mut() {
+            *o = Self::div(*o, by);
+        }
+    }
     /// The value, widened exactly.
     fn widen(self) -> Wide;
     /// A widened value converted to this type: integers wrap (bool is
@@ -141,6 +156,35 @@ macro_rules! int_scalar {
 }
 int_scalar!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64);
 
+/// `out[i] = src[i] / d` where the divisor is `exact` in the type (one
+/// IEEE division is then `div`'s exact quotient rounded once), else
+/// `slow(src[i])`: the case chosen once, so the first loop vectorises.
+#[inline(always)]
+fn div_each<T: Copy + std::ops::Div<Output = T>>(
+    src: &[T],
+    out: &mut [T],
+    exact: Option<T>,
+    slow: impl Fn(T) -> T,
+) {
+    match exact {
+        Some(d) => out.iter_mut().zip(src).for_each(|(o, x)| *o = *x / d),
+        None => out.iter_mut().zip(src).for_each(|(o, x)| *o = slow(*x)),
+    }
+}
+
+/// [`div_each`] over `out` in place.
+#[inline(always)]
+fn div_each_in_place<T: Copy + std::ops::Div<Output = T>>(
+    out: &mut [T],
+    exact: Option<T>,
+    slow: impl Fn(T) -> T,
+) {
+    match exact {
+        Some(d) => out.iter_mut().for_each(|o| *o = *o / d),
+        None => out.iter_mut().for_each(|o| *o = slow(*o)),
+    }
+}
+
 /// Below this divisor, dividing a float of at most 24 significant bits in
 /// f64 and rounding once to its type is the exact quotient rounded once:
 /// both operands are exact in f64, and the double rounding is innocuous
@@ -166,6 +210,18 @@ unsafe impl Scalar for f32 {
         } else {
             f32::from_bits(div_float_bits(Format::F32, u64::from(a.to_bits()), by) as u32)
         }
+    }
+    #[inline(always)]
+    fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
+        // Below 2^24 the divisor is exact in f32 and one f32 division is
+        // the exact quotient rounded once, as `div` gives it through f64.
+        let exact = (by < F64_DIV_EXACT_BELOW_24_BITS).then_some(by as f32);
+        div_each(src, out, exact, |x| Self::div(x, by));
+    }
+    #[inline(always)]
+    fn div_in_place(out: &mut [Self], by: u64) {
+        let exact = (by < F64_DIV_EXACT_BELOW_24_BITS).then_some(by as f32);
+        div_each_in_place(out, exact, |x| Self::div(x, by));
     }
     #[inline(always)]
     fn widen(self) -> Wide {
@@ -201,6 +257,16 @@ unsafe impl Scalar for f64 {
         } else {
             f64::from_bits(div_float_bits(Format::F64, a.to_bits(), by))
         }
+    }
+    #[inline(always)]
+    fn div_slice(src: &[Self], by: u64, out: &mut [Self]) {
+        let exact = (by <= 1 << 53).then_some(by as f64);
+        div_each(src, out, exact, |x| Self::div(x, by));
+    }
+    #[inline(always)]
+    fn div_in_place(out: &mut [Self], by: u64) {
+        let exact = (by <= 1 << 53).then_some(by as f64);
+        div_each_in_place(out, exact, |x| Self::div(x, by));
     }
     #[inline(always)]
     fn widen(self) -> Wide {

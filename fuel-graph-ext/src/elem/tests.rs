@@ -306,3 +306,51 @@ fn elements_round_trip_and_refuse_the_wrong_type() {
         "a tensor of type f16[2,2] has 4 element(s) but 1 were given; give one value per element"
     );
 }
+
+#[test]
+fn slice_division_is_elementwise_division() {
+    // The slice forms pick the divisor's case once; every element must
+    // come out as `div` gives it, bit for bit (NaNs as NaNs).
+    fn check<T: Scalar + PartialEq + std::fmt::Debug>(
+        xs: &[T],
+        ns: &[u64],
+        bits: impl Fn(T) -> u64,
+    ) {
+        for &n in ns {
+            let want: Vec<u64> = xs.iter().map(|x| bits(T::div(*x, n))).collect();
+            let mut out = xs.to_vec();
+            T::div_slice(xs, n, &mut out);
+            assert_eq!(
+                out.iter().map(|x| bits(*x)).collect::<Vec<_>>(),
+                want,
+                "div_slice by {n}"
+            );
+            let mut out = xs.to_vec();
+            T::div_in_place(&mut out, n);
+            assert_eq!(
+                out.iter().map(|x| bits(*x)).collect::<Vec<_>>(),
+                want,
+                "div_in_place by {n}"
+            );
+        }
+    }
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let ns = divisors(&mut rng);
+    let f32s: Vec<f32> = (0..4096)
+        .map(|_| f32::from_bits(rng.next() as u32))
+        .chain([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            f32::MAX,
+        ])
+        .collect();
+    check(&f32s, &ns, |x: f32| u64::from(x.to_bits()));
+    let f64s: Vec<f64> = (0..4096)
+        .map(|_| f64::from_bits(rng.next()))
+        .chain([0.0, -0.0, f64::NEG_INFINITY, f64::from_bits(1), f64::MAX])
+        .collect();
+    check(&f64s, &ns, f64::to_bits);
+}

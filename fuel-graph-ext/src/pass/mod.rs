@@ -41,7 +41,7 @@ impl Changed {
 }
 
 /// A pass failure or a pipeline error.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PassError {
     /// The pipeline text is malformed.
     #[error("bad pipeline `{}`: {}", excerpt::excerpt(.pipeline, excerpt::LINE_CHARS), excerpt::excerpt(.message, excerpt::LINE_CHARS))]

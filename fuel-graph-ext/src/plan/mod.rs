@@ -29,6 +29,10 @@ use crate::device::Device;
 /// page a host buffer is pooled and never lent to a device.
 pub const HOST_PAGE: usize = 4096;
 
+/// How an [`PlanError::OutOfMemory`] for a list of byte regions the host
+/// cannot hold begins (its catalogue entry, E0723, is told apart by it).
+pub const NO_REGION_LIST: &str = "the host cannot hold the list of byte regions to copy for it";
+
 /// Why a graph has no plan. Every variant names the problem and the fix;
 /// the runtime's `ExecError` carries each as its variant of the same name
 /// and words.

@@ -233,7 +233,7 @@ fn regions_for(
     try_region_list(ty, axis, parts).map_err(|e| PlanError::OutOfMemory {
         device,
         bytes: ty.size_bytes(),
-        reason: format!("the host cannot hold the list of byte regions to copy for it: {e}"),
+        reason: format!("{}: {e}", super::NO_REGION_LIST),
     })
 }
 

@@ -1,8 +1,9 @@
 //! The device-or-skip policy, the one place that decides whether a test
 //! that needs a GPU runs here.
 //!
-//! A test whose backend is missing prints `SKIP: <test>: <reason>` and
-//! returns, unless its backend is required: `FUEL_REQUIRE_VULKAN=1` or
+//! A test whose backend is missing prints `SKIP: <test>: <reason>` (on
+//! standard error, uncaptured, so plain `cargo test` shows it; see
+//! [`skip_line`]) and returns, unless its backend is required: `FUEL_REQUIRE_VULKAN=1` or
 //! `FUEL_REQUIRE_CUDA=1` turns the missing device into a failure (CI sets
 //! the first on lavapipe, `scripts/gpu-check.sh` both on a GPU machine).
 //! [`skip`] is the policy itself and takes plain words, so the library's own
@@ -44,7 +45,18 @@ pub fn skip(test: &str, backend: Backend, reason: &str) {
     if backend.required() {
         panic!("{test}: {reason} (required by {})", backend.variable());
     }
-    println!("SKIP: {test}: {reason}");
+    skip_line(format_args!("SKIP: {test}: {reason}"));
+}
+
+/// Writes one `SKIP: ...` line straight to the process's standard error,
+/// where `cargo test` shows it beside the test's `ok`: the test harness
+/// captures `println!` and `eprintln!` of passing tests, which hid that
+/// a GPU test passed without running (issue 39). With `--nocapture` the
+/// line appears once, as before.
+pub fn skip_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
 }
 
 /// True if every device in `devices` can be opened here. Otherwise

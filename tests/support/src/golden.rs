@@ -289,7 +289,9 @@ pub fn render_dots(dots: impl IntoIterator<Item = PathBuf>) -> Option<usize> {
         .output()
         .is_err()
     {
-        println!("SKIP: graphviz `dot` is not installed (apt-get install graphviz)");
+        crate::devices::skip_line(format_args!(
+            "SKIP: graphviz `dot` is not installed (apt-get install graphviz)"
+        ));
         return None;
     }
     let mut checked = 0;

@@ -39,7 +39,7 @@ pub mod world;
 
 #[cfg(feature = "nccl")]
 pub use devices::nccl_or_skip;
-pub use devices::{devices_or_skip, skip, Backend};
+pub use devices::{devices_or_skip, skip, skip_line, Backend};
 pub use faults::{assert_exact_fault_messages, expected_fault_message, fail_at_every_point};
 pub use golden::{cases, check_dir, golden_dir, same_meaning};
 pub use graphs::{all_reduce_graph, demo_graph, lower, lower_on, shards, ALGORITHMS, DEMO_DEVICES};

@@ -28,6 +28,7 @@ use crate::bench::collectives::Collective;
 use crate::outln;
 
 pub mod collectives;
+pub mod eager_bench;
 pub mod many;
 pub mod plot;
 pub mod validate;
@@ -118,6 +119,11 @@ pub struct BenchArgs {
     /// (`exec::Options::view_slices`), to measure what views save.
     #[arg(long)]
     copy_slices: bool,
+    /// The eager all_reduce (`DeviceGroup::all_reduce_now`, and
+    /// `all_reduce_lent` on one `Vec<f32>` per rank) beside the plain loop
+    /// a user would write, f32, timed in turns in one run.
+    #[arg(long)]
+    eager: bool,
     /// Across MPI processes (`mpirun -n P`, feature `mpi`): a world
     /// all_reduce over P x the local `--devices`, beside raw MPI_Allreduce.
     #[arg(long)]
@@ -170,24 +176,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     let dtype: DType = a.dtype.parse().map_err(Failure::input)?;
     let op: ReduceOp = a.op.parse().map_err(Failure::input)?;
     let sizes = parse_sizes(&a.sizes).map_err(|e| Failure::input(format!("--sizes: {e}")))?;
-    let collective = a.collective;
     let found = setup::discover();
     let devices = setup::pick_devices(Some(&a.devices), 0, &found)?;
     if a.calibrate {
-        let base = match &a.topology {
-            Some(_) => crate::load_topology(
-                a.topology.as_ref(),
-                &devices,
-                crate::input::DEFAULT_MAX_INPUT,
-            )?,
-            None => Topology::default(),
-        };
-        let effort = crate::calibrate::Effort {
-            iters: a.iters,
-            warmup: a.warmup,
-            passes: 3,
-        };
-        return crate::calibrate::to_file(&devices, &base, &a.out, effort);
+        return calibrate(a, &devices);
+    }
+    if a.eager {
+        return eager_bench::bench(&devices, op, &sizes, a.iters, a.warmup);
     }
     let topo = Arc::new(crate::load_topology(
         a.topology.as_ref(),
@@ -206,48 +201,118 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         };
         return crate::bench::validate::validate(&sweep, a.csv);
     }
-    let n = devices.len();
-    let progress = std::io::stderr().is_terminal();
+    print_header(a, &devices)?;
+    let rows = sweep(a, &devices, (dtype, op), &sizes, &topo)?;
+    if !a.csv {
+        print_footer(&rows)?;
+    }
+    if let Some(path) = &a.plot {
+        let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+        let title = format!(
+            "{}.{op} of {dtype} over [{}]",
+            a.collective.name(),
+            names.join(", ")
+        );
+        let drawn = crate::bench::plot::draw(path, &rows, devices.len(), &title)?;
+        if !a.csv {
+            match drawn {
+                true => outln!("# plot: {}", path.display())?,
+                false => outln!("# plot: nothing drawn, every bus bandwidth is 0")?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `bench --calibrate`: times the calibration graphs among `devices` and
+/// writes a topology file.
+fn calibrate(a: &BenchArgs, devices: &[fuel_graph_ext::Device]) -> Result<(), Failure> {
+    let base = match &a.topology {
+        Some(_) => crate::load_topology(
+            a.topology.as_ref(),
+            devices,
+            crate::input::DEFAULT_MAX_INPUT,
+        )?,
+        None => Topology::default(),
+    };
+    let effort = crate::calibrate::Effort {
+        iters: a.iters,
+        warmup: a.warmup,
+        passes: 3,
+    };
+    crate::calibrate::to_file(devices, &base, &a.out, effort)
+}
+
+/// The table's header: the CSV column line, or the comment lines (what
+/// runs, what the bound is and what `ratio` means) and the column names.
+fn print_header(a: &BenchArgs, devices: &[fuel_graph_ext::Device]) -> Result<(), Failure> {
     if a.csv {
         outln!(
             "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio"
         )?;
-    } else {
-        let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-        outln!(
-            "# fuel-opt bench: {} {} over [{}], {} iters after {} warmup, median times, combine {:?}, slices {}",
-            a.count,
-            collective.name(),
-            names.join(", "),
-            a.iters,
-            a.warmup,
-            a.combine,
-            if a.copy_slices { "copied" } else { "viewed where contiguous" }
-        )?;
-        outln!(
-            "# bound: {}{}, same run",
-            bound_words(collective, n),
-            match vulkan_transfer_path(&devices) {
-                Some(path) => format!(" + each Vulkan device's own download and upload ({path})"),
-                None => String::new(),
-            }
-        )?;
-        outln!(
-            "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6}",
-            "size",
-            "count",
-            "type",
-            "redop",
-            "algorithm",
-            "time(us)",
-            "algbw(GB/s)",
-            "busbw(GB/s)",
-            "#wrong",
-            "bound(GB/s)",
-            "ratio"
-        )?;
+        return Ok(());
     }
-    let mut plotted: Vec<Row> = Vec::new();
+    let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+    outln!(
+        "# fuel-opt bench: {} {} over [{}], {} iters after {} warmup, median times, combine {:?}, slices {}",
+        a.count,
+        a.collective.name(),
+        names.join(", "),
+        a.iters,
+        a.warmup,
+        a.combine,
+        if a.copy_slices { "copied" } else { "viewed where contiguous" }
+    )?;
+    outln!(
+        "# bound: {}{}, same run",
+        bound_words(a.collective, devices.len()),
+        match vulkan_transfer_path(devices) {
+            Some(path) => format!(" + each Vulkan device's own download and upload ({path})"),
+            None => String::new(),
+        }
+    )?;
+    outln!("# ratio: algbw / bound(GB/s), how close the collective runs to the bound's plain loops; above 1 it moved fewer bytes than they do (a copy between host arenas that shares its buffer moves none)")?;
+    outln!(
+        "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6}",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "algorithm",
+        "time(us)",
+        "algbw(GB/s)",
+        "busbw(GB/s)",
+        "#wrong",
+        "bound(GB/s)",
+        "ratio"
+    )?;
+    Ok(())
+}
+
+/// nccl-tests' closing lines: the wrong elements over every row and the
+/// average bus bandwidth.
+fn print_footer(rows: &[Row]) -> Result<(), Failure> {
+    let wrong: usize = rows.iter().map(|r| r.wrong).sum();
+    let avg = rows.iter().map(|r| r.busbw).sum::<f64>() / rows.len().max(1) as f64;
+    outln!(
+        "# Out of bounds values : {wrong} {}",
+        if wrong == 0 { "OK" } else { "FAILED" }
+    )?;
+    outln!("# Avg bus bandwidth    : {avg:.3} ")?;
+    Ok(())
+}
+
+/// Measures and prints every size of the sweep (every plotted algorithm
+/// with `--plot`), with a progress bar on a terminal; returns the rows.
+fn sweep(
+    a: &BenchArgs,
+    devices: &[fuel_graph_ext::Device],
+    (dtype, op): (DType, ReduceOp),
+    sizes: &[usize],
+    topo: &Arc<Topology>,
+) -> Result<Vec<Row>, Failure> {
+    let progress = std::io::stderr().is_terminal();
+    let mut rows: Vec<Row> = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
         if progress {
             let done = i * 30 / sizes.len();
@@ -267,45 +332,20 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         };
         for algorithm in algorithms {
             let row = measure(
-                &devices,
+                devices,
                 dtype,
                 op,
                 algorithm,
                 size,
                 a.iters,
                 a.warmup,
-                &topo,
+                topo,
                 (a.count, a.combine, a.combine_threshold.as_deref()),
                 (a.transport.as_deref(), a.chunks.as_deref(), a.copy_slices),
-                collective,
+                a.collective,
             )?;
-            let ratio = if row.bound > 0.0 {
-                row.algbw / row.bound
-            } else {
-                0.0
-            };
-            if a.csv {
-                outln!(
-                    "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
-                    row.size,
-                    row.count,
-                    dtype,
-                    op,
-                    row.algorithm,
-                    row.time_us,
-                    row.algbw,
-                    row.busbw,
-                    row.wrong,
-                    row.bound,
-                    ratio
-                )?;
-            } else {
-                outln!(
-                " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2}",
-                row.size, row.count, dtype.as_str(), op.as_str(), row.algorithm, row.time_us, row.algbw, row.busbw, row.wrong, row.bound, ratio
-            )?;
-            }
-            plotted.push(row);
+            print_row(a.csv, (dtype, op), &row)?;
+            rows.push(row);
         }
     }
     if progress {
@@ -317,20 +357,46 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             ""
         ));
     }
-    if let Some(path) = &a.plot {
-        let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
-        let title = format!(
-            "{}.{op} of {dtype} over [{}]",
-            collective.name(),
-            names.join(", ")
-        );
-        let drawn = crate::bench::plot::draw(path, &plotted, n, &title)?;
-        if !a.csv {
-            match drawn {
-                true => outln!("# plot: {}", path.display())?,
-                false => outln!("# plot: nothing drawn, every bus bandwidth is 0")?,
-            }
-        }
+    Ok(rows)
+}
+
+/// One row of the table (or of the CSV).
+fn print_row(csv: bool, (dtype, op): (DType, ReduceOp), row: &Row) -> Result<(), Failure> {
+    let ratio = if row.bound > 0.0 {
+        row.algbw / row.bound
+    } else {
+        0.0
+    };
+    if csv {
+        outln!(
+            "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
+            row.size,
+            row.count,
+            dtype,
+            op,
+            row.algorithm,
+            row.time_us,
+            row.algbw,
+            row.busbw,
+            row.wrong,
+            row.bound,
+            ratio
+        )?;
+    } else {
+        outln!(
+            " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2}",
+            row.size,
+            row.count,
+            dtype.as_str(),
+            op.as_str(),
+            row.algorithm,
+            row.time_us,
+            row.algbw,
+            row.busbw,
+            row.wrong,
+            row.bound,
+            ratio
+        )?;
     }
     Ok(())
 }

@@ -7,6 +7,12 @@
 //! dashed. Drawn with `plotters`' SVG backend, which writes text as SVG
 //! `<text>` and needs no system fonts. Pure drawing: the rows come from
 //! `bench::measure`.
+//!
+//! The x axis is marked at the sizes measured, in the bench's own units
+//! (`64K`, `1M`); the y axis at 1, 2 and 5 times each power of ten, each
+//! mark written once. Lines take colours from a fixed list that reads on
+//! white (the Okabe-Ito palette's darker half), not the plotting
+//! library's palette, whose third colour is yellow.
 
 use crate::bench::Row;
 use crate::Failure;
@@ -15,6 +21,51 @@ use std::path::Path;
 
 /// The picture's size in pixels.
 const SIZE: (u32, u32) = (900, 560);
+
+/// Line colours, in order: blue, vermillion, bluish green, reddish
+/// purple, sky blue, orange, black; each readable on white.
+const COLOURS: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 0, 0),
+];
+
+/// The x axis's marks: the sizes measured, every other one where there
+/// are more than 10 of them.
+fn size_marks(rows: &[&Row]) -> Vec<f64> {
+    let mut sizes: Vec<usize> = rows.iter().map(|r| r.size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let step = if sizes.len() > 10 { 2 } else { 1 };
+    sizes.into_iter().step_by(step).map(|s| s as f64).collect()
+}
+
+/// The y axis's marks: 1, 2 and 5 times each power of ten in `lo..=hi`.
+fn decade_marks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut marks = Vec::new();
+    let mut decade = 10f64.powi(lo.log10().floor() as i32);
+    while decade <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let y = m * decade;
+            if (lo..=hi).contains(&y) {
+                marks.push(y);
+            }
+        }
+        decade *= 10.0;
+    }
+    marks
+}
+
+/// A bandwidth mark with the digits it needs and no more (`0.05`, `2`,
+/// `500`).
+fn gbps_label(y: f64) -> String {
+    let s = format!("{y:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
 
 /// Draws `rows` (every algorithm's, in any order) for a group of `n`
 /// devices into the SVG file `path`; `title` heads it. Returns false,
@@ -56,8 +107,12 @@ pub fn draw(path: &Path, rows: &[Row], n: usize, title: &str) -> Result<bool, Fa
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(
-                (x_lo * 0.8..x_hi * 1.25).log_scale(),
-                (y_lo * 0.5..y_hi * 2.0).log_scale(),
+                (x_lo * 0.8..x_hi * 1.25)
+                    .log_scale()
+                    .with_key_points(size_marks(&positive)),
+                (y_lo * 0.5..y_hi * 2.0)
+                    .log_scale()
+                    .with_key_points(decade_marks(y_lo * 0.5, y_hi * 2.0)),
             )
             .map_err(|e| err(&e))?;
         chart
@@ -65,14 +120,14 @@ pub fn draw(path: &Path, rows: &[Row], n: usize, title: &str) -> Result<bool, Fa
             .x_desc("bytes per rank")
             .y_desc("bus bandwidth (GB/s)")
             .x_label_formatter(&|x| crate::sizes::format_size(*x as usize))
-            .y_label_formatter(&|y| format!("{y:.3}"))
+            .y_label_formatter(&|y| gbps_label(*y))
             .draw()
             .map_err(|e| err(&e))?;
         let mut algorithms: Vec<&str> = positive.iter().map(|r| r.algorithm.as_str()).collect();
         algorithms.sort_unstable();
         algorithms.dedup();
         for (i, alg) in algorithms.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
+            let color = COLOURS[i % COLOURS.len()].to_rgba();
             let mut points: Vec<(f64, f64)> = positive
                 .iter()
                 .filter(|r| r.algorithm == *alg)
@@ -125,4 +180,35 @@ pub fn draw(path: &Path, rows: &[Row], n: usize, title: &str) -> Result<bool, Fa
     }
     std::fs::write(path, svg).map_err(|e| err(&e))?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_are_the_sizes_and_one_two_five_each_written_once() {
+        let row = |size| Row {
+            size,
+            count: size / 4,
+            algorithm: "star".into(),
+            time_us: 1.0,
+            algbw: 1.0,
+            busbw: 1.0,
+            wrong: 0,
+            bound: 1.0,
+        };
+        let rows: Vec<Row> = (12..=24).map(|k| row(1usize << k)).collect();
+        let refs: Vec<&Row> = rows.iter().collect();
+        let labels: Vec<String> = size_marks(&refs)
+            .iter()
+            .map(|x| crate::sizes::format_size(*x as usize))
+            .collect();
+        assert_eq!(labels, ["4K", "16K", "64K", "256K", "1M", "4M", "16M"]);
+        let ys: Vec<String> = decade_marks(0.03, 12.0)
+            .into_iter()
+            .map(gbps_label)
+            .collect();
+        assert_eq!(ys, ["0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10"]);
+    }
 }

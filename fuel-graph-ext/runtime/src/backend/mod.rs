@@ -336,7 +336,7 @@ fn compiled_out(device: Device, feature: &str) -> ExecError {
             "this build has no {} backend (cargo feature `{feature}` is off)",
             device.kind
         ),
-        hint: format!("rebuild with `--features {feature}`"),
+        hint: crate::error::feature_hint(feature),
     }
 }
 

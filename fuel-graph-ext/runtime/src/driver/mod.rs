@@ -150,7 +150,7 @@ impl JoinOptions {
 }
 
 /// Why a driver refused or failed. Each message names the problem and the fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DriverError {
     /// A variable the driver reads ([`JOIN_TIMEOUT_ENV`], [`OP_TIMEOUT_ENV`])
     /// has a bad value.

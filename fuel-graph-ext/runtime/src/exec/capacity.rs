@@ -19,6 +19,10 @@ use fuel_graph_ext::plan::schedule::Schedule;
 use fuel_graph_ext::text::Numbering;
 use std::collections::HashMap;
 
+/// What limits a value a kernel binds, as [`ExecError::TooLarge`] names
+/// it (its catalogue entry, E0720, is told apart by it).
+pub(crate) const KERNEL_BUFFER: &str = "one buffer a kernel binds";
+
 /// Checks every node on a device in `caps` against the largest buffer it
 /// can make. Devices without a figure are not checked.
 pub(super) fn check_buffers(g: &Graph, caps: &HashMap<Device, Capacity>) -> Result<(), ExecError> {
@@ -32,7 +36,7 @@ pub(super) fn check_buffers(g: &Graph, caps: &HashMap<Device, Capacity>) -> Resu
         };
         let kernel = matches!(n.op, Op::Elementwise { .. } | Op::Div { .. });
         let (limit, what) = if kernel {
-            (&cap.kernel_buffer, "one buffer a kernel binds")
+            (&cap.kernel_buffer, KERNEL_BUFFER)
         } else {
             (&cap.buffer, "one buffer")
         };

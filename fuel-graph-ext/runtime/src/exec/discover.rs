@@ -134,6 +134,6 @@ fn compiled_out(backend: &str) -> Unavailable {
     Unavailable {
         backend: backend.into(),
         reason: format!("this build has no {backend} backend (cargo feature `{backend}` is off)"),
-        hint: format!("rebuild with `--features {backend}`"),
+        hint: crate::error::feature_hint(backend),
     }
 }

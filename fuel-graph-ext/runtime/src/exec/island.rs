@@ -84,7 +84,10 @@ fn check_cuda(plan: &Schedule, is: &Island) -> Result<(), ExecError> {
 fn check_cuda(_plan: &Schedule, is: &Island) -> Result<(), ExecError> {
     Err(refuse(
         is,
-        "this build has no NCCL driver (cargo feature `nccl` is off); rebuild with `--features nccl`, or lower without `driver cuda` in the topology",
+        format!(
+            "this build has no NCCL driver (cargo feature `nccl` is off); {}, or lower without `driver cuda` in the topology",
+            crate::error::feature_hint("nccl")
+        ),
     ))
 }
 

@@ -26,7 +26,7 @@
 //! backends are in [`crate::backend`], the collective drivers in
 //! [`crate::driver`]. See `docs/backends.md`.
 
-mod capacity;
+pub(crate) mod capacity;
 pub mod discover;
 mod island;
 mod options;

@@ -460,9 +460,7 @@ fn div_typed<T: Scalar>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {
     let src = input.typed::<T>();
     par_chunks(out.typed_mut::<T>(), |off, chunk| {
         let len = chunk.len();
-        for (o, x) in chunk.iter_mut().zip(&src[off..off + len]) {
-            *o = T::div(*x, by);
-        }
+        T::div_slice(&src[off..off + len], by, chunk);
     });
 }
 
@@ -551,11 +549,7 @@ fn mean_typed<S: Scalar, A: Scalar>(shards: &[&[u8]], out: &mut [u8]) -> bool {
 pub fn div_bytes_in_place(dtype: DType, by: u64, out: &mut [u8]) -> bool {
     with_scalar!(dtype, T => match view_mut::<T>(out) {
         Some(out) => {
-            par_chunks(out, |_, chunk| {
-                for o in chunk.iter_mut() {
-                    *o = T::div(*o, by);
-                }
-            });
+            par_chunks(out, |_, chunk| T::div_in_place(chunk, by));
             true
         }
         None => false,

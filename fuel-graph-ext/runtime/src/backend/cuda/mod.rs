@@ -18,9 +18,9 @@ use crate::backend::Region;
 use crate::error::ExecError;
 use fuel_graph_ext::device::Device;
 use fuel_graph_ext::dtype::DType;
-mod ptx_modules;
 pub mod pin;
 pub mod ptx;
+mod ptx_modules;
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
