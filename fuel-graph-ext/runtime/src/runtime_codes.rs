@@ -46,6 +46,10 @@ impl ExecError {
             E::Injected { op, .. } if op == "copy" || op == "move" => "E0703",
             E::Injected { .. } => "E0704",
             E::Thread { .. } => "E0721",
+            E::NoExternKernel { .. } => "E0730",
+            E::ExternFailed { .. } => "E0731",
+            E::ExternBytes { .. } => "E0732",
+            E::ExternPanicked { .. } => "E0733",
             E::Env(e) => return e.code(),
             _ => return None,
         })
