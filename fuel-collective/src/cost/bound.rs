@@ -1,0 +1,438 @@
+//! How fast any schedule of one collective could be: a lower bound that
+//! no lowering, present or future, can beat on the given topology.
+//!
+//! A pure helper beside the cost model, with no graph in sight. [`bound`]
+//! takes a collective ([`Collective`]: what each rank holds and needs, in
+//! bytes), its group's devices and the topology, and returns the largest
+//! of three terms, each a time no schedule can go under:
+//!
+//! - **The cut term.** Split the group's devices in two, `S` and the rest.
+//!   The bytes `S` needs from the rest (an all-reduce's reduced shard, the
+//!   other ranks' shards of an all-gather, `S`'s shares of a
+//!   reduce-scatter, what the rest sends `S` in an all-to-all, the root's
+//!   shard of a broadcast, the reduced shard a reduce's root needs) must
+//!   cross into `S`, and they cannot cross faster than `S`'s devices take
+//!   them in. A device takes bytes in one copy at a time (the cost model
+//!   charges every copy to its destination's worker), so its intake is the
+//!   fastest link into it from outside `S`; `S` takes in the sum of its
+//!   devices' intakes. The staging CPU, where it is not in the group, is a
+//!   relay: a node with no bytes of its own whose intake is its one worker
+//!   (its node capacity), and each cut is tried with it on either side.
+//!   The term is the largest bytes-over-intake over every split: all
+//!   `2^n` of them up to [`ENUMERATE_MAX`] devices; above that, the splits
+//!   that cut off one device, all but one, or one device kind.
+//! - **The latency term.** Every result depends on some input on another
+//!   device; the bytes take at least the fixed costs of the hops between
+//!   them: the longest, over such pairs, of the cheapest path's fixed
+//!   costs.
+//! - **The compute term.** A reduction of `n` shards reads at least
+//!   `(n-1)` shards' bytes in folds; the folds cannot read faster than
+//!   every device that can fold, together (or one at a time, where every
+//!   device is a CPU: the executor then runs every step on the caller's
+//!   thread).
+//!
+//! The figures are the cost model's own, at their best over the sizes a
+//! step of this collective can have: a copy's bandwidth or, where the
+//! executor may defer the copy into the fold that reads it, the deferred
+//! rate; a copy between two host arenas is free (the executor shares the
+//! buffer). So the bound is a lower bound of the model's estimate of every
+//! candidate, which the property test `bound_props` checks, and the
+//! estimate over the bound says how much a better schedule could save.
+
+use fuel_graph_ext::topology::LinkClass;
+use fuel_graph_ext::{Device, DeviceKind, Topology};
+use std::fmt;
+
+/// Groups of up to this many devices have every split of them tried.
+pub const ENUMERATE_MAX: usize = 16;
+
+/// What a collective moves, in bytes, by rank (ranks in group order).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Collective {
+    /// Every rank gets the reduction of every rank's `bytes`.
+    AllReduce {
+        /// Bytes per shard.
+        bytes: usize,
+    },
+    /// Rank `root` gets the reduction of every rank's `bytes`.
+    Reduce {
+        /// Bytes per shard.
+        bytes: usize,
+        /// The rank that gets the result.
+        root: usize,
+    },
+    /// Every rank but `root` gets `root`'s `bytes`.
+    Broadcast {
+        /// Bytes of the value.
+        bytes: usize,
+        /// The rank that has it.
+        root: usize,
+    },
+    /// Every rank gets every rank's shard; shard `r` is `shards[r]` bytes.
+    AllGather {
+        /// Bytes of each rank's shard.
+        shards: Vec<usize>,
+    },
+    /// Every rank holds `bytes`; rank `r` gets `shares[r]` bytes of their
+    /// reduction.
+    ReduceScatter {
+        /// Bytes per operand.
+        bytes: usize,
+        /// Bytes of each rank's share of the result.
+        shares: Vec<usize>,
+    },
+    /// Rank `i` sends `sends[i * n + j]` bytes to rank `j`.
+    AllToAll {
+        /// The `n × n` byte counts, row by sender.
+        sends: Vec<usize>,
+    },
+}
+
+impl Collective {
+    /// The smallest step a lowering of it can price at its throughputs'
+    /// working size ([`super::working_bytes`]): the smallest result a rank
+    /// gets. Rates are taken at their best over sizes from this one up.
+    fn floor(&self) -> usize {
+        let min_pos = |v: &[usize]| v.iter().copied().filter(|b| *b > 0).min().unwrap_or(0);
+        match self {
+            Collective::AllReduce { bytes }
+            | Collective::Reduce { bytes, .. }
+            | Collective::Broadcast { bytes, .. } => *bytes,
+            Collective::AllGather { shards } => shards.iter().sum(),
+            Collective::ReduceScatter { shares, .. } => min_pos(shares),
+            Collective::AllToAll { sends } => min_pos(sends),
+        }
+    }
+
+    /// Bytes that must be folded: `(n-1)` shards' worth, for a reduction.
+    fn fold_bytes(&self, ranks: usize) -> f64 {
+        let others = ranks.saturating_sub(1) as f64;
+        match self {
+            Collective::AllReduce { bytes }
+            | Collective::Reduce { bytes, .. }
+            | Collective::ReduceScatter { bytes, .. } => others * *bytes as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether rank `to`'s result depends on rank `from`'s input.
+    fn depends(&self, from: usize, to: usize) -> bool {
+        match self {
+            Collective::AllReduce { .. } => true,
+            Collective::Reduce { root, .. } => to == *root,
+            Collective::Broadcast { root, .. } => from == *root,
+            Collective::AllGather { shards } => shards.get(from).is_some_and(|b| *b > 0),
+            Collective::ReduceScatter { shares, .. } => shares.get(to).is_some_and(|b| *b > 0),
+            Collective::AllToAll { sends } => {
+                let n = (sends.len() as f64).sqrt() as usize;
+                sends.get(from * n + to).is_some_and(|b| *b > 0)
+            }
+        }
+    }
+}
+
+/// Which term of [`bound`] binds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Binding {
+    /// Nothing has to move or be folded (one rank, or no bytes).
+    Nothing,
+    /// The bytes `side` needs, over the rate it can take them in.
+    Cut {
+        /// The devices on the receiving side.
+        side: Vec<Device>,
+        /// Bytes that must cross into it.
+        bytes: f64,
+        /// GB/s it can take in.
+        gbps: f64,
+    },
+    /// The fixed costs of the cheapest path from `from` to `to`.
+    Latency {
+        /// Where an input lies.
+        from: Device,
+        /// Where a result that depends on it goes.
+        to: Device,
+    },
+    /// The bytes every fold together must read, over the devices' fold
+    /// throughputs together.
+    Compute {
+        /// Bytes of fold input.
+        bytes: f64,
+        /// GB/s of fold input, every folding device together.
+        gbps: f64,
+    },
+}
+
+/// Which splits the cut term tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Splits {
+    /// Every split of the group ([`ENUMERATE_MAX`] devices or fewer).
+    Every,
+    /// A larger group: the splits that cut off one device, all but one, or
+    /// one device kind. Looser than every split; the note says so.
+    Few,
+}
+
+/// A lower bound on any schedule of one collective, and what binds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bound {
+    /// Microseconds no schedule can go under.
+    pub us: f64,
+    /// The term that gives it.
+    pub binding: Binding,
+    /// Which splits the cut term tried.
+    pub splits: Splits,
+}
+
+/// Why there is no finite bound.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BoundError {
+    /// No link brings bytes to `device`, which needs them.
+    Unreachable {
+        /// The device no link reaches.
+        device: Device,
+    },
+    /// The collective's byte counts do not fit the group.
+    Shape(String),
+}
+
+impl fmt::Display for BoundError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BoundError::Unreachable { device } => write!(
+                f,
+                "no link of the topology reaches {device}, which needs bytes from the other devices: the bound is infinite; give {device} a link (or leave it out of the group)"
+            ),
+            BoundError::Shape(why) => write!(f, "cannot bound this collective: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for BoundError {}
+
+/// The lower bound of `collective` over `group` (rank `r` on `group[r]`)
+/// on `topo`: the largest of the cut, latency and compute terms (see the
+/// module's doc).
+pub fn bound(
+    collective: &Collective,
+    group: &[Device],
+    topo: &Topology,
+) -> Result<Bound, BoundError> {
+    let net = Network::new(group, topo, collective.floor());
+    bound_on(&net, collective, group)
+}
+
+/// [`bound`] on a network already built (the tests build one by hand).
+fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, BoundError> {
+    let demand = Demand::new(c, group, net)?;
+    let splits = if net.nodes() <= ENUMERATE_MAX {
+        Splits::Every
+    } else {
+        Splits::Few
+    };
+    let mut best = Bound {
+        us: 0.0,
+        binding: Binding::Nothing,
+        splits,
+    };
+    let mut take = |us: f64, binding: Binding| {
+        if us > best.us {
+            best.us = us;
+            best.binding = binding;
+        }
+    };
+    if let Some((us, side, bytes, gbps)) = cut_term(net, &demand, splits)? {
+        take(us, Binding::Cut { side, bytes, gbps });
+    }
+    if let Some((us, from, to)) = latency_term(net, c, group) {
+        take(us, Binding::Latency { from, to });
+    }
+    let fold = c.fold_bytes(group.len());
+    if fold > 0.0 {
+        let gbps = net.fold_gbps();
+        take(fold / (gbps * 1e3), Binding::Compute { bytes: fold, gbps });
+    }
+    Ok(best)
+}
+
+/// The devices a bound is worked on and what each link and fold can do.
+/// Nodes are the group's distinct devices, then the staging CPU where it
+/// is not one of them (the relay).
+#[derive(Clone, Debug)]
+struct Network {
+    devices: Vec<Device>,
+    /// Whether the last device is the relay.
+    relay: bool,
+    /// GB/s of one copy from `u` to `v` (row `u`), 0 with no direct link,
+    /// infinite where the executor shares the buffer.
+    cap: Vec<f64>,
+    /// Fixed microseconds of a hop from `u` to `v`, infinite with no
+    /// direct link.
+    hop_us: Vec<f64>,
+    /// GB/s of fold input per device.
+    fold: Vec<f64>,
+}
+
+/// The best a curve gives at `floor` bytes or more.
+fn best_from(curve: &fuel_graph_ext::topology::Curve, floor: usize) -> f64 {
+    curve
+        .points()
+        .iter()
+        .filter(|(size, _)| *size > floor)
+        .map(|p| p.1)
+        .fold(curve.at(floor.max(1)), f64::max)
+}
+
+impl Network {
+    /// The network of `group` on `topo`, rates at their best from `floor`
+    /// bytes up.
+    fn new(group: &[Device], topo: &Topology, floor: usize) -> Network {
+        let mut devices: Vec<Device> = Vec::with_capacity(group.len() + 1);
+        for d in group {
+            if !devices.contains(d) {
+                devices.push(*d);
+            }
+        }
+        let relay = !devices.contains(&topo.staging);
+        if relay {
+            devices.push(topo.staging);
+        }
+        let n = devices.len();
+        let (mut cap, mut hop_us) = (vec![0.0; n * n], vec![f64::INFINITY; n * n]);
+        for (u, &a) in devices.iter().enumerate() {
+            for (v, &b) in devices.iter().enumerate() {
+                if let Some((gbps, us)) = link_rate(topo, a, b, floor) {
+                    cap[u * n + v] = gbps;
+                    hop_us[u * n + v] = us;
+                }
+            }
+        }
+        let fold = devices
+            .iter()
+            .map(|d| best_from(&topo.compute(d.kind).gbps, floor))
+            .collect();
+        Network {
+            devices,
+            relay,
+            cap,
+            hop_us,
+            fold,
+        }
+    }
+
+    /// Nodes other than the relay.
+    fn nodes(&self) -> usize {
+        self.devices.len() - usize::from(self.relay)
+    }
+
+    /// GB/s of one copy from node `u` to node `v`.
+    fn cap(&self, u: usize, v: usize) -> f64 {
+        self.cap[u * self.devices.len() + v]
+    }
+
+    /// GB/s of fold input of every device together, or of the fastest
+    /// alone where every device is a CPU (the inline runner: one thread).
+    fn fold_gbps(&self) -> f64 {
+        if self.devices.iter().all(|d| d.is_cpu()) {
+            self.fold.iter().copied().fold(0.0, f64::max)
+        } else {
+            self.fold.iter().sum()
+        }
+    }
+
+    /// GB/s the nodes in `inside` (a mask over every node, the relay's bit
+    /// included) take in from the others: each node's fastest link from
+    /// outside, summed.
+    fn intake(&self, inside: &[bool]) -> f64 {
+        let n = self.devices.len();
+        let mut total = 0.0;
+        for v in (0..n).filter(|v| inside[*v]) {
+            let best = (0..n)
+                .filter(|u| !inside[*u])
+                .map(|u| self.cap(u, v))
+                .fold(0.0, f64::max);
+            total += best;
+        }
+        total
+    }
+}
+
+/// GB/s and fixed microseconds of a copy from `a` to `b` on `topo`, or
+/// `None` where they have no direct link (or are the same device).
+fn link_rate(topo: &Topology, a: Device, b: Device, floor: usize) -> Option<(f64, f64)> {
+    if a == b {
+        return None;
+    }
+    let class = topo.link_class(a, b)?;
+    if class == LinkClass::HostHost {
+        // Host arenas share the buffer: nothing moves.
+        return Some((f64::INFINITY, 0.0));
+    }
+    let link = topo.link(class);
+    let copy = best_from(&link.bandwidth, floor);
+    // A copy across the host link into a host or Vulkan fold may be
+    // deferred into it: no latency, the deferred rate.
+    let deferrable = a.is_cpu() != b.is_cpu() && (b.is_cpu() || b.kind == DeviceKind::Vulkan);
+    if deferrable {
+        let fixed = if b.is_cpu() {
+            0.0
+        } else {
+            link.latency_us.min(topo.compute(b.kind).fixed_us)
+        };
+        Some((copy.max(link.deferred_gbps), fixed))
+    } else {
+        Some((copy, link.latency_us))
+    }
+}
+
+mod terms;
+use terms::{cut_term, latency_term, Demand};
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.2}us", self.us)?;
+        match &self.binding {
+            Binding::Nothing => f.write_str(" (nothing to move)")?,
+            Binding::Cut { side, bytes, gbps } => {
+                f.write_str(" (the cut {")?;
+                for (i, d) in side.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                write!(f, "}}: {} over {} GB/s)", megabytes(*bytes), figure(*gbps))?;
+            }
+            Binding::Latency { from, to } => write!(f, " (latency from {from} to {to})")?,
+            Binding::Compute { bytes, gbps } => write!(
+                f,
+                " (folds: {} over {} GB/s)",
+                megabytes(*bytes),
+                figure(*gbps)
+            )?,
+        }
+        if self.splits == Splits::Few {
+            f.write_str(" [over 16 devices: single-device, all-but-one and per-kind cuts only]")?;
+        }
+        Ok(())
+    }
+}
+
+/// `4.2 MB`, `65.5 kB`, `512 B`.
+fn megabytes(bytes: f64) -> String {
+    if bytes >= 1e6 {
+        format!("{:.1} MB", bytes / 1e6)
+    } else if bytes >= 1e3 {
+        format!("{:.1} kB", bytes / 1e3)
+    } else {
+        format!("{bytes:.0} B")
+    }
+}
+
+/// A rate with as many digits as it needs: `11`, `14.5`, `0.25`.
+fn figure(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests;

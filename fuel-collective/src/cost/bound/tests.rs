@@ -1,0 +1,167 @@
+//! Tests of [`super::bound`]: the worked example of the notes, each term
+//! binding where it should, every collective's cut, a device no link
+//! reaches, and the large-group path.
+
+use super::*;
+
+fn d(s: &str) -> Device {
+    s.parse().unwrap()
+}
+
+const M4: usize = 4 << 20;
+
+#[test]
+fn worked_example_binds_on_the_cut_around_vulkan() {
+    // [cuda:0, vulkan:0, cpu:0], 4 MiB all-reduce, default figures: the
+    // Vulkan device takes its reduced shard in over the host-vulkan link,
+    // at its deferred rate (15 GB/s) at best.
+    let group = [d("cuda:0"), d("vulkan:0"), d("cpu:0")];
+    let b = bound(
+        &Collective::AllReduce { bytes: M4 },
+        &group,
+        &Topology::default(),
+    )
+    .unwrap();
+    let want = M4 as f64 / 15e3;
+    assert!((b.us - want).abs() < 1e-6, "{b}");
+    match &b.binding {
+        Binding::Cut { side, .. } => assert_eq!(side, &[d("vulkan:0")]),
+        other => panic!("expected a cut, got {other:?}"),
+    }
+    let text = b.to_string();
+    assert!(text.contains("the cut {vulkan:0}: 4.2 MB over 15 GB/s"), "{text}");
+    assert_eq!(b.splits, Splits::Every);
+}
+
+#[test]
+fn cpus_share_buffers_so_the_folds_bind() {
+    // Host arenas share buffers: no cut costs anything, and the inline
+    // runner folds on one thread: 3 shards' bytes at 14 GB/s.
+    let group = [d("cpu:0"), d("cpu:1"), d("cpu:2"), d("cpu:3")];
+    let b = bound(
+        &Collective::AllReduce { bytes: M4 },
+        &group,
+        &Topology::default(),
+    )
+    .unwrap();
+    assert!(matches!(b.binding, Binding::Compute { .. }), "{b}");
+    assert!((b.us - 3.0 * M4 as f64 / 14e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
+fn small_messages_bind_on_latency() {
+    let group = [d("cuda:0"), d("cuda:1")];
+    let b = bound(
+        &Collective::AllReduce { bytes: 64 },
+        &group,
+        &Topology::default(),
+    )
+    .unwrap();
+    // cuda:0 -> cpu:0 -> cuda:1: the download may be deferred into a host
+    // fold (no fixed cost), the upload is a real copy (10 us).
+    assert!(matches!(b.binding, Binding::Latency { .. }), "{b}");
+    assert!((b.us - 10.0).abs() < 1e-9, "{b}");
+}
+
+#[test]
+fn every_collective_has_its_own_cut() {
+    let t = Topology::default();
+    let group = [d("cuda:0"), d("cuda:1")];
+    let bw = 25e3; // host-cuda, bytes per microsecond
+    let cases = [
+        (Collective::AllReduce { bytes: M4 }, M4 as f64),
+        (Collective::Reduce { bytes: M4, root: 1 }, M4 as f64),
+        (Collective::Broadcast { bytes: M4, root: 0 }, M4 as f64),
+        (
+            Collective::AllGather {
+                shards: vec![M4, 2 * M4],
+            },
+            2.0 * M4 as f64,
+        ),
+        (
+            Collective::ReduceScatter {
+                bytes: M4,
+                shares: vec![M4 / 4, 3 * M4 / 4],
+            },
+            0.75 * M4 as f64,
+        ),
+        (
+            Collective::AllToAll {
+                sends: vec![0, M4, 3 * M4, 0],
+            },
+            3.0 * M4 as f64,
+        ),
+    ];
+    for (c, bytes) in cases {
+        let b = bound(&c, &group, &t).unwrap();
+        // Each side of two CUDA devices without peers takes bytes in from
+        // the host at 25 GB/s (the relay, on either side).
+        assert!((b.us - bytes / bw).abs() < 1e-6, "{c:?}: {b}");
+    }
+}
+
+#[test]
+fn peers_raise_the_cut() {
+    let group = [d("cuda:0"), d("cuda:1")];
+    let t = Topology::default().with_peer(0, 1);
+    let b = bound(&Collective::AllReduce { bytes: M4 }, &group, &t).unwrap();
+    assert!((b.us - M4 as f64 / 100e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
+fn a_device_no_link_reaches_is_an_error_naming_it() {
+    let group = [d("cuda:0"), d("vulkan:0")];
+    let mut net = Network::new(&group, &Topology::default(), M4);
+    // Cut every link into vulkan:0.
+    let n = net.devices.len();
+    for u in 0..n {
+        net.cap[u * n + 1] = 0.0;
+    }
+    let e = bound_on(&net, &Collective::AllReduce { bytes: M4 }, &group).unwrap_err();
+    assert_eq!(
+        e,
+        BoundError::Unreachable {
+            device: d("vulkan:0")
+        }
+    );
+    let text = e.to_string();
+    assert!(text.contains("vulkan:0") && text.contains("infinite"), "{text}");
+}
+
+#[test]
+fn a_large_group_tries_few_splits_and_says_so() {
+    let group: Vec<Device> = (0..20).map(Device::cuda).collect();
+    let b = bound(
+        &Collective::AllReduce { bytes: M4 },
+        &group,
+        &Topology::default(),
+    )
+    .unwrap();
+    assert_eq!(b.splits, Splits::Few);
+    assert!(b.to_string().contains("over 16 devices"), "{b}");
+    assert!((b.us - M4 as f64 / 25e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
+fn shapes_that_do_not_fit_the_group_are_errors() {
+    let group = [d("cpu:0"), d("cpu:1")];
+    let e = bound(
+        &Collective::AllGather { shards: vec![1] },
+        &group,
+        &Topology::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, BoundError::Shape(_)), "{e}");
+}
+
+#[test]
+fn one_rank_needs_nothing() {
+    let b = bound(
+        &Collective::AllReduce { bytes: M4 },
+        &[d("cuda:0")],
+        &Topology::default(),
+    )
+    .unwrap();
+    assert_eq!(b.binding, Binding::Nothing);
+    assert_eq!(b.us, 0.0);
+}
