@@ -35,7 +35,8 @@
 //! step of this collective can have: a copy's bandwidth or, where the
 //! executor may defer the copy into the fold that reads it, the deferred
 //! rate; a copy between two host arenas is free (the executor shares the
-//! buffer). So the bound is a lower bound of the model's estimate of every
+//! buffer), and so is one from the host into a Vulkan device (which
+//! imports the host's buffer). So the bound is a lower bound of the model's estimate of every
 //! candidate, which the property test `bound_props` checks, and the
 //! estimate over the bound says how much a better schedule could save.
 
@@ -344,13 +345,13 @@ impl Network {
     /// outside, summed.
     fn intake(&self, inside: &[bool]) -> f64 {
         let n = self.devices.len();
+        let outside: Vec<usize> = (0..n).filter(|u| !inside[*u]).collect();
         let mut total = 0.0;
         for v in (0..n).filter(|v| inside[*v]) {
-            let best = (0..n)
-                .filter(|u| !inside[*u])
-                .map(|u| self.cap(u, v))
+            total += outside
+                .iter()
+                .map(|u| self.cap(*u, v))
                 .fold(0.0, f64::max);
-            total += best;
         }
         total
     }
@@ -363,8 +364,10 @@ fn link_rate(topo: &Topology, a: Device, b: Device, floor: usize) -> Option<(f64
         return None;
     }
     let class = topo.link_class(a, b)?;
-    if class == LinkClass::HostHost {
-        // Host arenas share the buffer: nothing moves.
+    if class == LinkClass::HostHost || (a.is_cpu() && b.kind == DeviceKind::Vulkan) {
+        // Host arenas share the buffer, and a Vulkan device imports a host
+        // buffer of a page or more (`plan::Caps::imports_host`): nothing
+        // moves.
         return Some((f64::INFINITY, 0.0));
     }
     let link = topo.link(class);
