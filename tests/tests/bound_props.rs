@@ -1,8 +1,9 @@
 //! Property test of the lower bound (`fuel_collective::cost::bound`,
 //! issue 35): on random topologies (link curves, latencies, deferred
 //! rates, fold throughputs, runners, peers, drivers, a staging CPU, host
-//! memory and cores) and random groups, every candidate of every
-//! collective (`auto` estimates every algorithm's) is estimated at or
+//! memory and cores), random groups and options (the tree's arity, values
+//! relayed in pieces), every candidate of every collective (`auto`
+//! estimates every algorithm's) is estimated at or
 //! above the bound. An estimate below it is a bug in the cost model or in
 //! the bound; the failure names the topology, the collective, the
 //! candidate and both figures.
@@ -105,6 +106,8 @@ struct Case {
     kind: usize,
     elements: usize,
     root: usize,
+    /// The pass's options: the tree's arity, relayed values in pieces.
+    options: &'static str,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -114,8 +117,9 @@ fn case() -> impl Strategy<Value = Case> {
         0..7usize,
         prop::sample::select(vec![16usize, 4096, 65536, 1 << 20, 4 << 20]),
         any::<prop::sample::Index>(),
+        prop::sample::select(vec!["", "{arity=3}", "{chunks=4}", "{chunks=auto}"]),
     )
-        .prop_map(|(topology, devs, kind, elements, root)| {
+        .prop_map(|(topology, devs, kind, elements, root, options)| {
             let devs: Vec<Device> = devs.into_iter().map(|i| POOL[i]).collect();
             Case {
                 root: root.index(devs.len()),
@@ -123,6 +127,7 @@ fn case() -> impl Strategy<Value = Case> {
                 devs,
                 kind,
                 elements,
+                options,
             }
         })
 }
@@ -166,7 +171,7 @@ proptest! {
         let mut g = record(&c);
         let pm = fuel_collective::run_pipeline(
             &mut g,
-            "lower-collectives",
+            &format!("lower-collectives{}", c.options),
             Arc::new(topo),
             DebugOptions::default(),
         )

@@ -392,7 +392,7 @@ use terms::{cut_term, latency_term, Demand};
 
 impl fmt::Display for Bound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.2}us", self.us)?;
+        write!(f, "{}us", micros(self.us))?;
         match &self.binding {
             Binding::Nothing => f.write_str(" (nothing to move)")?,
             Binding::Cut { side, bytes, gbps } => {
@@ -418,6 +418,16 @@ impl fmt::Display for Bound {
         }
         Ok(())
     }
+}
+
+/// Microseconds with two decimals, or three significant digits under one
+/// (`381.33`, `0.00123`): a tiny bound still reads as a figure.
+fn micros(us: f64) -> String {
+    if us >= 1.0 || us <= 0.0 {
+        return format!("{us:.2}");
+    }
+    let decimals = (2.0 - us.log10().floor()).clamp(2.0, 12.0) as usize;
+    format!("{us:.decimals$}")
 }
 
 /// `4.2 MB`, `65.5 kB`, `512 B`.
