@@ -40,14 +40,22 @@ fn curve() -> impl Strategy<Value = String> {
             return v[0].to_string();
         }
         let sizes = ["64K", "1M", "4M"];
-        let parts: Vec<String> = v.iter().zip(sizes).map(|(g, s)| format!("{s}:{g}")).collect();
+        let parts: Vec<String> = v
+            .iter()
+            .zip(sizes)
+            .map(|(g, s)| format!("{s}:{g}"))
+            .collect();
         parts.join(",")
     })
 }
 
 /// A random topology file.
 fn topology() -> impl Strategy<Value = String> {
-    let link = (curve(), figure(0.1, 50.0), prop::option::of(figure(0.1, 500.0)));
+    let link = (
+        curve(),
+        figure(0.1, 50.0),
+        prop::option::of(figure(0.1, 500.0)),
+    );
     (
         prop::collection::vec(link, 5),
         prop::collection::vec((curve(), figure(0.1, 50.0)), 3),
@@ -55,48 +63,56 @@ fn topology() -> impl Strategy<Value = String> {
         (any::<bool>(), any::<bool>(), any::<bool>(), 0..3usize),
         (any::<bool>(), any::<bool>(), prop::option::of(1..8u32)),
     )
-        .prop_map(|(links, folds, runner, (p01, p12, staging1, drivers), (hm, hk, cores))| {
-            let mut s = String::new();
-            let classes = ["same-device", "host-host", "host-cuda", "host-vulkan", "cuda-peer"];
-            for (class, (bw, lat, deferred)) in classes.iter().zip(links) {
-                s += &format!("link {class} bandwidth={bw} latency={lat}");
-                if let Some(d) = deferred {
-                    s += &format!(" deferred={d}");
+        .prop_map(
+            |(links, folds, runner, (p01, p12, staging1, drivers), (hm, hk, cores))| {
+                let mut s = String::new();
+                let classes = [
+                    "same-device",
+                    "host-host",
+                    "host-cuda",
+                    "host-vulkan",
+                    "cuda-peer",
+                ];
+                for (class, (bw, lat, deferred)) in classes.iter().zip(links) {
+                    s += &format!("link {class} bandwidth={bw} latency={lat}");
+                    if let Some(d) = deferred {
+                        s += &format!(" deferred={d}");
+                    }
+                    s.push('\n');
                 }
-                s.push('\n');
-            }
-            for (kind, (gbps, fixed)) in ["cpu", "cuda", "vulkan"].iter().zip(folds) {
-                s += &format!("reduce {kind} {gbps} fixed={fixed}\n");
-            }
-            s += &format!(
-                "runner threaded step={} dispatch={}\nrunner inline step={}\n",
-                runner.0, runner.2, runner.1
-            );
-            if p01 {
-                s += "peer cuda:0 cuda:1\n";
-            }
-            if p12 {
-                s += "peer cuda:1 cuda:2\n";
-            }
-            if staging1 {
-                s += "staging cpu:1\n";
-            }
-            if drivers >= 1 {
-                s += "driver cpu\n";
-            }
-            if drivers >= 2 {
-                s += "driver cuda\n";
-            }
-            if hk {
-                s += "host-kernels vulkan\n";
-            } else if hm {
-                s += "host-memory vulkan\n";
-            }
-            if let Some(n) = cores {
-                s += &format!("cores {n} handoff=1\n");
-            }
-            s
-        })
+                for (kind, (gbps, fixed)) in ["cpu", "cuda", "vulkan"].iter().zip(folds) {
+                    s += &format!("reduce {kind} {gbps} fixed={fixed}\n");
+                }
+                s += &format!(
+                    "runner threaded step={} dispatch={}\nrunner inline step={}\n",
+                    runner.0, runner.2, runner.1
+                );
+                if p01 {
+                    s += "peer cuda:0 cuda:1\n";
+                }
+                if p12 {
+                    s += "peer cuda:1 cuda:2\n";
+                }
+                if staging1 {
+                    s += "staging cpu:1\n";
+                }
+                if drivers >= 1 {
+                    s += "driver cpu\n";
+                }
+                if drivers >= 2 {
+                    s += "driver cuda\n";
+                }
+                if hk {
+                    s += "host-kernels vulkan\n";
+                } else if hm {
+                    s += "host-memory vulkan\n";
+                }
+                if let Some(n) = cores {
+                    s += &format!("cores {n} handoff=1\n");
+                }
+                s
+            },
+        )
 }
 
 #[derive(Clone, Debug)]

@@ -25,6 +25,12 @@
 //!   device; the bytes take at least the fixed costs of the hops between
 //!   them: the longest, over such pairs, of the cheapest path's fixed
 //!   costs.
+//! - **The host-memory term.** Where every device keeps its data in host
+//!   memory (CPUs, `host-memory` kinds) and no collective driver serves
+//!   them, a reduction's folds read every shard and write the result in
+//!   it, and an all-reduce's result is copied to every other CPU (an
+//!   output is never a shared buffer), all at the host's memory bandwidth
+//!   (twice a host-to-host copy's, as the cost model counts it).
 //! - **The compute term.** A reduction of `n` shards reads at least
 //!   `(n-1)` shards' bytes in folds; the folds cannot read faster than
 //!   every device that can fold, together (or one at a time, where every
@@ -153,6 +159,14 @@ pub enum Binding {
         /// Where a result that depends on it goes.
         to: Device,
     },
+    /// The bytes a reduction reads and writes in host memory, over its
+    /// bandwidth, where every device keeps its data there.
+    Memory {
+        /// Bytes read and written.
+        bytes: f64,
+        /// GB/s of host memory, reads and writes together.
+        gbps: f64,
+    },
     /// The bytes every fold together must read, over the devices' fold
     /// throughputs together.
     Compute {
@@ -252,6 +266,9 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
         let gbps = net.fold_gbps();
         take(fold / (gbps * 1e3), Binding::Compute { bytes: fold, gbps });
     }
+    if let (Some(gbps), Some(bytes)) = (net.memory, memory_bytes(net, c, group)) {
+        take(bytes / (gbps * 1e3), Binding::Memory { bytes, gbps });
+    }
     Ok(best)
 }
 
@@ -271,6 +288,10 @@ struct Network {
     hop_us: Vec<f64>,
     /// GB/s of fold input per device.
     fold: Vec<f64>,
+    /// GB/s of host memory (reads and writes together) where every node
+    /// keeps its data in host memory and no collective driver serves one
+    /// of their kinds (a driver's traffic is its own); else `None`.
+    memory: Option<f64>,
 }
 
 /// The best a curve gives at `floor` bytes or more.
@@ -311,7 +332,12 @@ impl Network {
             .iter()
             .map(|d| best_from(&topo.compute(d.kind).gbps, floor))
             .collect();
+        let host_only = devices
+            .iter()
+            .all(|d| topo.in_host_memory(d.kind) && !topo.drivers.contains(&d.kind));
+        let hh = best_from(&topo.link(LinkClass::HostHost).bandwidth, floor);
         Network {
+            memory: host_only.then_some(2.0 * hh),
             devices,
             relay,
             cap,
@@ -348,10 +374,7 @@ impl Network {
         let outside: Vec<usize> = (0..n).filter(|u| !inside[*u]).collect();
         let mut total = 0.0;
         for v in (0..n).filter(|v| inside[*v]) {
-            total += outside
-                .iter()
-                .map(|u| self.cap(*u, v))
-                .fold(0.0, f64::max);
+            total += outside.iter().map(|u| self.cap(*u, v)).fold(0.0, f64::max);
         }
         total
     }
@@ -387,6 +410,32 @@ fn link_rate(topo: &Topology, a: Device, b: Device, floor: usize) -> Option<(f64
     }
 }
 
+/// Bytes a reduction reads and writes in host memory at the least, on a
+/// network whose every node keeps its data there: the folds read the `n`
+/// shards and write the result once (`(n+1)` shards' bytes), and an
+/// all-reduce's result reaches every other CPU by a copy, which reads and
+/// writes it (an output is never a shared buffer; a Vulkan device may
+/// import its result, so only CPUs count). `None` for the collectives that
+/// fold nothing.
+fn memory_bytes(net: &Network, c: &Collective, group: &[Device]) -> Option<f64> {
+    let n = group.len() as f64;
+    match c {
+        Collective::AllReduce { bytes } => {
+            let cpus = net.devices[..net.nodes()]
+                .iter()
+                .filter(|d| d.is_cpu())
+                .count();
+            let copies = cpus.saturating_sub(1) as f64;
+            Some((n + 1.0 + 2.0 * copies) * *bytes as f64)
+        }
+        Collective::Reduce { bytes, .. } | Collective::ReduceScatter { bytes, .. } => {
+            Some((n + 1.0) * *bytes as f64)
+        }
+        _ => None,
+    }
+    .filter(|b| *b > 0.0 && group.len() > 1)
+}
+
 mod terms;
 use terms::{cut_term, latency_term, Demand};
 
@@ -406,6 +455,12 @@ impl fmt::Display for Bound {
                 write!(f, "}}: {} over {} GB/s)", megabytes(*bytes), figure(*gbps))?;
             }
             Binding::Latency { from, to } => write!(f, " (latency from {from} to {to})")?,
+            Binding::Memory { bytes, gbps } => write!(
+                f,
+                " (host memory: {} over {} GB/s)",
+                megabytes(*bytes),
+                figure(*gbps)
+            )?,
             Binding::Compute { bytes, gbps } => write!(
                 f,
                 " (folds: {} over {} GB/s)",

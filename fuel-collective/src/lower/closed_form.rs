@@ -526,7 +526,8 @@ impl<'a> RingShape<'a> {
                 by_len.push((len, self.price_positions(tally, self.bytes(len))));
             }
             let pos_of = &by_len.iter().find(|(l, _)| *l == len)?.1;
-            let is_view = |pos: usize| slice_is_view(self.dev(pos), &site.ty, self.axis, start, len);
+            let is_view =
+                |pos: usize| slice_is_view(self.dev(pos), &site.ty, self.axis, start, len);
             // Each position's piece of the chunk: a view where it is one run.
             let slice = |pos: usize| {
                 let p = &pos_of[pos];

@@ -5,10 +5,10 @@
 //! is made; every algorithm and the estimator then work from this value, not
 //! from the node (which the pass removes at the end).
 
+use crate::cost::bound::Collective;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::op::scatter_extents;
 use fuel_graph_ext::pass::PassError;
-use crate::cost::bound::Collective;
 use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, TensorType};
 
 /// Each rank's `(start, len)` along a `reduce_scatter`'s axis.
@@ -222,9 +222,7 @@ impl CollectiveSite {
                 }
                 Collective::AllToAll { sends }
             }
-            other => {
-                return Err(self.broken(format!("`{}` is no collective", other.mnemonic())))
-            }
+            other => return Err(self.broken(format!("`{}` is no collective", other.mnemonic()))),
         };
         Ok((c, self.devs.clone()))
     }

@@ -30,21 +30,27 @@ fn worked_example_binds_on_the_cut_around_vulkan() {
         other => panic!("expected a cut, got {other:?}"),
     }
     let text = b.to_string();
-    assert!(text.contains("the cut {cuda:0, cpu:0}: 4.2 MB over 15 GB/s"), "{text}");
+    assert!(
+        text.contains("the cut {cuda:0, cpu:0}: 4.2 MB over 15 GB/s"),
+        "{text}"
+    );
     assert_eq!(b.splits, Splits::Every);
 }
 
 #[test]
-fn cpus_share_buffers_so_the_folds_bind() {
-    // Host arenas share buffers: no cut costs anything, and the inline
-    // runner folds on one thread: 3 shards' bytes at 14 GB/s.
+fn cpus_are_bound_by_host_memory_unless_a_driver_moves_the_bytes() {
+    // Host arenas share buffers: no cut costs anything. The fold reads 4
+    // shards and writes 1, and 3 copies read and write the result: 11
+    // shards' bytes at twice the host-to-host figure (11 GB/s at 4 MiB).
     let group = [d("cpu:0"), d("cpu:1"), d("cpu:2"), d("cpu:3")];
-    let b = bound(
-        &Collective::AllReduce { bytes: M4 },
-        &group,
-        &Topology::default(),
-    )
-    .unwrap();
+    let all_reduce = Collective::AllReduce { bytes: M4 };
+    let b = bound(&all_reduce, &group, &Topology::default()).unwrap();
+    assert!(matches!(b.binding, Binding::Memory { .. }), "{b}");
+    assert!((b.us - 11.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // With the host driver, its traffic is its own: the folds bind, on
+    // one thread (the inline runner), 3 shards' bytes at 14 GB/s.
+    let driven = Topology::parse("driver cpu").unwrap();
+    let b = bound(&all_reduce, &group, &driven).unwrap();
     assert!(matches!(b.binding, Binding::Compute { .. }), "{b}");
     assert!((b.us - 3.0 * M4 as f64 / 14e3).abs() < 1e-6, "{b}");
 }
@@ -126,7 +132,10 @@ fn a_device_no_link_reaches_is_an_error_naming_it() {
         }
     );
     let text = e.to_string();
-    assert!(text.contains("vulkan:0") && text.contains("infinite"), "{text}");
+    assert!(
+        text.contains("vulkan:0") && text.contains("infinite"),
+        "{text}"
+    );
 }
 
 #[test]
