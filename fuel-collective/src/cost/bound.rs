@@ -167,6 +167,10 @@ pub enum Binding {
         /// GB/s of host memory, reads and writes together.
         gbps: f64,
     },
+    /// The least time of the host driver's ring, which moves an all-CPU
+    /// all-reduce's bytes outside the host-memory count, where that is
+    /// below the host-memory term.
+    HostDriver,
     /// The bytes every fold together must read, over the devices' fold
     /// throughputs together.
     Compute {
@@ -267,7 +271,23 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
         take(fold / (gbps * 1e3), Binding::Compute { bytes: fold, gbps });
     }
     if let (Some(gbps), Some(bytes)) = (net.memory, memory_bytes(net, c, group)) {
-        take(bytes / (gbps * 1e3), Binding::Memory { bytes, gbps });
+        let us = bytes / (gbps * 1e3);
+        match (net.cpu_driver, c) {
+            // The host driver's ring, on the caller's thread for every
+            // rank: 2(k-1) shards over the host-to-host link (half the
+            // memory figure) and (k-1) shards folded.
+            (true, Collective::AllReduce { bytes: m }) => {
+                let k = group.len() as f64 - 1.0;
+                let driver = 4.0 * k * *m as f64 / (gbps * 1e3) + fold / (net.fold_gbps() * 1e3);
+                if driver < us {
+                    take(driver, Binding::HostDriver);
+                } else {
+                    take(us, Binding::Memory { bytes, gbps });
+                }
+            }
+            (true, _) => {}
+            (false, _) => take(us, Binding::Memory { bytes, gbps }),
+        }
     }
     Ok(best)
 }
@@ -290,8 +310,12 @@ struct Network {
     fold: Vec<f64>,
     /// GB/s of host memory (reads and writes together) where every node
     /// keeps its data in host memory and no collective driver serves one
-    /// of their kinds (a driver's traffic is its own); else `None`.
+    /// of their kinds but the host driver of an all-CPU group; else `None`.
     memory: Option<f64>,
+    /// Every node is a CPU and the host driver serves them: its traffic is
+    /// its own, so the host-memory term is no larger than the driver's
+    /// least time.
+    cpu_driver: bool,
 }
 
 /// The best a curve gives at `floor` bytes or more.
@@ -332,12 +356,15 @@ impl Network {
             .iter()
             .map(|d| best_from(&topo.compute(d.kind).gbps, floor))
             .collect();
+        let all_cpus = devices.iter().all(|d| d.is_cpu());
+        let cpu_driver = all_cpus && topo.drivers.contains(&DeviceKind::Cpu);
         let host_only = devices
             .iter()
             .all(|d| topo.in_host_memory(d.kind) && !topo.drivers.contains(&d.kind));
         let hh = best_from(&topo.link(LinkClass::HostHost).bandwidth, floor);
         Network {
-            memory: host_only.then_some(2.0 * hh),
+            memory: (host_only || cpu_driver).then_some(2.0 * hh),
+            cpu_driver,
             devices,
             relay,
             cap,
@@ -455,6 +482,7 @@ impl fmt::Display for Bound {
                 write!(f, "}}: {} over {} GB/s)", megabytes(*bytes), figure(*gbps))?;
             }
             Binding::Latency { from, to } => write!(f, " (latency from {from} to {to})")?,
+            Binding::HostDriver => f.write_str(" (the host driver's ring at its fastest)")?,
             Binding::Memory { bytes, gbps } => write!(
                 f,
                 " (host memory: {} over {} GB/s)",

@@ -47,12 +47,19 @@ fn cpus_are_bound_by_host_memory_unless_a_driver_moves_the_bytes() {
     let b = bound(&all_reduce, &group, &Topology::default()).unwrap();
     assert!(matches!(b.binding, Binding::Memory { .. }), "{b}");
     assert!((b.us - 11.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
-    // With the host driver, its traffic is its own: the folds bind, on
-    // one thread (the inline runner), 3 shards' bytes at 14 GB/s.
+    // With the host driver, its traffic is its own: the term is the
+    // least of the memory's and the driver's ring (2(k-1) shards over the
+    // host link, (k-1) folded), which costs more here...
     let driven = Topology::parse("driver cpu").unwrap();
     let b = bound(&all_reduce, &group, &driven).unwrap();
-    assert!(matches!(b.binding, Binding::Compute { .. }), "{b}");
-    assert!((b.us - 3.0 * M4 as f64 / 14e3).abs() < 1e-6, "{b}");
+    assert!((b.us - 11.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // ...and less over two CPUs that fold fast: 2 shards over the link
+    // and one folded, against 5 shards in host memory.
+    let fast = Topology::parse("driver cpu\nreduce cpu 1000").unwrap();
+    let b = bound(&all_reduce, &group[..2], &fast).unwrap();
+    let ring = 2.0 * M4 as f64 / 11e3 + M4 as f64 / 1000e3;
+    assert!((b.us - ring).abs() < 1e-6, "{b}");
+    assert_eq!(b.binding, Binding::HostDriver);
 }
 
 #[test]
