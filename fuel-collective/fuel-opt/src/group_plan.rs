@@ -92,11 +92,13 @@ pub fn plan(
         "est/bound"
     )?;
     let topo = Arc::new(topo);
+    let mut ratios: Vec<(usize, f64)> = Vec::with_capacity(sizes.len());
     for &bytes in sizes {
         let row = decide(collective, devices, bytes, &topo)?;
         let bound = row.bound_us()?;
         let d = &row.decision;
         let est = d.estimate().map_or(0.0, |e| e.total_us());
+        ratios.extend(d.over_bound().map(|r| (bytes, r)));
         let ratio = d
             .over_bound()
             .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
@@ -124,7 +126,29 @@ pub fn plan(
             cands.join(", ")
         )?;
     }
+    outln!("{}", summary(&ratios))?;
     Ok(())
+}
+
+/// The last line: `auto`'s estimate over the bound, its median over the
+/// sizes and its largest from 4 MiB up.
+fn summary(ratios: &[(usize, f64)]) -> String {
+    let mut all: Vec<f64> = ratios.iter().map(|r| r.1).collect();
+    all.sort_by(f64::total_cmp);
+    let median = match all.len() {
+        0 => return "# est/bound: none (no positive bound)".to_string(),
+        n if n % 2 == 1 => all[n / 2],
+        n => (all[n / 2 - 1] + all[n / 2]) / 2.0,
+    };
+    let large = ratios
+        .iter()
+        .filter(|r| r.0 >= 4 << 20)
+        .map(|r| r.1)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    match large {
+        Some(max) => format!("# est/bound: median {median:.2}, largest from 4M up {max:.2}"),
+        None => format!("# est/bound: median {median:.2}"),
+    }
 }
 
 /// What binds, out of a bound's text (`381.33us (the cut {..}: ..)`):

@@ -16,7 +16,11 @@
 //! faster of one thread and the CPU kernels' own rayon pool). The add works
 //! on integers of the element's width, because the bound is about memory
 //! traffic, not arithmetic. `ratio = algbw / bound` says how close to that
-//! limit the collective runs. For groups with Vulkan devices the bound adds
+//! limit the collective runs. `model_bound_us` is the cost model's lower
+//! bound on any schedule of the lowered collectives
+//! (`fuel_collective::cost::bound`), each one's summed.
+//!
+//! For groups with Vulkan devices the bound adds
 //! each Vulkan device's own download and upload of the bytes per rank
 //! ([`staging_bound_us`]): the staging-copy bound. It calls the backend's
 //! `download`/`upload`, so it follows whatever path the backend takes (a
@@ -152,6 +156,10 @@ pub struct Row {
     pub wrong: usize,
     /// The host bound, GB/s.
     pub bound: f64,
+    /// The cost model's lower bound on any schedule
+    /// (`fuel_collective::cost::bound`), microseconds: each lowered
+    /// collective's, summed.
+    pub model_bound_us: f64,
 }
 
 /// Runs the benchmark.
@@ -210,7 +218,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
     let progress = std::io::stderr().is_terminal();
     if a.csv {
         outln!(
-            "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio"
+            "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio,model_bound_us"
         )?;
     } else {
         let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
@@ -233,7 +241,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             }
         )?;
         outln!(
-            "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6}",
+            "#{:>11} {:>10} {:>6} {:>6} {:>14} {:>10} {:>12} {:>12} {:>7} {:>12} {:>6} {:>14}",
             "size",
             "count",
             "type",
@@ -244,7 +252,8 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             "busbw(GB/s)",
             "#wrong",
             "bound(GB/s)",
-            "ratio"
+            "ratio",
+            "model_bound_us"
         )?;
     }
     let mut plotted: Vec<Row> = Vec::new();
@@ -286,7 +295,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
             };
             if a.csv {
                 outln!(
-                    "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3}",
+                    "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3},{:.2}",
                     row.size,
                     row.count,
                     dtype,
@@ -297,12 +306,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
                     row.busbw,
                     row.wrong,
                     row.bound,
-                    ratio
+                    ratio,
+                    row.model_bound_us
                 )?;
             } else {
                 outln!(
-                " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2}",
-                row.size, row.count, dtype.as_str(), op.as_str(), row.algorithm, row.time_us, row.algbw, row.busbw, row.wrong, row.bound, ratio
+                " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2} {:>14.1}",
+                row.size, row.count, dtype.as_str(), op.as_str(), row.algorithm, row.time_us, row.algbw, row.busbw, row.wrong, row.bound, ratio, row.model_bound_us
             )?;
             }
             plotted.push(row);
@@ -419,7 +429,20 @@ pub fn measure(
         busbw,
         wrong,
         bound,
+        model_bound_us: model_bound_us(&decisions),
     })
+}
+
+/// The cost model's lower bound of a lowering's collectives, summed
+/// (0 where a collective has none).
+fn model_bound_us(decisions: &[fuel_collective::Decision]) -> f64 {
+    decisions
+        .iter()
+        .filter_map(|d| match d.candidates.bound() {
+            Some(Ok(b)) => Some(b.us),
+            _ => None,
+        })
+        .sum()
 }
 
 /// For a compile refused for its size, the largest power of two bytes per
