@@ -2,7 +2,7 @@
 //! issue 35): on random topologies (link curves, latencies, deferred
 //! rates, fold throughputs, runners, peers, drivers, a staging CPU, host
 //! memory and cores), random groups and options (the tree's arity, values
-//! relayed in pieces), every candidate of every collective (`auto`
+//! relayed in pieces) and f16 means folded in f32, every candidate of every collective (`auto`
 //! estimates every algorithm's) is estimated at or
 //! above the bound. An estimate below it is a bug in the cost model or in
 //! the bound; the failure names the topology, the collective, the
@@ -124,6 +124,8 @@ struct Case {
     root: usize,
     /// The pass's options: the tree's arity, relayed values in pieces.
     options: &'static str,
+    /// An f16 mean, which the pass folds in an f32 accumulator.
+    narrow_mean: bool,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -134,18 +136,22 @@ fn case() -> impl Strategy<Value = Case> {
         prop::sample::select(vec![16usize, 4096, 65536, 1 << 20, 4 << 20]),
         any::<prop::sample::Index>(),
         prop::sample::select(vec!["", "{arity=3}", "{chunks=4}", "{chunks=auto}"]),
+        any::<bool>(),
     )
-        .prop_map(|(topology, devs, kind, elements, root, options)| {
-            let devs: Vec<Device> = devs.into_iter().map(|i| POOL[i]).collect();
-            Case {
-                root: root.index(devs.len()),
-                topology,
-                devs,
-                kind,
-                elements,
-                options,
-            }
-        })
+        .prop_map(
+            |(topology, devs, kind, elements, root, options, narrow_mean)| {
+                let devs: Vec<Device> = devs.into_iter().map(|i| POOL[i]).collect();
+                Case {
+                    root: root.index(devs.len()),
+                    topology,
+                    devs,
+                    kind,
+                    elements,
+                    options,
+                    narrow_mean,
+                }
+            },
+        )
 }
 
 /// The case's collective, recorded through a `DeviceGroup`.
@@ -154,21 +160,24 @@ fn record(c: &Case) -> fuel_graph_ext::Graph {
     let lg = LazyGraph::new("bound");
     let group = DeviceGroup::new(c.devs.iter().copied()).unwrap();
     let even = c.elements.div_ceil(n) * n;
-    let ty = TensorType::new(DType::F32, &[even]);
+    let (dtype, op) = if c.narrow_mean {
+        (DType::F16, ReduceOp::Mean)
+    } else {
+        (DType::F32, ReduceOp::Sum)
+    };
+    let ty = TensorType::new(dtype, &[even]);
     let s = shards(&lg, &c.devs, &ty);
     let outs = match c.kind {
-        0 => group.all_reduce(&s, ReduceOp::Sum).unwrap(),
-        1 => vec![group.reduce(&s, ReduceOp::Sum, c.root).unwrap()],
+        0 => group.all_reduce(&s, op).unwrap(),
+        1 => vec![group.reduce(&s, op, c.root).unwrap()],
         2 => group.broadcast(&s[c.root], c.root).unwrap(),
         3 => group.all_gather(&s, 0).unwrap(),
-        4 => group.reduce_scatter(&s, ReduceOp::Sum, 0).unwrap(),
+        4 => group.reduce_scatter(&s, op, 0).unwrap(),
         5 => {
             // Uneven: rank 0 gets the most.
             let mut split = vec![even / (2 * n); n];
             split[0] = even - split[1..].iter().sum::<usize>();
-            group
-                .reduce_scatter_split(&s, ReduceOp::Sum, 0, &split)
-                .unwrap()
+            group.reduce_scatter_split(&s, op, 0, &split).unwrap()
         }
         _ => group.all_to_all(&s, 0, None).unwrap(),
     };

@@ -111,6 +111,25 @@ impl Collective {
         }
     }
 
+    /// The largest tensor a lowering of it has, which caps the working
+    /// size its steps are priced at: an operand or a result (a `Mean`'s
+    /// wider accumulator is already its type here).
+    fn ceiling(&self) -> usize {
+        match self {
+            Collective::AllReduce { bytes }
+            | Collective::Reduce { bytes, .. }
+            | Collective::Broadcast { bytes, .. }
+            | Collective::ReduceScatter { bytes, .. } => *bytes,
+            Collective::AllGather { shards } => shards.iter().sum(),
+            Collective::AllToAll { sends } => {
+                let n = (sends.len() as f64).sqrt() as usize;
+                let row = |i: usize| sends[i * n..(i + 1) * n].iter().sum::<usize>();
+                let col = |j: usize| (0..n).map(|i| sends[i * n + j]).sum::<usize>();
+                (0..n).map(|i| row(i).max(col(i))).max().unwrap_or(0)
+            }
+        }
+    }
+
     /// Bytes that must be folded: `(n-1)` shards' worth, for a reduction.
     fn fold_bytes(&self, ranks: usize) -> f64 {
         let others = ranks.saturating_sub(1) as f64;
@@ -236,7 +255,22 @@ pub fn bound(
     group: &[Device],
     topo: &Topology,
 ) -> Result<Bound, BoundError> {
-    let net = Network::new(group, topo, collective.floor());
+    bound_widened(collective, group, topo, 1)
+}
+
+/// [`bound`] of a collective whose byte counts are its narrow type's and
+/// which a lowering may fold in an accumulator `widen` times as wide (a
+/// `Mean` of f16 folded in f32: `widen` 2): its bytes may cross devices
+/// narrow, but its steps may be priced at the wide tensors' size.
+pub fn bound_widened(
+    collective: &Collective,
+    group: &[Device],
+    topo: &Topology,
+    widen: usize,
+) -> Result<Bound, BoundError> {
+    let ceiling = collective.ceiling().saturating_mul(widen.max(1));
+    let sizes = (collective.floor(), ceiling);
+    let net = Network::new(group, topo, sizes);
     bound_on(&net, collective, group)
 }
 
@@ -318,20 +352,30 @@ struct Network {
     cpu_driver: bool,
 }
 
-/// The best a curve gives at `floor` bytes or more.
-fn best_from(curve: &fuel_graph_ext::topology::Curve, floor: usize) -> f64 {
+/// The best a curve gives between `floor` and `ceiling` bytes (from
+/// `floor` up with no ceiling).
+fn best_in(
+    curve: &fuel_graph_ext::topology::Curve,
+    (floor, ceiling): (usize, Option<usize>),
+) -> f64 {
+    let top = ceiling.unwrap_or(usize::MAX).max(floor);
     curve
         .points()
         .iter()
-        .filter(|(size, _)| *size > floor)
+        .filter(|(size, _)| *size > floor && *size < top)
         .map(|p| p.1)
+        .chain(ceiling.map(|c| curve.at(c.max(floor).max(1))))
         .fold(curve.at(floor.max(1)), f64::max)
 }
 
 impl Network {
-    /// The network of `group` on `topo`, rates at their best from `floor`
-    /// bytes up.
-    fn new(group: &[Device], topo: &Topology, floor: usize) -> Network {
+    /// The network of `group` on `topo`, rates at their best over the
+    /// working sizes its steps can be priced at (`sizes`: the smallest
+    /// and the largest; host memory from the smallest up, since its
+    /// figure is taken at the size of all the traffic).
+    fn new(group: &[Device], topo: &Topology, sizes: (usize, usize)) -> Network {
+        let (floor, ceiling) = sizes;
+        let steps = (floor, Some(ceiling));
         let mut devices: Vec<Device> = Vec::with_capacity(group.len() + 1);
         for d in group {
             if !devices.contains(d) {
@@ -346,7 +390,7 @@ impl Network {
         let (mut cap, mut hop_us) = (vec![0.0; n * n], vec![f64::INFINITY; n * n]);
         for (u, &a) in devices.iter().enumerate() {
             for (v, &b) in devices.iter().enumerate() {
-                if let Some((gbps, us)) = link_rate(topo, a, b, floor) {
+                if let Some((gbps, us)) = link_rate(topo, a, b, steps) {
                     cap[u * n + v] = gbps;
                     hop_us[u * n + v] = us;
                 }
@@ -354,14 +398,14 @@ impl Network {
         }
         let fold = devices
             .iter()
-            .map(|d| best_from(&topo.compute(d.kind).gbps, floor))
+            .map(|d| best_in(&topo.compute(d.kind).gbps, steps))
             .collect();
         let all_cpus = devices.iter().all(|d| d.is_cpu());
         let cpu_driver = all_cpus && topo.drivers.contains(&DeviceKind::Cpu);
         let host_only = devices
             .iter()
             .all(|d| topo.in_host_memory(d.kind) && !topo.drivers.contains(&d.kind));
-        let hh = best_from(&topo.link(LinkClass::HostHost).bandwidth, floor);
+        let hh = best_in(&topo.link(LinkClass::HostHost).bandwidth, (floor, None));
         Network {
             memory: (host_only || cpu_driver).then_some(2.0 * hh),
             cpu_driver,
@@ -409,7 +453,12 @@ impl Network {
 
 /// GB/s and fixed microseconds of a copy from `a` to `b` on `topo`, or
 /// `None` where they have no direct link (or are the same device).
-fn link_rate(topo: &Topology, a: Device, b: Device, floor: usize) -> Option<(f64, f64)> {
+fn link_rate(
+    topo: &Topology,
+    a: Device,
+    b: Device,
+    steps: (usize, Option<usize>),
+) -> Option<(f64, f64)> {
     if a == b {
         return None;
     }
@@ -421,7 +470,7 @@ fn link_rate(topo: &Topology, a: Device, b: Device, floor: usize) -> Option<(f64
         return Some((f64::INFINITY, 0.0));
     }
     let link = topo.link(class);
-    let copy = best_from(&link.bandwidth, floor);
+    let copy = best_in(&link.bandwidth, steps);
     // A copy across the host link into a host or Vulkan fold may be
     // deferred into it: no latency, the deferred rate.
     let deferrable = a.is_cpu() != b.is_cpu() && (b.is_cpu() || b.kind == DeviceKind::Vulkan);

@@ -14,7 +14,7 @@ use super::algorithm::{family, Ask, Family, Lowering, ALGORITHMS};
 use super::estimate::{EstimateKey, Scratch};
 use super::site::CollectiveSite;
 use super::{all_to_all, LowerOptions, NAME};
-use crate::cost::bound::{bound, Bound, BoundError};
+use crate::cost::bound::{bound_widened, Bound, BoundError};
 use crate::cost::Estimate;
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
@@ -81,8 +81,8 @@ impl Candidates {
 
     /// The list with the collective's lower bound beside it.
     fn with_bound(mut self, site: &CollectiveSite, topo: &Topology) -> Result<Self, PassError> {
-        let (collective, group) = site.pattern()?;
-        self.bound = Some(bound(&collective, &group, topo));
+        let (collective, group, widen) = site.pattern()?;
+        self.bound = Some(bound_widened(&collective, &group, topo, widen));
         Ok(self)
     }
 

@@ -175,7 +175,36 @@ impl CollectiveSite {
     /// What the collective moves, in bytes by rank, and its group (for a
     /// `broadcast`, the source then each destination), for
     /// [`crate::cost::bound`].
-    pub fn pattern(&self) -> Result<(Collective, Vec<Device>), Broken> {
+    ///
+    /// A `Mean` folded in a wider accumulator (`narrow`) is counted in its
+    /// narrow type, which a lowering may move; the third value is how many
+    /// times wider the accumulator is.
+    pub fn pattern(&self) -> Result<(Collective, Vec<Device>, usize), Broken> {
+        let widen = self
+            .narrow
+            .map_or(1, |d| self.ty.dtype.size_bytes() / d.size_bytes().max(1))
+            .max(1);
+        let (c, group) = self.wide_pattern()?;
+        let narrow = |b: usize| b / widen;
+        let c = match c {
+            Collective::AllReduce { bytes } => Collective::AllReduce {
+                bytes: narrow(bytes),
+            },
+            Collective::Reduce { bytes, root } => Collective::Reduce {
+                bytes: narrow(bytes),
+                root,
+            },
+            Collective::ReduceScatter { bytes, shares } => Collective::ReduceScatter {
+                bytes: narrow(bytes),
+                shares: shares.into_iter().map(narrow).collect(),
+            },
+            other => other,
+        };
+        Ok((c, group, widen))
+    }
+
+    /// [`CollectiveSite::pattern`] in the shard type as it is.
+    fn wide_pattern(&self) -> Result<(Collective, Vec<Device>), Broken> {
         let bytes = self.ty.size_bytes();
         let n = self.ranks();
         // Bytes per unit of extent along `axis` of a shard of type `ty`.

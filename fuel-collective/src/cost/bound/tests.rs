@@ -125,7 +125,7 @@ fn peers_raise_the_cut() {
 #[test]
 fn a_device_no_link_reaches_is_an_error_naming_it() {
     let group = [d("cuda:0"), d("vulkan:0")];
-    let mut net = Network::new(&group, &Topology::default(), M4);
+    let mut net = Network::new(&group, &Topology::default(), (M4, M4));
     // Cut every link into vulkan:0.
     let n = net.devices.len();
     for u in 0..n {
