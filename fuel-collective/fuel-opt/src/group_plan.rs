@@ -158,3 +158,40 @@ fn binding_words(text: &str) -> String {
         .map(|(_, rest)| rest.trim_end_matches(')').to_string())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_size_gets_candidates_a_pick_and_a_bound_at_or_under_them() {
+        let devices = [Device::cuda(0), Device::vulkan(0), Device::cpu(0)];
+        let topo = Arc::new(Topology::default());
+        for c in [
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::ReduceScatter,
+            Collective::Broadcast,
+            Collective::AllToAll,
+        ] {
+            let row = decide(c, &devices, 4 << 20, &topo).unwrap();
+            let bound = row.bound_us().unwrap();
+            assert!(bound > 0.0, "{}", c.name());
+            for cand in row.decision.candidates.iter() {
+                if let Candidate::Estimated { estimate, .. } = cand {
+                    assert!(estimate.total_us() >= bound, "{}: {}", c.name(), row.decision);
+                }
+            }
+            assert!(row.decision.over_bound().unwrap() >= 1.0);
+        }
+    }
+
+    #[test]
+    fn the_summary_gives_the_median_and_the_largest_from_4m() {
+        let m = 1 << 20;
+        let s = summary(&[(m, 3.0), (4 * m, 1.5), (8 * m, 1.2), (16 * m, 1.1)]);
+        assert_eq!(s, "# est/bound: median 1.35, largest from 4M up 1.50");
+        assert_eq!(summary(&[]), "# est/bound: none (no positive bound)");
+        assert_eq!(summary(&[(m, 2.0)]), "# est/bound: median 2.00");
+    }
+}
