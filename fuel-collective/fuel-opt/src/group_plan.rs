@@ -179,7 +179,12 @@ mod tests {
             assert!(bound > 0.0, "{}", c.name());
             for cand in row.decision.candidates.iter() {
                 if let Candidate::Estimated { estimate, .. } = cand {
-                    assert!(estimate.total_us() >= bound, "{}: {}", c.name(), row.decision);
+                    assert!(
+                        estimate.total_us() >= bound,
+                        "{}: {}",
+                        c.name(),
+                        row.decision
+                    );
                 }
             }
             assert!(row.decision.over_bound().unwrap() >= 1.0);

@@ -388,9 +388,27 @@ impl Network {
         }
         let n = devices.len();
         let (mut cap, mut hop_us) = (vec![0.0; n * n], vec![f64::INFINITY; n * n]);
+        // A link's figures depend on the two kinds and on peer access
+        // alone: worked out once per such pair, not per device pair.
+        type Rate = Option<Option<(f64, f64)>>;
+        let mut rates: [[[Rate; 2]; 3]; 3] = [[[None; 2]; 3]; 3];
+        let kind_of = |d: Device| {
+            DeviceKind::ALL
+                .iter()
+                .position(|k| *k == d.kind)
+                .unwrap_or(0)
+        };
         for (u, &a) in devices.iter().enumerate() {
             for (v, &b) in devices.iter().enumerate() {
-                if let Some((gbps, us)) = link_rate(topo, a, b, steps) {
+                if a == b {
+                    continue;
+                }
+                let peered = a.kind == DeviceKind::Cuda
+                    && b.kind == DeviceKind::Cuda
+                    && topo.has_peer(a.index, b.index);
+                let slot = &mut rates[kind_of(a)][kind_of(b)][usize::from(peered)];
+                let rate = *slot.get_or_insert_with(|| link_rate(topo, a, b, steps));
+                if let Some((gbps, us)) = rate {
                     cap[u * n + v] = gbps;
                     hop_us[u * n + v] = us;
                 }

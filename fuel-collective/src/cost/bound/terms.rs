@@ -137,6 +137,153 @@ pub(super) fn cut_term(
     demand: &Demand,
     splits: Splits,
 ) -> Result<Option<Cut>, BoundError> {
+    match splits {
+        Splits::Every => cut_every(net, demand),
+        Splits::Few => cut_few(net, demand),
+    }
+}
+
+/// The cut term over every split of at most [`super::ENUMERATE_MAX`]
+/// nodes, each a bit mask: each node's sources sorted by rate once, so a
+/// side's intake is, per node inside, the first source outside; what a
+/// side needs comes from tables built once over all masks.
+fn cut_every(net: &Network, demand: &Demand) -> Result<Option<Cut>, BoundError> {
+    let k = net.nodes();
+    let n = net.devices.len();
+    let sources: Vec<Vec<(u32, f64)>> = (0..n)
+        .map(|v| {
+            let mut s: Vec<(u32, f64)> = (0..n)
+                .filter(|u| *u != v)
+                .map(|u| (1u32 << u, net.cap(u, v)))
+                .filter(|x| x.1 > 0.0)
+                .collect();
+            s.sort_by(|a, b| b.1.total_cmp(&a.1));
+            s
+        })
+        .collect();
+    let intake = |mask: u32| -> f64 {
+        let (mut total, mut m) = (0.0, mask);
+        while m != 0 {
+            let v = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some((_, c)) = sources[v].iter().find(|(bit, _)| mask & bit == 0) {
+                total += c;
+            }
+        }
+        total
+    };
+    let need = demand.table();
+    let full = (1u32 << k) - 1;
+    let relay = net.relay.then_some(1u32 << k);
+    let mut best: Option<(f64, u32, f64, f64)> = None;
+    for mask in 1..full {
+        let bytes = need.at(mask, full);
+        if bytes <= 0.0 {
+            continue;
+        }
+        let mut gbps = intake(mask);
+        if let Some(r) = relay {
+            gbps = gbps.min(intake(mask | r));
+        }
+        if gbps <= 0.0 {
+            let device = net.devices[mask.trailing_zeros() as usize];
+            return Err(BoundError::Unreachable { device });
+        }
+        let us = bytes / (gbps * 1e3);
+        if best.is_none_or(|b| us > b.0) {
+            best = Some((us, mask, bytes, gbps));
+        }
+    }
+    Ok(best.map(|(us, mask, bytes, gbps)| {
+        let side = (0..k)
+            .filter(|v| mask & (1 << v) != 0)
+            .map(|v| net.devices[v]);
+        (us, side.collect(), bytes, gbps)
+    }))
+}
+
+/// What each mask of nodes needs, in a form read in constant time.
+enum Table<'a> {
+    /// As [`Kind::Everyone`], [`Kind::ToRoot`], [`Kind::FromRoot`].
+    Plain(&'a Kind),
+    /// Bytes of the nodes in each mask (gather: what the rest holds is
+    /// the total less it; scatter: the side's shares).
+    Sums {
+        sums: Vec<f64>,
+        total: f64,
+        gather: bool,
+    },
+    /// For an exchange: what each mask's nodes receive in all, and what
+    /// they send one another.
+    Exchange { received: Vec<f64>, inner: Vec<f64> },
+}
+
+impl Table<'_> {
+    /// Bytes the side `mask` needs (`full`: every node).
+    fn at(&self, mask: u32, full: u32) -> f64 {
+        let i = mask as usize;
+        match self {
+            Table::Plain(kind) => match kind {
+                Kind::Everyone(b) => *b,
+                Kind::ToRoot(b, root) if mask & (1 << root) != 0 && mask != full => *b,
+                Kind::FromRoot(b, root) if mask & (1 << root) == 0 => *b,
+                _ => 0.0,
+            },
+            Table::Sums {
+                sums,
+                total,
+                gather,
+            } => {
+                if *gather {
+                    total - sums[i]
+                } else {
+                    sums[i]
+                }
+            }
+            Table::Exchange { received, inner } => received[i] - inner[i],
+        }
+    }
+}
+
+impl Demand {
+    /// The demand over every mask of the `k` nodes.
+    fn table(&self) -> Table<'_> {
+        let k = self.k;
+        let size = 1usize << k;
+        // Each mask's value from the mask without its lowest node.
+        let by_low = |f: &dyn Fn(usize, usize) -> f64| {
+            let mut t = vec![0.0; size];
+            for mask in 1..size {
+                let low = mask.trailing_zeros() as usize;
+                let rest = mask & (mask - 1);
+                t[mask] = t[rest] + f(low, rest);
+            }
+            t
+        };
+        match &self.kind {
+            Kind::Gather(s) | Kind::Scatter(s) => Table::Sums {
+                sums: by_low(&|v, _| s[v]),
+                total: s.iter().sum(),
+                gather: matches!(self.kind, Kind::Gather(_)),
+            },
+            Kind::Exchange(m) => {
+                let col: Vec<f64> = (0..k).map(|v| (0..k).map(|u| m[u * k + v]).sum()).collect();
+                let received = by_low(&|v, _| col[v]);
+                let inner = by_low(&|v, rest| {
+                    (0..k)
+                        .filter(|w| rest & (1 << w) != 0)
+                        .map(|w| m[v * k + w] + m[w * k + v])
+                        .sum()
+                });
+                Table::Exchange { received, inner }
+            }
+            kind => Table::Plain(kind),
+        }
+    }
+}
+
+/// The cut term over the few splits of a large group.
+fn cut_few(net: &Network, demand: &Demand) -> Result<Option<Cut>, BoundError> {
     let k = net.nodes();
     let n = net.devices.len();
     let mut best: Option<Cut> = None;
@@ -165,21 +312,9 @@ pub(super) fn cut_term(
         }
         Ok(())
     };
-    match splits {
-        Splits::Every => {
-            for mask in 1u32..(1u32 << k) - 1 {
-                for (v, x) in inside.iter_mut().enumerate().take(k) {
-                    *x = mask & (1 << v) != 0;
-                }
-                try_side(&mut inside)?;
-            }
-        }
-        Splits::Few => {
-            for side in few_splits(net) {
-                inside[..k].copy_from_slice(&side);
-                try_side(&mut inside)?;
-            }
-        }
+    for side in few_splits(net) {
+        inside[..k].copy_from_slice(&side);
+        try_side(&mut inside)?;
     }
     Ok(best)
 }
