@@ -296,7 +296,7 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
     if let Some((us, side, bytes, gbps)) = cut_term(net, &demand, splits)? {
         take(us, Binding::Cut { side, bytes, gbps });
     }
-    if let Some((us, from, to)) = latency_term(net, c, group) {
+    if let Some((us, from, to)) = latency_term(net, c, group, &demand) {
         take(us, Binding::Latency { from, to });
     }
     let fold = c.fold_bytes(group.len());
@@ -346,6 +346,10 @@ struct Network {
     /// keeps its data in host memory and no collective driver serves one
     /// of their kinds but the host driver of an all-CPU group; else `None`.
     memory: Option<f64>,
+    /// How many other nodes each node has peer access with.
+    peers: Vec<u32>,
+    /// The staging CPU's node.
+    staging: usize,
     /// Every node is a CPU and the host driver serves them: its traffic is
     /// its own, so the host-memory term is no larger than the driver's
     /// least time.
@@ -388,6 +392,7 @@ impl Network {
         }
         let n = devices.len();
         let (mut cap, mut hop_us) = (vec![0.0; n * n], vec![f64::INFINITY; n * n]);
+        let mut peers = vec![0u32; n];
         // A link's figures depend on the two kinds and on peer access
         // alone: worked out once per such pair, not per device pair.
         type Rate = Option<Option<(f64, f64)>>;
@@ -406,6 +411,7 @@ impl Network {
                 let peered = a.kind == DeviceKind::Cuda
                     && b.kind == DeviceKind::Cuda
                     && topo.has_peer(a.index, b.index);
+                peers[v] += u32::from(peered);
                 let slot = &mut rates[kind_of(a)][kind_of(b)][usize::from(peered)];
                 let rate = *slot.get_or_insert_with(|| link_rate(topo, a, b, steps));
                 if let Some((gbps, us)) = rate {
@@ -426,6 +432,11 @@ impl Network {
         let hh = best_in(&topo.link(LinkClass::HostHost).bandwidth, (floor, None));
         Network {
             memory: (host_only || cpu_driver).then_some(2.0 * hh),
+            peers,
+            staging: devices
+                .iter()
+                .position(|d| *d == topo.staging)
+                .unwrap_or(n - 1),
             cpu_driver,
             devices,
             relay,
@@ -540,11 +551,23 @@ impl fmt::Display for Bound {
             Binding::Nothing => f.write_str(" (nothing to move)")?,
             Binding::Cut { side, bytes, gbps } => {
                 f.write_str(" (the cut {")?;
-                for (i, d) in side.iter().enumerate() {
+                // A large side: its first devices, its last and its count.
+                let shown: Vec<&Device> = if side.len() > 8 {
+                    side[..3].iter().chain(side.last()).collect()
+                } else {
+                    side.iter().collect()
+                };
+                for (i, d) in shown.iter().enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
+                    if side.len() > 8 && i == 3 {
+                        f.write_str("..., ")?;
+                    }
                     write!(f, "{d}")?;
+                }
+                if side.len() > 8 {
+                    write!(f, " ({} devices)", side.len())?;
                 }
                 write!(f, "}}: {} over {} GB/s)", megabytes(*bytes), figure(*gbps))?;
             }

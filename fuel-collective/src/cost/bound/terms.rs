@@ -312,19 +312,59 @@ fn cut_few(net: &Network, demand: &Demand) -> Result<Option<Cut>, BoundError> {
         }
         Ok(())
     };
-    for side in few_splits(net) {
+    for side in few_splits(net, demand) {
         inside[..k].copy_from_slice(&side);
         try_side(&mut inside)?;
     }
     Ok(best)
 }
 
-/// The splits a large group gets: each device alone, all but each device,
-/// and each device kind (and the rest).
-fn few_splits(net: &Network) -> Vec<Vec<bool>> {
+/// One node of each class of a large group: nodes of one kind with as
+/// many peers, the staging CPU or not, needing and holding the same bytes
+/// are alike to the splits [`few_splits`] makes, so one stands for all.
+fn representatives(net: &Network, demand: &Demand) -> Vec<usize> {
     let k = net.nodes();
-    let mut out = Vec::with_capacity(2 * k + 6);
+    let mut seen: Vec<(usize, u32, bool, u64, u64)> = Vec::new();
+    let mut out = Vec::new();
     for v in 0..k {
+        let d = net.devices[v];
+        let (held, needed) = match &demand.kind {
+            Kind::Everyone(_) => (0.0, 0.0),
+            Kind::ToRoot(_, r) | Kind::FromRoot(_, r) => (f64::from(u8::from(*r == v)), 0.0),
+            Kind::Gather(s) | Kind::Scatter(s) => (s[v], 0.0),
+            Kind::Exchange(m) => (
+                (0..k).map(|w| m[v * k + w]).sum(),
+                (0..k).map(|u| m[u * k + v]).sum(),
+            ),
+        };
+        let kind = fuel_graph_ext::DeviceKind::ALL
+            .iter()
+            .position(|x| *x == d.kind)
+            .unwrap_or(0);
+        let staging = v == net.staging;
+        let key = (
+            kind,
+            net.peers[v],
+            staging,
+            held.to_bits(),
+            needed.to_bits(),
+        );
+        if !seen.contains(&key) {
+            seen.push(key);
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The splits a large group gets: each device alone, all but each device
+/// (one of each class, [`representatives`]), and each device kind (and the
+/// rest).
+fn few_splits(net: &Network, demand: &Demand) -> Vec<Vec<bool>> {
+    let k = net.nodes();
+    let reps = representatives(net, demand);
+    let mut out = Vec::with_capacity(2 * reps.len() + 6);
+    for v in reps {
         let mut one = vec![false; k];
         one[v] = true;
         out.push(one.iter().map(|x| !x).collect());
@@ -348,6 +388,7 @@ pub(super) fn latency_term(
     net: &Network,
     c: &Collective,
     group: &[Device],
+    demand: &Demand,
 ) -> Option<(f64, Device, Device)> {
     let n = net.devices.len();
     let at = |d: &Device| net.devices.iter().position(|x| x == d);
@@ -379,8 +420,12 @@ pub(super) fn latency_term(
             }
         }
     } else {
-        for (j, b) in group.iter().enumerate() {
-            let Some(v) = at(b) else { continue };
+        // One rank on a node of each class.
+        for v in representatives(net, demand) {
+            let b = &net.devices[v];
+            let Some(j) = group.iter().position(|d| d == b) else {
+                continue;
+            };
             let Some(a) = group
                 .iter()
                 .enumerate()
