@@ -520,8 +520,8 @@ fn link_rate(
 /// shards and write the result once (`(n+1)` shards' bytes), and an
 /// all-reduce's result reaches every other CPU by a copy, which reads and
 /// writes it (an output is never a shared buffer; a Vulkan device may
-/// import its result, so only CPUs count). `None` for the collectives that
-/// fold nothing.
+/// import its result, so only CPUs count). A collective that folds nothing
+/// writes each CPU's result there, reading as much.
 fn memory_bytes(net: &Network, c: &Collective, group: &[Device]) -> Option<f64> {
     let n = group.len() as f64;
     match c {
@@ -536,9 +536,38 @@ fn memory_bytes(net: &Network, c: &Collective, group: &[Device]) -> Option<f64> 
         Collective::Reduce { bytes, .. } | Collective::ReduceScatter { bytes, .. } => {
             Some((n + 1.0) * *bytes as f64)
         }
-        _ => None,
+        // Every CPU's result is written there, by a copy or a concat
+        // that reads as many bytes as it writes: the root's own aside.
+        Collective::Broadcast { bytes, root } => {
+            let cpus = cpu_nodes(net)
+                .filter(|d| Some(*d) != group.get(*root))
+                .count();
+            Some(2.0 * cpus as f64 * *bytes as f64)
+        }
+        Collective::AllGather { shards } => {
+            let total: usize = shards.iter().sum();
+            Some(2.0 * cpu_nodes(net).count() as f64 * total as f64)
+        }
+        Collective::AllToAll { sends } => {
+            let k = group.len();
+            let received = |j: usize| (0..k).map(|i| sends[i * k + j]).sum::<usize>();
+            // Per CPU, the largest result of a rank on it.
+            let per_node = cpu_nodes(net).map(|d| {
+                (0..k)
+                    .filter(|j| group[*j] == *d)
+                    .map(received)
+                    .max()
+                    .unwrap_or(0)
+            });
+            Some(2.0 * per_node.sum::<usize>() as f64)
+        }
     }
     .filter(|b| *b > 0.0 && group.len() > 1)
+}
+
+/// The CPUs among the group's devices (the relay aside).
+fn cpu_nodes(net: &Network) -> impl Iterator<Item = &Device> {
+    net.devices[..net.nodes()].iter().filter(|d| d.is_cpu())
 }
 
 mod terms;

@@ -158,7 +158,10 @@ fn a_large_group_tries_few_splits_and_says_so() {
     let text = b.to_string();
     assert!(text.contains("over 16 devices"), "{text}");
     // A large side is shortened.
-    assert!(text.contains("cuda:1, cuda:2, cuda:3, ..., cuda:19 (19 devices)}"), "{text}");
+    assert!(
+        text.contains("cuda:1, cuda:2, cuda:3, ..., cuda:19 (19 devices)}"),
+        "{text}"
+    );
     assert!((b.us - M4 as f64 / 25e3).abs() < 1e-6, "{b}");
 }
 
