@@ -36,9 +36,9 @@
 //! uneven splits.
 
 mod spmd_forms;
+mod transposes;
 #[cfg(test)]
 mod tests;
-mod transposes;
 
 use crate::simplify::Replication;
 use fuel_graph_ext::graph::{NodeId, ValueId};

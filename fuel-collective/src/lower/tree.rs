@@ -73,11 +73,7 @@ impl Tree {
 /// Ranks in tree order: `root` first, then the rest sorted by vendor.
 fn tree_order(devs: &[Device], root: usize) -> Vec<usize> {
     let mut order = vec![root];
-    order.extend(
-        layout::vendor_order(devs)
-            .into_iter()
-            .filter(|r| *r != root),
-    );
+    order.extend(layout::vendor_order(devs).into_iter().filter(|r| *r != root));
     order
 }
 

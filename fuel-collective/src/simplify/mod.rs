@@ -8,10 +8,10 @@
 //! what the folder exports.
 
 mod cost;
-pub(crate) mod edit;
 mod lattice;
 mod rules;
 mod simplify_collectives;
+pub(crate) mod edit;
 
 pub use lattice::Replication;
 pub use simplify_collectives::{SimplifyCollectives, SimplifyOptions, NAME, OPTIONS};

@@ -61,9 +61,9 @@
 //! applied, and the pass sweeps again until nothing fires.
 
 use super::cost::{estimate_us, Spec};
-use super::edit;
 use super::lattice::Replication;
 use super::rules::{self, order_free, Rewrite};
+use super::edit;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassOptions};
 use fuel_graph_ext::{Device, Graph, Op, Topology};

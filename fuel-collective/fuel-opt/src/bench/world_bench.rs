@@ -49,12 +49,12 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
 #[cfg(feature = "mpi")]
 mod imp {
     use super::{BenchArgs, Failure};
-    use crate::bench::collectives::Collective;
     use crate::bench::staging_bound_us;
+    use crate::bench::collectives::Collective;
     use crate::outln;
     use crate::sizes::{format_size, parse_sizes};
-    use crate::world_guard::{join_options, Fingerprint, Guard};
     use crate::world_run::imp::value;
+    use crate::world_guard::{join_options, Fingerprint, Guard};
     use fuel_collective::{
         CollectiveDriver, CommunicationId, Driver, DriverCommunicator, MpiDriver, WorldGroup,
     };

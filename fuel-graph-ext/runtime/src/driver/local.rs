@@ -4,8 +4,8 @@
 //! NCCL) and issues a collective for every rank together: inside one group
 //! call, each rank's part on its own comm stream, then waits for them all.
 
-use super::host::HostDriver;
 use super::prologue::lock;
+use super::host::HostDriver;
 use super::{CollectiveDriver, CommunicationId, Driver, DriverError, JoinOptions};
 use crate::backend::Buf;
 use fuel_graph_ext::dtype::DType;

@@ -28,15 +28,16 @@
 //! signals the destination's fence when it is done, so it never blocks compute
 //! and never reads a buffer before the compute stream has written it.
 
+mod prologue;
 pub mod host;
 mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "nccl")]
 pub mod nccl;
-mod prologue;
 mod rank;
 
+pub use prologue::{BackendBuf, Held, Member};
 pub use host::{
     FencePoint, HostBuffer, HostCommStream, HostCommunicator, HostDriver, HostFence, HostUniqueId,
     Ticket,
@@ -46,7 +47,6 @@ pub use local::{LocalAllReduce, LocalGroup};
 pub use mpi::{MpiCommunicator, MpiDriver};
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclDriver, NcclUniqueId};
-pub use prologue::{BackendBuf, Held, Member};
 pub use rank::{CommCall, GraphComm, RankComm};
 
 use crate::backend::Buf;
@@ -448,10 +448,7 @@ pub trait CollectiveDriver: Driver {
     fn name_of(dtype: DType) -> Result<Self::DataType, DriverError>;
     /// The driver's name for `dtype` and how many elements `size` bytes hold.
     fn data_type(dtype: DType, size: u64) -> Result<(Self::DataType, usize), DriverError> {
-        Ok((
-            Self::name_of(dtype)?,
-            prologue::whole_elements(dtype, size)?,
-        ))
+        Ok((Self::name_of(dtype)?, prologue::whole_elements(dtype, size)?))
     }
     /// The communicator's comm stream.
     fn comm_stream(comm: &Self::Communicator) -> Self::CommStream {

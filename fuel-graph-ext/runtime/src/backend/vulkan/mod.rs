@@ -31,12 +31,12 @@
 //! fold, div, region copies). This file holds [`VkDev`] itself.
 
 mod buffer;
+mod vkdev;
 mod import;
 mod instance;
 mod kernels;
 mod memory;
 mod submit;
-mod vkdev;
 
 pub use buffer::VkBuf;
 pub use import::{import_setting, IMPORT_VAR};

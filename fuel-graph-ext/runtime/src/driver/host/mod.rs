@@ -34,14 +34,14 @@ use std::time::{Duration, Instant};
 
 /// The in-process driver for CPU ranks.
 mod exchange;
-mod mailbox;
 mod tickets;
+mod mailbox;
 mod uneven;
 
+pub use tickets::{FencePoint, HostFence, HostStream, Ticket};
 use mailbox::{
     group_name, groups, Chan, Group, GroupState, Msg, MsgData, IDS, NEXT_ID, NEXT_STREAM,
 };
-pub use tickets::{FencePoint, HostFence, HostStream, Ticket};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostDriver;

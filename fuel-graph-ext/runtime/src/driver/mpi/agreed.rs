@@ -9,8 +9,8 @@
 
 use super::ops::{self, Scratch};
 use super::{completing, MpiCommStream, MpiCommunicator, MpiDriver};
-use crate::driver::host::{bytes_mut_of, bytes_of};
 use crate::driver::prologue::{backend_error, check_rank, check_src_dst, lock, Call, Member};
+use crate::driver::host::{bytes_mut_of, bytes_of};
 use crate::driver::{DeviceResource, DriverError};
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::op::ReduceOp;

@@ -22,19 +22,19 @@
 //! (`arrive`), so a timeout lists exactly the ranks never heard from; then
 //! `MPI_Comm_create_group`, which has no timeout, runs on a helper thread.
 
-mod agreed;
 mod arrive;
+mod agreed;
 pub mod keep_freed;
 mod ops;
 mod p2p;
 mod raw;
-mod route;
 mod sendrecv_ring;
+mod route;
 
-use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::prologue::{
     backend_error, check_p2p, check_rank, check_src_dst, lock, p2p_prologue, Call, IdTable, Member,
 };
+use super::host::{bytes_mut_of, bytes_of, write_after, HostBuffer, HostFence, HostStream};
 use super::{
     CollectiveDriver, CommunicationId, DeviceResource, Driver, DriverError, HostDriver, JoinOptions,
 };
