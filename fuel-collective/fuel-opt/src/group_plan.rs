@@ -167,13 +167,7 @@ mod tests {
     fn every_size_gets_candidates_a_pick_and_a_bound_at_or_under_them() {
         let devices = [Device::cuda(0), Device::vulkan(0), Device::cpu(0)];
         let topo = Arc::new(Topology::default());
-        for c in [
-            Collective::AllReduce,
-            Collective::AllGather,
-            Collective::ReduceScatter,
-            Collective::Broadcast,
-            Collective::AllToAll,
-        ] {
+        for c in Collective::ALL {
             let row = decide(c, &devices, 4 << 20, &topo).unwrap();
             let bound = row.bound_us().unwrap();
             assert!(bound > 0.0, "{}", c.name());
