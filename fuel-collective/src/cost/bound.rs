@@ -334,12 +334,16 @@ struct Network {
     devices: Vec<Device>,
     /// Whether the last device is the relay.
     relay: bool,
-    /// GB/s of one copy from `u` to `v` (row `u`), 0 with no direct link,
-    /// infinite where the executor shares the buffer.
-    cap: Vec<f64>,
-    /// Fixed microseconds of a hop from `u` to `v`, infinite with no
-    /// direct link.
-    hop_us: Vec<f64>,
+    /// Each node's kind, as an index into [`DeviceKind::ALL`].
+    kind: Vec<usize>,
+    /// Each node's peers (nodes), sorted.
+    peer_nodes: Vec<Vec<usize>>,
+    /// GB/s and fixed microseconds of one copy from a node of one kind to
+    /// a node of another, without and with peer access: `None` with no
+    /// direct link; an infinite rate where the executor shares the buffer.
+    /// A link's figures depend on the kinds and peer access alone, so a
+    /// large group needs no matrix of its pairs.
+    rates: [[[Option<(f64, f64)>; 2]; 3]; 3],
     /// GB/s of fold input per device.
     fold: Vec<f64>,
     /// GB/s of host memory (reads and writes together) where every node
@@ -381,45 +385,68 @@ impl Network {
         let (floor, ceiling) = sizes;
         let steps = (floor, Some(ceiling));
         let mut devices: Vec<Device> = Vec::with_capacity(group.len() + 1);
+        let mut node_of: rustc_hash::FxHashMap<Device, usize> = Default::default();
         for d in group {
-            if !devices.contains(d) {
+            node_of.entry(*d).or_insert_with(|| {
                 devices.push(*d);
-            }
+                devices.len() - 1
+            });
         }
-        let relay = !devices.contains(&topo.staging);
+        let relay = !node_of.contains_key(&topo.staging);
         if relay {
+            node_of.insert(topo.staging, devices.len());
             devices.push(topo.staging);
         }
         let n = devices.len();
-        let (mut cap, mut hop_us) = (vec![0.0; n * n], vec![f64::INFINITY; n * n]);
-        let mut peers = vec![0u32; n];
-        // A link's figures depend on the two kinds and on peer access
-        // alone: worked out once per such pair, not per device pair.
-        type Rate = Option<Option<(f64, f64)>>;
-        let mut rates: [[[Rate; 2]; 3]; 3] = [[[None; 2]; 3]; 3];
-        let kind_of = |d: Device| {
-            DeviceKind::ALL
-                .iter()
-                .position(|k| *k == d.kind)
-                .unwrap_or(0)
-        };
-        for (u, &a) in devices.iter().enumerate() {
-            for (v, &b) in devices.iter().enumerate() {
-                if a == b {
-                    continue;
+        let kind: Vec<usize> = devices
+            .iter()
+            .map(|d| {
+                DeviceKind::ALL
+                    .iter()
+                    .position(|k| *k == d.kind)
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut peer_nodes: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (a, b) in topo.peer_pairs() {
+            if let (Some(&u), Some(&v)) =
+                (node_of.get(&Device::cuda(a)), node_of.get(&Device::cuda(b)))
+            {
+                peer_nodes[u].push(v);
+            }
+        }
+        peer_nodes.iter_mut().for_each(|p| p.sort_unstable());
+        // One pair of nodes of each pair of kinds, with and without peer
+        // access, stands for all such pairs.
+        let mut rates = [[[None; 2]; 3]; 3];
+        let kinds = &kind;
+        let of_kind = move |k: usize| (0..n).filter(move |v| kinds[*v] == k);
+        let peered = |u: usize, v: usize| peer_nodes[u].binary_search(&v).is_ok();
+        for ka in 0..3 {
+            for kb in 0..3 {
+                // A pair without peer access: a few first nodes of `ka`
+                // are tried, each against the nodes of `kb` until one is
+                // not a peer.
+                let plain = of_kind(ka).take(4).find_map(|u| {
+                    of_kind(kb)
+                        .find(|v| *v != u && !peered(u, *v))
+                        .map(|v| (u, v))
+                });
+                if let Some((u, v)) = plain {
+                    rates[ka][kb][0] = link_rate(topo, devices[u], devices[v], steps);
                 }
-                let peered = a.kind == DeviceKind::Cuda
-                    && b.kind == DeviceKind::Cuda
-                    && topo.has_peer(a.index, b.index);
-                peers[v] += u32::from(peered);
-                let slot = &mut rates[kind_of(a)][kind_of(b)][usize::from(peered)];
-                let rate = *slot.get_or_insert_with(|| link_rate(topo, a, b, steps));
-                if let Some((gbps, us)) = rate {
-                    cap[u * n + v] = gbps;
-                    hop_us[u * n + v] = us;
+                let with_peer = of_kind(ka).find_map(|u| {
+                    peer_nodes[u]
+                        .iter()
+                        .find(|v| kind[**v] == kb)
+                        .map(|v| (u, *v))
+                });
+                if let Some((u, v)) = with_peer {
+                    rates[ka][kb][1] = link_rate(topo, devices[u], devices[v], steps);
                 }
             }
         }
+        let peers = peer_nodes.iter().map(|p| p.len() as u32).collect();
         let fold = devices
             .iter()
             .map(|d| best_in(&topo.compute(d.kind).gbps, steps))
@@ -440,10 +467,27 @@ impl Network {
             cpu_driver,
             devices,
             relay,
-            cap,
-            hop_us,
+            kind,
+            peer_nodes,
+            rates,
             fold,
         }
+    }
+
+    /// The figures of a copy from node `u` to node `v`, if they have a
+    /// direct link.
+    fn rate(&self, u: usize, v: usize) -> Option<(f64, f64)> {
+        if u == v {
+            return None;
+        }
+        let peered = self.peer_nodes[u].binary_search(&v).is_ok();
+        self.rates[self.kind[u]][self.kind[v]][usize::from(peered)]
+    }
+
+    /// Fixed microseconds of a hop from node `u` to node `v`, infinite
+    /// with no direct link.
+    fn hop_us(&self, u: usize, v: usize) -> f64 {
+        self.rate(u, v).map_or(f64::INFINITY, |r| r.1)
     }
 
     /// Nodes other than the relay.
@@ -453,7 +497,7 @@ impl Network {
 
     /// GB/s of one copy from node `u` to node `v`.
     fn cap(&self, u: usize, v: usize) -> f64 {
-        self.cap[u * self.devices.len() + v]
+        self.rate(u, v).map_or(0.0, |r| r.0)
     }
 
     /// GB/s of fold input of every device together, or of the fastest

@@ -399,7 +399,7 @@ pub(super) fn latency_term(
         }
     };
     if net.nodes() <= super::ENUMERATE_MAX {
-        let mut dist = net.hop_us.clone();
+        let mut dist: Vec<f64> = (0..n * n).map(|i| net.hop_us(i / n, i % n)).collect();
         for w in 0..n {
             for u in 0..n {
                 for v in 0..n {
@@ -436,7 +436,7 @@ pub(super) fn latency_term(
             };
             let last = (0..n)
                 .filter(|u| *u != v)
-                .map(|u| net.hop_us[u * n + v])
+                .map(|u| net.hop_us(u, v))
                 .fold(f64::INFINITY, f64::min);
             take(last, *a, *b);
         }
