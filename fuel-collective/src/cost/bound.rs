@@ -512,13 +512,31 @@ impl Network {
 
     /// GB/s the nodes in `inside` (a mask over every node, the relay's bit
     /// included) take in from the others: each node's fastest link from
-    /// outside, summed.
+    /// outside, summed. A node's fastest link is read per kind outside and
+    /// per peer outside, not per node: where every node of a kind outside
+    /// is a peer, the link without peer access is counted too, which can
+    /// only make the intake larger and the bound lower.
     fn intake(&self, inside: &[bool]) -> f64 {
         let n = self.devices.len();
-        let outside: Vec<usize> = (0..n).filter(|u| !inside[*u]).collect();
+        let mut kinds_outside = [false; 3];
+        for u in (0..n).filter(|u| !inside[*u]) {
+            kinds_outside[self.kind[u]] = true;
+        }
+        let gbps = |r: Option<(f64, f64)>| r.map_or(0.0, |r| r.0);
         let mut total = 0.0;
         for v in (0..n).filter(|v| inside[*v]) {
-            total += outside.iter().map(|u| self.cap(*u, v)).fold(0.0, f64::max);
+            let kv = self.kind[v];
+            let plain = (0..3)
+                .filter(|ko| kinds_outside[*ko])
+                .map(|ko| gbps(self.rates[ko][kv][0]))
+                .fold(0.0, f64::max);
+            // Peer access goes both ways (a `peer` line sets both).
+            let peer = self.peer_nodes[v]
+                .iter()
+                .filter(|u| !inside[**u])
+                .map(|u| gbps(self.rates[self.kind[*u]][kv][1]))
+                .fold(0.0, f64::max);
+            total += plain.max(peer);
         }
         total
     }

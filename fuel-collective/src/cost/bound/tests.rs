@@ -191,3 +191,47 @@ fn one_rank_needs_nothing() {
     assert_eq!(b.binding, Binding::Nothing);
     assert_eq!(b.us, 0.0);
 }
+
+#[test]
+fn the_few_splits_of_a_large_group_never_bound_above_every_split() {
+    // The large-group path tries a subset of the splits and counts a
+    // node's intake per kind: on groups small enough to try every split,
+    // it must give no larger a cut term.
+    let topo = Topology::default().with_peer(0, 1).with_peer(1, 2);
+    let group: Vec<Device> = [
+        "cuda:0", "cuda:1", "cuda:2", "vulkan:0", "vulkan:1", "cpu:1", "cpu:2", "cuda:3",
+    ]
+    .iter()
+    .map(|s| d(s))
+    .collect();
+    let n = group.len();
+    let cases = [
+        Collective::AllReduce { bytes: M4 },
+        Collective::Reduce { bytes: M4, root: 3 },
+        Collective::Broadcast { bytes: M4, root: 5 },
+        Collective::AllGather {
+            shards: (1..=n).map(|i| i * 4096).collect(),
+        },
+        Collective::ReduceScatter {
+            bytes: M4,
+            shares: vec![M4 / n; n],
+        },
+        Collective::AllToAll {
+            sends: (0..n * n).map(|i| (i % 5) * 1024).collect(),
+        },
+    ];
+    for c in cases {
+        let net = Network::new(&group, &topo, (c.floor(), c.ceiling()));
+        let demand = terms::Demand::new(&c, &group, &net).unwrap();
+        let every = terms::cut_term(&net, &demand, Splits::Every).unwrap();
+        let few = terms::cut_term(&net, &demand, Splits::Few).unwrap();
+        let us = |x: &Option<terms::Cut>| x.as_ref().map_or(0.0, |x| x.0);
+        assert!(
+            us(&few) <= us(&every) * (1.0 + 1e-12),
+            "{c:?}: {} > {}",
+            us(&few),
+            us(&every)
+        );
+        assert!(us(&every) > 0.0, "{c:?}");
+    }
+}
