@@ -326,6 +326,11 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
     Ok(best)
 }
 
+/// GB/s and fixed microseconds of a copy, by the source's kind, the
+/// destination's kind (indices into [`DeviceKind::ALL`]) and peer access
+/// (0 without, 1 with); `None` with no direct link.
+type Rates = [[[Option<(f64, f64)>; 2]; 3]; 3];
+
 /// The devices a bound is worked on and what each link and fold can do.
 /// Nodes are the group's distinct devices, then the staging CPU where it
 /// is not one of them (the relay).
@@ -343,7 +348,7 @@ struct Network {
     /// direct link; an infinite rate where the executor shares the buffer.
     /// A link's figures depend on the kinds and peer access alone, so a
     /// large group needs no matrix of its pairs.
-    rates: [[[Option<(f64, f64)>; 2]; 3]; 3],
+    rates: Rates,
     /// GB/s of fold input per device.
     fold: Vec<f64>,
     /// GB/s of host memory (reads and writes together) where every node
@@ -418,12 +423,12 @@ impl Network {
         peer_nodes.iter_mut().for_each(|p| p.sort_unstable());
         // One pair of nodes of each pair of kinds, with and without peer
         // access, stands for all such pairs.
-        let mut rates = [[[None; 2]; 3]; 3];
+        let mut rates: Rates = [[[None; 2]; 3]; 3];
         let kinds = &kind;
         let of_kind = move |k: usize| (0..n).filter(move |v| kinds[*v] == k);
         let peered = |u: usize, v: usize| peer_nodes[u].binary_search(&v).is_ok();
-        for ka in 0..3 {
-            for kb in 0..3 {
+        for (ka, from) in rates.iter_mut().enumerate() {
+            for (kb, to) in from.iter_mut().enumerate() {
                 // A pair without peer access: a few first nodes of `ka`
                 // are tried, each against the nodes of `kb` until one is
                 // not a peer.
@@ -433,7 +438,7 @@ impl Network {
                         .map(|v| (u, v))
                 });
                 if let Some((u, v)) = plain {
-                    rates[ka][kb][0] = link_rate(topo, devices[u], devices[v], steps);
+                    to[0] = link_rate(topo, devices[u], devices[v], steps);
                 }
                 let with_peer = of_kind(ka).find_map(|u| {
                     peer_nodes[u]
@@ -442,7 +447,7 @@ impl Network {
                         .map(|v| (u, *v))
                 });
                 if let Some((u, v)) = with_peer {
-                    rates[ka][kb][1] = link_rate(topo, devices[u], devices[v], steps);
+                    to[1] = link_rate(topo, devices[u], devices[v], steps);
                 }
             }
         }
