@@ -26,7 +26,7 @@ for r in $(seq "$runs"); do
       grep -v '^size' | sed "s/^/$a,/" >>"$tmp"
   done
 done
-# requested,size,count,type,redop,algorithm,time_us,algbw,busbw,wrong,bound_gbps,ratio
+# requested,size,count,type,redop,algorithm,time_us,algbw,busbw,wrong,bound_gbps,ratio,model_bound_us
 python3 - "$tmp" <<'PY'
 import csv, statistics, sys
 rows = list(csv.reader(open(sys.argv[1])))

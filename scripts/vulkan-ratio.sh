@@ -17,7 +17,7 @@ for _ in $(seq "$runs"); do
   "$bin" bench --devices vulkan:0,vulkan:1,cpu:0 --sizes "${SIZES:-256K..4M}" --iters 5 --csv |
     grep -v '^size' >>"$tmp"
 done
-# size,count,type,redop,algorithm,time_us,algbw,busbw,wrong,bound_gbps,ratio
+# size,count,type,redop,algorithm,time_us,algbw,busbw,wrong,bound_gbps,ratio,model_bound_us
 sort -t, -k1,1n "$tmp" | awk -F, '
   function med(a, n,   i, j, t) {
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }

@@ -6,8 +6,12 @@
 //! - Every registered pass is defined (`impl Pass for ...`) in a file named
 //!   after it (`insert-cross-device-copies` in
 //!   `insert_cross_device_copies.rs`), and no other file defines a pass.
-//! - No source file is over 800 lines, test code (anything under a `tests/`
-//!   folder) aside.
+//! - No source file is over 800 lines, and no function over 120, test code
+//!   (anything under a `tests/` folder, a `tests.rs`, or a `#[cfg(test)]`
+//!   module) aside.
+//! - No two library files share a name (`mod.rs`, `lib.rs`, `main.rs`,
+//!   `tests.rs` and `build.rs` aside): a name says what a file is for, so
+//!   one name means one thing.
 //! - The compile-time half never names the runtime: no file of the IR crate
 //!   (`fuel-graph-ext/src/`) or of `fuel-collective`'s passes and cost model
 //!   (`src/lower/`, `src/combine/`, `src/cost/`, `src/simplify/`,
@@ -23,6 +27,10 @@ use std::path::{Path, PathBuf};
 
 /// The most lines a source file outside `tests/` may have.
 const MAX_LINES: usize = 800;
+
+/// The most lines a function outside test code may have, from its `fn`
+/// line to its closing brace.
+const MAX_FN_LINES: usize = 120;
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -105,6 +113,117 @@ fn oversized(root: &Path, files: &[PathBuf]) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Whether `rel` is library code: not test code, and not an example, a
+/// benchmark, a fuzz target or a build script.
+fn is_library(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let (dirs, name) = parts.split_at(parts.len() - 1);
+    !is_test_code(rel)
+        && !dirs
+            .iter()
+            .any(|d| matches!(*d, "examples" | "benches" | "fuzz"))
+        && !matches!(name[0], "tests.rs" | "build.rs")
+}
+
+/// The name of the function a line opens (`pub(crate) fn name(`), if any.
+fn fn_name(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+/// Functions of `text` over [`MAX_FN_LINES`], as (first line, lines, name),
+/// `#[cfg(test)]` modules aside. A function ends at the first line that is
+/// its `fn` line's indentation followed by `}` (rustfmt's layout); a
+/// declaration without a body is not a function.
+fn long_functions_in(text: &str) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let close = |from: usize, at: usize| {
+        (from..lines.len()).find(|&j| lines[j].len() == at + 1 && lines[j].ends_with('}'))
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim_start().starts_with("mod tests") && i > 0 && lines[i - 1].contains("cfg(test)")
+        {
+            i = close(i + 1, indent(line)).map_or(lines.len(), |j| j + 1);
+            continue;
+        }
+        if let Some(name) = fn_name(line) {
+            let body = (i..lines.len()).find(|&j| {
+                let t = lines[j].trim_end();
+                t.ends_with('{') || t.ends_with(';')
+            });
+            if let Some(b) = body.filter(|&b| lines[b].trim_end().ends_with('{')) {
+                if let Some(end) = close(b + 1, indent(line)) {
+                    let n = end - i + 1;
+                    if n > MAX_FN_LINES {
+                        out.push((i + 1, n, name.to_string()));
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Library functions over [`MAX_FN_LINES`].
+fn long_functions(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in files {
+        let r = rel(root, f);
+        if !is_library(&r) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, n, name) in long_functions_in(&text) {
+            problems.push(format!(
+                "{r}:{line}: fn `{name}` has {n} lines, over {MAX_FN_LINES}; split it along its \
+                 natural seams (a helper per step, as `fuel-opt/src/demo.rs` does)"
+            ));
+        }
+    }
+    problems
+}
+
+/// Library files that share a name with another library file.
+fn shared_names(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut by_name: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in files {
+        let r = rel(root, f);
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if is_library(&r) && !matches!(name.as_str(), "mod.rs" | "lib.rs" | "main.rs") {
+            by_name.entry(name).or_default().push(r);
+        }
+    }
+    by_name
+        .into_iter()
+        .filter(|(_, rs)| rs.len() > 1)
+        .map(|(name, rs)| {
+            format!(
+                "{} library files are named `{name}`: {}; name each for what it does, so one \
+                 name means one thing",
+                rs.len(),
+                rs.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// The folders of the compile-time half, which must not name the runtime.
@@ -218,6 +337,8 @@ fn the_workspace_is_tidy() {
     let mut problems = missing_module_docs(&root, &files);
     problems.extend(misnamed_passes(&root, &files, &registered));
     problems.extend(oversized(&root, &files));
+    problems.extend(long_functions(&root, &files));
+    problems.extend(shared_names(&root, &files));
     problems.extend(runtime_named_below(&root, &files));
     assert!(
         problems.is_empty(),
@@ -260,8 +381,35 @@ fn each_rule_names_the_file_and_the_fix() {
         format!("{doc}// fuel_runtime in a comment is fine\nuse fuel_runtime::exec;\n"),
     )
     .unwrap();
+    let body = "    let x = 1;\n".repeat(MAX_FN_LINES);
+    std::fs::write(
+        src.join("lower/long_fn.rs"),
+        format!(
+            "{doc}pub(crate) fn long(\n    a: u8,\n) {{\n{body}}}\n\nfn short() {{\n}}\n\n\
+             trait T {{\n    fn declared(&self);\n}}\n\n#[cfg(test)]\nmod tests {{\n    \
+             fn in_a_test() {{\n{body}    }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(src.join("lower/plan.rs"), doc).unwrap();
+    std::fs::create_dir_all(root.join("other/src")).unwrap();
+    std::fs::write(root.join("other/src/plan.rs"), doc).unwrap();
+    std::fs::write(root.join("other/src/mod.rs"), doc).unwrap();
     let files = rust_files(&root);
-    assert_eq!(files.len(), 7);
+    assert_eq!(files.len(), 11);
+
+    let long = long_functions(&root, &files);
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert!(long[0].starts_with(&format!(
+        "crate/src/lower/long_fn.rs:2: fn `long` has {} lines, over {MAX_FN_LINES}; split it",
+        MAX_FN_LINES + 4
+    )));
+
+    let names = shared_names(&root, &files);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with(
+        "2 library files are named `plan.rs`: crate/src/lower/plan.rs, other/src/plan.rs;"
+    ));
 
     let up = runtime_named_below(&root, &files);
     assert_eq!(up.len(), 1, "{up:?}");

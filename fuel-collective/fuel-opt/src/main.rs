@@ -12,6 +12,7 @@ mod bench;
 mod calibrate;
 mod demo;
 mod flags;
+mod group_plan;
 mod input;
 mod outdir;
 mod output;
@@ -66,7 +67,8 @@ enum Command {
     /// them in the calibration cache, where lowering finds them.
     Calibrate(calibrate::CalibrateArgs),
     /// Estimate a world all_reduce (P processes x local devices) against a
-    /// flat ring, by the cost model alone: no device opened, no MPI.
+    /// flat ring, or with --collective one process's collective against its
+    /// lower bound, by the cost model alone: no device opened, no MPI.
     Plan(world_plan::PlanArgs),
 }
 

@@ -10,6 +10,9 @@
 //! kind (cuda) when the topology has `driver cuda` and a process has a CUDA
 //! device, else the host's (cpu, MPI). The figures come from
 //! `fuel_collective::world_cost`.
+//!
+//! With `--collective C` it plans one process instead (`group_plan.rs`):
+//! `[DEVICES]` and `--sizes`, every candidate and the lower bound per size.
 
 use crate::outln;
 use crate::sizes::{format_size, parse_counts, parse_size};
@@ -30,6 +33,15 @@ pub struct PlanArgs {
     /// Bytes per rank.
     #[arg(long, default_value = "1M")]
     size: String,
+    /// Plan one process instead of a world: this collective over the
+    /// devices (`[DEVICES]`, no P), every candidate and the lower bound
+    /// per size of --sizes.
+    #[arg(long)]
+    collective: Option<crate::bench::collectives::Collective>,
+    /// With --collective: bytes per rank, a list (`64K,1M`) or a doubling
+    /// range (`64K..256M`); default 1M.
+    #[arg(long)]
+    sizes: Option<String>,
     /// A topology file (default: the documented defaults).
     #[arg(long)]
     topology: Option<std::path::PathBuf>,
@@ -128,6 +140,14 @@ pub fn parse_world(s: &str) -> Result<(Option<usize>, Vec<Device>), Failure> {
 /// Runs `fuel-opt plan`.
 pub fn plan(a: &PlanArgs) -> Result<(), Failure> {
     let (p, devices) = parse_world(&a.world)?;
+    if let Some(collective) = a.collective {
+        return plan_group(a, collective, p, &devices);
+    }
+    if a.sizes.is_some() {
+        return Err(Failure::input(
+            "--sizes goes with --collective (one process); a world plan takes --size",
+        ));
+    }
     let counts =
         match (&a.processes, p) {
             (Some(list), _) => parse_counts(list, "process count", MAX_PROCESSES)
@@ -183,6 +203,31 @@ pub fn plan(a: &PlanArgs) -> Result<(), Failure> {
         )?;
     }
     Ok(())
+}
+
+/// `fuel-opt plan '[DEVICES]' --collective C`: one process, no world.
+fn plan_group(
+    a: &PlanArgs,
+    collective: crate::bench::collectives::Collective,
+    p: Option<usize>,
+    devices: &[Device],
+) -> Result<(), Failure> {
+    if p.is_some() || a.processes.is_some() {
+        return Err(Failure::input(
+            "--collective plans one process: write the devices as [DEVICES], without Px or --processes",
+        ));
+    }
+    let sizes = crate::sizes::parse_sizes(a.sizes.as_deref().unwrap_or("1M"))
+        .map_err(|e| Failure::input(format!("--sizes: {e}")))?;
+    let topo = match &a.topology {
+        Some(_) => crate::load_topology(
+            a.topology.as_ref(),
+            devices,
+            crate::input::DEFAULT_MAX_INPUT,
+        )?,
+        None => Topology::default(),
+    };
+    crate::group_plan::plan(collective, devices, &sizes, topo)
 }
 
 #[cfg(test)]

@@ -364,12 +364,12 @@ fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines[0],
-        "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio"
+        "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong,bound_gbps,ratio,model_bound_us"
     );
     assert_eq!(lines.len(), 3, "{stdout}");
     for (line, size) in lines[1..].iter().zip(["4096", "8192"]) {
         let cols: Vec<&str> = line.split(',').collect();
-        assert_eq!(cols.len(), 11, "{line}");
+        assert_eq!(cols.len(), 12, "{line}");
         assert_eq!(cols[0], size);
         assert_eq!(cols[2], "f32");
         assert_eq!(cols[8], "0", "wrong elements in {line}");
@@ -379,6 +379,10 @@ fn bench_csv_has_the_documented_columns_and_no_wrong_elements() {
             (busbw - algbw).abs() <= 1e-3 + 1e-6 * algbw,
             "busbw for n=2 equals algbw: {line}"
         );
+        // The model's bound: positive, and no more than the model's own
+        // estimate would allow (a few microseconds at these sizes).
+        let model_bound: f64 = cols[11].parse().unwrap();
+        assert!(model_bound > 0.0 && model_bound < 1e4, "{line}");
     }
 }
 

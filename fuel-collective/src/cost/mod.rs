@@ -59,6 +59,7 @@
 //! (a whole run, `fuel_collective::lower::estimate_run`); candidates of one
 //! collective are compared without it.
 
+pub mod bound;
 pub mod price;
 
 use fuel_graph_ext::plan::CopyMode;

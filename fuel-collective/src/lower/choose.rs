@@ -14,6 +14,7 @@ use super::algorithm::{family, Ask, Family, Lowering, ALGORITHMS};
 use super::estimate::{EstimateKey, Scratch};
 use super::site::CollectiveSite;
 use super::{all_to_all, LowerOptions, NAME};
+use crate::cost::bound::{bound_widened, Bound, BoundError};
 use crate::cost::Estimate;
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
@@ -58,6 +59,9 @@ pub struct Decision {
 pub struct Candidates {
     list: Vec<Candidate>,
     text: String,
+    /// The lower bound on any schedule of the collective
+    /// ([`crate::cost::bound`]), or why there is none; `None` for one rank.
+    bound: Option<Result<Bound, BoundError>>,
 }
 
 impl Candidates {
@@ -68,7 +72,24 @@ impl Candidates {
             .map(|c| c.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        Candidates { list, text }
+        Candidates {
+            list,
+            text,
+            bound: None,
+        }
+    }
+
+    /// The list with the collective's lower bound beside it.
+    fn with_bound(mut self, site: &CollectiveSite, topo: &Topology) -> Result<Self, PassError> {
+        let (collective, group, widen) = site.pattern()?;
+        self.bound = Some(bound_widened(&collective, &group, topo, widen));
+        Ok(self)
+    }
+
+    /// The lower bound on any schedule of the collective, or why there is
+    /// none (`None` for one rank).
+    pub fn bound(&self) -> Option<&Result<Bound, BoundError>> {
+        self.bound.as_ref()
     }
 }
 
@@ -165,7 +186,7 @@ pub(super) fn choose(
                 let estimate = scratch.estimate(site, &lowering, topo)?;
                 out.push(Candidate::Estimated { lowering, estimate });
             }
-            let c = Arc::new(Candidates::new(out));
+            let c = Arc::new(Candidates::new(out).with_bound(site, topo)?);
             cache.insert(key, c.clone());
             c
         }
@@ -265,7 +286,7 @@ fn estimate_all(
             }
         }
     }
-    Ok(Arc::new(Candidates::new(out)))
+    Ok(Arc::new(Candidates::new(out).with_bound(site, topo)?))
 }
 
 impl fmt::Display for Reason {
@@ -344,8 +365,42 @@ impl fmt::Display for Decision {
         }
         write!(
             f,
-            ": chose {} ({}); estimates: {}; costs: {}",
-            self.lowering, self.reason, self.candidates, self.costs
-        )
+            ": chose {} ({}); estimates: {}",
+            self.lowering, self.reason, self.candidates
+        )?;
+        match self.candidates.bound() {
+            Some(Ok(b)) => {
+                write!(f, "; bound: {b}")?;
+                if let Some(ratio) = self.over_bound() {
+                    write!(f, ", est/bound {ratio:.2}")?;
+                }
+            }
+            Some(Err(e)) => write!(f, "; bound: none ({e})")?,
+            None => {}
+        }
+        write!(f, "; costs: {}", self.costs)
+    }
+}
+
+impl Decision {
+    /// The chosen lowering's estimate.
+    pub fn estimate(&self) -> Option<Estimate> {
+        self.candidates.iter().find_map(|c| match c {
+            Candidate::Estimated { lowering, estimate } if *lowering == self.lowering => {
+                Some(*estimate)
+            }
+            _ => None,
+        })
+    }
+
+    /// The chosen lowering's estimate over the collective's lower bound
+    /// ([`crate::cost::bound`]): how far it is from the best any schedule
+    /// could do. `None` with no estimate or no positive bound.
+    pub fn over_bound(&self) -> Option<f64> {
+        let est = self.estimate()?.total_us();
+        match self.candidates.bound() {
+            Some(Ok(b)) if b.us > 0.0 => Some(est / b.us),
+            _ => None,
+        }
     }
 }

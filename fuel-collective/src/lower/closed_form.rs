@@ -368,47 +368,107 @@ fn last_src(topo: &Topology, from: Device, to: Device) -> Device {
 /// The ring: each chunk summed around it, then (all_reduce) passed on
 /// around it and joined on every rank, or (reduce) joined on the root.
 fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
-    let n = site.ranks();
-    let order = arrange::vendor_order(&site.devs);
-    let (axis, ends): (usize, Vec<usize>) = match site.op {
-        Op::ReduceScatter { axis, .. } => {
-            let ends = (0..n)
-                .map(|c| order.iter().position(|r| *r == c))
-                .collect::<Option<Vec<_>>>()?;
-            (axis, ends)
-        }
-        _ => (arrange::ring_axis(&site.ty.shape, n)?, (0..n).collect()),
-    };
-    let chunks = arrange::chunks(*site.ty.shape.get(axis)?, n)?;
-    let dev = |pos: usize| site.devs[order[pos % n]];
-    let runner = runner_for(site.devs.iter().copied());
-    // Its largest tensor: the joined result, or (reduce_scatter, which
-    // joins nothing) its first and longest chunk.
-    let working = match site.op {
-        Op::ReduceScatter { .. } => site.ty.with_dim(axis, chunks.first()?.1).size_bytes(),
-        _ => site.ty.size_bytes(),
-    };
-    let mut tally = Tally::new(topo, runner, working);
-    let mean = site.reduce_op() == Some(ReduceOp::Mean);
-    // Each step of one ring position, priced once per chunk size.
-    struct Position {
-        slice: Priced,
-        /// The slice when it is a view of the shard (one run).
-        view: Priced,
-        /// The partial from the previous position: no copy, one, or two.
-        hops: Vec<Priced>,
-        /// The same when the partial is the first position's slice taken
-        /// as a view of its shard (not a value the host computed, so a
-        /// direct host-to-Vulkan hop of it is no import).
-        hops_of_view: Vec<Priced>,
-        add: Priced,
-        div: Priced,
+    let shape = RingShape::new(site, topo)?;
+    let mut tally = Tally::new(topo, shape.runner, shape.working);
+    let reduced = shape.reduce_scatter(&mut tally)?;
+    match site.op {
+        Op::ReduceScatter { .. } => {}
+        Op::Reduce { root, .. } => shape.join_on_root(&mut tally, &reduced, *site.devs.get(root)?),
+        _ => shape.all_gather(&mut tally, &reduced)?,
     }
-    let price_positions = |tally: &Tally<'_>, bytes: usize| -> Vec<Position> {
-        (0..n)
+    Some(tally.finish())
+}
+
+/// The ring's layout: its order, the axis it cuts, its chunks and where
+/// each chunk ends.
+struct RingShape<'a> {
+    site: &'a CollectiveSite,
+    topo: &'a Topology,
+    n: usize,
+    order: Vec<usize>,
+    axis: usize,
+    /// Each chunk's `(start, len)` along `axis`: a `reduce_scatter`'s
+    /// shares (uneven ones included, as the ring's graph cuts them), else
+    /// the even cut of [`arrange::chunks`].
+    chunks: Vec<(usize, usize)>,
+    /// The ring position where each chunk ends.
+    ends: Vec<usize>,
+    runner: Runner,
+    /// Its largest tensor: the joined result, or (reduce_scatter, which
+    /// joins nothing) its longest chunk.
+    working: usize,
+}
+
+/// Each step of one ring position, priced once per chunk size.
+struct Position {
+    slice: Priced,
+    /// The slice when it is a view of the shard (one run).
+    view: Priced,
+    /// The partial from the previous position: no copy, one, or two.
+    hops: Vec<Priced>,
+    /// The same when the partial is the first position's slice taken
+    /// as a view of its shard (not a value the host computed, so a
+    /// direct host-to-Vulkan hop of it is no import).
+    hops_of_view: Vec<Priced>,
+    add: Priced,
+    div: Priced,
+}
+
+impl<'a> RingShape<'a> {
+    fn new(site: &'a CollectiveSite, topo: &'a Topology) -> Option<RingShape<'a>> {
+        let n = site.ranks();
+        let order = arrange::vendor_order(&site.devs);
+        let (axis, chunks, ends) = match site.op {
+            Op::ReduceScatter { axis, .. } => {
+                let ends = (0..n)
+                    .map(|c| order.iter().position(|r| *r == c))
+                    .collect::<Option<Vec<_>>>()?;
+                let (_, shares) = site.scatter().ok()??;
+                (axis, shares, ends)
+            }
+            _ => {
+                let axis = arrange::ring_axis(&site.ty.shape, n)?;
+                let chunks = arrange::chunks(*site.ty.shape.get(axis)?, n)?;
+                (axis, chunks, (0..n).collect())
+            }
+        };
+        let working = match site.op {
+            Op::ReduceScatter { .. } => {
+                let longest = chunks.iter().map(|c| c.1).max()?;
+                site.ty.with_dim(axis, longest).size_bytes()
+            }
+            _ => site.ty.size_bytes(),
+        };
+        Some(RingShape {
+            site,
+            topo,
+            n,
+            axis,
+            chunks,
+            ends,
+            runner: runner_for(site.devs.iter().copied()),
+            working,
+            order,
+        })
+    }
+
+    /// The device at ring position `pos` (mod n).
+    fn dev(&self, pos: usize) -> Device {
+        self.site.devs[self.order[pos % self.n]]
+    }
+
+    /// Bytes of a chunk `len` long.
+    fn bytes(&self, len: usize) -> usize {
+        self.site.ty.with_dim(self.axis, len).size_bytes()
+    }
+
+    /// The steps of every position for a chunk of `bytes`.
+    fn price_positions(&self, tally: &Tally<'_>, bytes: usize) -> Vec<Position> {
+        let topo = self.topo;
+        (0..self.n)
             .map(|pos| {
-                let d = dev(pos);
-                let prev = dev(pos + n - 1);
+                let d = self.dev(pos);
+                let prev = self.dev(pos + self.n - 1);
                 let compute = |inputs| StepKind::Compute {
                     device: d,
                     inputs,
@@ -452,328 +512,142 @@ fn ring(site: &CollectiveSite, topo: &Topology) -> Option<Estimate> {
                 }
             })
             .collect()
-    };
-    let mut by_len: Vec<(usize, Vec<Position>)> = Vec::new();
-    // Reduce-scatter: chunk c starts after its end position and goes once
-    // around. `reduced[c]`: (finish time, end position).
-    let mut reduced: Vec<(f64, usize)> = Vec::with_capacity(n);
-    for (&(start, len), &end) in chunks.iter().zip(&ends) {
-        if !by_len.iter().any(|(l, _)| *l == len) {
-            let bytes = site.ty.with_dim(axis, len).size_bytes();
-            by_len.push((len, price_positions(&tally, bytes)));
-        }
-        let pos_of = &by_len.iter().find(|(l, _)| *l == len)?.1;
-        // Each position's piece of the chunk: a view where it is one run.
-        let slice = |pos: usize| {
-            let p = &pos_of[pos];
-            if slice_is_view(dev(pos), &site.ty, axis, start, len) {
-                &p.view
-            } else {
-                &p.slice
+    }
+
+    /// Reduce-scatter: chunk c starts after its end position and goes once
+    /// around. Returns each chunk's (finish time, end position).
+    fn reduce_scatter(&self, tally: &mut Tally<'_>) -> Option<Vec<(f64, usize)>> {
+        let (n, site) = (self.n, self.site);
+        let mean = site.reduce_op() == Some(ReduceOp::Mean);
+        let mut by_len: Vec<(usize, Vec<Position>)> = Vec::new();
+        let mut reduced: Vec<(f64, usize)> = Vec::with_capacity(n);
+        for (&(start, len), &end) in self.chunks.iter().zip(&self.ends) {
+            if !by_len.iter().any(|(l, _)| *l == len) {
+                by_len.push((len, self.price_positions(tally, self.bytes(len))));
             }
-        };
-        let first = (end + 1) % n;
-        let mut partial = tally.add_priced(slice(first), 0.0);
-        let first_is_view = slice_is_view(dev(first), &site.ty, axis, start, len);
-        for step in 1..n {
-            let p = &pos_of[(first + step) % n];
-            let piece = tally.add_priced(slice((first + step) % n), 0.0);
-            let mut arrived = partial;
-            let hops = if step == 1 && first_is_view {
-                &p.hops_of_view
-            } else {
-                &p.hops
+            let pos_of = &by_len.iter().find(|(l, _)| *l == len)?.1;
+            let is_view =
+                |pos: usize| slice_is_view(self.dev(pos), &site.ty, self.axis, start, len);
+            // Each position's piece of the chunk: a view where it is one run.
+            let slice = |pos: usize| {
+                let p = &pos_of[pos];
+                if is_view(pos) {
+                    &p.view
+                } else {
+                    &p.slice
+                }
             };
-            for h in hops {
-                arrived = tally.add_priced(h, arrived);
-            }
-            partial = tally.add_priced(&p.add, arrived.max(piece));
-        }
-        if mean {
-            partial = tally.add_priced(&pos_of[end].div, partial);
-        }
-        reduced.push((partial, end));
-    }
-    let full = site.ty.size_bytes();
-    match site.op {
-        Op::ReduceScatter { .. } => {}
-        Op::Reduce { root, .. } => {
-            let root_dev = *site.devs.get(root)?;
-            let mut ready: f64 = 0.0;
-            for (&(t, end), &(_, len)) in reduced.iter().zip(&chunks) {
-                let bytes = site.ty.with_dim(axis, len).size_bytes();
-                let from = dev(end);
-                // Each chunk's only reader is the concat on the root.
-                let last = mode(last_src(topo, from, root_dev), root_dev, false, false);
-                let at_root = move_to(
-                    &mut tally,
-                    topo,
-                    (from, root_dev, bytes),
-                    last,
-                    t,
-                    Source::Computed,
-                );
-                ready = ready.max(at_root);
-            }
-            let concat = StepKind::layout(root_dev, full);
-            tally.add(&concat, ready);
-        }
-        _ => {
-            // All-gather: each reduced chunk goes on around the ring from
-            // its end position; a device reached before (a repeated device,
-            // or the staging CPU a staged hop went through) is not reached
-            // again. Devices are numbered: the targets in first-seen order,
-            // then the staging CPU if it is not one of them.
-            let mut slots: FxHashMap<Device, usize> = FxHashMap::default();
-            let mut targets: Vec<Device> = Vec::new();
-            for &d in &site.devs {
-                slots.entry(d).or_insert_with(|| {
-                    targets.push(d);
-                    targets.len() - 1
-                });
-            }
-            let staging = *slots.entry(topo.staging).or_insert(targets.len());
-            let pos_slot: Vec<usize> = (0..n)
-                .map(|pos| slots.get(&dev(pos)).copied())
-                .collect::<Option<Vec<_>>>()?;
-            // `seen[k] == c + 1`: chunk c is on slot k, since `at[k]`.
-            let slot_count = targets.len() + 1;
-            let mut seen: Vec<usize> = vec![0; slot_count];
-            let mut at: Vec<f64> = vec![0.0; slot_count];
-            let mut ready: Vec<f64> = vec![0.0; targets.len()];
-            for (c, (&(t, end), &(_, len))) in reduced.iter().zip(&chunks).enumerate() {
-                let bytes = site.ty.with_dim(axis, len).size_bytes();
-                // Every value passed on is computed (the reduced chunk, or a
-                // copy of it), so a host-to-Vulkan hop is an import.
-                let copy = |from: Device, to: Device| {
-                    let imported = imported(topo, Source::Computed, from, to, bytes);
-                    hop(from, to, bytes, mode(from, to, false, false), imported)
+            let first = (end + 1) % n;
+            let mut partial = tally.add_priced(slice(first), 0.0);
+            for step in 1..n {
+                let p = &pos_of[(first + step) % n];
+                let piece = tally.add_priced(slice((first + step) % n), 0.0);
+                let mut arrived = partial;
+                let hops = if step == 1 && is_view(first) {
+                    &p.hops_of_view
+                } else {
+                    &p.hops
                 };
-                let mark = c + 1;
-                seen[pos_slot[end]] = mark;
-                at[pos_slot[end]] = t;
-                let mut prev = (dev(end), t);
-                for step in 1..n {
-                    let (pos, d) = ((end + step) % n, dev(end + step));
-                    let k = pos_slot[pos];
-                    if seen[k] == mark {
-                        prev = (d, at[k]);
-                        continue;
-                    }
-                    let done = match topo.route(prev.0, d) {
-                        Route::Direct => tally.add(&copy(prev.0, d), prev.1),
-                        Route::Staged(s) => {
-                            let sk = slots.get(&s).copied().unwrap_or(staging);
-                            let mid = if seen[sk] == mark {
-                                at[sk]
-                            } else {
-                                let m = tally.add(&copy(prev.0, s), prev.1);
-                                seen[sk] = mark;
-                                at[sk] = m;
-                                m
-                            };
-                            tally.add(&copy(s, d), mid)
-                        }
-                    };
-                    seen[k] = mark;
-                    at[k] = done;
-                    prev = (d, done);
+                for h in hops {
+                    arrived = tally.add_priced(h, arrived);
                 }
-                for (k, r) in ready.iter_mut().enumerate() {
-                    *r = r.max(at[k]);
-                }
+                partial = tally.add_priced(&p.add, arrived.max(piece));
             }
-            for (&d, &r) in targets.iter().zip(&ready) {
-                let concat = StepKind::layout(d, full);
-                tally.add(&concat, r);
+            if mean {
+                partial = tally.add_priced(&pos_of[end].div, partial);
+            }
+            reduced.push((partial, end));
+        }
+        Some(reduced)
+    }
+
+    /// Reduce: each reduced chunk to the root, joined there.
+    fn join_on_root(&self, tally: &mut Tally<'_>, reduced: &[(f64, usize)], root: Device) {
+        let topo = self.topo;
+        let mut ready: f64 = 0.0;
+        for (&(t, end), &(_, len)) in reduced.iter().zip(&self.chunks) {
+            let from = self.dev(end);
+            // Each chunk's only reader is the concat on the root.
+            let last = mode(last_src(topo, from, root), root, false, false);
+            let hop = (from, root, self.bytes(len));
+            ready = ready.max(move_to(tally, topo, hop, last, t, Source::Computed));
+        }
+        tally.add(&StepKind::layout(root, self.site.ty.size_bytes()), ready);
+    }
+
+    /// All-gather: each reduced chunk goes on around the ring from its end
+    /// position; a device reached before (a repeated device, or the staging
+    /// CPU a staged hop went through) is not reached again. Devices are
+    /// numbered: the targets in first-seen order, then the staging CPU if
+    /// it is not one of them.
+    fn all_gather(&self, tally: &mut Tally<'_>, reduced: &[(f64, usize)]) -> Option<()> {
+        let (n, topo) = (self.n, self.topo);
+        let mut slots: FxHashMap<Device, usize> = FxHashMap::default();
+        let mut targets: Vec<Device> = Vec::new();
+        for &d in &self.site.devs {
+            slots.entry(d).or_insert_with(|| {
+                targets.push(d);
+                targets.len() - 1
+            });
+        }
+        let staging = *slots.entry(topo.staging).or_insert(targets.len());
+        let pos_slot: Vec<usize> = (0..n)
+            .map(|pos| slots.get(&self.dev(pos)).copied())
+            .collect::<Option<Vec<_>>>()?;
+        // `seen[k] == c + 1`: chunk c is on slot k, since `at[k]`.
+        let slot_count = targets.len() + 1;
+        let mut seen: Vec<usize> = vec![0; slot_count];
+        let mut at: Vec<f64> = vec![0.0; slot_count];
+        let mut ready: Vec<f64> = vec![0.0; targets.len()];
+        for (c, (&(t, end), &(_, len))) in reduced.iter().zip(&self.chunks).enumerate() {
+            let bytes = self.bytes(len);
+            // Every value passed on is computed (the reduced chunk, or a
+            // copy of it), so a host-to-Vulkan hop is an import.
+            let copy = |from: Device, to: Device| {
+                let imported = imported(topo, Source::Computed, from, to, bytes);
+                hop(from, to, bytes, mode(from, to, false, false), imported)
+            };
+            let mark = c + 1;
+            seen[pos_slot[end]] = mark;
+            at[pos_slot[end]] = t;
+            let mut prev = (self.dev(end), t);
+            for step in 1..n {
+                let (pos, d) = ((end + step) % n, self.dev(end + step));
+                let k = pos_slot[pos];
+                if seen[k] == mark {
+                    prev = (d, at[k]);
+                    continue;
+                }
+                let done = match topo.route(prev.0, d) {
+                    Route::Direct => tally.add(&copy(prev.0, d), prev.1),
+                    Route::Staged(s) => {
+                        let sk = slots.get(&s).copied().unwrap_or(staging);
+                        let mid = if seen[sk] == mark {
+                            at[sk]
+                        } else {
+                            let m = tally.add(&copy(prev.0, s), prev.1);
+                            seen[sk] = mark;
+                            at[sk] = m;
+                            m
+                        };
+                        tally.add(&copy(s, d), mid)
+                    }
+                };
+                seen[k] = mark;
+                at[k] = done;
+                prev = (d, done);
+            }
+            for (k, r) in ready.iter_mut().enumerate() {
+                *r = r.max(at[k]);
             }
         }
+        let full = self.site.ty.size_bytes();
+        for (&d, &r) in targets.iter().zip(&ready) {
+            tally.add(&StepKind::layout(d, full), r);
+        }
+        Some(())
     }
-    Some(tally.finish())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::estimate::Scratch;
-    use super::super::ring::Ring;
-    use super::super::star::Star;
-    use super::*;
-    use fuel_graph_ext::topology::{ComputeCost, Curve, LinkClass, LinkCost, Runner, RunnerCost};
-    use fuel_graph_ext::{text, DeviceKind};
-    use proptest::prelude::*;
-
-    const POOL: [Device; 9] = [
-        Device::cpu(0),
-        Device::cpu(1),
-        Device::cpu(2),
-        Device::cuda(0),
-        Device::cuda(1),
-        Device::cuda(2),
-        Device::vulkan(0),
-        Device::vulkan(1),
-        Device::vulkan(2),
-    ];
-
-    /// The collective's text IR: one input per rank, then the collective.
-    fn source(devs: &[Device], kind: usize, mean: bool, shape: &[usize]) -> String {
-        let n = devs.len();
-        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-        let ty = format!("f32[{}]", dims.join(","));
-        let mut s = String::from("graph @p {\n");
-        for (i, d) in devs.iter().enumerate() {
-            s += &format!("  %{i} = input \"s{i}\" @{d} : {ty}\n");
-        }
-        let args: Vec<String> = (0..n).map(|i| format!("%{i}")).collect();
-        let op = if mean { "mean" } else { "sum" };
-        let (line, results) = match kind {
-            0 => (
-                format!("  %{n}:{n} = all_reduce.{op} {} : {ty}\n", args.join(", ")),
-                n,
-            ),
-            1 => (
-                format!(
-                    "  %{n} = reduce.{op} {} {{root={}}} : {ty}\n",
-                    args.join(", "),
-                    n - 1
-                ),
-                1,
-            ),
-            _ => {
-                let mut part = shape.to_vec();
-                part[0] /= n;
-                let dims: Vec<String> = part.iter().map(|d| d.to_string()).collect();
-                (
-                    format!(
-                        "  %{n}:{n} = reduce_scatter.{op} {} {{axis=0}} : f32[{}]\n",
-                        args.join(", "),
-                        dims.join(",")
-                    ),
-                    n,
-                )
-            }
-        };
-        s += &line;
-        let rets: Vec<String> = if results == 1 {
-            vec![format!("%{n}")]
-        } else {
-            (0..results).map(|i| format!("%{n}#{i}")).collect()
-        };
-        s + &format!("  return {}\n}}\n", rets.join(", "))
-    }
-
-    fn topology(peers: bool, staging: u32, scale: f64) -> Topology {
-        let mut t = Topology::default();
-        if peers {
-            t = t.with_peer(0, 1);
-        }
-        t.staging = Device::cpu(staging);
-        for c in LinkClass::ALL {
-            let l = t.link(c);
-            t.set_link(
-                c,
-                LinkCost {
-                    bandwidth: Curve::new(&[(16, 3.0 * scale), (256, scale)]).unwrap(),
-                    latency_us: l.latency_us / scale,
-                    deferred_gbps: l.deferred_gbps * scale * 1.5,
-                },
-            );
-        }
-        for k in DeviceKind::ALL {
-            let c = t.compute(k);
-            t.set_compute(
-                k,
-                ComputeCost {
-                    gbps: c.gbps.map(|_, g| g / scale),
-                    fixed_us: c.fixed_us * scale,
-                },
-            );
-        }
-        let th = t.runner(Runner::Threaded);
-        t.set_runner(
-            Runner::Threaded,
-            RunnerCost {
-                step_us: th.step_us * scale,
-                run_us: th.run_us,
-                dispatch_us: th.dispatch_us * scale * 2.0,
-            },
-        );
-        if scale > 1.0 {
-            t.host_memory.insert(DeviceKind::Vulkan);
-        }
-        // Past 2, lavapipe-like: its kernels run on two host cores.
-        if scale > 2.0 {
-            t.host_kernels.insert(DeviceKind::Vulkan);
-            t.set_host_cores(Some(2));
-            t.set_handoff_cpu_us(1.0);
-        }
-        t
-    }
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-
-        /// The closed forms give the estimate the graph gives.
-        #[test]
-        fn closed_forms_equal_the_graphs_estimate(
-            picks in prop::collection::vec(0..POOL.len(), 2..=7),
-            kind in 0usize..3,
-            mean in any::<bool>(),
-            rows in 1usize..4,
-            cols in 1usize..9,
-            wide in any::<bool>(),
-            peers in any::<bool>(),
-            staging in 0u32..3,
-            scale in prop::sample::select(vec![0.05, 1.0, 20.0]),
-        ) {
-            let devs: Vec<Device> = picks.iter().map(|i| POOL[*i]).collect();
-            let n = devs.len();
-            // Reduce-scatter needs the cut axis to divide by the ranks.
-            // Wide tensors are pages long: host-to-Vulkan hops of computed
-            // values become imports, and inputs on Vulkan in host memory
-            // are read in place.
-            let cols = if wide { cols * 1024 } else { cols };
-            let shape = if kind == 2 { vec![n * rows, cols] } else { vec![rows * 3, cols] };
-            let g = text::parse(&source(&devs, kind, mean, &shape)).unwrap();
-            let id = g
-                .node_ids()
-                .find(|id| g.node(*id).is_some_and(|x| x.op.is_collective()))
-                .unwrap();
-            let site = CollectiveSite::read(&g, id).unwrap();
-            let topo = topology(peers, staging, scale);
-            let scratch = Scratch::new(&g, &site).unwrap();
-            let mut lowerings: Vec<Lowering> = arrange::unique(&devs)
-                .into_iter()
-                .chain([topo.staging])
-                .map(|d| Lowering::Star(Star { at: Some(d) }))
-                .collect();
-            lowerings.push(Lowering::Ring(Ring));
-            let mut checked = 0;
-            for l in &lowerings {
-                let Some(closed) = estimate(&site, l, &topo) else { continue };
-                let graph = scratch.estimate_by_graph(&site, l, &topo).unwrap();
-                // What the pass uses: the closed form, shared by equivalent
-                // star points.
-                let used = scratch.estimate(&site, l, &topo).unwrap();
-                prop_assert!(
-                    close(used.total_us(), graph.total_us()) && used.transfers == graph.transfers,
-                    "{l} over {devs:?}, kind {kind}: used {used:?}, graph {graph:?}"
-                );
-                checked += 1;
-                prop_assert!(
-                    close(closed.critical_path_us, graph.critical_path_us)
-                        && close(closed.busiest_us, graph.busiest_us)
-                        && close(closed.dispatcher_us, graph.dispatcher_us)
-                        && closed.transfers == graph.transfers
-                        && closed.bytes_moved == graph.bytes_moved,
-                    "{l} over {devs:?}, kind {kind}, shape {shape:?}:\nclosed {closed:?}\ngraph  {graph:?}"
-                );
-            }
-            // Every star point has a closed form.
-            prop_assert!(checked >= lowerings.len() - 1);
-        }
-    }
-}
+mod tests;

@@ -5,6 +5,7 @@
 //! is made; every algorithm and the estimator then work from this value, not
 //! from the node (which the pass removes at the end).
 
+use crate::cost::bound::Collective;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::op::scatter_extents;
 use fuel_graph_ext::pass::PassError;
@@ -167,5 +168,91 @@ pub(super) struct Broken(Box<PassError>);
 impl From<Broken> for PassError {
     fn from(b: Broken) -> PassError {
         *b.0
+    }
+}
+
+impl CollectiveSite {
+    /// What the collective moves, in bytes by rank, and its group (for a
+    /// `broadcast`, the source then each destination), for
+    /// [`crate::cost::bound`].
+    ///
+    /// A `Mean` folded in a wider accumulator (`narrow`) is counted in its
+    /// narrow type, which a lowering may move; the third value is how many
+    /// times wider the accumulator is.
+    pub fn pattern(&self) -> Result<(Collective, Vec<Device>, usize), Broken> {
+        let widen = self
+            .narrow
+            .map_or(1, |d| self.ty.dtype.size_bytes() / d.size_bytes().max(1))
+            .max(1);
+        let (c, group) = self.wide_pattern()?;
+        let narrow = |b: usize| b / widen;
+        let c = match c {
+            Collective::AllReduce { bytes } => Collective::AllReduce {
+                bytes: narrow(bytes),
+            },
+            Collective::Reduce { bytes, root } => Collective::Reduce {
+                bytes: narrow(bytes),
+                root,
+            },
+            Collective::ReduceScatter { bytes, shares } => Collective::ReduceScatter {
+                bytes: narrow(bytes),
+                shares: shares.into_iter().map(narrow).collect(),
+            },
+            other => other,
+        };
+        Ok((c, group, widen))
+    }
+
+    /// [`CollectiveSite::pattern`] in the shard type as it is.
+    fn wide_pattern(&self) -> Result<(Collective, Vec<Device>), Broken> {
+        let bytes = self.ty.size_bytes();
+        let n = self.ranks();
+        // Bytes per unit of extent along `axis` of a shard of type `ty`.
+        let per_unit = |ty: &TensorType, axis: usize| {
+            let extent = ty.shape.get(axis).copied().unwrap_or(1).max(1);
+            ty.size_bytes() / extent
+        };
+        let c = match &self.op {
+            Op::AllReduce { .. } => Collective::AllReduce { bytes },
+            Op::Reduce { root, .. } => Collective::Reduce { bytes, root: *root },
+            Op::Broadcast { to } => {
+                let mut group = vec![self.device(0)?];
+                group.extend(to.iter().copied());
+                return Ok((Collective::Broadcast { bytes, root: 0 }, group));
+            }
+            Op::AllGather { .. } if self.uneven.is_empty() => Collective::AllGather {
+                shards: vec![bytes; n],
+            },
+            Op::AllGather { .. } => Collective::AllGather {
+                shards: self.uneven.iter().map(TensorType::size_bytes).collect(),
+            },
+            Op::ReduceScatter { .. } => {
+                let (axis, shares) = self
+                    .scatter()?
+                    .ok_or_else(|| self.broken("a reduce_scatter without shares"))?;
+                let unit = per_unit(&self.ty, axis);
+                Collective::ReduceScatter {
+                    bytes,
+                    shares: shares.iter().map(|(_, len)| len * unit).collect(),
+                }
+            }
+            Op::AllToAll { axis, split } => {
+                let mut sends = Vec::with_capacity(n * n);
+                for i in 0..n {
+                    let ty = self.uneven.get(i).unwrap_or(&self.ty);
+                    let extent = ty.shape.get(*axis).copied().unwrap_or(0);
+                    let row = match split {
+                        Some(s) => s.get(i * n..(i + 1) * n).map(<[usize]>::to_vec),
+                        None => scatter_extents(None, *axis, extent, n).ok(),
+                    }
+                    .ok_or_else(|| self.broken(format!("rank {i} has no split")))?;
+                    let unit = per_unit(ty, *axis);
+                    sends.extend(row.iter().map(|e| e * unit));
+                }
+                Collective::AllToAll { sends }
+            }
+            other => return Err(self.broken(format!("`{}` is no collective", other.mnemonic()))),
+        };
+        Ok((c, self.devs.clone()))
     }
 }

@@ -384,6 +384,12 @@ impl Topology {
         self.peers.contains(&(a, b))
     }
 
+    /// Every ordered CUDA pair with peer access (both orders of a `peer`
+    /// line), without asking about every pair of a large group.
+    pub fn peer_pairs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.peers.iter().copied()
+    }
+
     /// How to get bytes from `src` to `dst`.
     pub fn route(&self, src: Device, dst: Device) -> Route {
         use DeviceKind::*;

@@ -43,6 +43,16 @@ pub enum Collective {
 }
 
 impl Collective {
+    /// Every collective the bench records (the tests go over them).
+    #[cfg(test)]
+    pub const ALL: [Collective; 5] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+        Collective::AllToAll,
+    ];
+
     /// The op's name as the IR spells it.
     pub fn name(self) -> &'static str {
         match self {
@@ -167,13 +177,7 @@ mod tests {
     fn every_collective_records_one_result_per_rank() {
         let devices = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
         let ty = TensorType::new(DType::F32, &[6]);
-        for c in [
-            Collective::AllReduce,
-            Collective::AllGather,
-            Collective::ReduceScatter,
-            Collective::Broadcast,
-            Collective::AllToAll,
-        ] {
+        for c in Collective::ALL {
             let g = c.build(&devices, &ty, ReduceOp::Sum).unwrap();
             assert_eq!(g.outputs().len(), 3, "{}", c.name());
         }

@@ -197,6 +197,7 @@ mod tests {
             busbw: 1.0,
             wrong: 0,
             bound: 1.0,
+            model_bound_us: 1.0,
         };
         let rows: Vec<Row> = (12..=24).map(|k| row(1usize << k)).collect();
         let refs: Vec<&Row> = rows.iter().collect();
