@@ -137,14 +137,20 @@ struct Picture<'g> {
 /// (`plan::Caps::assumed`, default topology): a copy between host arenas
 /// that shares its source's buffer ([`crate::plan::Work::Share`]), and a
 /// host-to-Vulkan copy that imports it ([`crate::plan::Work::Import`]).
-/// Empty for a graph the plan cannot be made of (collectives still in it).
+/// Empty for a graph the plan cannot be made of (collectives still in it)
+/// and for one that does not verify: the plan's rules take verified types
+/// (a `slice` along an axis past its operand's rank has no regions), and
+/// a picture is drawn of any graph, a broken one included.
 fn moving_nothing(g: &Graph) -> BTreeSet<NodeId> {
     use crate::plan::{Caps, Options, Schedule, Work};
+    let topo = crate::topology::Topology::default();
+    if crate::verify::verify(g, crate::verify::Level::Structural, &topo).is_err() {
+        return BTreeSet::new();
+    }
     let options = Options::default();
     let Ok(mut plan) = Schedule::new_with(g, &options) else {
         return BTreeSet::new();
     };
-    let topo = crate::topology::Topology::default();
     plan.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
     plan.steps
         .iter()
@@ -668,5 +674,28 @@ mod tests {
         assert_eq!(human_bytes(4096), "4 KiB");
         assert_eq!(human_bytes(100), "100 B");
         assert_eq!(human_bytes(3 << 19), "1.5 MiB");
+    }
+
+    /// A graph that does not verify is still drawn, and the plan (which
+    /// takes verified types) is not asked about it: a `slice` along axis 5
+    /// of a rank-2 tensor panicked in the plan's regions (found by the
+    /// `parse` fuzzer, kept in `tests/fuzz/regressions/parse/`).
+    #[test]
+    fn an_unverified_graph_is_drawn_without_its_plan() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : i32[8,4]
+  %1 = copy %0 -> cpu:1 : i32[8,4]
+  %2 = slice %1 {axis=5, len=4, start=2} @cpu:1 : i32[4,4]
+  return %2
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        assert!(
+            crate::verify::verify(&g, crate::verify::Level::Structural, &Default::default())
+                .is_err()
+        );
+        let dot = to_dot(&g);
+        assert!(dot.contains("slice"), "{dot}");
+        assert!(!dot.contains("shared, 0 B"), "{dot}");
     }
 }
