@@ -269,6 +269,16 @@ pub fn input_limit(text: &str) -> Result<usize, Failure> {
     sizes::parse_size(text).map_err(|e| Failure::input(format!("--max-input-size: {e}")))
 }
 
+/// The topology file at `path` (as [`load_topology`] reads it), or the
+/// default figures without one: for the commands that price with fixed
+/// figures rather than this machine's calibration.
+pub fn file_topology(path: Option<&PathBuf>, devices: &[Device]) -> Result<Topology, Failure> {
+    match path {
+        Some(_) => load_topology(path, devices, input::DEFAULT_MAX_INPUT),
+        None => Ok(Topology::default()),
+    }
+}
+
 /// The topology for `devices`: the `--topology` file (at most `limit`
 /// bytes) if one is given, else this machine's calibration cache for them,
 /// else the defaults (`fuel_runtime::calibration::topology_for`). A damaged or stale cache

@@ -219,14 +219,7 @@ fn plan_group(
     }
     let sizes = crate::sizes::parse_sizes(a.sizes.as_deref().unwrap_or("1M"))
         .map_err(|e| Failure::input(format!("--sizes: {e}")))?;
-    let topo = match &a.topology {
-        Some(_) => crate::load_topology(
-            a.topology.as_ref(),
-            devices,
-            crate::input::DEFAULT_MAX_INPUT,
-        )?,
-        None => Topology::default(),
-    };
+    let topo = crate::file_topology(a.topology.as_ref(), devices)?;
     crate::group_plan::plan(collective, devices, &sizes, topo)
 }
 

@@ -238,14 +238,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
 /// `bench --calibrate`: times the calibration graphs among `devices` and
 /// writes a topology file.
 fn calibrate(a: &BenchArgs, devices: &[fuel_graph_ext::Device]) -> Result<(), Failure> {
-    let base = match &a.topology {
-        Some(_) => crate::load_topology(
-            a.topology.as_ref(),
-            devices,
-            crate::input::DEFAULT_MAX_INPUT,
-        )?,
-        None => Topology::default(),
-    };
+    let base = crate::file_topology(a.topology.as_ref(), devices)?;
     let effort = crate::calibrate::Effort {
         iters: a.iters,
         warmup: a.warmup,
