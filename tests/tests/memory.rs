@@ -342,6 +342,7 @@ fn planned_allocations_match_the_allocator_counters() {
         defer_gpu_copies_into_folds: false,
         import_host_buffers: false,
         view_slices: false,
+        divide_in_folds: false,
     };
     for devs in groups {
         for a in ["star", "hierarchical", "ring", "tree"] {

@@ -120,11 +120,15 @@ fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<
             bytes,
             us: op.cost.map(|c| c.secs() * 1e6),
         },
-        Work::Device(DeviceWork::Kernel(Kernel::Fold { .. })) => StepKind::Compute {
-            device,
-            inputs: s.operands.len(),
-            bytes,
-        },
+        // A fold that divides is priced as the fold: the division is done
+        // on each block while it is in cache, so it adds no memory pass.
+        Work::Device(DeviceWork::Kernel(Kernel::Fold { .. } | Kernel::FoldDiv { .. })) => {
+            StepKind::Compute {
+                device,
+                inputs: s.operands.len(),
+                bytes,
+            }
+        }
         Work::Device(DeviceWork::Kernel(Kernel::Div { .. } | Kernel::Cast { .. }))
         | Work::Comm { .. } => StepKind::Compute {
             device,

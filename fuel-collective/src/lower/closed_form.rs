@@ -23,7 +23,9 @@ use super::algorithm::Lowering;
 use super::arrange;
 use super::site::CollectiveSite;
 use crate::cost::{runner_for, Estimate, Priced, StepKind, Tally};
-use fuel_graph_ext::plan::{slice_is_view, CopyMode, CopySite, Options, HOST_PAGE};
+use fuel_graph_ext::plan::{
+    divides_in_fold, slice_is_view, CopyMode, CopySite, Options, HOST_PAGE,
+};
 use fuel_graph_ext::topology::{Route, Runner};
 use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
 use rustc_hash::FxHashMap;
@@ -245,6 +247,13 @@ fn star_runner(site: &CollectiveSite, at: Device, topo: &Topology) -> Runner {
     }
 }
 
+/// Whether a Mean's `div` on `at` is a step of its own: not where the
+/// schedule folds it into the sum it divides (`Kernel::FoldDiv`), whose
+/// price is the fold's.
+fn divides_apart(at: Device) -> bool {
+    !(Options::default().divide_in_folds && divides_in_fold(at))
+}
+
 /// Star at `at`: every shard into one fold, then the delivery.
 fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     let bytes = site.ty.size_bytes();
@@ -265,7 +274,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
         bytes,
     };
     let mut total = tally.add(&fold, ready);
-    if site.reduce_op() == Some(ReduceOp::Mean) {
+    if site.reduce_op() == Some(ReduceOp::Mean) && divides_apart(at) {
         let div = StepKind::Compute {
             device: at,
             inputs: 1,
@@ -553,7 +562,7 @@ impl<'a> RingShape<'a> {
                 }
                 partial = tally.add_priced(&p.add, arrived.max(piece));
             }
-            if mean {
+            if mean && divides_apart(self.dev(end)) {
                 partial = tally.add_priced(&pos_of[end].div, partial);
             }
             reduced.push((partial, end));

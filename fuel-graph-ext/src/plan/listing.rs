@@ -67,6 +67,7 @@ fn work(w: &Work) -> String {
         Work::Device(DeviceWork::Kernel(k)) => match k {
             Kernel::Fold { kind } => format!("fold {}", kind.as_str()),
             Kernel::Div { by } => format!("div by {by}"),
+            Kernel::FoldDiv { kind, by } => format!("fold {}, div by {by}", kind.as_str()),
             Kernel::Cast { from } => format!("cast from {from}"),
             Kernel::Gather { regions } => format!("gather {} region(s)", regions.len()),
             Kernel::Extern { op, .. } => format!(

@@ -8,6 +8,7 @@
 //! (which alignment a device binds views at, whether it imports host
 //! memory) come in as values.
 
+mod fold_div;
 pub mod listing;
 pub mod region;
 pub mod schedule;
@@ -20,7 +21,7 @@ pub use region::{
 };
 pub use schedule::{CopyMode, CopySite, Island, Schedule, Step, Work};
 pub use views::{slice_is_view, Caps, ASSUMED_VIEW_ALIGN, INPUT_IN_PLACE_MIN};
-pub use work::{chained_launches, DeviceWork, Kernel};
+pub use work::{chained_launches, divides_in_fold, DeviceWork, Kernel};
 
 use crate::device::Device;
 
@@ -100,6 +101,13 @@ pub struct Options {
     /// its `minStorageBufferOffsetAlignment`. CUDA slices still copy.
     /// Default `true`; `false` copies every slice, to measure the copy.
     pub view_slices: bool,
+    /// An element-wise fold on a host arena whose one reader is a `div` on
+    /// the same device, and which is not a graph output, divides its own
+    /// result ([`Kernel::FoldDiv`]): a Mean's sum and division are one pass
+    /// over memory, and the sum has no buffer of its own. The bits are the
+    /// fold's and then the division's. Default `true`; `false` runs them
+    /// as two steps, to measure or debug either.
+    pub divide_in_folds: bool,
 }
 
 impl Default for Options {
@@ -109,6 +117,7 @@ impl Default for Options {
             defer_gpu_copies_into_folds: true,
             import_host_buffers: true,
             view_slices: true,
+            divide_in_folds: true,
         }
     }
 }

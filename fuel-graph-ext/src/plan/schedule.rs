@@ -13,6 +13,7 @@
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
 
+use super::fold_div::HeldFolds;
 use super::region::{concat_regions_into, slice_regions_into, try_region_list, Region};
 use super::work::{DeviceWork, Kernel};
 use super::{Options, PlanError};
@@ -434,6 +435,7 @@ impl Schedule {
         let mut slot_of: HashMap<NodeId, usize> = HashMap::new();
         let mut steps = Vec::new();
         let mut islands: Vec<Island> = Vec::new();
+        let mut folds = HeldFolds::new(g, options);
         for (number, id) in g.topo_order().into_iter().enumerate() {
             let n = g
                 .node(id)
@@ -443,21 +445,33 @@ impl Schedule {
                     op: n.op.mnemonic(),
                 });
             }
-            let slot = |v: &ValueId| {
-                slot_of.get(&v.node).copied().ok_or_else(|| {
-                    let name = crate::text::Numbering::new(g).name(g, *v);
-                    PlanError::Internal(format!("operand {name} not scheduled"))
-                })
-            };
-            let operands = n.operands.iter().map(slot).collect::<Result<Vec<_>, _>>()?;
             let device = n
                 .op
                 .device()
                 .ok_or_else(|| PlanError::Internal(format!("{} has no device", n.op.mnemonic())))?;
-            let work = match &n.op {
+            // A division of a held fold takes the fold's operands.
+            let (fused, operands) = match folds.take_for(n) {
+                Some((kernel, operands)) => (Some(kernel), operands),
+                None => {
+                    let slot = |v: &ValueId| {
+                        slot_of.get(&v.node).copied().ok_or_else(|| {
+                            let name = crate::text::Numbering::new(g).name(g, *v);
+                            PlanError::Internal(format!("operand {name} not scheduled"))
+                        })
+                    };
+                    let operands = n.operands.iter().map(slot).collect::<Result<Vec<_>, _>>()?;
+                    (None, operands)
+                }
+            };
+            let operands = match folds.hold(g, id, n, device, operands) {
+                Some(operands) => operands,
+                None => continue,
+            };
+            let work = match (fused, &n.op) {
+                (Some(k), _) => Work::Device(DeviceWork::Kernel(k)),
                 // Every rank's node of one driver all-reduce joins one
                 // island, which runs once for all of them.
-                Op::DriverAllReduce { op, rank, .. } => {
+                (None, Op::DriverAllReduce { op, rank, .. }) => {
                     let at = Member {
                         step: steps.len(),
                         rank: *rank,
@@ -465,7 +479,7 @@ impl Schedule {
                     };
                     join_island(&mut islands, g, n, *op, &operands, at)?
                 }
-                _ => work_of(g, n, device, regions)?,
+                (None, _) => work_of(g, n, device, regions)?,
             };
             slot_of.insert(id, steps.len());
             steps.push(Step {
@@ -477,6 +491,7 @@ impl Schedule {
                 operands,
             });
         }
+        folds.all_taken()?;
         let (reads, dependents) = read_counts(&steps);
         let outputs = g
             .outputs()
@@ -517,7 +532,7 @@ impl Schedule {
                 [r] => {
                     self.reads[i] == 1
                         && self.steps[*r].device == dst
-                        && matches!(self.steps[*r].work.kernel(), Some(Kernel::Fold { .. }))
+                        && self.steps[*r].work.kernel().is_some_and(Kernel::is_fold)
                 }
                 _ => false,
             };

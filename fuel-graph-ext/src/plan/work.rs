@@ -30,6 +30,12 @@ pub enum Kernel {
     Fold { kind: ElementwiseOp },
     /// Divides operand 0 by a positive integer.
     Div { by: u64 },
+    /// A fold whose one reader divides it, done as one step: each block of
+    /// the result is folded and then divided by `by` while it is in cache,
+    /// with the bits [`Kernel::Fold`] then [`Kernel::Div`] give. A Mean's
+    /// `add` and `div` become one pass over memory and one buffer fewer.
+    /// Planned only where [`divides_in_fold`] says the device can.
+    FoldDiv { kind: ElementwiseOp, by: u64 },
     /// Converts operand 0's `from` elements to the result's dtype.
     Cast { from: DType },
     /// Gathers byte regions of the operands (slice and concat).
@@ -42,6 +48,23 @@ pub enum Kernel {
         /// Its operands' types, in operand order.
         operands: Vec<crate::dtype::TensorType>,
     },
+}
+
+impl Kernel {
+    /// An element-wise fold, plain or followed by a division: the kernels
+    /// that read every operand once, in order (so a copy into one can be
+    /// deferred into it).
+    pub fn is_fold(&self) -> bool {
+        matches!(self, Kernel::Fold { .. } | Kernel::FoldDiv { .. })
+    }
+}
+
+/// Whether a fold on `device` can divide its own result
+/// ([`Kernel::FoldDiv`]): the host arenas' fold does; the GPU backends
+/// have no such kernel, so there a `div` stays a step of its own. The
+/// schedule and the cost model's closed forms both ask this.
+pub fn divides_in_fold(device: Device) -> bool {
+    device.is_cpu()
 }
 
 /// The launches after the first of a GPU fold of `n` operands on a backend

@@ -401,6 +401,14 @@ fn wrong(op: &str) -> ExecError {
     ExecError::Internal(format!("`{op}` got an operand on another backend"))
 }
 
+/// A [`Kernel::FoldDiv`] on a GPU (planned on host arenas only).
+#[cfg(any(feature = "cuda", feature = "vulkan"))]
+fn host_only(op: &str) -> ExecError {
+    ExecError::Internal(format!(
+        "`{op}` was planned as a fold that divides, which only host arenas run"
+    ))
+}
+
 /// One piece of device work as a runner hands it to [`run`].
 pub struct DeviceCall<'a> {
     /// What to do.
@@ -552,6 +560,15 @@ fn kernel(
                 cpu::div(dtype, *by, a, d);
                 Ok(())
             }
+            Kernel::FoldDiv { kind, by } if ins.iter().any(|b| b.as_cpu().is_none()) => {
+                staged_fold(arena, dtype, *kind, ins, d, faults)?;
+                let divided = cpu::div_bytes_in_place(dtype, *by, d.bytes_mut());
+                divided.then_some(()).ok_or_else(|| wrong(op))
+            }
+            Kernel::FoldDiv { kind, by } => {
+                cpu::fold_div(dtype, *kind, &locals(ins, Buf::as_cpu, op)?, d, *by);
+                Ok(())
+            }
             Kernel::Cast { from } => {
                 let a = first()?.as_cpu().ok_or_else(|| wrong(op))?;
                 cpu::cast(*from, dtype, a, d);
@@ -572,6 +589,7 @@ fn kernel(
                 let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
                 c.cast(*from, dtype, a, d, n)
             }
+            Kernel::FoldDiv { .. } => Err(host_only(op)),
             Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "vulkan")]
@@ -595,6 +613,7 @@ fn kernel(
                 let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
                 v.cast(*from, dtype, a, d, n, faults)
             }
+            Kernel::FoldDiv { .. } => Err(host_only(op)),
             Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[allow(unreachable_patterns)] // with every GPU backend compiled out
@@ -680,9 +699,9 @@ pub enum Operand {
 /// comes after its first; a GPU fold longer than one launch one more per
 /// extra launch ([`chained_launches`]).
 pub fn scratch_buffers(ctx: &Ctx, k: &Kernel, operands: &[Operand]) -> usize {
-    let Kernel::Fold { .. } = k else {
+    if !k.is_fold() {
         return 0;
-    };
+    }
     match ctx {
         Ctx::Cpu(_) => usize::from(operands.contains(&Operand::Deferred { mapped: false })),
         #[cfg(feature = "cuda")]

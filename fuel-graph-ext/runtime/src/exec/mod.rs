@@ -433,6 +433,23 @@ impl Executable {
             .collect()
     }
 
+    /// The graph's `div`s that run inside the fold they divide
+    /// ([`fuel_graph_ext::plan::Kernel::FoldDiv`]): the fold has no step
+    /// or buffer of its own.
+    pub fn divided_folds(&self) -> BTreeSet<fuel_graph_ext::graph::NodeId> {
+        self.plan
+            .steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.work.kernel(),
+                    Some(fuel_graph_ext::plan::Kernel::FoldDiv { .. })
+                )
+            })
+            .map(|s| s.node)
+            .collect()
+    }
+
     /// The graph's host-to-Vulkan copies and moves that run as views of
     /// their host buffer on the device ([`schedule::Work::Import`]).
     pub fn imported_copies(&self) -> BTreeSet<fuel_graph_ext::graph::NodeId> {

@@ -118,7 +118,7 @@ pub(super) fn runner_shape(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> (boo
             .iter()
             .all(|s| !matches!(s.work, Work::Comm { .. }))
         && plan.steps.iter().any(|s| {
-            matches!(s.work.kernel(), Some(backend::Kernel::Fold { .. }))
+            s.work.kernel().is_some_and(backend::Kernel::is_fold)
                 && s.ty.size_bytes() >= backend::cpu::PARALLEL_MIN * 4
         });
     (inline, inline_on_pool)

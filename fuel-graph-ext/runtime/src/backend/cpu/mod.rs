@@ -410,14 +410,28 @@ impl CpuBuf {
 // The verifier gives an n-ary op two or more operands of the output's type,
 // and `run` refuses inputs whose bytes do not fill their type, so every
 // operand is as long as `out` and the indexing below stays in bounds.
-fn fold_typed<T: Scalar>(kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, onto: bool) {
+fn fold_typed<T: Scalar>(
+    kind: ElementwiseOp,
+    ins: &[&CpuBuf],
+    out: &mut CpuBuf,
+    onto: bool,
+    div: Option<u64>,
+) {
     let ins: Vec<&[T]> = ins.iter().map(|b| b.typed::<T>()).collect();
-    fold_slices(kind, &ins, out.typed_mut::<T>(), onto)
+    fold_slices(kind, &ins, out.typed_mut::<T>(), onto, div)
 }
 
 /// The one fold: `out = kind(ins[0], ins[1], ...)` (or onto `out`), block by
-/// block, every operand at least as long as `out`.
-fn fold_slices<T: Scalar>(kind: ElementwiseOp, ins: &[&[T]], out: &mut [T], onto: bool) {
+/// block, every operand at least as long as `out`; with `div`, each block
+/// is then divided by it while it is in cache (`Scalar::div_in_place`, the
+/// bits `div` gives).
+fn fold_slices<T: Scalar>(
+    kind: ElementwiseOp,
+    ins: &[&[T]],
+    out: &mut [T],
+    onto: bool,
+    div: Option<u64>,
+) {
     // Folding onto `out` folds every operand into it; otherwise operand 0
     // starts each block.
     let rest = if onto { ins } else { &ins[1..] };
@@ -430,6 +444,9 @@ fn fold_slices<T: Scalar>(kind: ElementwiseOp, ins: &[&[T]], out: &mut [T], onto
             }
             for x in rest {
                 fold_block(kind, block, &x[start..end]);
+            }
+            if let Some(by) = div {
+                T::div_in_place(block, by);
             }
         }
     });
@@ -476,7 +493,16 @@ pub fn fold_into(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut C
     if ins.is_empty() {
         return;
     }
-    with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, onto))
+    with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, onto, None))
+}
+
+/// `out = fold(kind, ins) / by` in one pass: the bits of [`fold`] and then
+/// [`div`], each block divided while it is in cache (`Kernel::FoldDiv`).
+pub fn fold_div(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut CpuBuf, by: u64) {
+    if ins.is_empty() {
+        return;
+    }
+    with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, false, Some(by)))
 }
 
 /// [`fold_into`] over host bytes that may belong to no arena (a mapped GPU
@@ -499,7 +525,7 @@ pub fn fold_bytes(
         let ins: Option<Vec<&[T]>> = ins.iter().map(|x| view::<T>(&x[..len])).collect();
         match (ins, view_mut::<T>(out)) {
             (Some(ins), Some(out)) => {
-                fold_slices::<T>(kind, &ins, out, onto);
+                fold_slices::<T>(kind, &ins, out, onto, None);
                 true
             }
             _ => false,
