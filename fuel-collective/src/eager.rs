@@ -21,15 +21,20 @@
 //! reduce_scatter is asked for (`reduce_scatter_split_now`), never implied.
 //!
 //! Memory: the in-place calls hand the tensors' buffers over rather than
-//! copying them. Each cached executable keeps the buffers of the call
-//! before: the results are written into them, and the caller's tensors
-//! are swapped with them, so the next call writes into what this call was
-//! given. A loop that keeps no clones of its shards allocates no output
-//! memory after its first call. [`DeviceGroup::all_reduce_lent`] takes the
-//! caller's own memory instead, a `&mut [T]` per rank, as
-//! `torch.distributed.all_reduce(t)` does: the values are copied into the
-//! kept input buffers and the results copied back, with no tensor memory
-//! allocated after the first call.
+//! copying them (`Executable::run_donating`): a rank's result is written
+//! over that rank's own shard once nothing reads the shard any more, as
+//! `torch.distributed.all_reduce(t)` does. Where a shard is still being
+//! read when its result is written (a star's root folds its own shard),
+//! the result goes into a buffer the executable kept from the call before
+//! (that call's leftover shard), and this call's shard is kept for the
+//! next. A loop that keeps no clones of its shards allocates no tensor
+//! memory after its first call; a shard the caller still shares through a
+//! clone is never written. If a call fails halfway, a shard whose result
+//! was already being written over it is left empty (a tensor of its type
+//! with no bytes), and every other shard holds its values.
+//! [`DeviceGroup::all_reduce_lent`] takes the caller's own memory, a
+//! `&mut [T]` per rank: the values are copied into buffers the group keeps,
+//! reduced in place there, and copied back.
 //!
 //! Errors are the lazy path's own: a wrong shard count, dtype or shape is
 //! the [`CollectiveError`] recording gives, and compile or run errors are
@@ -105,6 +110,10 @@ struct Compiled {
     /// A lent call's input buffers, which the caller's values are copied
     /// into.
     staged: Mutex<Vec<Tensor>>,
+    /// The in-place calls' input map, kept so a call allocates no names.
+    given: Mutex<BTreeMap<String, Tensor>>,
+    /// Output k may take input k's bytes (`Executable::run_donating`).
+    donate: Vec<Option<String>>,
 }
 
 /// One cached executable and what it was compiled for.
@@ -207,13 +216,13 @@ impl DeviceGroup {
         for (t, s) in staged.iter_mut().zip(slices.iter()) {
             t.copy_from_slice(s)?;
         }
-        let mut out = take(&c.spare);
-        c.run(&staged, &mut out)?;
-        for (t, s) in out.iter().zip(slices.iter_mut()) {
+        // The staged tensors are this group's own: the in-place call
+        // writes the results over them.
+        self.run_in_place(Kind::AllReduce(op), &mut staged)?;
+        for (t, s) in staged.iter().zip(slices.iter_mut()) {
             t.copy_to_slice(s)?;
         }
         put_back(&c.staged, staged);
-        put_back(&c.spare, out);
         Ok(())
     }
 
@@ -293,11 +302,44 @@ impl DeviceGroup {
         let types: Vec<TensorType> = shards.iter().map(|t| t.ty().clone()).collect();
         let c = self.cached(kind, types)?;
         let mut out = take(&c.spare);
-        c.run(shards, &mut out)?;
-        for (shard, result) in shards.iter_mut().zip(out.iter_mut()) {
-            std::mem::swap(shard, result);
+        // The shards are handed over: rank k's result may be written over
+        // rank k's shard once nothing reads it any more.
+        let mut inputs = c
+            .given
+            .lock()
+            .map(|mut m| std::mem::take(&mut *m))
+            .unwrap_or_default();
+        for (name, shard) in c.names.iter().zip(shards.iter_mut()) {
+            let given = std::mem::replace(shard, Tensor::unfilled(shard.ty().clone()));
+            match inputs.get_mut(name) {
+                Some(t) => *t = given,
+                None => drop(inputs.insert(name.clone(), given)),
+            }
         }
+        let result = c.exe.run_donating(&mut inputs, &c.donate, &mut out);
+        let mut back = c.names.iter().map(|n| {
+            let t = inputs.get_mut(n)?;
+            Some(std::mem::replace(t, Tensor::unfilled(t.ty().clone())))
+        });
+        if let Err(e) = result {
+            for (shard, given) in shards.iter_mut().zip(back) {
+                *shard = given.unwrap_or_else(|| Tensor::unfilled(shard.ty().clone()));
+            }
+            return Err(e.into());
+        }
+        // Each shard gets its result; the shards no result was written
+        // over are the buffers the next call writes into.
+        for ((shard, result), given) in shards.iter_mut().zip(out.iter_mut()).zip(&mut back) {
+            std::mem::swap(shard, result);
+            if let Some(given) = given {
+                *result = given;
+            }
+        }
+        drop(back);
         put_back(&c.spare, out);
+        if let Ok(mut m) = c.given.lock() {
+            *m = inputs;
+        }
         Ok(())
     }
 
@@ -324,6 +366,8 @@ impl DeviceGroup {
             names: (0..types.len()).map(input_name).collect(),
             spare: Mutex::new(Vec::new()),
             staged: Mutex::new(Vec::new()),
+            given: Mutex::new(BTreeMap::new()),
+            donate: (0..types.len()).map(|i| Some(input_name(i))).collect(),
         });
         if let Ok(mut c) = self.eager.compiles.lock() {
             *c += 1;
@@ -439,12 +483,6 @@ impl Compiled {
             .cloned()
             .zip(shards.iter().cloned())
             .collect()
-    }
-
-    /// One run over `shards` into `out`; the inputs' shares of the shards'
-    /// bytes are dropped before it returns, so the caller may swap them.
-    fn run(&self, shards: &[Tensor], out: &mut Vec<Tensor>) -> Result<(), ExecError> {
-        self.exe.run_into(&self.inputs(shards), out)
     }
 }
 

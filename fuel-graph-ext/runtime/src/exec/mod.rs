@@ -28,6 +28,7 @@
 
 pub(crate) mod capacity;
 pub mod discover;
+mod donate;
 mod island;
 mod options;
 mod planned;
@@ -135,6 +136,12 @@ struct Scratch {
     ins: Vec<Arc<Buf>>,
     /// Per slot: the caller's output bytes the step may write into.
     reuse: Vec<Option<Arc<[u8]>>>,
+    /// Per slot: an input's bytes handed over for this output
+    /// ([`Executable::run_donating`]), written into only once the run
+    /// holds them alone; and those it could not use, for the caller.
+    donor: Vec<Option<Arc<[u8]>>>,
+    /// The handed-over bytes no output took, by output slot.
+    unused: Vec<(usize, Arc<[u8]>)>,
 }
 
 /// `FUEL_VULKAN_IMPORT` as the Vulkan backend reads it when a device
@@ -613,12 +620,18 @@ impl Executable {
         outputs: &mut Vec<Tensor>,
         scratch: &mut Scratch,
     ) -> Result<(), ExecError> {
-        let armed = self.armed.lock().ok().and_then(|mut a| a.take());
-        let faults = Arc::new(Faults::new(armed));
+        let data = self.input_data(inputs)?;
+        self.run_data(data, outputs, scratch)
+    }
+
+    /// Each input step's bytes (shared with the caller's tensor), after
+    /// checking every input against the graph before any device is touched.
+    fn input_data(
+        &self,
+        inputs: &BTreeMap<String, Tensor>,
+    ) -> Result<Vec<Option<Arc<[u8]>>>, ExecError> {
         let plan = &self.plan;
-        let n = plan.steps.len();
-        // Check inputs before touching any device.
-        let mut data: Vec<Option<Arc<[u8]>>> = vec![None; n];
+        let mut data: Vec<Option<Arc<[u8]>>> = vec![None; plan.steps.len()];
         for (i, s) in plan.steps.iter().enumerate() {
             if let Work::Device(DeviceWork::Input { name, .. }) = &s.work {
                 let t = inputs
@@ -649,6 +662,20 @@ impl Executable {
                 return Err(ExecError::unknown_input(name, &self.input_names));
             }
         }
+        Ok(data)
+    }
+
+    /// One run over the input steps' `data` with `scratch` as its own.
+    fn run_data(
+        &self,
+        data: Vec<Option<Arc<[u8]>>>,
+        outputs: &mut Vec<Tensor>,
+        scratch: &mut Scratch,
+    ) -> Result<(), ExecError> {
+        let armed = self.armed.lock().ok().and_then(|mut a| a.take());
+        let faults = Arc::new(Faults::new(armed));
+        let plan = &self.plan;
+        let n = plan.steps.len();
         // Outputs on host arenas write straight into the caller's previous
         // output tensors where they can, and become the new ones uncopied.
         let s = scratch;

@@ -62,7 +62,7 @@ impl Executable {
             operands(step, &s.table, &mut s.ins)?;
             let step_data = StepData {
                 input: data[i].take(),
-                reuse: s.reuse[i].take(),
+                reuse: s.take_reuse(i, step.ty.size_bytes()),
             };
             let res = execute(plan, &self.comms, i, ctx, &s.ins, step_data, faults);
             s.ins.clear();

@@ -432,15 +432,23 @@ fn fold_slices<T: Scalar>(
     onto: bool,
     div: Option<u64>,
 ) {
-    // Folding onto `out` folds every operand into it; otherwise operand 0
-    // starts each block.
-    let rest = if onto { ins } else { &ins[1..] };
+    // Folding onto `out` folds every operand into it; otherwise operands 0
+    // and 1 start each block (one pass, not a copy and then a fold), or
+    // operand 0 alone is copied when it is the only one.
+    let rest = match (onto, ins.len()) {
+        (true, _) => ins,
+        (false, 1) => &ins[1..],
+        (false, _) => &ins[2..],
+    };
     par_chunks(out, |off, chunk| {
         for (bi, block) in chunk.chunks_mut(BLOCK).enumerate() {
             let start = off + bi * BLOCK;
             let end = start + block.len();
-            if !onto {
-                block.copy_from_slice(&ins[0][start..end]);
+            match (onto, ins) {
+                (true, _) => {}
+                (false, [a]) => block.copy_from_slice(&a[start..end]),
+                (false, [a, b, ..]) => pair_block(kind, block, &a[start..end], &b[start..end]),
+                (false, []) => {}
             }
             for x in rest {
                 fold_block(kind, block, &x[start..end]);
@@ -462,6 +470,25 @@ fn fold_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
         ($k:expr) => {
             for (o, y) in block.iter_mut().zip(x) {
                 *o = T::apply($k, *o, *y);
+            }
+        };
+    }
+    match kind {
+        ElementwiseOp::Add => each!(ElementwiseOp::Add),
+        ElementwiseOp::Mul => each!(ElementwiseOp::Mul),
+        ElementwiseOp::Max => each!(ElementwiseOp::Max),
+        ElementwiseOp::Min => each!(ElementwiseOp::Min),
+    }
+}
+
+/// `block[i] = kind(a[i], b[i])`, matched once outside the loop as in
+/// [`fold_block`], so the first two operands of a fold take one pass.
+#[inline(always)]
+fn pair_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], a: &[T], b: &[T]) {
+    macro_rules! each {
+        ($k:expr) => {
+            for (o, (x, y)) in block.iter_mut().zip(a.iter().zip(b)) {
+                *o = T::apply($k, *x, *y);
             }
         };
     }

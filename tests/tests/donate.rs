@@ -1,0 +1,150 @@
+//! Inputs handed over to a run (`Executable::run_donating`): an output may
+//! be written into an input's bytes once the run holds them alone. Checked
+//! on a lowered star all_reduce over two host arenas: rank 1's result goes
+//! into rank 1's shard (nothing reads it after the fold), rank 0's cannot
+//! (the fold reads shard 0 while it writes), a shard the caller keeps a
+//! clone of is never written, every result is the interpreter's, and a
+//! fault at every point leaves each input either untouched or empty and
+//! leaks nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::{text, Device, Graph, Tensor, Topology};
+use fuel_runtime::exec::{self, Executable, FaultPoint};
+use fuel_test_support::assert_no_leaks;
+use std::collections::BTreeMap;
+
+const STAR: &str = "graph @star {
+  %0 = input \"s0\" @cpu:0 : f32[1000]
+  %1 = input \"s1\" @cpu:1 : f32[1000]
+  %2 = copy %1 -> cpu:0 : f32[1000]
+  %3 = add %0, %2 @cpu:0 : f32[1000]
+  %4 = copy %3 -> cpu:1 : f32[1000]
+  return %3, %4
+}
+";
+
+fn setup() -> (Graph, Executable, BTreeMap<String, Tensor>, Vec<Tensor>) {
+    let g = text::parse(STAR).unwrap();
+    let exe = exec::compile_with(&g, &[], &Topology::default()).unwrap();
+    let host = deterministic_inputs(&g);
+    let inputs = host
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    let want = interpret(&g, &host).unwrap();
+    (g, exe, inputs, want.iter().map(Tensor::from_host).collect())
+}
+
+fn donate_by_rank() -> Vec<Option<String>> {
+    vec![Some("s0".into()), Some("s1".into())]
+}
+
+#[test]
+fn an_output_takes_an_input_nothing_reads_any_more() {
+    let (_, exe, mut inputs, want) = setup();
+    let given: Vec<*const u8> = ["s0", "s1"].map(|n| inputs[n].bytes().as_ptr()).to_vec();
+    let s0 = inputs["s0"].bytes().to_vec();
+    let mut outputs = Vec::new();
+    exe.run_donating(&mut inputs, &donate_by_rank(), &mut outputs)
+        .unwrap();
+    assert_eq!(outputs[0].bytes(), want[0].bytes());
+    assert_eq!(outputs[1].bytes(), want[1].bytes());
+    // Rank 1's result lies in rank 1's shard, which the caller gave up.
+    assert_eq!(outputs[1].bytes().as_ptr(), given[1]);
+    assert!(inputs["s1"].bytes().is_empty(), "s1 was handed over");
+    // The fold read shard 0 while writing rank 0's result: shard 0 is
+    // back, untouched, and the result is elsewhere.
+    assert_ne!(outputs[0].bytes().as_ptr(), given[0]);
+    assert_eq!(inputs["s0"].bytes().as_ptr(), given[0]);
+    assert_eq!(inputs["s0"].bytes(), &s0[..]);
+    assert_no_leaks(&exe);
+}
+
+#[test]
+fn a_shard_the_caller_shares_is_never_written() {
+    let (_, exe, mut inputs, want) = setup();
+    let kept = inputs["s1"].clone();
+    let before = kept.bytes().to_vec();
+    let mut outputs = Vec::new();
+    exe.run_donating(&mut inputs, &donate_by_rank(), &mut outputs)
+        .unwrap();
+    assert_eq!(outputs[1].bytes(), want[1].bytes());
+    assert_eq!(kept.bytes(), &before[..], "the clone kept its values");
+    assert_ne!(outputs[1].bytes().as_ptr(), kept.bytes().as_ptr());
+    assert_eq!(inputs["s1"].bytes(), &before[..], "s1 is back");
+}
+
+#[test]
+fn a_fault_anywhere_leaves_each_input_whole_or_empty() {
+    let (g, exe, inputs, want) = setup();
+    let c = exe.planned_events().unwrap();
+    let points = (0..c.copies)
+        .map(|nth| FaultPoint::Copy { nth })
+        .chain((0..c.kernels).map(|nth| FaultPoint::Kernel { nth }))
+        .chain((0..c.allocs).map(|nth| FaultPoint::Alloc { nth }));
+    let mut checked = 0;
+    for point in points {
+        // Bytes of their own, so the run may take them.
+        let mut given: BTreeMap<String, Tensor> = inputs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Tensor::from_bytes(v.ty().clone(), v.bytes().to_vec()).unwrap(),
+                )
+            })
+            .collect();
+        exe.inject_fault(point);
+        let mut outputs = Vec::new();
+        let e = exe.run_donating(&mut given, &donate_by_rank(), &mut outputs);
+        assert!(e.is_err(), "{point:?}: the run succeeded");
+        assert!(
+            outputs.is_empty(),
+            "{point:?}: a failed run returns no outputs"
+        );
+        for (name, t) in &given {
+            assert!(
+                t.bytes().is_empty() || t.bytes() == inputs[name].bytes(),
+                "{point:?}: {name} is neither whole nor empty"
+            );
+        }
+        assert_no_leaks(&exe);
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} faults");
+    // And the run after the last fault is right.
+    let mut given = inputs;
+    let mut outputs = Vec::new();
+    exe.run_donating(&mut given, &donate_by_rank(), &mut outputs)
+        .unwrap();
+    assert_eq!(outputs[0].bytes(), want[0].bytes());
+    assert_eq!(outputs[1].bytes(), want[1].bytes());
+    assert_eq!(interpret(&g, &deterministic_inputs(&g)).unwrap().len(), 2);
+}
+
+#[test]
+fn the_same_runs_through_eager_all_reduce() {
+    let group = fuel_collective::DeviceGroup::new((0..3).map(Device::cpu)).unwrap();
+    let mut shards: Vec<Tensor> = (0..3)
+        .map(|r| Tensor::from_slice(&[4096], &vec![r as f32 + 1.0; 4096]).unwrap())
+        .collect();
+    let given: Vec<*const u8> = shards.iter().map(|t| t.bytes().as_ptr()).collect();
+    group
+        .all_reduce_now(&mut shards, fuel_graph_ext::ReduceOp::Sum)
+        .unwrap();
+    for s in &shards {
+        assert_eq!(s.to_vec::<f32>().unwrap(), vec![6.0; 4096]);
+    }
+    // Every rank but the star's root gets its result in its own shard.
+    let in_place = shards
+        .iter()
+        .zip(&given)
+        .filter(|(s, g)| s.bytes().as_ptr() == **g)
+        .count();
+    assert!(
+        in_place >= 2,
+        "{in_place} ranks' results were written over their shards"
+    );
+}
