@@ -1,11 +1,11 @@
 //! Inputs handed over to a run (`Executable::run_donating`): an output may
 //! be written into an input's bytes once the run holds them alone. Checked
 //! on a lowered star all_reduce over two host arenas: rank 1's result goes
-//! into rank 1's shard (nothing reads it after the fold), rank 0's cannot
-//! (the fold reads shard 0 while it writes), a shard the caller keeps a
-//! clone of is never written, every result is the interpreter's, and a
-//! fault at every point leaves each input either untouched or empty and
-//! leaks nothing.
+//! into rank 1's shard (nothing reads it after the fold), rank 0's into
+//! rank 0's (the fold continues on it, its last read), a shard the caller
+//! keeps a clone of is never written, every result is the interpreter's,
+//! and a fault at every point leaves each input either untouched or empty
+//! and leaks nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,38 +42,49 @@ fn donate_by_rank() -> Vec<Option<String>> {
 }
 
 #[test]
-fn an_output_takes_an_input_nothing_reads_any_more() {
+fn every_output_takes_its_rank_s_shard() {
     let (_, exe, mut inputs, want) = setup();
     let given: Vec<*const u8> = ["s0", "s1"].map(|n| inputs[n].bytes().as_ptr()).to_vec();
-    let s0 = inputs["s0"].bytes().to_vec();
     let mut outputs = Vec::new();
     exe.run_donating(&mut inputs, &donate_by_rank(), &mut outputs)
         .unwrap();
     assert_eq!(outputs[0].bytes(), want[0].bytes());
     assert_eq!(outputs[1].bytes(), want[1].bytes());
-    // Rank 1's result lies in rank 1's shard, which the caller gave up.
+    // Rank 1's result lies in rank 1's shard: the copy runs after the
+    // fold, the shard's last reader. Rank 0's lies in rank 0's shard: the
+    // fold continues on it, its last read.
     assert_eq!(outputs[1].bytes().as_ptr(), given[1]);
-    assert!(inputs["s1"].bytes().is_empty(), "s1 was handed over");
-    // The fold read shard 0 while writing rank 0's result: shard 0 is
-    // back, untouched, and the result is elsewhere.
-    assert_ne!(outputs[0].bytes().as_ptr(), given[0]);
-    assert_eq!(inputs["s0"].bytes().as_ptr(), given[0]);
-    assert_eq!(inputs["s0"].bytes(), &s0[..]);
+    assert_eq!(outputs[0].bytes().as_ptr(), given[0]);
+    assert!(inputs["s0"].bytes().is_empty() && inputs["s1"].bytes().is_empty());
     assert_no_leaks(&exe);
 }
 
 #[test]
 fn a_shard_the_caller_shares_is_never_written() {
-    let (_, exe, mut inputs, want) = setup();
-    let kept = inputs["s1"].clone();
-    let before = kept.bytes().to_vec();
-    let mut outputs = Vec::new();
-    exe.run_donating(&mut inputs, &donate_by_rank(), &mut outputs)
-        .unwrap();
-    assert_eq!(outputs[1].bytes(), want[1].bytes());
-    assert_eq!(kept.bytes(), &before[..], "the clone kept its values");
-    assert_ne!(outputs[1].bytes().as_ptr(), kept.bytes().as_ptr());
-    assert_eq!(inputs["s1"].bytes(), &before[..], "s1 is back");
+    for kept_name in ["s0", "s1"] {
+        let (_, exe, mut inputs, want) = setup();
+        let kept = inputs[kept_name].clone();
+        let before = kept.bytes().to_vec();
+        let mut outputs = Vec::new();
+        exe.run_donating(&mut inputs, &donate_by_rank(), &mut outputs)
+            .unwrap();
+        assert_eq!(outputs[0].bytes(), want[0].bytes(), "{kept_name} kept");
+        assert_eq!(outputs[1].bytes(), want[1].bytes(), "{kept_name} kept");
+        assert_eq!(
+            kept.bytes(),
+            &before[..],
+            "the clone of {kept_name} kept its values"
+        );
+        assert!(outputs
+            .iter()
+            .all(|o| o.bytes().as_ptr() != kept.bytes().as_ptr()));
+        assert_eq!(
+            inputs[kept_name].bytes(),
+            &before[..],
+            "{kept_name} is back"
+        );
+        assert_no_leaks(&exe);
+    }
 }
 
 #[test]

@@ -147,8 +147,7 @@ fn reused_and_lent_buffers_match_the_interpreter_on_every_dtype() {
             let inputs = deterministic_inputs(&g);
             let first: Vec<HostTensor> = (0..3).map(|i| inputs[&format!("s{i}")].clone()).collect();
             // In place, three calls in a row, each over the last one's
-            // results: the buffers go round, so the third call's results
-            // lie in the bytes the first call was handed.
+            // results: every rank's result lies in the bytes it was handed.
             let mut shards: Vec<Tensor> = first.iter().map(Tensor::from_host).collect();
             let handed: Vec<*const u8> = shards.iter().map(|t| t.bytes().as_ptr()).collect();
             let mut after = Vec::new();
@@ -168,6 +167,10 @@ fn reused_and_lent_buffers_match_the_interpreter_on_every_dtype() {
                         .collect::<Vec<_>>(),
                 );
             }
+            assert_eq!(
+                after[0], handed,
+                "{dtype} {op:?}: every rank's result is written over its own shard"
+            );
             assert_eq!(after[1], handed, "{dtype} {op:?}: the second call's results are written into the first call's shards");
             assert_eq!(
                 after[2], after[0],

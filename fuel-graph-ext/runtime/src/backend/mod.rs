@@ -12,6 +12,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod fault;
+mod fold_onto;
 pub mod pages;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
@@ -401,14 +402,6 @@ fn wrong(op: &str) -> ExecError {
     ExecError::Internal(format!("`{op}` got an operand on another backend"))
 }
 
-/// A [`Kernel::FoldDiv`] on a GPU (planned on host arenas only).
-#[cfg(any(feature = "cuda", feature = "vulkan"))]
-fn host_only(op: &str) -> ExecError {
-    ExecError::Internal(format!(
-        "`{op}` was planned as a fold that divides, which only host arenas run"
-    ))
-}
-
 /// One piece of device work as a runner hands it to [`run`].
 pub struct DeviceCall<'a> {
     /// What to do.
@@ -424,6 +417,9 @@ pub struct DeviceCall<'a> {
     pub input: Option<&'a Arc<[u8]>>,
     /// Storage the result may be written into (see [`Ctx::alloc_reusing`]).
     pub reuse: Option<Arc<[u8]>>,
+    /// A host fold continued on `reuse`, which holds operand 0's values;
+    /// `ins` are the operands after it (`exec::donate`).
+    pub onto: bool,
 }
 
 /// Runs one piece of device work on `ctx` and returns its result buffer.
@@ -458,6 +454,7 @@ pub fn run(ctx: &Ctx, call: DeviceCall<'_>, faults: &Faults) -> Result<Buf, Exec
                 .ok_or_else(|| ExecError::Internal("copy without a source".into()))?;
             copy::copy(src, ctx, bytes, faults, call.reuse)
         }
+        DeviceWork::Kernel(_) if call.onto => fold_onto::run(ctx, call, faults),
         DeviceWork::Kernel(k) => {
             let mut out = ctx.alloc_reusing(bytes, faults, call.reuse)?;
             if faults.check(Event::Kernel) {
@@ -589,7 +586,7 @@ fn kernel(
                 let a = first()?.as_cuda().ok_or_else(|| wrong(op))?;
                 c.cast(*from, dtype, a, d, n)
             }
-            Kernel::FoldDiv { .. } => Err(host_only(op)),
+            Kernel::FoldDiv { .. } => Err(fold_onto::host_only(op)),
             Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[cfg(feature = "vulkan")]
@@ -613,7 +610,7 @@ fn kernel(
                 let a = first()?.as_vulkan().ok_or_else(|| wrong(op))?;
                 v.cast(*from, dtype, a, d, n, faults)
             }
-            Kernel::FoldDiv { .. } => Err(host_only(op)),
+            Kernel::FoldDiv { .. } => Err(fold_onto::host_only(op)),
             Kernel::Gather { .. } | Kernel::Extern { .. } => Err(wrong(op)),
         },
         #[allow(unreachable_patterns)] // with every GPU backend compiled out

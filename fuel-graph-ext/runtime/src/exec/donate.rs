@@ -17,7 +17,7 @@
 
 use super::{ExecError, Executable, Scratch};
 use fuel_graph_ext::plan::schedule::Work;
-use fuel_graph_ext::plan::DeviceWork;
+use fuel_graph_ext::plan::{DeviceWork, Kernel};
 use fuel_graph_ext::Tensor;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -125,6 +125,41 @@ impl Executable {
                 }
             }
         }
+    }
+}
+
+impl Executable {
+    /// Operand 0's slot, where step `i` can fold onto the bytes handed
+    /// over for its result: the step is a fold, every operand lies on a
+    /// host arena, the handed-over bytes are operand 0's buffer itself,
+    /// and this is that buffer's last read (no output, read once here,
+    /// held by no other slot). The runner then lets go of the slot and the
+    /// fold continues on those bytes (`backend::fold_onto`): a star root's
+    /// result lands in its own shard, as the other ranks' do.
+    pub(super) fn fold_onto_donor(&self, i: usize, s: &Scratch) -> Option<usize> {
+        let step = &self.plan.steps[i];
+        if !step.work.kernel().is_some_and(Kernel::is_fold) {
+            return None;
+        }
+        let d = s.donor.get(i)?.as_ref()?;
+        let (&o, rest) = step.operands.split_first()?;
+        if s.reads_left.get(o) != Some(&1) || self.keep[o] || rest.contains(&o) {
+            return None;
+        }
+        let on_host = |x: &usize| {
+            s.table
+                .get(*x)
+                .and_then(Option::as_ref)
+                .is_some_and(|b| b.as_cpu().is_some())
+        };
+        let buf = s.table.get(o)?.as_ref()?;
+        let held = buf.as_cpu()?.bytes();
+        let alone = Arc::strong_count(buf) == 1
+            && held.as_ptr() == d.as_ptr()
+            && held.len() == d.len()
+            && Arc::strong_count(d) == 2
+            && Arc::weak_count(d) == 0;
+        (alone && step.operands.iter().all(on_host)).then_some(o)
     }
 }
 

@@ -59,10 +59,23 @@ impl Executable {
                 continue;
             }
             let ctx = self.ctx(step.device)?;
+            let onto = self.fold_onto_donor(i, s);
             operands(step, &s.table, &mut s.ins)?;
+            let reuse = match onto {
+                // Operand 0's buffer becomes the result: the run lets go
+                // of it (this was its last read) and the fold continues on
+                // its bytes with the operands after it.
+                Some(o) => {
+                    s.ins.remove(0);
+                    s.table[o] = None;
+                    s.donor[i].take()
+                }
+                None => s.take_reuse(i, step.ty.size_bytes()),
+            };
             let step_data = StepData {
                 input: data[i].take(),
-                reuse: s.take_reuse(i, step.ty.size_bytes()),
+                reuse,
+                onto: onto.is_some(),
             };
             let res = execute(plan, &self.comms, i, ctx, &s.ins, step_data, faults);
             s.ins.clear();

@@ -70,6 +70,7 @@ impl Executable {
                 let step_data = StepData {
                     input: data[i].take(),
                     reuse: reuse[i].take(),
+                    onto: false,
                 };
                 match self.launch(i, table, step_data, faults, &done_tx) {
                     Ok(()) => in_flight += 1,

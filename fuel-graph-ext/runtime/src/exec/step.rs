@@ -32,6 +32,9 @@ pub(super) fn operands(
 pub(super) struct StepData {
     pub input: Option<Arc<[u8]>>,
     pub reuse: Option<Arc<[u8]>>,
+    /// The step folds onto `reuse`, which holds operand 0's values, and
+    /// its operands are the ones after the first (`donate.rs`).
+    pub onto: bool,
 }
 
 /// Runs step `i` of `plan` on `ctx` and returns the buffer its slot holds.
@@ -81,6 +84,7 @@ pub(super) fn execute(
                 ins,
                 input: data.input.as_ref(),
                 reuse: data.reuse,
+                onto: data.onto,
             },
             faults,
         )

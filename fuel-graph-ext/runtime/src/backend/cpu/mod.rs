@@ -121,6 +121,42 @@ impl Arena {
         self.alloc_reusing(bytes, faults, None)
     }
 
+    /// `r` as a buffer of this arena, values and all, when it is `bytes`
+    /// long, 8-byte aligned and shared with nobody; else `r` back.
+    fn take_as_is(self: &Arc<Self>, bytes: usize, mut r: Arc<[u8]>) -> Result<CpuBuf, Arc<[u8]>> {
+        if r.len() != bytes || !aligned(&r) || Arc::get_mut(&mut r).is_none() {
+            return Err(r);
+        }
+        self.counter.add(bytes);
+        Ok(CpuBuf {
+            store: Store::Shared(r),
+            len: bytes,
+            arena: self.clone(),
+        })
+    }
+
+    /// `bytes` as they are, values and all, for a kernel that continues on
+    /// them (a fold onto its first operand's bytes, `exec::donate`). An
+    /// allocation fault point, as [`alloc`](Self::alloc) is; bytes that do
+    /// not fit, or that anyone else holds, are an internal error, since the
+    /// kernel would otherwise start from garbage.
+    pub fn adopt(
+        self: &Arc<Self>,
+        bytes: usize,
+        faults: &Faults,
+        r: Arc<[u8]>,
+    ) -> Result<CpuBuf, ExecError> {
+        if faults.check(Event::Alloc) {
+            return Err(ExecError::OutOfMemory {
+                device: self.device,
+                bytes,
+                reason: "injected allocation failure".into(),
+            });
+        }
+        self.take_as_is(bytes, r)
+            .map_err(|_| ExecError::Internal("bytes to fold onto are shared or do not fit".into()))
+    }
+
     /// [`alloc`](Self::alloc), but into `reuse` when it is `bytes` long,
     /// 8-byte aligned and shared with nobody: the bytes of a caller's output
     /// tensor, which the runner hands back without copying.
@@ -138,15 +174,8 @@ impl Arena {
         if faults.check(Event::Alloc) {
             return Err(oom("injected allocation failure".into()));
         }
-        if let Some(mut r) = reuse {
-            if r.len() == bytes && aligned(&r) && Arc::get_mut(&mut r).is_some() {
-                self.counter.add(bytes);
-                return Ok(CpuBuf {
-                    store: Store::Shared(r),
-                    len: bytes,
-                    arena: self.clone(),
-                });
-            }
+        if let Some(Ok(b)) = reuse.map(|r| self.take_as_is(bytes, r)) {
+            return Ok(b);
         }
         if bytes >= HOST_PAGE {
             let cap = PageBlock::capacity_for(bytes);
@@ -521,6 +550,18 @@ pub fn fold_into(dtype: DType, kind: ElementwiseOp, ins: &[&CpuBuf], out: &mut C
         return;
     }
     with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, onto, None))
+}
+
+/// `out = fold(kind, [out] ++ ins)`, then divided by `div` if given, in
+/// one pass: a fold continued on its first operand's own bytes.
+pub fn fold_onto(
+    dtype: DType,
+    kind: ElementwiseOp,
+    ins: &[&CpuBuf],
+    out: &mut CpuBuf,
+    div: Option<u64>,
+) {
+    with_scalar!(dtype, T => fold_typed::<T>(kind, ins, out, true, div))
 }
 
 /// `out = fold(kind, ins) / by` in one pass: the bits of [`fold`] and then
