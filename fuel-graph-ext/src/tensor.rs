@@ -165,7 +165,7 @@ impl Tensor {
         {
             return None;
         }
-        Some(std::mem::replace(&mut self.bytes, Arc::from(Vec::new())))
+        Some(std::mem::replace(&mut self.bytes, no_bytes()))
     }
 
     /// A tensor of `ty` without its bytes: a place in an output vector that
@@ -175,7 +175,7 @@ impl Tensor {
     pub fn unfilled(ty: TensorType) -> Tensor {
         Tensor {
             ty,
-            bytes: Arc::from(Vec::new()),
+            bytes: no_bytes(),
         }
     }
 
@@ -185,6 +185,14 @@ impl Tensor {
     pub fn shared(&self) -> Arc<[u8]> {
         self.bytes.clone()
     }
+}
+
+/// The bytes of a tensor without any: one shared empty buffer, so making a
+/// placeholder allocates nothing (a runner makes a few per run). Shared,
+/// it is never unique, so nothing is ever written into it.
+fn no_bytes() -> Arc<[u8]> {
+    static EMPTY: std::sync::OnceLock<Arc<[u8]>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Arc::from(Vec::new())).clone()
 }
 
 #[cfg(test)]

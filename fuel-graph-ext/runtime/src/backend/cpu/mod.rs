@@ -30,8 +30,12 @@ pub use cast::{cast, cast_bytes};
 use pool::par_chunks;
 pub use pool::{copy_bytes, kernel_threads, on_kernel_threads, COPY_PARALLEL_MIN_BYTES};
 
-/// Buffers of at least this many f32s' bytes are split over threads.
-pub const PARALLEL_MIN: usize = 1 << 18;
+/// Buffers of at least this many f32s' bytes (4 MiB) are split over
+/// threads. Handing a kernel to the pool costs a wake-up and a wait on each
+/// side; on the 2-core development VM that cost more than the split saved
+/// below 4 MiB (at 1 MiB it was 1 MiB's fold, `docs/performance.md`, issue 39),
+/// which is where the copies split too ([`COPY_PARALLEL_MIN_BYTES`]).
+pub const PARALLEL_MIN: usize = 1 << 20;
 /// Elements per block of the fold.
 const BLOCK: usize = 4096;
 
