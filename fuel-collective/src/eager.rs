@@ -299,8 +299,9 @@ impl DeviceGroup {
     /// on the first call, and swaps the results into `shards` (the results
     /// have the shards' types).
     fn run_in_place(&self, kind: Kind, shards: &mut [Tensor]) -> Result<(), EagerError> {
-        let types: Vec<TensorType> = shards.iter().map(|t| t.ty().clone()).collect();
-        let c = self.cached(kind, types)?;
+        let c = self.cached_for(kind, shards.iter().map(Tensor::ty), || {
+            shards.iter().map(|t| t.ty().clone()).collect()
+        })?;
         let mut out = take(&c.spare);
         // The shards are handed over: rank k's result may be written over
         // rank k's shard once nothing reads it any more.
@@ -355,12 +356,28 @@ impl DeviceGroup {
     /// The executable for `kind` over shards of `types`, compiled now if
     /// the cache does not hold it.
     fn cached(&self, kind: Kind, types: Vec<TensorType>) -> Result<Arc<Compiled>, EagerError> {
+        self.cached_for(kind, &types, || types.clone())
+    }
+
+    /// [`cached`](Self::cached) for shards of `types` (compared in place),
+    /// with `owned` making the key only when it compiles: a call that finds
+    /// its executable allocates nothing for the lookup.
+    fn cached_for<'t>(
+        &self,
+        kind: Kind,
+        types: impl IntoIterator<Item = &'t TensorType> + Clone,
+        owned: impl FnOnce() -> Vec<TensorType>,
+    ) -> Result<Arc<Compiled>, EagerError> {
         // Compiling under the lock keeps two threads from compiling one key
         // twice; a group's eager calls are meant for one training loop.
         let mut entries = self.eager.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = entries.iter().find(|e| e.kind == kind && e.types == types) {
+        if let Some(e) = entries
+            .iter()
+            .find(|e| e.kind == kind && e.types.iter().eq(types.clone()))
+        {
             return Ok(e.compiled.clone());
         }
+        let types = owned();
         let compiled = Arc::new(Compiled {
             exe: self.compile_now(&kind, &types)?,
             names: (0..types.len()).map(input_name).collect(),

@@ -60,6 +60,11 @@ impl Faults {
 
     /// Counts one event; true if the armed fault fires here.
     pub fn check(&self, event: Event) -> bool {
+        // Unarmed, nothing can fire and nobody reads the counts: a run
+        // passes several events per step, each an atomic add otherwise.
+        if self.armed.is_none() {
+            return false;
+        }
         let (counter, target) = match (event, self.armed) {
             (Event::Copy, Some(FaultPoint::Copy { nth })) => (&self.copies, Some(nth)),
             (Event::Kernel, Some(FaultPoint::Kernel { nth })) => (&self.kernels, Some(nth)),

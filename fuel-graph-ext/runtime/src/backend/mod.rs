@@ -352,8 +352,8 @@ pub fn open(
     listed: &BTreeSet<Device>,
     opts: &crate::exec::RuntimeOptions,
     import: bool,
-) -> Result<HashMap<Device, Ctx>, ExecError> {
-    let mut ctxs = HashMap::new();
+) -> Result<Ctxs, ExecError> {
+    let mut ctxs = Ctxs::default();
     #[cfg(feature = "vulkan")]
     let mut instance: Option<Arc<vulkan::Instance>> = None;
     for d in listed {
@@ -421,6 +421,10 @@ pub struct DeviceCall<'a> {
     /// `ins` are the operands after it (`exec::donate`).
     pub onto: bool,
 }
+
+/// The opened devices by device: looked up once per step, so with a
+/// cheap hash (a device is two small integers).
+pub type Ctxs = HashMap<Device, Ctx, rustc_hash::FxBuildHasher>;
 
 /// Runs one piece of device work on `ctx` and returns its result buffer.
 pub fn run(ctx: &Ctx, call: DeviceCall<'_>, faults: &Faults) -> Result<Buf, ExecError> {

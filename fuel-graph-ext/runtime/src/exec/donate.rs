@@ -51,9 +51,9 @@ impl Executable {
             .unwrap_or_default();
         let s = &mut scratch;
         let result = self.input_data(inputs).and_then(|data| {
-            let handed = self.hand_over(inputs, donate, &data, s);
+            self.hand_over(inputs, donate, &data, s);
             let result = self.run_data(data, outputs, s);
-            self.hand_back(inputs, &handed, s);
+            self.hand_back(inputs, donate, s);
             result
         });
         if let Ok(mut free) = self.scratch.lock() {
@@ -64,24 +64,30 @@ impl Executable {
 
     /// Offers input `donate[k]`'s bytes to output `k`'s slot for each
     /// output on a host arena that is returned once and lent to no import,
-    /// dropping the caller's share of them. Returns (input name, output
-    /// slot) for each offer.
+    /// dropping the caller's share of them; records (k, output slot) for
+    /// each offer in `s.handed`.
     fn hand_over(
         &self,
         inputs: &mut BTreeMap<String, Tensor>,
         donate: &[Option<String>],
         data: &[Option<Arc<[u8]>>],
         s: &mut Scratch,
-    ) -> Vec<(String, usize)> {
+    ) {
         let plan = &self.plan;
         s.donor.clear();
         s.donor.resize_with(plan.steps.len(), || None);
         s.unused.clear();
-        let mut handed = Vec::new();
-        for (&o, name) in plan.outputs.iter().zip(donate) {
+        s.handed.clear();
+        for (k, (&o, name)) in plan.outputs.iter().zip(donate).enumerate() {
             let Some(name) = name else { continue };
             let step = &plan.steps[o];
             if !(self.sole[o] && step.device.is_cpu() && !self.lent[o]) || s.donor[o].is_some() {
+                continue;
+            }
+            if s.handed
+                .iter()
+                .any(|&(j, _)| donate[j].as_ref() == Some(name))
+            {
                 continue;
             }
             let slot = plan.steps.iter().position(|st| {
@@ -95,21 +101,17 @@ impl Executable {
             let Some(bytes) = data[i].clone() else {
                 continue;
             };
-            if handed.iter().any(|(n, _)| n == name) {
-                continue;
-            }
             *t = Tensor::unfilled(t.ty().clone());
             s.donor[o] = Some(bytes);
-            handed.push((name.clone(), o));
+            s.handed.push((k, o));
         }
-        handed
     }
 
     /// Puts the handed-over bytes that no output took back into `inputs`.
     fn hand_back(
         &self,
         inputs: &mut BTreeMap<String, Tensor>,
-        handed: &[(String, usize)],
+        donate: &[Option<String>],
         s: &mut Scratch,
     ) {
         for (o, d) in s.donor.iter_mut().enumerate() {
@@ -118,7 +120,12 @@ impl Executable {
             }
         }
         for (o, bytes) in s.unused.drain(..) {
-            let name = handed.iter().find(|(_, slot)| *slot == o).map(|(n, _)| n);
+            let k = s
+                .handed
+                .iter()
+                .find(|&&(_, slot)| slot == o)
+                .map(|&(k, _)| k);
+            let name = k.and_then(|k| donate.get(k)).and_then(Option::as_ref);
             if let Some(t) = name.and_then(|n| inputs.get_mut(n)) {
                 if let Ok(filled) = Tensor::from_bytes(t.ty().clone(), bytes) {
                     *t = filled;

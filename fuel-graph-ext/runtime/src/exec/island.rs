@@ -12,7 +12,7 @@ use crate::backend::{Buf, Ctx};
 use crate::driver::{JoinOptions, LocalAllReduce, LocalGroup};
 use fuel_graph_ext::device::{Device, DeviceKind};
 use fuel_graph_ext::plan::schedule::{Island, Schedule};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The joined driver of one island.
@@ -94,7 +94,7 @@ fn check_cuda(_plan: &Schedule, is: &Island) -> Result<(), ExecError> {
 /// Joins the collective driver of every island (after [`check`]).
 pub(super) fn join(
     plan: &Schedule,
-    ctxs: &HashMap<Device, Ctx>,
+    ctxs: &crate::backend::Ctxs,
     opts: JoinOptions,
 ) -> Result<Vec<Joined>, ExecError> {
     let mut out: Vec<Joined> = Vec::with_capacity(plan.islands.len());
@@ -116,7 +116,7 @@ pub(super) fn join(
 #[cfg(feature = "nccl")]
 fn join_cuda(
     is: &Island,
-    ctxs: &HashMap<Device, Ctx>,
+    ctxs: &crate::backend::Ctxs,
     _opts: JoinOptions,
 ) -> Result<Joined, ExecError> {
     use crate::driver::NcclDriver;
@@ -137,7 +137,7 @@ fn join_cuda(
 #[cfg(not(feature = "nccl"))]
 fn join_cuda(
     is: &Island,
-    _ctxs: &HashMap<Device, Ctx>,
+    _ctxs: &crate::backend::Ctxs,
     _opts: JoinOptions,
 ) -> Result<Joined, ExecError> {
     Err(refuse(is, "this build has no NCCL driver"))
@@ -153,7 +153,7 @@ pub(super) fn run(
     plan: &Schedule,
     joined: &[Joined],
     k: usize,
-    ctxs: &HashMap<Device, Ctx>,
+    ctxs: &crate::backend::Ctxs,
     shards: &[Arc<Buf>],
     mut reuse: Vec<Option<Arc<[u8]>>>,
     faults: &Faults,

@@ -68,7 +68,7 @@ use std::sync::{Arc, Mutex};
 /// A graph ready to run on opened devices.
 pub struct Executable {
     plan: Arc<Schedule>,
-    ctxs: HashMap<Device, Ctx>,
+    ctxs: backend::Ctxs,
     // Declared after `ctxs` is irrelevant: workers hold no device handles
     // between jobs, and are joined on drop.
     workers: HashMap<Device, Worker>,
@@ -142,6 +142,8 @@ struct Scratch {
     donor: Vec<Option<Arc<[u8]>>>,
     /// The handed-over bytes no output took, by output slot.
     unused: Vec<(usize, Arc<[u8]>)>,
+    /// (output index, output slot) of each input handed over this run.
+    handed: Vec<(usize, usize)>,
 }
 
 /// `FUEL_VULKAN_IMPORT` as the Vulkan backend reads it when a device

@@ -67,7 +67,7 @@ pub(super) fn listed_devices(
 /// Checks every step's dtype and kernel against its opened device.
 pub(super) fn check_supported(
     plan: &Schedule,
-    ctxs: &HashMap<Device, Ctx>,
+    ctxs: &crate::backend::Ctxs,
 ) -> Result<(), ExecError> {
     for s in &plan.steps {
         let ctx = ctxs
@@ -85,7 +85,7 @@ pub(super) fn check_supported(
 }
 
 /// Which runner an executable uses: (inline, inline on the kernels' pool).
-pub(super) fn runner_shape(plan: &Schedule, ctxs: &HashMap<Device, Ctx>) -> (bool, bool) {
+pub(super) fn runner_shape(plan: &Schedule, ctxs: &crate::backend::Ctxs) -> (bool, bool) {
     // Host arenas share the host's cores: handing their steps to worker
     // threads buys no overlap, only a thread handoff per step, and the
     // kernels of large steps use every core anyway. Such an executable
@@ -130,7 +130,7 @@ pub(super) type Workers = HashMap<Device, Worker>;
 /// The threaded runner's threads: one compute worker per opened device,
 /// and one copy worker per host arena and per Vulkan device.
 pub(super) fn start_workers(
-    ctxs: &HashMap<Device, Ctx>,
+    ctxs: &crate::backend::Ctxs,
     spin: std::time::Duration,
 ) -> Result<(Workers, Workers), ExecError> {
     let spawn = |name: String, what: String| {
