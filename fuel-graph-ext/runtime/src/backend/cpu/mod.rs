@@ -682,9 +682,12 @@ pub fn gather(regions: &[Region], ins: &[&CpuBuf], out: &mut CpuBuf) -> Result<(
             .get(r.operand)
             .and_then(|b| b.bytes().get(r.src..r.src + r.len))
             .ok_or("region outside its operand")?;
-        dst.get_mut(r.dst..r.dst + r.len)
-            .ok_or("region outside the result")?
-            .copy_from_slice(src);
+        let to = dst
+            .get_mut(r.dst..r.dst + r.len)
+            .ok_or("region outside the result")?;
+        // A large region splits over the pool as a copy does (an
+        // all_gather's regions are whole shards).
+        copy_bytes(src, to);
     }
     Ok(())
 }
