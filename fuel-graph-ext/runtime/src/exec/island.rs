@@ -8,7 +8,7 @@
 
 use super::ExecError;
 use crate::backend::fault::{Event, Faults};
-use crate::backend::{Buf, Ctx};
+use crate::backend::{Buf, Ctxs};
 use crate::driver::{JoinOptions, LocalAllReduce, LocalGroup};
 use fuel_graph_ext::device::{Device, DeviceKind};
 use fuel_graph_ext::plan::schedule::{Island, Schedule};
@@ -94,7 +94,7 @@ fn check_cuda(_plan: &Schedule, is: &Island) -> Result<(), ExecError> {
 /// Joins the collective driver of every island (after [`check`]).
 pub(super) fn join(
     plan: &Schedule,
-    ctxs: &crate::backend::Ctxs,
+    ctxs: &Ctxs,
     opts: JoinOptions,
 ) -> Result<Vec<Joined>, ExecError> {
     let mut out: Vec<Joined> = Vec::with_capacity(plan.islands.len());
@@ -114,17 +114,13 @@ pub(super) fn join(
 /// NCCL's `ncclCommInitAll` has no timeout to give (`_opts` are the host
 /// islands').
 #[cfg(feature = "nccl")]
-fn join_cuda(
-    is: &Island,
-    ctxs: &crate::backend::Ctxs,
-    _opts: JoinOptions,
-) -> Result<Joined, ExecError> {
+fn join_cuda(is: &Island, ctxs: &Ctxs, _opts: JoinOptions) -> Result<Joined, ExecError> {
     use crate::driver::NcclDriver;
     let devs = is
         .devices
         .iter()
         .map(|d| match ctxs.get(d) {
-            Some(Ctx::Cuda(c)) => Ok(c.clone()),
+            Some(crate::backend::Ctx::Cuda(c)) => Ok(c.clone()),
             _ => Err(ExecError::Internal(format!(
                 "{d} is not an opened CUDA device"
             ))),
@@ -135,11 +131,7 @@ fn join_cuda(
 }
 
 #[cfg(not(feature = "nccl"))]
-fn join_cuda(
-    is: &Island,
-    _ctxs: &crate::backend::Ctxs,
-    _opts: JoinOptions,
-) -> Result<Joined, ExecError> {
+fn join_cuda(is: &Island, _ctxs: &Ctxs, _opts: JoinOptions) -> Result<Joined, ExecError> {
     Err(refuse(is, "this build has no NCCL driver"))
 }
 
@@ -153,7 +145,7 @@ pub(super) fn run(
     plan: &Schedule,
     joined: &[Joined],
     k: usize,
-    ctxs: &crate::backend::Ctxs,
+    ctxs: &Ctxs,
     shards: &[Arc<Buf>],
     mut reuse: Vec<Option<Arc<[u8]>>>,
     faults: &Faults,
