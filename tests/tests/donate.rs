@@ -11,8 +11,8 @@
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device, Graph, Tensor, Topology};
-use fuel_runtime::exec::{self, Executable, FaultPoint};
-use fuel_test_support::assert_no_leaks;
+use fuel_runtime::exec::{self, Executable};
+use fuel_test_support::{assert_no_leaks, fault_points};
 use std::collections::BTreeMap;
 
 const STAR: &str = "graph @star {
@@ -90,13 +90,8 @@ fn a_shard_the_caller_shares_is_never_written() {
 #[test]
 fn a_fault_anywhere_leaves_each_input_whole_or_empty() {
     let (g, exe, inputs, want) = setup();
-    let c = exe.planned_events().unwrap();
-    let points = (0..c.copies)
-        .map(|nth| FaultPoint::Copy { nth })
-        .chain((0..c.kernels).map(|nth| FaultPoint::Kernel { nth }))
-        .chain((0..c.allocs).map(|nth| FaultPoint::Alloc { nth }));
     let mut checked = 0;
-    for point in points {
+    for point in fault_points(&exe) {
         // Bytes of their own, so the run may take them.
         let mut given: BTreeMap<String, Tensor> = inputs
             .iter()

@@ -9,10 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, DType, Device, Graph, Topology};
 use fuel_runtime::exec::{self, Executable};
-use fuel_test_support::{assert_no_leaks, fail_at_every_point};
+use fuel_test_support::{fail_at_every_point, runs_exactly};
 
 /// %3 (a sum read once, by %4) is fused; %5 is read by a div and by a
 /// max, %7 is a graph output, and %9 is divided on another device: those
@@ -54,28 +53,6 @@ fn compiled(g: &Graph, divide_in_folds: bool) -> Executable {
     .unwrap()
 }
 
-/// Runs `exe` twice against the interpreter, bit for bit, and returns the
-/// buffers `cpu:0` made per run.
-fn runs_exactly(g: &Graph, exe: &Executable, what: &str) -> usize {
-    let inputs = deterministic_inputs(g);
-    let want: Vec<HostTensor> = interpret(g, &inputs).unwrap();
-    let mut made = Vec::new();
-    for round in 0..2 {
-        let before = exe.memory(Device::cpu(0)).unwrap().allocations;
-        let got = exe.run_host(&inputs).unwrap();
-        assert_eq!(got.len(), want.len());
-        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            if let Err(e) = g.check_same(w) {
-                panic!("{what}, run {round}: result {k} differs from the interpreter: {e}");
-            }
-        }
-        assert_no_leaks(exe);
-        made.push(exe.memory(Device::cpu(0)).unwrap().allocations - before);
-    }
-    assert_eq!(made[0], made[1], "{what}: {made:?}");
-    made[0]
-}
-
 #[test]
 fn a_fold_read_once_by_a_div_divides_itself() {
     // Bool has no division.
@@ -92,8 +69,8 @@ fn a_fold_read_once_by_a_div_divides_itself() {
             .collect();
         assert_eq!(divided, [4], "{name}: the divs run inside their fold");
         assert!(apart.divided_folds().is_empty(), "{name}: switched off");
-        let made_fused = runs_exactly(&g, &fused, &format!("{name}, fused"));
-        let made_apart = runs_exactly(&g, &apart, &format!("{name}, apart"));
+        let made_fused = runs_exactly(&g, &fused, Device::cpu(0), &format!("{name}, fused"));
+        let made_apart = runs_exactly(&g, &apart, Device::cpu(0), &format!("{name}, apart"));
         assert_eq!(
             made_apart - made_fused,
             1,

@@ -11,10 +11,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, Device, Graph, Topology};
 use fuel_runtime::exec::{self, Executable};
-use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point};
+use fuel_test_support::{devices_or_skip, fail_at_every_point, runs_exactly};
 
 /// Rows of 64 elements: 256 bytes of f32 or i32, a multiple of every
 /// storage-buffer offset alignment Vulkan allows (at most 256), so every
@@ -49,29 +48,6 @@ fn compiled(src: &str, devs: &[Device], options: exec::Options) -> (Graph, Execu
     let g = text::parse(src).unwrap();
     let exe = exec::compile_with_options(&g, devs, &Topology::default(), options).unwrap();
     (g, exe)
-}
-
-/// Runs `exe` three times; every result must equal the interpreter's bit
-/// for bit and every allocator must be back at zero. Returns the buffers
-/// `dev` made per run.
-fn runs_exactly(g: &Graph, exe: &Executable, dev: Device, what: &str) -> usize {
-    let inputs = deterministic_inputs(g);
-    let want: Vec<HostTensor> = interpret(g, &inputs).unwrap();
-    let mut made = Vec::new();
-    for round in 0..3 {
-        let before = exe.memory(dev).unwrap().allocations;
-        let got = exe.run_host(&inputs).unwrap();
-        assert_eq!(got.len(), want.len());
-        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            if let Err(e) = g.check_same(w) {
-                panic!("{what}, run {round}: result {k} differs from the interpreter: {e}");
-            }
-        }
-        assert_no_leaks(exe);
-        made.push(exe.memory(dev).unwrap().allocations - before);
-    }
-    assert!(made.windows(2).all(|w| w[0] == w[1]), "{what}: {made:?}");
-    made[0]
 }
 
 fn views_on(dev: Device, other: Device) {

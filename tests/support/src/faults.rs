@@ -42,6 +42,19 @@ pub fn expected_fault_message(point: FaultPoint, msg: &str, devices: &[Device]) 
     })
 }
 
+/// Every copy, kernel and allocation fault point one run of `exe` passes,
+/// as `Executable::planned_events` counts them.
+pub fn fault_points(exe: &fuel_runtime::exec::Executable) -> Vec<FaultPoint> {
+    let c = exe
+        .planned_events()
+        .expect("a graph without comm.* steps has planned events");
+    (0..c.copies)
+        .map(|nth| FaultPoint::Copy { nth })
+        .chain((0..c.kernels).map(|nth| FaultPoint::Kernel { nth }))
+        .chain((0..c.allocs).map(|nth| FaultPoint::Alloc { nth }))
+        .collect()
+}
+
 /// Injects every copy, kernel and allocation fault one run of `lowered`
 /// passes (as `Executable::planned_events` counts them), one per run. Each
 /// run must fail with the exact injected-fault message and leave every
@@ -55,12 +68,8 @@ pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
     let c = exe
         .planned_events()
         .expect("a graph without comm.* steps has planned events");
-    let points = (0..c.copies)
-        .map(|nth| FaultPoint::Copy { nth })
-        .chain((0..c.kernels).map(|nth| FaultPoint::Kernel { nth }))
-        .chain((0..c.allocs).map(|nth| FaultPoint::Alloc { nth }));
     let mut checked = 0;
-    for point in points {
+    for point in fault_points(&exe) {
         exe.inject_fault(point);
         let e = match exe.run_host(&inputs) {
             Ok(_) => panic!("{point:?}: the run succeeded"),

@@ -50,3 +50,29 @@ pub fn assert_close(got: &[HostTensor], want: &[HostTensor], what: &str) {
         }
     }
 }
+
+/// Runs `exe` three times; every result must equal the interpreter's bit
+/// for bit and every allocator must be back at zero. Returns the buffers
+/// `dev` made per run (the same every run).
+pub fn runs_exactly(g: &Graph, exe: &Executable, dev: Device, what: &str) -> usize {
+    let inputs = deterministic_inputs(g);
+    let want: Vec<HostTensor> = interpret(g, &inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut made = Vec::new();
+    for round in 0..3 {
+        let allocations = |exe: &Executable| exe.memory(dev).map_or(0, |m| m.allocations);
+        let before = allocations(exe);
+        let got = exe
+            .run_host(&inputs)
+            .unwrap_or_else(|e| panic!("{what}, run {round}: {e}"));
+        assert_eq!(got.len(), want.len());
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            if let Err(e) = g.check_same(w) {
+                panic!("{what}, run {round}: result {k} differs from the interpreter: {e}");
+            }
+        }
+        assert_no_leaks(exe);
+        made.push(allocations(exe) - before);
+    }
+    assert!(made.windows(2).all(|w| w[0] == w[1]), "{what}: {made:?}");
+    made[0]
+}

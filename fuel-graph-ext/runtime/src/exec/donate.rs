@@ -39,27 +39,14 @@ impl Executable {
         donate: &[Option<String>],
         outputs: &mut Vec<Tensor>,
     ) -> Result<(), ExecError> {
-        let _turn = self
-            .spmd_turn
-            .as_ref()
-            .map(|t| t.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut scratch = self
-            .scratch
-            .lock()
-            .ok()
-            .and_then(|mut free| free.pop())
-            .unwrap_or_default();
-        let s = &mut scratch;
-        let result = self.input_data(inputs).and_then(|data| {
-            self.hand_over(inputs, donate, &data, s);
-            let result = self.run_data(data, outputs, s);
-            self.hand_back(inputs, donate, s);
-            result
-        });
-        if let Ok(mut free) = self.scratch.lock() {
-            free.push(scratch);
-        }
-        result
+        self.with_scratch(|s| {
+            self.input_data(inputs).and_then(|data| {
+                self.hand_over(inputs, donate, &data, s);
+                let result = self.run_data(data, outputs, s);
+                self.hand_back(inputs, donate, s);
+                result
+            })
+        })
     }
 
     /// Offers input `donate[k]`'s bytes to output `k`'s slot for each

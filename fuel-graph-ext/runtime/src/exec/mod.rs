@@ -598,6 +598,12 @@ impl Executable {
         inputs: &BTreeMap<String, Tensor>,
         outputs: &mut Vec<Tensor>,
     ) -> Result<(), ExecError> {
+        self.with_scratch(|s| self.run_with(inputs, outputs, s))
+    }
+
+    /// Runs `run` with a scratch of its own (a kept one where one is free)
+    /// and, for a graph with `comm.*` steps, this executable's turn.
+    fn with_scratch<R>(&self, run: impl FnOnce(&mut Scratch) -> R) -> R {
         let _turn = self
             .spmd_turn
             .as_ref()
@@ -608,7 +614,7 @@ impl Executable {
             .ok()
             .and_then(|mut free| free.pop())
             .unwrap_or_default();
-        let result = self.run_with(inputs, outputs, &mut scratch);
+        let result = run(&mut scratch);
         if let Ok(mut free) = self.scratch.lock() {
             free.push(scratch);
         }
