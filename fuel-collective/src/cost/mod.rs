@@ -20,7 +20,8 @@
 //!   cost per deferred operand, since it uploads and folds each in turn):
 //!   [`CopyMode`], the executor's own rule;
 //! - a computation costs `fixed + inputs * bytes / throughput` of its
-//!   device kind (an n-ary fold reads `n` inputs; `div` reads one);
+//!   device kind (an n-ary fold reads `n` inputs; `div` reads one, and
+//!   costs nothing of its own where the plan runs it inside its fold);
 //! - a `concat` or a copying `slice` ([`StepKind::layout`]) is a kernel
 //!   reading one input on a CPU, and a region copy within the device on a
 //!   GPU: its kernels' fixed cost plus the bytes at the same-device figures
