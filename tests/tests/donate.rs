@@ -5,7 +5,8 @@
 //! rank 0's (the fold continues on it, its last read), a shard the caller
 //! keeps a clone of is never written, every result is the interpreter's,
 //! and a fault at every point leaves each input either untouched or empty
-//! and leaks nothing.
+//! and leaks nothing. On a group with a Vulkan device (lavapipe; `SKIP:`
+//! without it) the eager call stays right call after call.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -153,4 +154,30 @@ fn the_same_runs_through_eager_all_reduce() {
         in_place >= 2,
         "{in_place} ranks' results were written over their shards"
     );
+}
+
+#[test]
+fn a_group_with_a_gpu_reduces_right_call_after_call() {
+    // The threaded runner takes no offer: every shard comes back to the
+    // eager call, which keeps it for the next call's results.
+    let devs = [Device::cpu(0), Device::vulkan(0)];
+    if !fuel_test_support::devices_or_skip(
+        "a_group_with_a_gpu_runs_threaded_and_writes_nothing_in_place",
+        &devs,
+    ) {
+        return;
+    }
+    let group = fuel_collective::DeviceGroup::new(devs).unwrap();
+    let mut shards: Vec<Tensor> = (0..2)
+        .map(|r| Tensor::from_slice(&[4096], &vec![r as f32 + 1.0; 4096]).unwrap())
+        .collect();
+    for call in 0..3 {
+        group
+            .all_reduce_now(&mut shards, fuel_graph_ext::ReduceOp::Sum)
+            .unwrap();
+        let want = 3.0 * 2f32.powi(call);
+        for s in &shards {
+            assert_eq!(s.to_vec::<f32>().unwrap(), vec![want; 4096], "call {call}");
+        }
+    }
 }
