@@ -16,8 +16,7 @@
 //! offers; the threaded runner hands every input back.
 
 use super::{ExecError, Executable, Scratch};
-use fuel_graph_ext::plan::schedule::Work;
-use fuel_graph_ext::plan::{DeviceWork, Kernel};
+use fuel_graph_ext::plan::Kernel;
 use fuel_graph_ext::Tensor;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -77,10 +76,10 @@ impl Executable {
             {
                 continue;
             }
-            let slot = plan.steps.iter().position(|st| {
-                matches!(&st.work, Work::Device(DeviceWork::Input { name: n, .. }) if n == name)
-                    && st.device == step.device
-                    && st.ty == step.ty
+            let slot = self.input_slots.get(name).copied().filter(|&i| {
+                plan.steps
+                    .get(i)
+                    .is_some_and(|st| st.device == step.device && st.ty == step.ty)
             });
             let (Some(i), Some(t)) = (slot, inputs.get_mut(name)) else {
                 continue;

@@ -123,6 +123,8 @@ pub struct Executable {
     lent: Vec<bool>,
     /// The graph's input names: a run given any other name is refused.
     input_names: BTreeSet<String>,
+    /// Each input's step, by name (what `run_donating` hands over).
+    input_slots: BTreeMap<String, usize>,
 }
 
 /// Per-run state kept between runs so a run allocates no vectors of its
@@ -358,6 +360,15 @@ impl<'g> Compiler<'g> {
             .steps
             .iter()
             .any(|s| matches!(s.work, Work::Comm { .. }));
+        let input_slots = plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, st)| match &st.work {
+                Work::Device(DeviceWork::Input { name, .. }) => Some((name.clone(), i)),
+                _ => None,
+            })
+            .collect();
         Ok(Executable {
             plan: Arc::new(plan),
             ctxs,
@@ -380,6 +391,7 @@ impl<'g> Compiler<'g> {
                 .into_iter()
                 .map(|(_, name)| name.to_string())
                 .collect(),
+            input_slots,
         })
     }
 }

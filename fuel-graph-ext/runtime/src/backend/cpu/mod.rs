@@ -125,6 +125,19 @@ impl Arena {
         self.alloc_reusing(bytes, faults, None)
     }
 
+    /// The allocation fault point every way of getting a buffer passes:
+    /// an error when the armed fault fires here.
+    fn alloc_fault(&self, bytes: usize, faults: &Faults) -> Result<(), ExecError> {
+        if faults.check(Event::Alloc) {
+            return Err(ExecError::OutOfMemory {
+                device: self.device,
+                bytes,
+                reason: "injected allocation failure".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// `r` as a buffer of this arena, values and all, when it is `bytes`
     /// long, 8-byte aligned and shared with nobody; else `r` back.
     fn take_as_is(self: &Arc<Self>, bytes: usize, mut r: Arc<[u8]>) -> Result<CpuBuf, Arc<[u8]>> {
@@ -150,13 +163,7 @@ impl Arena {
         faults: &Faults,
         r: Arc<[u8]>,
     ) -> Result<CpuBuf, ExecError> {
-        if faults.check(Event::Alloc) {
-            return Err(ExecError::OutOfMemory {
-                device: self.device,
-                bytes,
-                reason: "injected allocation failure".into(),
-            });
-        }
+        self.alloc_fault(bytes, faults)?;
         self.take_as_is(bytes, r)
             .map_err(|_| ExecError::Internal("bytes to fold onto are shared or do not fit".into()))
     }
@@ -175,9 +182,7 @@ impl Arena {
             bytes,
             reason,
         };
-        if faults.check(Event::Alloc) {
-            return Err(oom("injected allocation failure".into()));
-        }
+        self.alloc_fault(bytes, faults)?;
         if let Some(Ok(b)) = reuse.map(|r| self.take_as_is(bytes, r)) {
             return Ok(b);
         }
@@ -217,13 +222,7 @@ impl Arena {
     /// (they must be [`aligned`]); counted like any buffer while it lives.
     pub fn wrap(self: &Arc<Self>, bytes: Arc<[u8]>, faults: &Faults) -> Result<CpuBuf, ExecError> {
         let len = bytes.len();
-        if faults.check(Event::Alloc) {
-            return Err(ExecError::OutOfMemory {
-                device: self.device,
-                bytes: len,
-                reason: "injected allocation failure".into(),
-            });
-        }
+        self.alloc_fault(len, faults)?;
         if !aligned(&bytes) {
             return Err(ExecError::Internal(
                 "wrapped host bytes are misaligned".into(),
