@@ -78,6 +78,7 @@ pub mod eager;
 pub mod grad;
 pub mod group;
 pub mod lower;
+pub mod overlap;
 pub mod simplify;
 pub mod viewer;
 #[cfg(feature = "runtime")]
@@ -138,7 +139,7 @@ pub fn pipeline_with(lower_options: &str) -> String {
 }
 
 /// Adds this crate's passes (`simplify-collectives`, `combine-collectives`,
-/// `lower-collectives`)
+/// `lower-collectives`, `schedule-collectives`)
 /// to `r`, so a graph compiler's own registry can name them in a pipeline.
 ///
 /// ```
@@ -183,6 +184,18 @@ pub fn register(r: &mut PassRegistry) {
         ctor: |o, cx| {
             let opts = LowerOptions::from_pass_options(o)?;
             Ok(Box::new(LowerCollectives::new(opts, cx.topology.clone())))
+        },
+    });
+    r.register(PassInfo {
+        name: overlap::NAME,
+        summary: "order a lowered graph's steps so its collectives run behind its extern compute (the cost model's list schedule; a graph with no extern op is left alone)",
+        options: overlap::OPTIONS,
+        ctor: |o, cx| {
+            let opts = overlap::ScheduleOptions::from_pass_options(o)?;
+            Ok(Box::new(overlap::ScheduleCollectives::new(
+                opts,
+                cx.topology.clone(),
+            )))
         },
     });
 }

@@ -488,6 +488,41 @@ impl Graph {
     pub fn petgraph(&self) -> &StableGraph<(), Use, petgraph::Directed, u32> {
         &self.g
     }
+
+    /// The same graph (nodes, operands, outputs, notes) rebuilt with its
+    /// nodes created in `order`, so that [`Graph::topo_order`], the printed
+    /// IR and every schedule built from it follow `order`. `None` unless
+    /// `order` names every node exactly once, each after its operands.
+    pub fn rebuilt_in(&self, order: &[NodeId]) -> Option<Graph> {
+        if order.len() != self.node_count() {
+            return None;
+        }
+        let mut new_of: rustc_hash::FxHashMap<NodeId, NodeId> = Default::default();
+        let mut out = Graph::new(self.name.clone());
+        out.reserve(order.len(), self.g.edge_count());
+        let map = |new_of: &rustc_hash::FxHashMap<NodeId, NodeId>, v: &ValueId| {
+            new_of.get(&v.node).map(|&node| ValueId {
+                node,
+                result: v.result,
+            })
+        };
+        for id in order {
+            let n = self.node(*id)?;
+            let operands: Option<SmallVec<[ValueId; 4]>> =
+                n.operands.iter().map(|v| map(&new_of, v)).collect();
+            let new = out.add_node(n.op.clone(), &operands?, n.ty.clone());
+            if !n.result_tys.is_empty() {
+                out.set_result_types(new, n.result_tys.clone());
+            }
+            if new_of.insert(*id, new).is_some() {
+                return None;
+            }
+        }
+        let outputs: Option<Vec<ValueId>> = self.outputs.iter().map(|v| map(&new_of, v)).collect();
+        out.outputs = outputs?;
+        out.notes = self.notes.clone();
+        Some(out)
+    }
 }
 
 #[cfg(test)]

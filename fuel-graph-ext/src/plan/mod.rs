@@ -2,13 +2,15 @@
 //! steps and the work each does ([`schedule`], [`work`]), the byte regions
 //! of slices and concats ([`region`]), and the rules that make a copy a
 //! shared buffer, a deferred operand or an import, and a slice a view
-//! ([`views`]). The runtime (`fuel-runtime`) carries a [`Schedule`] out on
+//! ([`views`]), and which of the runner's lanes runs each step
+//! ([`lanes`]). The runtime (`fuel-runtime`) carries a [`Schedule`] out on
 //! real devices; the cost model (`fuel_collective::cost`) prices the same
 //! decisions. Nothing here touches a device: the device-dependent facts
 //! (which alignment a device binds views at, whether it imports host
 //! memory) come in as values.
 
 mod fold_div;
+pub mod lanes;
 pub mod listing;
 pub mod region;
 pub mod schedule;

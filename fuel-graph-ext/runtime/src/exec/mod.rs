@@ -29,6 +29,7 @@
 pub(crate) mod capacity;
 pub mod discover;
 mod donate;
+mod gate;
 mod island;
 mod options;
 mod planned;
@@ -45,6 +46,7 @@ pub use discover::{discover, Discovery, Unavailable};
 /// The plan this executor carries out, from the IR crate.
 pub use fuel_graph_ext::plan::{schedule, views, Options};
 pub use fuel_graph_ext::Tensor;
+pub use gate::Dispatch;
 pub use options::RuntimeOptions;
 pub use planned::RunEvents;
 pub(crate) use step::panic_text as panic_message;
@@ -79,6 +81,8 @@ pub struct Executable {
     /// How long the dispatcher and the workers poll before they sleep
     /// ([`crate::backend::worker::SPIN_VAR`]).
     spin: std::time::Duration,
+    /// The order the threaded runner hands each lane its steps in.
+    dispatch: Dispatch,
     /// The communicators of the graph's `comm.*` nodes, by id.
     comms: Arc<CommTable>,
     /// The collective driver of each `driver_all_reduce` island, in
@@ -375,6 +379,7 @@ impl<'g> Compiler<'g> {
             workers,
             copy_workers,
             spin,
+            dispatch: self.runtime.dispatch,
             comms: Arc::new(comms),
             islands: Arc::new(islands),
             armed: Mutex::new(None),

@@ -2,7 +2,8 @@
 //! the plan (those are [`fuel_graph_ext::plan::Options`]): how long a
 //! driver island waits for its ranks, how long a waiting runner thread
 //! polls, how many logical devices a Vulkan adapter gives and whether they
-//! map memory, and whether CUDA page-locks host arenas. `compile` takes
+//! map memory, whether CUDA page-locks host arenas, and the order the
+//! threaded runner hands each lane its steps in. `compile` takes
 //! them as a value and reads no environment variable; the CLI and the tests
 //! build them with [`RuntimeOptions::from_env`], which reads each variable
 //! where it always was, with its bounds.
@@ -28,6 +29,10 @@ pub struct RuntimeOptions {
     /// CUDA devices page-lock host-arena buffers (`FUEL_CUDA_PIN`; default
     /// true), or stage each transfer.
     pub cuda_pin: bool,
+    /// The order in which the threaded runner hands each lane its ready
+    /// steps (default [`Dispatch::Fifo`]; [`Dispatch::InOrder`] runs the
+    /// order `schedule-collectives` chose).
+    pub dispatch: super::Dispatch,
 }
 
 impl Default for RuntimeOptions {
@@ -38,6 +43,7 @@ impl Default for RuntimeOptions {
             vulkan_devices_per_adapter: 2,
             vulkan_mapped: true,
             cuda_pin: true,
+            dispatch: super::Dispatch::Fifo,
         }
     }
 }

@@ -4,8 +4,10 @@
 //! which on Vulkan submits to the device's copy lane) as soon as its
 //! operands exist, so
 //! independent work on different devices overlaps, and a copy overlaps a
-//! kernel on its own device; the first failure stops new steps, the
-//! running ones finish, and the run returns that failure.
+//! kernel on its own device (the order each lane gets its steps in is
+//! the executable's [`Dispatch`](super::Dispatch), `gate.rs`); the first
+//! failure stops new steps, the running ones finish, and the run returns
+//! that failure.
 
 use super::step::{execute, operands, StepData};
 use super::{ExecError, Executable};
@@ -46,6 +48,7 @@ impl Executable {
             .map(|s| s.operands.iter().collect::<BTreeSet<_>>().len())
             .collect();
         let mut ready: VecDeque<usize> = (0..n).filter(|&i| deps_left[i] == 0).collect();
+        let mut gate = super::gate::Gate::new(plan, self.dispatch);
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         let mut in_flight = 0usize;
         // Per island: launched in this run (by whichever member came first).
@@ -54,6 +57,10 @@ impl Executable {
         loop {
             while first_err.is_none() {
                 let Some(i) = ready.pop_front() else { break };
+                if !gate.admit(plan, i) {
+                    continue;
+                }
+                gate.went(i, &mut ready);
                 if let Work::Island { island, .. } = plan.steps[i].work {
                     if std::mem::replace(&mut launched[island], true) {
                         // Another member launched it; its completion
@@ -105,6 +112,7 @@ impl Executable {
             }
             drop(t);
             for &f in &finished {
+                gate.finished(f, &mut ready);
                 for &d in &plan.dependents[f] {
                     deps_left[d] -= 1;
                     if deps_left[d] == 0 {
@@ -153,11 +161,8 @@ impl Executable {
             return Ok(());
         }
         // A copy onto a host arena or Vulkan device runs on its copy
-        // thread, beside the device's kernels.
-        let copy = matches!(
-            step.work,
-            Work::Device(crate::backend::DeviceWork::Copy { .. })
-        );
+        // thread, beside the device's kernels (the plan's lane rule).
+        let copy = fuel_graph_ext::plan::lanes::has_copy_lane(step);
         let worker = copy
             .then(|| self.copy_workers.get(&step.device))
             .flatten()

@@ -1,0 +1,233 @@
+//! Overlap of collectives with compute (issue 33): the runner's dispatch
+//! orders (`Dispatch::InOrder` keeps each lane to the schedule's order,
+//! `Dispatch::AfterCompute` holds communication until the compute is done),
+//! seen through kernels that log when they run; and the
+//! `schedule-collectives` pass: what it matches and leaves alone, that its
+//! order computes what the graph did (on the interpreter and on the
+//! devices, in order), that it is deterministic, and its errors.
+
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, register_reference};
+use fuel_graph_ext::text::{parse, print};
+use fuel_graph_ext::{Graph, Topology};
+use fuel_runtime::exec::{self, Dispatch, RuntimeOptions};
+use fuel_runtime::kernels::register_cpu;
+use fuel_test_support::{assert_no_leaks, lower};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Registers a CPU kernel `name` that copies its first operand, after
+/// sleeping `ms`, and then appends `name` to `log`; its reference copies.
+fn logging(name: &'static str, ms: u64, log: &'static Mutex<Vec<&'static str>>) {
+    register_cpu(name, move |_, ins, out| {
+        std::thread::sleep(Duration::from_millis(ms));
+        out.copy_from_slice(&ins[0].bytes[..out.len()]);
+        log.lock().unwrap().push(name);
+        Ok(out.len())
+    });
+    register_reference(name, |_, args| Ok(args[0].clone()));
+}
+
+/// Runs `g` with `dispatch` and returns the order the kernels logged in.
+fn run_logged(
+    g: &Graph,
+    dispatch: Dispatch,
+    log: &'static Mutex<Vec<&'static str>>,
+) -> Vec<&'static str> {
+    log.lock().unwrap().clear();
+    let runtime = RuntimeOptions {
+        dispatch,
+        ..RuntimeOptions::default()
+    };
+    let exe = exec::Compiler::new(g).runtime(runtime).compile().unwrap();
+    let inputs = deterministic_inputs(g);
+    let got = exe.run_host(&inputs).unwrap();
+    assert_eq!(got, interpret(g, &inputs).unwrap());
+    assert_no_leaks(&exe);
+    log.lock().unwrap().clone()
+}
+
+/// On cpu:0, step %3 reads what cpu:1's slow kernel sends, and step %4
+/// is ready at once. FIFO runs %4 first; in order, the lane waits for %3.
+#[test]
+fn in_order_dispatch_keeps_each_lane_to_the_schedule_order() {
+    static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    logging("io_slow_source", 80, &LOG);
+    logging("io_first", 0, &LOG);
+    logging("io_second", 0, &LOG);
+    let g = parse(
+        "graph @order {
+  %0 = input \"a\" @cpu:1 : f32[4]
+  %1 = extern \"io_slow_source\" %0 @cpu:1 : f32[4]
+  %2 = copy %1 -> cpu:0 : f32[4]
+  %3 = extern \"io_first\" %2 @cpu:0 : f32[4]
+  %4 = input \"b\" @cpu:0 : f32[4]
+  %5 = extern \"io_second\" %4 @cpu:0 : f32[4]
+  return %3, %5
+}
+",
+    )
+    .unwrap();
+    let fifo = run_logged(&g, Dispatch::Fifo, &LOG);
+    assert_eq!(fifo, ["io_second", "io_slow_source", "io_first"]);
+    let in_order = run_logged(&g, Dispatch::InOrder, &LOG);
+    assert_eq!(in_order, ["io_slow_source", "io_first", "io_second"]);
+}
+
+/// cpu:1's quick kernel feeds a copy to cpu:2, whose kernel logs; cpu:0's
+/// kernel is slow. FIFO lets cpu:2 run at once; after compute, the copy
+/// waits for cpu:0's kernel, and the kernel that reads the copy (which
+/// reads something communicated) is not waited for.
+#[test]
+fn after_compute_dispatch_holds_communication_until_the_compute_is_done() {
+    static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    logging("ac_slow", 80, &LOG);
+    logging("ac_quick", 0, &LOG);
+    logging("ac_reader", 0, &LOG);
+    let g = parse(
+        "graph @after {
+  %0 = input \"a\" @cpu:0 : f32[4]
+  %1 = extern \"ac_slow\" %0 @cpu:0 : f32[4]
+  %2 = input \"b\" @cpu:1 : f32[4]
+  %3 = extern \"ac_quick\" %2 @cpu:1 : f32[4]
+  %4 = copy %3 -> cpu:2 : f32[4]
+  %5 = extern \"ac_reader\" %4 @cpu:2 : f32[4]
+  return %1, %5
+}
+",
+    )
+    .unwrap();
+    let fifo = run_logged(&g, Dispatch::Fifo, &LOG);
+    assert_eq!(fifo, ["ac_quick", "ac_reader", "ac_slow"]);
+    let after = run_logged(&g, Dispatch::AfterCompute, &LOG);
+    assert_eq!(after, ["ac_quick", "ac_slow", "ac_reader"]);
+}
+
+const PIPELINE: &str = "simplify-collectives,combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
+
+fn scheduled_pipeline(options: &str) -> String {
+    format!("{PIPELINE},schedule-collectives{options}")
+}
+
+fn ddp(devices: usize) -> Graph {
+    let text = std::fs::read_to_string(format!(
+        "{}/golden/passes/extern-ddp-{devices}.fir",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    parse(&text).unwrap()
+}
+
+#[test]
+fn the_scheduled_ddp_step_computes_what_the_graph_did_in_order_on_the_cpus() {
+    for devices in [2, 4] {
+        let g = ddp(devices);
+        let lowered = lower(&g, PIPELINE);
+        let scheduled = lower(&g, &scheduled_pipeline(""));
+        let text = print(&scheduled);
+        assert!(text.contains("// schedule-collectives: chose "), "{text}");
+        assert!(
+            text.contains("// schedule-collectives: collective 1 of "),
+            "{text}"
+        );
+        // The same ops, in another order.
+        let ops = |g: &Graph| {
+            let mut v: Vec<String> = print(g)
+                .lines()
+                .filter(|l| l.trim_start().starts_with('%'))
+                .map(|l| {
+                    l.split_once(" = ")
+                        .map_or("", |x| x.1)
+                        .split(' ')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(ops(&lowered), ops(&scheduled));
+        let inputs = deterministic_inputs(&g);
+        let want = interpret(&g, &inputs).unwrap();
+        assert_eq!(interpret(&scheduled, &inputs).unwrap(), want);
+        let runtime = RuntimeOptions {
+            dispatch: Dispatch::InOrder,
+            ..RuntimeOptions::default()
+        };
+        let exe = exec::Compiler::new(&scheduled)
+            .runtime(runtime)
+            .compile()
+            .unwrap();
+        for _ in 0..3 {
+            let got = exe.run_host(&inputs).unwrap();
+            for (a, b) in got.iter().zip(&want) {
+                a.check_same(b).unwrap();
+            }
+        }
+        assert_no_leaks(&exe);
+        // A pure function of the graph and topology: the same text twice.
+        assert_eq!(print(&lower(&g, &scheduled_pipeline(""))), text);
+    }
+}
+
+#[test]
+fn a_graph_without_extern_ops_is_left_alone() {
+    let g = parse(
+        "graph @plain {
+  %0 = input \"a\" @cpu:0 : f32[16]
+  %1 = input \"b\" @cpu:1 : f32[16]
+  %2:2 = all_reduce.sum %0, %1 : f32[16]
+  return %2#0, %2#1
+}
+",
+    )
+    .unwrap();
+    assert_eq!(
+        print(&lower(&g, &scheduled_pipeline(""))),
+        print(&lower(&g, PIPELINE))
+    );
+}
+
+fn pass_error(g: &Graph, pipeline: &str) -> String {
+    let mut out = g.clone();
+    match fuel_collective::run_pipeline(
+        &mut out,
+        pipeline,
+        std::sync::Arc::new(Topology::default()),
+        Default::default(),
+    ) {
+        Ok(_) => panic!("{pipeline} ran"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn an_unlowered_graph_and_a_bad_policy_are_errors_naming_the_fix() {
+    let g = ddp(2);
+    let e = pass_error(&g, "schedule-collectives");
+    assert!(
+        e.contains("still holds a `all_reduce.mean`") && e.contains("after lower-collectives"),
+        "{e}"
+    );
+    let e = pass_error(&g, &scheduled_pipeline("{policy=soonest}"));
+    assert!(e.contains("`soonest` is not a policy; use auto"), "{e}");
+    let e = pass_error(&g, &scheduled_pipeline("{max_in_flight=lots}"));
+    assert!(e.contains("max_in_flight"), "{e}");
+}
+
+/// Each forced policy is taken and named; `in-order` keeps the graph's
+/// own order.
+#[test]
+fn a_forced_policy_is_the_one_chosen() {
+    let g = ddp(2);
+    for policy in ["collectives-first", "critical-path", "in-order"] {
+        let text = print(&lower(
+            &g,
+            &scheduled_pipeline(&format!("{{policy={policy}}}")),
+        ));
+        assert!(
+            text.contains(&format!("// schedule-collectives: chose {policy} ")),
+            "{text}"
+        );
+    }
+}
