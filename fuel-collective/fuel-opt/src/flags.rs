@@ -54,6 +54,9 @@ pub const BOUNDS: &[Bound] = &[
     b("bench", "warmup", 0, 10_000),
     b("bench", "count", 1, 10_000),
     b("bench", "world_timeout", 1, MAX_WORLD_TIMEOUT_S),
+    b("bench", "layers", 1, 256),
+    b("bench", "width", 1, 8192),
+    b("bench", "batch", 1, 65_536),
     b("calibrate", "iters", 1, 1000),
     b("calibrate", "warmup", 0, 100),
     b("calibrate", "passes", 1, 20),
@@ -143,6 +146,15 @@ pub const MODES: &[Mode] = &[
             "csv",
         ],
         why: "it times the world all_reduce.sum as the world lowering records it",
+    },
+    Mode {
+        sub: "bench",
+        when: "step",
+        name: "bench --step",
+        reads: &[
+            "devices", "iters", "warmup", "topology", "step", "layers", "width", "batch",
+        ],
+        why: "it times a training step of f32 matmuls and all_reduce.mean under three schedules",
     },
     Mode {
         sub: "bench",

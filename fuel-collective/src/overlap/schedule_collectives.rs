@@ -10,8 +10,8 @@
 //! printed IR, `--emit plan` and the runtime's in-order dispatch
 //! (`RuntimeOptions::dispatch = Dispatch::InOrder`) all follow it, and
 //! notes: one per collective (its steps' devices, when its first step
-//! starts, when its last ends, and the compute time it leaves exposed, all
-//! estimated) and one for the choice (each policy's estimate, the exposed
+//! starts, when its last ends, and the longest a compute lane waits on it,
+//! all estimated) and one for the choice (each policy's estimate, the exposed
 //! communication, the memory held). The order comes from the overlap
 //! simulator (`simulate.rs`) over the cost model's prices (`tasks.rs`):
 //! it tries the `collectives-first` and `critical-path` list schedules and
@@ -262,7 +262,7 @@ fn notes(plan: &Schedule, tasks: &[Task], c: &Choice) -> Vec<String> {
         let start = members.iter().map(|&i| t.start[i]).fold(f64::MAX, f64::min);
         let done = members.iter().map(|&i| t.end[i]).fold(0.0, f64::max);
         out.push(format!(
-            "{NAME}: collective {} of {count} ({} steps on {}): starts at {start:.1}us, done at {done:.1}us, exposes {:.1}us of compute-lane waiting",
+            "{NAME}: collective {} of {count} ({} steps on {}): starts at {start:.1}us, done at {done:.1}us, keeps one compute lane waiting {:.1}us at most",
             k + 1,
             members.len(),
             devices.join(", "),
@@ -298,11 +298,11 @@ fn notes(plan: &Schedule, tasks: &[Task], c: &Choice) -> Vec<String> {
     out
 }
 
-/// Per collective, the time compute lanes sat idle before a step whose
-/// last operand to arrive came from that collective.
+/// Per collective, the most time one compute lane sat idle before steps
+/// whose last operand to arrive came from that collective.
 fn exposed_by_group(tasks: &[Task], t: &Timeline, groups: &[Option<usize>]) -> Vec<f64> {
     let count = groups.iter().filter_map(|g| *g).max().map_or(0, |m| m + 1);
-    let mut exposed = vec![0.0; count];
+    let mut per_lane: std::collections::BTreeMap<(usize, Lane), f64> = Default::default();
     let mut free: std::collections::BTreeMap<Lane, f64> = Default::default();
     for &i in &t.order {
         let Some(lane @ Lane::Compute(_)) = tasks[i].lane else {
@@ -317,9 +317,13 @@ fn exposed_by_group(tasks: &[Task], t: &Timeline, groups: &[Option<usize>]) -> V
             .filter(|&d| d < tasks.len())
             .max_by(|&a, &b| t.end[a].total_cmp(&t.end[b]));
         if let Some(k) = last.and_then(|d| groups[d]).filter(|_| gap > 1e-9) {
-            exposed[k] += gap;
+            *per_lane.entry((k, lane)).or_insert(0.0) += gap;
         }
         free.insert(lane, t.start[i] + tasks[i].busy_us);
+    }
+    let mut exposed = vec![0.0f64; count];
+    for ((k, _), us) in per_lane {
+        exposed[k] = exposed[k].max(us);
     }
     exposed
 }

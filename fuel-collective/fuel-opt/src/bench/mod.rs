@@ -36,6 +36,7 @@ pub mod eager_bench;
 mod host_bound;
 pub mod many;
 pub mod plot;
+mod step_ddp;
 pub mod validate;
 
 use crate::setup::{self, Shape};
@@ -131,6 +132,21 @@ pub struct BenchArgs {
     /// a user would write, f32, timed in turns in one run.
     #[arg(long)]
     eager: bool,
+    /// A training step instead of one collective: `ddp` times a
+    /// data-parallel backward pass (`--layers` matmul gradients per device,
+    /// each all_reduced, then an update) after the compute, FIFO and as
+    /// `schedule-collectives` orders it (see `step_ddp.rs`).
+    #[arg(long, value_enum)]
+    step: Option<StepKind>,
+    /// With --step: layers of the step.
+    #[arg(long, default_value_t = 4)]
+    layers: usize,
+    /// With --step: each gradient is f32[width, width].
+    #[arg(long, default_value_t = 512)]
+    width: usize,
+    /// With --step: rows of each device's batch (the matmul's inner size).
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
     /// Across MPI processes (`mpirun -n P`, feature `mpi`): a world
     /// all_reduce over P x the local `--devices`, beside raw MPI_Allreduce.
     #[arg(long)]
@@ -142,6 +158,13 @@ pub struct BenchArgs {
 }
 
 mod world_bench;
+
+/// The training steps `--step` times.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// A data-parallel backward pass.
+    Ddp,
+}
 
 /// The algorithms `--plot` draws, one line each.
 const PLOTTED: [&str; 4] = ["star", "hierarchical", "ring", "tree"];
@@ -200,6 +223,14 @@ pub fn bench(a: &BenchArgs) -> Result<(), Failure> {
         &devices,
         crate::input::DEFAULT_MAX_INPUT,
     )?);
+    if a.step.is_some() {
+        let shape = step_ddp::Shape {
+            layers: a.layers,
+            width: a.width,
+            batch: a.batch,
+        };
+        return step_ddp::bench(&devices, shape, &topo, a.iters, a.warmup);
+    }
     if a.validate {
         let sweep = crate::bench::validate::Sweep {
             devices: &devices,

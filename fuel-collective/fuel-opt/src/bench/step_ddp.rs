@@ -1,0 +1,296 @@
+//! `fuel-opt bench --step ddp`: a data-parallel training step's backward
+//! pass, timed under three schedules in one run.
+//!
+//! The step has `--layers` layers. Per layer, every device of `--devices`
+//! computes its weight gradient with the `extern "matmul"` kernel
+//! (`X^T · dY`, `f32[width, batch] · f32[batch, width]`), the gradients are
+//! all_reduced (Mean), and each device updates its weights (`w + s · g`,
+//! element-wise). One matmul is timed alone first; its median is the cost
+//! hint every matmul of the step carries, so the cost model prices the
+//! compute as measured.
+//!
+//! The schedules, each an executable of the same lowered step:
+//! - `after-compute`: every communication waits until every gradient is
+//!   computed (`Dispatch::AfterCompute`), as a step that all_reduces after
+//!   the backward pass;
+//! - `fifo`: the runner as it is by default, each lane running steps in
+//!   the order they come ready;
+//! - `scheduled`: the graph ordered by `schedule-collectives`, each lane
+//!   kept to that order (`Dispatch::InOrder`).
+//!
+//! `compute-only` is the same step with each device's own gradient in
+//! place of the all_reduce: no communication at all. A schedule's exposed
+//! communication is its step time minus that; `hidden` is the share of
+//! `after-compute`'s exposed time a schedule does not expose. Runs are
+//! taken in turns (one of each per round), medians over `--iters` after
+//! `--warmup`; every executable's results are checked against the
+//! interpreter before anything is timed. `est` is the overlap simulator's
+//! makespan of the same plan under the same dispatch.
+
+use crate::outln;
+use crate::Failure;
+use fuel_collective::overlap::simulate::{simulate, Policy};
+use fuel_collective::overlap::tasks::tasks_of;
+use fuel_collective::{run_pipeline, DeviceGroup, DEFAULT_PIPELINE};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
+use fuel_graph_ext::op::{CostHint, ExternOp};
+use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
+use fuel_runtime::exec::{Compiler, Dispatch, Executable, RuntimeOptions};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The step's shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Layers, each one gradient per device.
+    pub layers: usize,
+    /// Each gradient is `f32[width, width]`.
+    pub width: usize,
+    /// Rows of each device's batch (the matmul's inner dimension).
+    pub batch: usize,
+}
+
+/// Records the step over `devices`; with `reduce`, the gradients are
+/// all_reduced, else each device keeps its own. `hint` is each matmul's
+/// cost hint.
+fn record(
+    devices: &[Device],
+    s: Shape,
+    hint: Option<CostHint>,
+    reduce: bool,
+) -> Result<Graph, Failure> {
+    let fail = |e: &dyn std::fmt::Display| Failure::input(e.to_string());
+    let group = DeviceGroup::new(devices.iter().copied()).map_err(|e| fail(&e))?;
+    let graph = LazyGraph::new("ddp_step");
+    let f32s = |shape: &[usize]| TensorType::new(DType::F32, shape);
+    for l in (0..s.layers).rev() {
+        let mut grads = Vec::with_capacity(devices.len());
+        for (r, d) in devices.iter().enumerate() {
+            let xt = graph.input(&format!("xt{l}.{r}"), *d, f32s(&[s.width, s.batch]));
+            let dy = graph.input(&format!("dy{l}.{r}"), *d, f32s(&[s.batch, s.width]));
+            let mut op = ExternOp::new("matmul", *d, f32s(&[s.width, s.width]));
+            op.cost = hint;
+            grads.push(xt.call_extern(op, &[&dy]).map_err(|e| fail(&e))?);
+        }
+        let grads = if reduce {
+            group
+                .all_reduce(&grads, ReduceOp::Mean)
+                .map_err(|e| fail(&e))?
+        } else {
+            grads
+        };
+        for (r, (d, g)) in devices.iter().zip(&grads).enumerate() {
+            let w = graph.input(&format!("w{l}"), *d, f32s(&[s.width, s.width]));
+            let scale = graph.input("scale", *d, f32s(&[s.width, s.width]));
+            let step = scale
+                .mul(g)
+                .and_then(|sg| w.add(&sg))
+                .map_err(|e| fail(&e))?;
+            graph
+                .output_named(&format!("w{l}.{r}"), &step)
+                .map_err(|e| fail(&e))?;
+        }
+    }
+    Ok(graph.snapshot())
+}
+
+/// `g` lowered by `pipeline`.
+fn lowered(g: &Graph, pipeline: &str, topo: &Arc<Topology>) -> Result<Graph, Failure> {
+    let mut g = g.clone();
+    run_pipeline(&mut g, pipeline, topo.clone(), Default::default())
+        .map_err(|e| Failure::input(e.to_string()))?;
+    Ok(g)
+}
+
+fn compiled(g: &Graph, dispatch: Dispatch) -> Result<Executable, Failure> {
+    let runtime = RuntimeOptions {
+        dispatch,
+        ..RuntimeOptions::from_env().map_err(|e| Failure::input(e.to_string()))?
+    };
+    Compiler::new(g)
+        .runtime(runtime)
+        .compile()
+        .map_err(|e| Failure::input(e.to_string()))
+}
+
+/// One schedule: its name, graph, executable and the simulator's estimate.
+struct Way {
+    name: &'static str,
+    graph: Graph,
+    exe: Executable,
+    est_us: f64,
+    times: Vec<f64>,
+}
+
+impl Way {
+    fn new(
+        name: &'static str,
+        graph: Graph,
+        dispatch: Dispatch,
+        topo: &Topology,
+    ) -> Result<Way, Failure> {
+        let policy = match dispatch {
+            Dispatch::Fifo => Policy::Fifo,
+            Dispatch::InOrder => Policy::InOrder,
+            Dispatch::AfterCompute => Policy::AfterCompute,
+        };
+        let plan = fuel_collective::cost::price::plan_for(&graph, topo)
+            .map_err(|e| Failure::input(e.to_string()))?;
+        let est_us = tasks_of(&plan, topo).map_or(f64::NAN, |t| simulate(&t, policy).makespan_us);
+        let exe = compiled(&graph, dispatch)?;
+        Ok(Way {
+            name,
+            graph,
+            exe,
+            est_us,
+            times: Vec::new(),
+        })
+    }
+
+    /// Runs once and checks the results against the interpreter.
+    fn check(&self, inputs: &BTreeMap<String, HostTensor>) -> Result<(), Failure> {
+        let got = self
+            .exe
+            .run_host(inputs)
+            .map_err(|e| Failure::input(e.to_string()))?;
+        let want = interpret(&self.graph, inputs).map_err(|e| Failure::input(e.to_string()))?;
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            a.check_same(b).map_err(|e| {
+                Failure::input(format!(
+                    "{}: output {k} differs from the interpreter: {e}",
+                    self.name
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The median time of one matmul of the step's shape on `device`, in
+/// seconds: the cost hint.
+fn time_matmul(device: Device, s: Shape, iters: usize) -> Result<f64, Failure> {
+    let graph = LazyGraph::new("matmul");
+    let f32s = |shape: &[usize]| TensorType::new(DType::F32, shape);
+    let xt = graph.input("xt", device, f32s(&[s.width, s.batch]));
+    let dy = graph.input("dy", device, f32s(&[s.batch, s.width]));
+    let op = ExternOp::new("matmul", device, f32s(&[s.width, s.width]));
+    let out = xt
+        .call_extern(op, &[&dy])
+        .map_err(|e| Failure::input(e.to_string()))?;
+    graph
+        .output(&out)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    let g = graph.snapshot();
+    let exe = compiled(&g, Dispatch::Fifo)?;
+    let inputs = deterministic_inputs(&g);
+    let mut t = Vec::with_capacity(iters);
+    for _ in 0..iters.max(3) {
+        let start = Instant::now();
+        exe.run_host(&inputs)
+            .map_err(|e| Failure::input(e.to_string()))?;
+        t.push(start.elapsed().as_secs_f64());
+    }
+    Ok(median(&mut t))
+}
+
+/// Runs `bench --step ddp`.
+pub fn bench(
+    devices: &[Device],
+    s: Shape,
+    topo: &Arc<Topology>,
+    iters: usize,
+    warmup: usize,
+) -> Result<(), Failure> {
+    let names: Vec<String> = devices.iter().map(Device::to_string).collect();
+    let first = *devices
+        .first()
+        .ok_or_else(|| Failure::input("--devices is empty"))?;
+    let matmul_s = time_matmul(first, s, iters)?;
+    let hint = CostHint::new(matmul_s).map_err(Failure::input)?;
+    outln!(
+        "# fuel-opt bench --step ddp: {} layers of f32[{w},{w}] gradients (batch {}) over [{}], {iters} iters after {warmup} warmup, medians, taken in turns",
+        s.layers,
+        s.batch,
+        names.join(", "),
+        w = s.width,
+    )?;
+    outln!(
+        "# one matmul on {first}: {:.3} ms (each matmul's cost hint); each all_reduce moves {} KiB per rank",
+        matmul_s * 1e3,
+        s.width * s.width * 4 / 1024
+    )?;
+    let step = record(devices, s, Some(hint), true)?;
+    let plain = lowered(&step, DEFAULT_PIPELINE, topo)?;
+    let ordered = lowered(
+        &step,
+        &format!("{DEFAULT_PIPELINE},schedule-collectives"),
+        topo,
+    )?;
+    let alone = lowered(
+        &record(devices, s, Some(hint), false)?,
+        DEFAULT_PIPELINE,
+        topo,
+    )?;
+    let mut ways = vec![
+        Way::new("compute-only", alone, Dispatch::Fifo, topo)?,
+        Way::new("after-compute", plain.clone(), Dispatch::AfterCompute, topo)?,
+        Way::new("fifo", plain, Dispatch::Fifo, topo)?,
+        Way::new("scheduled", ordered, Dispatch::InOrder, topo)?,
+    ];
+    let inputs = deterministic_inputs(&ways[1].graph);
+    for w in &ways {
+        w.check(&inputs)?;
+    }
+    for round in 0..warmup + iters {
+        for w in &mut ways {
+            let start = Instant::now();
+            w.exe
+                .run_host(&inputs)
+                .map_err(|e| Failure::input(e.to_string()))?;
+            if round >= warmup {
+                w.times.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+    }
+    let medians: Vec<f64> = ways.iter_mut().map(|w| median(&mut w.times)).collect();
+    let compute = medians[0];
+    let exposed_after = (medians[1] - compute).max(0.0);
+    outln!(
+        "#{:>14} {:>10} {:>10} {:>9} {:>11} {:>7}",
+        "schedule",
+        "step_ms",
+        "est_ms",
+        "est/meas",
+        "exposed_ms",
+        "hidden"
+    )?;
+    for (w, &m) in ways.iter().zip(&medians) {
+        let exposed = (m - compute).max(0.0);
+        let hidden = if exposed_after > 0.0 && w.name != "compute-only" {
+            format!("{:.0}%", 100.0 * (1.0 - exposed / exposed_after))
+        } else {
+            "-".into()
+        };
+        outln!(
+            "{:>15} {:>10.3} {:>10.3} {:>9.2} {:>11.3} {:>7}",
+            w.name,
+            m / 1e3,
+            w.est_us / 1e3,
+            w.est_us / m,
+            exposed / 1e3,
+            hidden
+        )?;
+    }
+    outln!(
+        "# scheduled is {:.2}x after-compute and {:.2}x fifo per step",
+        medians[1] / medians[3],
+        medians[2] / medians[3]
+    )?;
+    Ok(())
+}
