@@ -455,6 +455,49 @@ fn bench_eager_times_the_eager_call_beside_the_plain_loop() {
     );
 }
 
+#[test]
+fn bench_step_ddp_times_four_ways_of_one_training_step() {
+    let args = [
+        "bench",
+        "--step",
+        "ddp",
+        "--devices",
+        "cpu:0,cpu:1",
+        "--layers",
+        "2",
+        "--width",
+        "16",
+        "--batch",
+        "8",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+    ];
+    let out = fuel_opt(&args, None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        ["compute-only", "after-compute", "fifo", "scheduled"],
+        "{stdout}"
+    );
+    assert!(stdout.contains("# scheduled is "), "{stdout}");
+    // The step's shape flags belong to --step alone.
+    let out = fuel_opt(&["bench", "--layers", "2", "--sizes", "4K"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--layers"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 const CPU_PAIR: &str = "graph @ar {
   %0 = input \"a\" @cpu:0 : f32[64]
   %1 = input \"b\" @cpu:1 : f32[64]

@@ -5,9 +5,9 @@
 //! computes its weight gradient with the `extern "matmul"` kernel
 //! (`X^T · dY`, `f32[width, batch] · f32[batch, width]`), the gradients are
 //! all_reduced (Mean), and each device updates its weights (`w + s · g`,
-//! element-wise). One matmul is timed alone first; its median is the cost
-//! hint every matmul of the step carries, so the cost model prices the
-//! compute as measured.
+//! element-wise). One matmul is timed alone first on each kind of device;
+//! its median is the cost hint of that device's matmuls, so the cost model
+//! prices the compute as measured.
 //!
 //! The schedules, each an executable of the same lowered step:
 //! - `after-compute`: every communication waits until every gradient is
@@ -52,12 +52,12 @@ pub struct Shape {
 }
 
 /// Records the step over `devices`; with `reduce`, the gradients are
-/// all_reduced, else each device keeps its own. `hint` is each matmul's
-/// cost hint.
+/// all_reduced, else each device keeps its own. `hints[r]` is the cost
+/// hint of rank `r`'s matmuls.
 fn record(
     devices: &[Device],
     s: Shape,
-    hint: Option<CostHint>,
+    hints: &[CostHint],
     reduce: bool,
 ) -> Result<Graph, Failure> {
     let fail = |e: &dyn std::fmt::Display| Failure::input(e.to_string());
@@ -70,7 +70,7 @@ fn record(
             let xt = graph.input(&format!("xt{l}.{r}"), *d, f32s(&[s.width, s.batch]));
             let dy = graph.input(&format!("dy{l}.{r}"), *d, f32s(&[s.batch, s.width]));
             let mut op = ExternOp::new("matmul", *d, f32s(&[s.width, s.width]));
-            op.cost = hint;
+            op.cost = hints.get(r).copied();
             grads.push(xt.call_extern(op, &[&dy]).map_err(|e| fail(&e))?);
         }
         let grads = if reduce {
@@ -208,11 +208,26 @@ pub fn bench(
     warmup: usize,
 ) -> Result<(), Failure> {
     let names: Vec<String> = devices.iter().map(Device::to_string).collect();
-    let first = *devices
-        .first()
-        .ok_or_else(|| Failure::input("--devices is empty"))?;
-    let matmul_s = time_matmul(first, s, iters)?;
-    let hint = CostHint::new(matmul_s).map_err(Failure::input)?;
+    // One matmul timed per kind of device (devices of a kind are alike).
+    let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
+    let mut hints = Vec::with_capacity(devices.len());
+    for d in devices {
+        let kind = format!("{:?}", d.kind);
+        let secs = match by_kind.get(&kind) {
+            Some(t) => *t,
+            None => {
+                let t = time_matmul(*d, s, iters)?;
+                by_kind.insert(kind, t);
+                t
+            }
+        };
+        hints.push(CostHint::new(secs).map_err(Failure::input)?);
+    }
+    let timed: Vec<String> = devices
+        .iter()
+        .zip(&hints)
+        .map(|(d, h)| format!("{d} {:.3} ms", h.secs() * 1e3))
+        .collect();
     outln!(
         "# fuel-opt bench --step ddp: {} layers of f32[{w},{w}] gradients (batch {}) over [{}], {iters} iters after {warmup} warmup, medians, taken in turns",
         s.layers,
@@ -221,22 +236,18 @@ pub fn bench(
         w = s.width,
     )?;
     outln!(
-        "# one matmul on {first}: {:.3} ms (each matmul's cost hint); each all_reduce moves {} KiB per rank",
-        matmul_s * 1e3,
+        "# one matmul, timed alone (each matmul's cost hint): {}; each all_reduce moves {} KiB per rank",
+        timed.join(", "),
         s.width * s.width * 4 / 1024
     )?;
-    let step = record(devices, s, Some(hint), true)?;
+    let step = record(devices, s, &hints, true)?;
     let plain = lowered(&step, DEFAULT_PIPELINE, topo)?;
     let ordered = lowered(
         &step,
         &format!("{DEFAULT_PIPELINE},schedule-collectives"),
         topo,
     )?;
-    let alone = lowered(
-        &record(devices, s, Some(hint), false)?,
-        DEFAULT_PIPELINE,
-        topo,
-    )?;
+    let alone = lowered(&record(devices, s, &hints, false)?, DEFAULT_PIPELINE, topo)?;
     let mut ways = vec![
         Way::new("compute-only", alone, Dispatch::Fifo, topo)?,
         Way::new("after-compute", plain.clone(), Dispatch::AfterCompute, topo)?,
