@@ -170,6 +170,41 @@ fn the_scheduled_ddp_step_computes_what_the_graph_did_in_order_on_the_cpus() {
     }
 }
 
+/// The 2-device step with cpu:1 replaced by lavapipe: the scheduled step,
+/// run in order, after compute and FIFO, equals the interpreter.
+#[test]
+fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
+    use fuel_graph_ext::Device;
+    let devices = [Device::cpu(0), Device::vulkan(0)];
+    if !fuel_test_support::devices_or_skip("the_scheduled_ddp_step_on_vulkan", &devices) {
+        return;
+    }
+    let src = print(&ddp(2)).replace("@cpu:1", "@vulkan:0");
+    let g = parse(&src).unwrap();
+    let scheduled = lower(&g, &scheduled_pipeline(""));
+    assert!(print(&scheduled).contains("schedule-collectives: chose "));
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    for dispatch in [Dispatch::InOrder, Dispatch::AfterCompute, Dispatch::Fifo] {
+        let runtime = RuntimeOptions {
+            dispatch,
+            ..RuntimeOptions::default()
+        };
+        let exe = exec::Compiler::new(&scheduled)
+            .runtime(runtime)
+            .compile()
+            .unwrap();
+        for _ in 0..2 {
+            let got = exe.run_host(&inputs).unwrap();
+            for (a, b) in got.iter().zip(&want) {
+                a.check_same(b)
+                    .unwrap_or_else(|e| panic!("{dispatch:?}: {e}"));
+            }
+        }
+        assert_no_leaks(&exe);
+    }
+}
+
 #[test]
 fn a_graph_without_extern_ops_is_left_alone() {
     let g = parse(

@@ -248,6 +248,7 @@ fn check_env() -> Result<(), Failure> {
     fuel_runtime::exec::vulkan_import_setting().map_err(Failure::input)?;
     fuel_runtime::exec::cuda_pin_setting().map_err(Failure::input)?;
     fuel_runtime::backend::worker::spin_setting().map_err(env_failure)?;
+    fuel_runtime::exec::Dispatch::from_env().map_err(|e| Failure::input(e.to_string()))?;
     #[cfg(feature = "mpi")]
     fuel_runtime::driver::mpi::keep_freed::keep_freed_setting().map_err(env_failure)?;
     fuel_runtime::driver::JoinOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;

@@ -35,14 +35,21 @@ pub fn env_options(base: exec::Options) -> Result<exec::Options, Failure> {
 /// with plan options `options` and the environment's switches: host import
 /// (`FUEL_VULKAN_IMPORT`) and the runtime's (`FUEL_SPIN_US`,
 /// `FUEL_VULKAN_DEVICES`, `FUEL_VULKAN_MAPPED`, `FUEL_CUDA_PIN`, the join
-/// timeouts), see [`exec::RuntimeOptions::from_env`].
+/// timeouts, `FUEL_DISPATCH`), see [`exec::RuntimeOptions::from_env`]. A
+/// graph `schedule-collectives` ordered runs in that order
+/// (`Dispatch::InOrder`) unless `FUEL_DISPATCH` says otherwise.
 pub fn compiler<'g>(
     g: &'g Graph,
     devices: &[Device],
     topology: &'g Topology,
     options: exec::Options,
 ) -> Result<exec::Compiler<'g>, Failure> {
-    let runtime = exec::RuntimeOptions::from_env().map_err(|e| Failure::input(e.to_string()))?;
+    let fail = |e: &dyn std::fmt::Display| Failure::input(e.to_string());
+    let mut runtime = exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
+    let chosen = exec::Dispatch::from_env().map_err(|e| fail(&e))?;
+    if chosen.is_none() && fuel_collective::overlap::was_scheduled(g) {
+        runtime.dispatch = exec::Dispatch::InOrder;
+    }
     Ok(exec::Compiler::new(g)
         .devices(devices)
         .topology(topology)

@@ -167,6 +167,7 @@ const SWITCHES: &[(&str, usize)] = &[
 const ENV: &[&str] = &[
     "FUEL_VULKAN_DEVICES",
     "FUEL_VULKAN_MAPPED",
+    "FUEL_DISPATCH",
     "FUEL_JOIN_TIMEOUT_MS",
     "FUEL_COLLECTIVE_TIMEOUT_MS",
     "FUEL_LOG",

@@ -9,4 +9,6 @@ mod schedule_collectives;
 pub mod simulate;
 pub mod tasks;
 
-pub use schedule_collectives::{ScheduleCollectives, ScheduleOptions, NAME, OPTIONS};
+pub use schedule_collectives::{
+    was_scheduled, ScheduleCollectives, ScheduleOptions, NAME, OPTIONS,
+};

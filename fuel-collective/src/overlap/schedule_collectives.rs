@@ -198,6 +198,14 @@ fn node_order(g: &Graph, plan: &Schedule, steps: &[usize]) -> Vec<NodeId> {
     order
 }
 
+/// Whether `schedule-collectives` ordered `g`: its note on the choice is
+/// there. A runner should then keep each lane to the graph's order
+/// (`Dispatch::InOrder`), as `fuel-opt` does.
+pub fn was_scheduled(g: &Graph) -> bool {
+    let mark = format!("{NAME}: chose ");
+    g.notes().iter().any(|n| n.starts_with(&mark))
+}
+
 /// The order picked, and how the others fared.
 struct Choice {
     policy: Policy,

@@ -33,6 +33,27 @@ pub enum Dispatch {
     AfterCompute,
 }
 
+impl Dispatch {
+    /// `FUEL_DISPATCH`: `fifo`, `in-order` or `after-compute`; `None` when
+    /// unset or empty.
+    pub fn from_env() -> Result<Option<Dispatch>, fuel_graph_ext::env::EnvError> {
+        const ACCEPTS: &str = "fifo, in-order or after-compute";
+        let Some(v) = fuel_graph_ext::env::text("FUEL_DISPATCH", ACCEPTS)? else {
+            return Ok(None);
+        };
+        match v.trim() {
+            "fifo" => Ok(Some(Dispatch::Fifo)),
+            "in-order" => Ok(Some(Dispatch::InOrder)),
+            "after-compute" => Ok(Some(Dispatch::AfterCompute)),
+            _ => Err(fuel_graph_ext::env::EnvError {
+                name: "FUEL_DISPATCH".into(),
+                value: v,
+                accepts: ACCEPTS.into(),
+            }),
+        }
+    }
+}
+
 /// One run's dispatch state.
 pub(super) struct Gate {
     mode: Dispatch,
