@@ -74,7 +74,12 @@ pub(super) struct Gate {
 impl Gate {
     /// The state for one run of `plan`.
     pub(super) fn new(plan: &Schedule, mode: Dispatch) -> Gate {
-        let n = plan.steps.len();
+        // Only in-order dispatch keeps per-step lane state; FIFO (the
+        // default) allocates nothing.
+        let n = match mode {
+            Dispatch::InOrder => plan.steps.len(),
+            _ => 0,
+        };
         let (mut prev, mut next) = (vec![None; n], vec![None; n]);
         if mode == Dispatch::InOrder {
             let mut last: std::collections::HashMap<Lane, usize> = Default::default();
@@ -125,8 +130,11 @@ impl Gate {
     /// Step `i` went to its lane (or, an island's member, was covered by
     /// the island): the next step of its lane, if parked, is ready to go.
     pub(super) fn went(&mut self, i: usize, ready: &mut VecDeque<usize>) {
-        self.gone[i] = true;
-        if let Some(n) = self.next[i] {
+        let Some(gone) = self.gone.get_mut(i) else {
+            return;
+        };
+        *gone = true;
+        if let Some(&Some(n)) = self.next.get(i) {
             if std::mem::replace(&mut self.parked[n], false) {
                 ready.push_back(n);
             }
