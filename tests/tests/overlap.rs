@@ -205,6 +205,42 @@ fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
     }
 }
 
+/// The 4-CPU step with its all_reduces carried out by the host driver
+/// (`driver_all_reduce` islands: every rank's member on its own compute
+/// lane), scheduled and run in order: islands keep their lanes' order and
+/// complete every member.
+#[test]
+fn a_scheduled_step_with_driver_islands_runs_in_order() {
+    let topo = Topology::parse("driver cpu\n").unwrap();
+    let pipeline = format!(
+        "{},schedule-collectives",
+        PIPELINE.replace("lower-collectives", "lower-collectives{algorithm=driver}")
+    );
+    let g = ddp(4);
+    let scheduled = fuel_test_support::lower_on(&g, &pipeline, &topo);
+    let text = print(&scheduled);
+    assert!(text.contains("= driver_all_reduce."), "{text}");
+    assert!(text.contains("schedule-collectives: chose "), "{text}");
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    let runtime = RuntimeOptions {
+        dispatch: Dispatch::InOrder,
+        ..RuntimeOptions::default()
+    };
+    let exe = exec::Compiler::new(&scheduled)
+        .topology(&topo)
+        .runtime(runtime)
+        .compile()
+        .unwrap();
+    for _ in 0..3 {
+        let got = exe.run_host(&inputs).unwrap();
+        for (a, b) in got.iter().zip(&want) {
+            a.check_same(b).unwrap();
+        }
+    }
+    assert_no_leaks(&exe);
+}
+
 #[test]
 fn a_graph_without_extern_ops_is_left_alone() {
     let g = parse(
