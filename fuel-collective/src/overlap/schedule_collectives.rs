@@ -335,3 +335,46 @@ fn exposed_by_group(tasks: &[Task], t: &Timeline, groups: &[Option<usize>]) -> V
     }
     exposed
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::overlap::simulate::Class;
+
+    fn task(us: f64, bytes: usize, deps: &[usize], class: Class) -> Task {
+        Task {
+            lane: Some(Lane::Compute(fuel_graph_ext::Device::cpu(0))),
+            busy_us: us,
+            us,
+            deps: deps.to_vec(),
+            class,
+            bytes,
+        }
+    }
+
+    /// In order, a kernel's 5000-byte result is read and freed before a
+    /// 5000-byte collective step starts; collectives first starts that
+    /// step at once and holds it until the end, beside the kernel's.
+    #[test]
+    fn an_order_that_holds_more_than_max_in_flight_is_refused() {
+        let tasks = vec![
+            task(100.0, 5000, &[], Class::Compute),
+            task(1.0, 1, &[0], Class::Other),
+            task(1.0, 5000, &[], Class::Other),
+            task(1.0, 1, &[2, 1], Class::Other),
+        ];
+        let forced = |cap| ScheduleOptions {
+            max_in_flight: cap,
+            policy: Some(Policy::CollectivesFirst),
+        };
+        let c = choose(&tasks, forced(None));
+        assert_eq!(c.policy, Policy::InOrder);
+        assert_eq!(c.refused.len(), 1);
+        assert_eq!(c.refused[0].0, Policy::CollectivesFirst);
+        assert!(c.refused[0].1 >= 4999, "{:?}", c.refused);
+        // With room for it, the forced order is taken.
+        let c = choose(&tasks, forced(Some(10_000)));
+        assert_eq!(c.policy, Policy::CollectivesFirst);
+        assert!(c.refused.is_empty());
+    }
+}
