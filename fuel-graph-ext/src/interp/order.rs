@@ -304,11 +304,29 @@ fn node_bounds(
             ElementwiseOp::Max => vec![fold(ReduceOp::Max, dtype, args, bs)],
             ElementwiseOp::Min => vec![fold(ReduceOp::Min, dtype, args, bs)],
             ElementwiseOp::Mul => unbounded(ty, 1),
+            ElementwiseOp::Eq => vec![compared(ty, bs)],
         },
         Op::Div { by, .. } => vec![divided(args, bs, *by, dtype)],
         Op::Cast { to, .. } => vec![cast(args, bs, *to)],
         _ => unbounded(ty, results),
     }
+}
+
+/// The bounds of an `eq`: its result is 0 or 1, so it lies within 1 of the
+/// interpreter's wherever an operand's element may lie off, and is exact
+/// elsewhere.
+fn compared(ty: &TensorType, bs: &[&Bounds]) -> Bounds {
+    let off = |e: usize| {
+        bs.iter().any(|b| {
+            b.as_ref()
+                .is_some_and(|v| v.get(e).is_none_or(|x| *x != 0.0))
+        })
+    };
+    Some(
+        (0..ty.num_elements())
+            .map(|e| if off(e) { 1.0 } else { 0.0 })
+            .collect(),
+    )
 }
 
 /// The bounds of `args[0]` (bounds `bs[0]`) divided by `by` and rounded.
