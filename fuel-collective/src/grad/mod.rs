@@ -18,12 +18,34 @@
 //! | `reduce_scatter.sum` / `.mean` | `all_gather` of the cts along the axis (`mean`: divided by N) |
 //! | `all_to_all` with pieces P | `all_to_all` with pieces Pᵀ (row i of P is what rank i sent; it is what rank i gets back) |
 //! | `comm.*` (SPMD, one rank per graph) | the same rules, with `comm.all_reduce` / `comm.all_gather` / `comm.reduce_scatter` / `comm.all_to_all` (split transposed) on the same communicator; `comm.broadcast` becomes `comm.all_reduce.sum` on every rank, its value the root's cotangent and zero on the others ([`transpose_at`] says which rank the graph is); `comm.barrier` a barrier of the ct |
+//! | `all_reduce.max` / `.min` | `eq(x_i, y_i) · s_i`: the mask of where operand i equals the extreme its rank got, times s_i, that rank's result of `all_reduce.sum` of the cts (replicated cts: N·ct folded locally) |
+//! | `reduce.max` / `.min` to root r | `eq(x_i, b_i) · c_i`, with b and c the `broadcast`s of the root's result and of its ct to every operand's device |
+//! | `reduce_scatter.max` / `.min` | `eq(x_i, e_i) · c_i`, with e and c the `all_gather`s (along the axis, so uneven splits join back) of the results and of the cts |
+//! | `comm.all_reduce.max` / `.min`, `comm.reduce_scatter.max` / `.min` | the same: the rank's result, or its `comm.all_gather` (same rank and split), masked with `eq`; the ct through `comm.all_reduce.sum` or `comm.all_gather` |
 //!
-//! **Not done:** `max`, `min` and `prod` reductions. Their transposes need
-//! to know which rank holds the extreme (or a product of the others'
-//! operands); the IR has no element-wise comparison or select, so
-//! [`transpose`] returns [`GradError::Unsupported`] for them. The tie rule
-//! planned for max/min is: every tied rank gets the whole cotangent.
+//! **Ties in max and min: every tied rank gets the whole cotangent.** Where
+//! k ranks hold the extreme of an element, each of them gets the full
+//! cotangent of that element (the mask is 1 on all k). That is the rule one
+//! `eq` can express with no communication beyond the sum's (the lowest
+//! tied rank alone would need each rank to know the masks of the ranks
+//! before it), and it is each tied rank's derivative upward: raising one
+//! tied operand alone raises the extreme by as much (`max`; lowering it,
+//! for `min`). It is not the derivative of a simultaneous move (the k
+//! ranks' gradients add up to k times the cotangent), and a central finite
+//! difference at a tie sees neither (1/2 for two ties): where ties matter,
+//! break them in the operands. The
+//! extreme is compared as the forward computed it: a rank whose operand
+//! is NaN never holds it (`max`/`min` let a number win), an element where
+//! every operand is NaN sends nothing anywhere, and -0 ties with +0. The
+//! mask multiplies the cotangent, so a cotangent that is infinite or NaN
+//! at an element gives NaN (0 · ∞) to the ranks that do not hold it there.
+//!
+//! **Not done: `prod`.** Its transpose is the product of the *other*
+//! ranks' operands times the cotangent; dividing the product by one's own
+//! operand is wrong where that operand is 0, and the exact form needs every
+//! operand on every rank (an `all_gather`'s traffic and N−1 local
+//! multiplies per rank). [`transpose`] returns [`GradError::Unsupported`]
+//! for it, saying so.
 //!
 //! The graph's N results are N values: a loss that reads every rank's
 //! result counts each, so the cotangent of a replicated `all_reduce.sum`
@@ -35,6 +57,7 @@
 //! reference interpreter, for f32 and f64, groups of 2 to 4, even and
 //! uneven splits.
 
+mod extremes;
 mod spmd_forms;
 #[cfg(test)]
 mod tests;
@@ -183,6 +206,7 @@ pub fn transpose_at(
     };
     let rep = Replication::of(g);
     let cx = transposes::Cx {
+        node,
         name,
         operands,
         cts,

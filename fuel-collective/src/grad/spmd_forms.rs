@@ -3,8 +3,8 @@
 //! communicator, recorded on every rank alike (the ranks must meet at the
 //! same collectives in the same order).
 
-use super::transposes::Cx;
-use super::GradError;
+use super::transposes::{Cx, NO_PROD};
+use super::{extremes, GradError};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::op::CommOp;
 use fuel_graph_ext::{Graph, Op, ReduceOp, TensorType};
@@ -41,11 +41,6 @@ pub(super) fn transpose(
         rank,
         split,
     };
-    let no_select = || {
-        cx.unsupported(
-            "max, min and prod need an element-wise comparison or select that the IR lacks; differentiate through sum or mean",
-        )
-    };
     let (back, mean) = match kind {
         CommOp::AllReduce(r @ (ReduceOp::Sum | ReduceOp::Mean)) => {
             (node(CommOp::AllReduce(*r), None, None), false)
@@ -61,11 +56,13 @@ pub(super) fn transpose(
             ),
             false,
         ),
+        // An uneven reduce_scatter's split is the gather's: every rank's
+        // extent along the axis, with this graph's rank.
         CommOp::ReduceScatter {
             op: r @ (ReduceOp::Sum | ReduceOp::Mean),
             axis,
         } => (
-            node(CommOp::AllGather { axis: *axis }, None, None),
+            node(CommOp::AllGather { axis: *axis }, *rank, split.clone()),
             *r == ReduceOp::Mean,
         ),
         CommOp::Barrier => (node(CommOp::Barrier, None, None), false),
@@ -92,7 +89,14 @@ pub(super) fn transpose(
             let (r, s) = back_split.unwrap_or((None, None));
             (node(CommOp::AllToAll { axis: *axis }, r, s), false)
         }
-        CommOp::AllReduce(_) | CommOp::ReduceScatter { .. } => return Err(no_select()),
+        CommOp::AllReduce(ReduceOp::Product)
+        | CommOp::ReduceScatter {
+            op: ReduceOp::Product,
+            ..
+        } => return Err(cx.unsupported(NO_PROD)),
+        CommOp::AllReduce(_) | CommOp::ReduceScatter { .. } => {
+            return extremes::comm(g, cx, kind, *rank, split.as_deref(), &node);
+        }
     };
     let id = cx.record(g, back, &[ct])?;
     let mut v = ValueId {

@@ -72,12 +72,6 @@ impl ElementwiseOp {
             ElementwiseOp::Eq => f64::from(u8::from(a == b)),
         }
     }
-
-    /// True for the ops that fold any number of operands (add, mul, max,
-    /// min); false for `eq`, which compares exactly two.
-    pub const fn is_fold(self) -> bool {
-        !matches!(self, ElementwiseOp::Eq)
-    }
 }
 
 /// How a reducing collective combines its shards.
