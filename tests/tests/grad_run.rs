@@ -1,7 +1,8 @@
-//! The gradients of `max` and `min` collectives (`fuel_collective::grad`),
-//! recorded, lowered by the default pipeline and run: on CPU arenas, and
-//! with one rank on a Vulkan device (lavapipe here), so the backward's
-//! `eq` masks and multiplies run on both backends. Every result equals the
+//! The gradients of `max`, `min` and `prod` collectives
+//! (`fuel_collective::grad`), recorded, lowered by the default pipeline and
+//! run: on CPU arenas, and with one rank on a Vulkan device (lavapipe
+//! here), so the backward's `eq` masks, its multiplies and the product's
+//! chains of copies run on both backends. Every result equals the
 //! interpreter's run of the lowered graph bit for bit, every allocator is
 //! back to zero, and over two ranks (where any fold order gives the same
 //! bits) the lowered graph also means what the recorded one means. Without
@@ -63,7 +64,7 @@ fn graph(fwd: Op, devices: &[Device]) -> Graph {
 
 fn forwards(n: usize) -> Vec<Op> {
     let mut ops = Vec::new();
-    for op in [ReduceOp::Max, ReduceOp::Min] {
+    for op in [ReduceOp::Max, ReduceOp::Min, ReduceOp::Product] {
         ops.push(Op::AllReduce { op });
         ops.push(Op::Reduce { op, root: n - 1 });
         ops.push(Op::ReduceScatter {
@@ -79,10 +80,11 @@ fn forwards(n: usize) -> Vec<Op> {
 fn run_all(devices: &[Device]) {
     for fwd in forwards(devices.len()) {
         let what = format!("{} over {devices:?}", fwd.mnemonic());
-        let g = graph(fwd, devices);
+        let g = graph(fwd.clone(), devices);
         let lowered = lower(&g, fuel_collective::DEFAULT_PIPELINE);
-        // Every rank masks on its own device.
-        for d in devices {
+        // Every rank of a max or min masks on its own device.
+        let extreme = !fwd.mnemonic().ends_with(".prod");
+        for d in devices.iter().filter(|_| extreme) {
             let masks = lowered.node_ids().filter(|id| {
                 let op = &lowered.node(*id).unwrap().op;
                 matches!(op, Op::Elementwise { kind: ElementwiseOp::Eq, device } if device == d)
@@ -104,15 +106,18 @@ fn run_all(devices: &[Device]) {
 }
 
 #[test]
-fn max_and_min_gradients_run_on_cpus() {
+fn max_min_and_prod_gradients_run_on_cpus() {
     run_all(&[Device::cpu(0), Device::cpu(1)]);
     run_all(&[Device::cpu(0), Device::cpu(1), Device::cpu(2)]);
 }
 
 #[test]
-fn max_and_min_gradients_run_with_a_vulkan_rank() {
+fn max_min_and_prod_gradients_run_with_a_vulkan_rank() {
     let devices = [Device::cpu(0), Device::vulkan(0)];
-    if !devices_or_skip("max_and_min_gradients_run_with_a_vulkan_rank", &devices) {
+    if !devices_or_skip(
+        "max_min_and_prod_gradients_run_with_a_vulkan_rank",
+        &devices,
+    ) {
         return;
     }
     run_all(&devices);

@@ -21,7 +21,8 @@
 //! | `all_reduce.max` / `.min` | `eq(x_i, y_i) · s_i`: the mask of where operand i equals the extreme its rank got, times s_i, that rank's result of `all_reduce.sum` of the cts (replicated cts: N·ct folded locally) |
 //! | `reduce.max` / `.min` to root r | `eq(x_i, b_i) · c_i`, with b and c the `broadcast`s of the root's result and of its ct to every operand's device |
 //! | `reduce_scatter.max` / `.min` | `eq(x_i, e_i) · c_i`, with e and c the `all_gather`s (along the axis, so uneven splits join back) of the results and of the cts |
-//! | `comm.all_reduce.max` / `.min`, `comm.reduce_scatter.max` / `.min` | the same: the rank's result, or its `comm.all_gather` (same rank and split), masked with `eq`; the ct through `comm.all_reduce.sum` or `comm.all_gather` |
+//! | `all_reduce.prod` / `reduce.prod` / `reduce_scatter.prod` | `o_i · s_i`: o_i the product of the other operands on operand i's device, s_i owed as for max and min (the rows above) |
+//! | `comm.all_reduce.max` / `.min` / `.prod`, `comm.reduce_scatter.max` / `.min` / `.prod` | the same: the ct owed through `comm.all_reduce.sum` or `comm.all_gather` (same rank and split), times the mask against the rank's result (or its `comm.all_gather`), or times the others' product (`comm.all_gather` along axis 0, sliced, multiplied) |
 //!
 //! **Ties in max and min: every tied rank gets the whole cotangent.** Where
 //! k ranks hold the extreme of an element, each of them gets the full
@@ -40,12 +41,19 @@
 //! mask multiplies the cotangent, so a cotangent that is infinite or NaN
 //! at an element gives NaN (0 · ∞) to the ranks that do not hold it there.
 //!
-//! **Not done: `prod`.** Its transpose is the product of the *other*
-//! ranks' operands times the cotangent; dividing the product by one's own
-//! operand is wrong where that operand is 0, and the exact form needs every
-//! operand on every rank (an `all_gather`'s traffic and N−1 local
-//! multiplies per rank). [`transpose`] returns [`GradError::Unsupported`]
-//! for it, saying so.
+//! **`prod`** (`all_reduce`, `reduce`, `reduce_scatter`): operand i gets
+//! the product of the *other* operands times the cotangent it is owed (as
+//! for max and min: the sum of the cts, the root's ct broadcast, or the
+//! cts gathered). The product of the others is multiplied out, never
+//! divided out of the whole (x/x_i is wrong where x_i is 0): a chain of
+//! copies carries the product of the ranks before each rank up from rank
+//! 0, another the product of the ranks after it down from the last, and
+//! each rank multiplies the two (2(N−1) copies of one shard;
+//! `products.rs`). The SPMD `comm.all_reduce.prod` and
+//! `comm.reduce_scatter.prod` gather every operand with `comm.all_gather`
+//! along axis 0 and multiply the others' slices, so they need the graph's
+//! rank ([`transpose_at`]) and an operand with an axis; a scalar, or no
+//! rank, is [`GradError::Unsupported`], saying which.
 //!
 //! The graph's N results are N values: a loss that reads every rank's
 //! result counts each, so the cotangent of a replicated `all_reduce.sum`
@@ -58,6 +66,7 @@
 //! uneven splits.
 
 mod extremes;
+mod products;
 mod spmd_forms;
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,8 @@
 //! communicator, recorded on every rank alike (the ranks must meet at the
 //! same collectives in the same order).
 
-use super::transposes::{Cx, NO_PROD};
-use super::{extremes, GradError};
+use super::transposes::Cx;
+use super::{extremes, products, GradError};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::op::CommOp;
 use fuel_graph_ext::{Graph, Op, ReduceOp, TensorType};
@@ -89,13 +89,14 @@ pub(super) fn transpose(
             let (r, s) = back_split.unwrap_or((None, None));
             (node(CommOp::AllToAll { axis: *axis }, r, s), false)
         }
-        CommOp::AllReduce(ReduceOp::Product)
-        | CommOp::ReduceScatter {
-            op: ReduceOp::Product,
-            ..
-        } => return Err(cx.unsupported(NO_PROD)),
         CommOp::AllReduce(_) | CommOp::ReduceScatter { .. } => {
-            return extremes::comm(g, cx, kind, *rank, split.as_deref(), &node);
+            let at = Place {
+                ranks: *ranks,
+                rank: *rank,
+                split: split.as_deref(),
+                me: my_rank.or(*rank),
+            };
+            return reductions(g, cx, kind, &at, &node);
         }
     };
     let id = cx.record(g, back, &[ct])?;
@@ -111,4 +112,69 @@ pub(super) fn transpose(
         return Err(cx.internal("the backward's type differs from the operand's"));
     }
     Ok(vec![Some(v)])
+}
+
+/// Where an SPMD reduction runs: its group size, the rank and split its
+/// node carries, and the rank of the graph (`transpose_at`'s or the
+/// node's).
+struct Place<'a> {
+    ranks: usize,
+    rank: Option<usize>,
+    split: Option<&'a [usize]>,
+    me: Option<usize>,
+}
+
+/// `comm.all_reduce` and `comm.reduce_scatter` of `max`, `min` and `prod`:
+/// the cotangent owed (`comm.all_reduce.sum` of it, or its
+/// `comm.all_gather` with the forward's rank and split) times the rank's
+/// mask against the extreme (`extremes.rs`) or the other ranks' product
+/// (`products.rs`). Every rank records the same nodes in the same order.
+fn reductions(
+    g: &mut Graph,
+    cx: &Cx,
+    kind: &CommOp,
+    at: &Place,
+    back: &dyn Fn(CommOp, Option<usize>, Option<Vec<usize>>) -> Op,
+) -> Result<Vec<Option<ValueId>>, GradError> {
+    let ct = *cx.cts.first().ok_or_else(|| cx.internal("no cotangent"))?;
+    let x = *cx
+        .operands
+        .first()
+        .ok_or_else(|| cx.internal("no operand"))?;
+    let first = |id| ValueId {
+        node: id,
+        result: 0,
+    };
+    let gather = |axis| {
+        back(
+            CommOp::AllGather { axis },
+            at.rank,
+            at.split.map(<[usize]>::to_vec),
+        )
+    };
+    let (op, axis) = match kind {
+        CommOp::AllReduce(op) => (*op, None),
+        CommOp::ReduceScatter { op, axis } => (*op, Some(*axis)),
+        _ => return Err(cx.internal("not a reduction")),
+    };
+    let owed = match axis {
+        None => back(CommOp::AllReduce(ReduceOp::Sum), None, None),
+        Some(a) => gather(a),
+    };
+    let owed = first(cx.record(g, owed, &[ct])?);
+    if op == ReduceOp::Product {
+        let plain = |k| back(k, None, None);
+        let others = products::comm_others(g, cx, at.ranks, at.me, &plain)?;
+        let dx = match others {
+            None => owed,
+            Some(o) => extremes::masked_by(g, cx, o, owed)?,
+        };
+        return Ok(vec![Some(dx)]);
+    }
+    let y = first(cx.node);
+    let extreme = match axis {
+        None => y,
+        Some(a) => first(cx.record(g, gather(a), &[y])?),
+    };
+    Ok(vec![Some(extremes::masked(g, cx, x, extreme, owed)?)])
 }

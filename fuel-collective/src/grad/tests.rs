@@ -333,52 +333,102 @@ fn every_tied_rank_gets_the_whole_cotangent() {
 }
 
 #[test]
-fn prod_says_why_it_has_no_transpose() {
+fn prod_by_finite_differences() {
+    let op = ReduceOp::Product;
+    for dtype in [DType::F32, DType::F64] {
+        for n in 1..=4 {
+            for shape in [&[5][..], &[2, 3]] {
+                let shapes = vec![shape.to_vec(); n];
+                check(Op::AllReduce { op }, &shapes, dtype, false);
+                check(Op::AllReduce { op }, &shapes, dtype, true);
+                check(Op::Reduce { op, root: n - 1 }, &shapes, dtype, false);
+            }
+        }
+        let scatter = |axis, split| Op::ReduceScatter { op, axis, split };
+        check(scatter(0, None), &v(&[&[6], &[6], &[6]]), dtype, false);
+        check(scatter(1, None), &v(&[&[2, 4], &[2, 4]]), dtype, false);
+        let uneven = scatter(0, Some(vec![0, 2, 1, 1]));
+        check(uneven, &vec![vec![4, 2]; 4], dtype, false);
+    }
+}
+
+/// A product's gradient at zeros is the product of the others, exactly:
+/// one zero operand leaves its own gradient and zeroes the others', two
+/// zero every one (never the NaN of 0/0 a division would give).
+#[test]
+fn prod_gradients_at_zeros_are_exact() {
+    let xs = [
+        [0.0, 2.0, 0.0, -1.5],
+        [3.0, 0.0, 0.0, 2.0],
+        [-2.0, 5.0, 4.0, 0.5],
+    ];
+    let ws = [
+        [0.5, -0.25, 1.0, 0.125],
+        [0.25, 0.5, -1.0, 2.0],
+        [1.0, 1.0, 0.5, -0.5],
+    ];
+    for dtype in [DType::F32, DType::F64] {
+        let ty = TensorType::new(dtype, &[4]);
+        let mut g = Graph::new("zeros");
+        let mut inputs = BTreeMap::new();
+        let (mut x, mut w) = (Vec::new(), Vec::new());
+        for i in 0..3 {
+            let d = Device::cpu(i as u32);
+            x.push(input(&mut g, format!("x{i}"), d, &ty));
+            w.push(input(&mut g, format!("w{i}"), d, &ty));
+            inputs.insert(format!("x{i}"), HostTensor::new(ty.clone(), xs[i].to_vec()));
+            inputs.insert(format!("w{i}"), HostTensor::new(ty.clone(), ws[i].to_vec()));
+        }
+        let op = ReduceOp::Product;
+        let y = add_collective(&mut g, Op::AllReduce { op }, &x);
+        let cts: Vec<Option<ValueId>> = w.iter().copied().map(Some).collect();
+        let dx = transpose(&mut g, y, &cts).unwrap();
+        g.set_outputs(dx.into_iter().flatten().collect());
+        let out = interpret(&g, &inputs).unwrap();
+        for (i, got) in out.iter().enumerate() {
+            let got = got.to_f64();
+            for e in 0..4 {
+                let total: f64 = ws.iter().map(|r| r[e]).sum();
+                let others: f64 = (0..3).filter(|j| *j != i).map(|j| xs[j][e]).product();
+                assert_eq!(got[e], others * total, "{dtype}: rank {i} element {e}");
+            }
+        }
+    }
+}
+
+/// The SPMD product gathers the operands along axis 0, so it needs the
+/// graph's rank and an operand with an axis; without either it says so.
+#[test]
+fn spmd_prod_says_what_it_needs() {
+    let comm = |rank| Op::Comm {
+        kind: CommOp::AllReduce(ReduceOp::Product),
+        comm: 0,
+        ranks: 2,
+        device: Device::cpu(0),
+        rank,
+        split: None,
+    };
+    for (shape, rank, needs) in [(&[2][..], None, "rank"), (&[][..], Some(0), "scalar")] {
+        let mut g = Graph::new("rank");
+        let ty = TensorType::new(DType::F32, shape);
+        let x = input(&mut g, "x".into(), Device::cpu(0), &ty);
+        let y = add_collective(&mut g, comm(None), &[x]);
+        match transpose_at(&mut g, y, &[Some(x)], rank) {
+            Err(e @ GradError::Unsupported { .. }) => {
+                assert!(e.to_string().contains(needs), "{e}");
+            }
+            other => panic!("{shape:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn wrong_arguments_are_errors() {
     let mut g = Graph::new("g");
     let ty = TensorType::new(DType::F32, &[2]);
     let xs: Vec<ValueId> = (0..2)
         .map(|i| input(&mut g, format!("x{i}"), Device::cpu(i), &ty))
         .collect();
-    let op = ReduceOp::Product;
-    let forwards = [
-        Op::AllReduce { op },
-        Op::Reduce { op, root: 0 },
-        Op::ReduceScatter {
-            op,
-            axis: 0,
-            split: None,
-        },
-    ];
-    for fwd in forwards {
-        let y = add_collective(&mut g, fwd.clone(), &xs);
-        // Each result is a cotangent of the right type for itself.
-        let cts: Vec<Option<ValueId>> = (0..g.node(y).unwrap().num_results() as u32)
-            .map(|result| Some(ValueId { node: y, result }))
-            .collect();
-        match transpose(&mut g, y, &cts) {
-            Err(e @ GradError::Unsupported { .. }) => {
-                let msg = e.to_string();
-                assert!(msg.contains("prod") && msg.contains("is 0"), "{msg}");
-            }
-            other => panic!("{fwd:?}: {other:?}"),
-        }
-    }
-    let mut rank = Graph::new("rank");
-    let x = input(&mut rank, "x".into(), Device::cpu(0), &ty);
-    let comm = Op::Comm {
-        kind: CommOp::AllReduce(op),
-        comm: 0,
-        ranks: 2,
-        device: Device::cpu(0),
-        rank: None,
-        split: None,
-    };
-    let y = add_collective(&mut rank, comm, &[x]);
-    let back = transpose_at(&mut rank, y, &[Some(x)], Some(0));
-    assert!(
-        matches!(back, Err(GradError::Unsupported { .. })),
-        "{back:?}"
-    );
     // A wrong count and a wrong type are errors too, never panics.
     let y = add_collective(&mut g, Op::AllReduce { op: ReduceOp::Sum }, &xs);
     assert!(matches!(
@@ -543,6 +593,22 @@ fn comm_max_and_min_by_finite_differences() {
             let six = v(&[&[6], &[6], &[6]]);
             check_comm(kind, 3, &six, Some(vec![1, 3, 2]), dtype, true);
         }
+    }
+}
+
+#[test]
+fn comm_prod_by_finite_differences() {
+    let op = ReduceOp::Product;
+    for dtype in [DType::F32, DType::F64] {
+        for n in [1, 2, 3, 4] {
+            let same = vec![vec![n * 2, 2]; n];
+            check_comm(CommOp::AllReduce(op), n, &same, None, dtype, false);
+            let kind = CommOp::ReduceScatter { op, axis: 1 };
+            check_comm(kind, n, &vec![vec![3, 2 * n]; n], None, dtype, false);
+        }
+        let kind = CommOp::ReduceScatter { op, axis: 0 };
+        let six = v(&[&[6], &[6], &[6]]);
+        check_comm(kind, 3, &six, Some(vec![1, 3, 2]), dtype, false);
     }
 }
 

@@ -3,7 +3,7 @@
 //! recorded into the graph; `mod.rs` checks the arguments, `spmd_forms.rs` holds
 //! the SPMD forms.
 
-use super::{extremes, GradError};
+use super::{extremes, products, GradError};
 use crate::simplify::edit::{add_collective, local_reduce};
 use crate::simplify::Replication;
 use fuel_graph_ext::graph::{NodeId, ValueId};
@@ -73,21 +73,19 @@ impl Cx {
     }
 }
 
-/// Why `prod` has no transpose here (`mod.rs`, "Not done").
-pub(super) const NO_PROD: &str = "the gradient of a product is the product of the other ranks' operands, which needs every operand on every rank; dividing the product by one's own operand is wrong where it is 0. Differentiate through sum, mean, max or min, or gather the operands and multiply them yourself";
-
 /// Which rule a reduction takes: the linear ones (sum, mean) go on, max
-/// and min to `extremes.rs`, prod has none.
+/// and min to `extremes.rs`, prod to `products.rs`.
 enum Kind {
     Linear,
     Extreme,
+    Product,
 }
 
-fn kind(cx: &Cx, op: ReduceOp) -> Result<Kind, GradError> {
+fn kind(op: ReduceOp) -> Kind {
     match op {
-        ReduceOp::Sum | ReduceOp::Mean => Ok(Kind::Linear),
-        ReduceOp::Max | ReduceOp::Min => Ok(Kind::Extreme),
-        ReduceOp::Product => Err(cx.unsupported(NO_PROD)),
+        ReduceOp::Sum | ReduceOp::Mean => Kind::Linear,
+        ReduceOp::Max | ReduceOp::Min => Kind::Extreme,
+        ReduceOp::Product => Kind::Product,
     }
 }
 
@@ -99,8 +97,14 @@ pub(super) fn transpose(
     let n = cx.operands.len();
     match op {
         Op::AllReduce { op } => {
-            if let Kind::Extreme = kind(cx, *op)? {
-                return extremes::all_reduce(g, cx);
+            match kind(*op) {
+                Kind::Extreme => return extremes::all_reduce(g, cx),
+                Kind::Product => {
+                    let others = products::others(g, cx)?;
+                    let owed = extremes::owed_sum(g, cx)?;
+                    return products::times(g, cx, others, &owed);
+                }
+                Kind::Linear => {}
             }
             if cx.replicated() {
                 return cx
@@ -117,8 +121,14 @@ pub(super) fn transpose(
             Ok(cx.all(g, id))
         }
         Op::Reduce { op, .. } => {
-            if let Kind::Extreme = kind(cx, *op)? {
-                return extremes::reduce(g, cx);
+            match kind(*op) {
+                Kind::Extreme => return extremes::reduce(g, cx),
+                Kind::Product => {
+                    let others = products::others(g, cx)?;
+                    let owed = extremes::owed_broadcast(g, cx)?;
+                    return products::times(g, cx, others, &owed);
+                }
+                Kind::Linear => {}
             }
             let to = cx
                 .operands
@@ -131,8 +141,14 @@ pub(super) fn transpose(
         Op::Broadcast { to } => broadcast(g, cx, to),
         Op::AllGather { axis } => all_gather(g, cx, *axis),
         Op::ReduceScatter { op, axis, .. } => {
-            if let Kind::Extreme = kind(cx, *op)? {
-                return extremes::reduce_scatter(g, cx, *axis);
+            match kind(*op) {
+                Kind::Extreme => return extremes::reduce_scatter(g, cx, *axis),
+                Kind::Product => {
+                    let others = products::others(g, cx)?;
+                    let owed = extremes::owed_gathered(g, cx, *axis)?;
+                    return products::times(g, cx, others, &owed);
+                }
+                Kind::Linear => {}
             }
             let id = cx.record(g, Op::AllGather { axis: *axis }, &cx.cts)?;
             scale_mean(g, cx, *op, cx.all(g, id))
