@@ -45,19 +45,20 @@ pub(super) fn transpose(
         CommOp::AllReduce(r @ (ReduceOp::Sum | ReduceOp::Mean)) => {
             (node(CommOp::AllReduce(*r), None, None), false)
         }
+        // An uneven all_gather's split (every rank's extent along the
+        // axis, with this graph's rank) is the reduce_scatter's, and the
+        // other way round.
         CommOp::AllGather { axis } => (
             node(
                 CommOp::ReduceScatter {
                     op: ReduceOp::Sum,
                     axis: *axis,
                 },
-                None,
-                None,
+                *rank,
+                split.clone(),
             ),
             false,
         ),
-        // An uneven reduce_scatter's split is the gather's: every rank's
-        // extent along the axis, with this graph's rank.
         CommOp::ReduceScatter {
             op: r @ (ReduceOp::Sum | ReduceOp::Mean),
             axis,

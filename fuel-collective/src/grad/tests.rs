@@ -569,9 +569,13 @@ fn comm_forms() {
             dtype,
             false,
         );
-        // Uneven reduce_scatter: 1, 3 and 2 of the 6, gathered back alike.
+        // Uneven reduce_scatter: 1, 3 and 2 of the 6, gathered back alike;
+        // and the all_gather of shards of 1, 3 and 2, scattered back.
         let split = Some(vec![1, 3, 2]);
         let six = v(&[&[6], &[6], &[6]]);
+        let parts = v(&[&[1], &[3], &[2]]);
+        let gather = CommOp::AllGather { axis: 0 };
+        check_comm(gather, 3, &parts, split.clone(), dtype, false);
         for op in [ReduceOp::Sum, ReduceOp::Mean] {
             let kind = CommOp::ReduceScatter { op, axis: 0 };
             check_comm(kind, 3, &six, split.clone(), dtype, false);
