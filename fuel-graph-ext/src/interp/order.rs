@@ -545,4 +545,41 @@ mod tests {
         assert!(prod_bound(&[2.0, 3.0, 5.0], f) > 0.0);
         assert_eq!(prod_bound(&[big, big], f), 0.0);
     }
+
+    /// An `eq` of a value that an order may change is 0 or 1 either way:
+    /// bound 1 wherever its operand's bound is not 0 (0 elsewhere), and an
+    /// `eq` of exact values is exact.
+    #[test]
+    fn an_eq_of_an_inexact_value_is_within_one() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[2]
+  %1 = input \"b\" @cpu:1 : f32[2]
+  %2 = input \"c\" @cpu:2 : f32[2]
+  %3:3 = all_reduce.sum %0, %1, %2 : f32[2]
+  %4 = eq %3#0, %0 @cpu:0 : f32[2]
+  %5 = eq %0, %0 @cpu:0 : f32[2]
+  return %4, %5, %3#0
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let t = |v: [f32; 2]| HostTensor::from_slice(&[2], &v).unwrap();
+        // Element 0 rounds by order (1 + 2^-24 + 2^-24).
+        let tiny = f32::EPSILON / 2.0;
+        let inputs: BTreeMap<String, HostTensor> = [
+            ("a".to_string(), t([1.0, 1.0])),
+            ("b".to_string(), t([tiny, 0.0])),
+            ("c".to_string(), t([tiny, 0.0])),
+        ]
+        .into();
+        let (values, bounds) = fold_bounds(&g, &inputs).unwrap();
+        assert_eq!(values[0].to_f64(), [1.0, 1.0]);
+        let sum = bounds[2].clone().unwrap();
+        assert!(sum[0] > 0.0, "{sum:?}");
+        let want: Vec<f64> = sum
+            .iter()
+            .map(|b| if *b == 0.0 { 0.0 } else { 1.0 })
+            .collect();
+        assert_eq!(bounds[0], Some(want));
+        assert_eq!(bounds[1], None, "an eq of exact values is exact");
+    }
 }
