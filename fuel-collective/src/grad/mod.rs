@@ -119,7 +119,9 @@ pub enum GradError {
         /// The first result without one.
         result: usize,
     },
-    /// The collective has no transpose the IR can express.
+    /// The transpose cannot be recorded as asked: an SPMD rule needs the
+    /// graph's rank and was not given it (`comm.broadcast`, `comm.*.prod`),
+    /// or a `comm.*.prod` operand has no axis to gather along.
     #[error("transpose: `{op}` has no transpose here: {why}")]
     Unsupported {
         /// The node's mnemonic.
