@@ -342,6 +342,11 @@ impl LazyTensor {
     pub fn min(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
         self.elementwise(ElementwiseOp::Min, &[other])
     }
+    /// 1 where `self` equals `other`, else 0, in their dtype (`eq`: NaN
+    /// equals nothing, -0 equals +0).
+    pub fn equals(&self, other: &LazyTensor) -> Result<LazyTensor, BuildError> {
+        self.elementwise(ElementwiseOp::Eq, &[other])
+    }
     /// Division by a positive integer.
     pub fn div(&self, by: u64) -> Result<LazyTensor, BuildError> {
         let device = self.local("div", &[self])?;

@@ -47,7 +47,7 @@ fn build(name_seed: u8, inputs: &[(u8, u8, Vec<usize>)], steps: &[(u8, u8, u8, u
         let axis = attr as usize % ta.rank().max(1);
         let op = match kind % 13 {
             0 => Op::Elementwise {
-                kind: ElementwiseOp::ALL[attr as usize % 4],
+                kind: ElementwiseOp::ALL[attr as usize % ElementwiseOp::ALL.len()],
                 device: d,
             },
             1 => Op::Copy { to: d },

@@ -1,5 +1,5 @@
 //! Every kernel against the reference interpreter at the edge values of
-//! every dtype, bit for bit (any NaN matches any NaN): the n-ary folds, `div`
+//! every dtype, bit for bit (any NaN matches any NaN): the n-ary folds, `eq`, `div`
 //! by divisors from 1 to 2^64 - 1, every `cast` the IR defines, and `Mean`
 //! lowered with every algorithm (summed in its accumulator), on CPU arenas
 //! and on a Vulkan device (lavapipe here; `SKIP:` without one, unless
@@ -47,6 +47,10 @@ fn graph(dtype: DType, dev: Device, divisors: &[u64], casts: &[DType]) -> String
     for op in ["add", "mul", "max", "min"] {
         lines.push(format!("  %{} = {op} %0, %1 @{dev} : {t}", lines.len()));
         lines.push(format!("  %{} = {op} %1, %0, %1 @{dev} : {t}", lines.len()));
+    }
+    // `eq` compares exactly two: both orders, and an operand with itself.
+    for (a, b) in [(0, 1), (1, 0), (0, 0)] {
+        lines.push(format!("  %{} = eq %{a}, %{b} @{dev} : {t}", lines.len()));
     }
     for by in divisors {
         lines.push(format!(

@@ -18,12 +18,42 @@
 //! | `reduce_scatter.sum` / `.mean` | `all_gather` of the cts along the axis (`mean`: divided by N) |
 //! | `all_to_all` with pieces P | `all_to_all` with pieces Pᵀ (row i of P is what rank i sent; it is what rank i gets back) |
 //! | `comm.*` (SPMD, one rank per graph) | the same rules, with `comm.all_reduce` / `comm.all_gather` / `comm.reduce_scatter` / `comm.all_to_all` (split transposed) on the same communicator; `comm.broadcast` becomes `comm.all_reduce.sum` on every rank, its value the root's cotangent and zero on the others ([`transpose_at`] says which rank the graph is); `comm.barrier` a barrier of the ct |
+//! | `all_reduce.max` / `.min` | `eq(x_i, y_i) · s_i`: the mask of where operand i equals the extreme its rank got, times s_i, that rank's result of `all_reduce.sum` of the cts (replicated cts: N·ct folded locally) |
+//! | `reduce.max` / `.min` to root r | `eq(x_i, b_i) · c_i`, with b and c the `broadcast`s of the root's result and of its ct to every operand's device |
+//! | `reduce_scatter.max` / `.min` | `eq(x_i, e_i) · c_i`, with e and c the `all_gather`s (along the axis, so uneven splits join back) of the results and of the cts |
+//! | `all_reduce.prod` / `reduce.prod` / `reduce_scatter.prod` | `o_i · s_i`: o_i the product of the other operands on operand i's device, s_i owed as for max and min (the rows above) |
+//! | `comm.all_reduce.max` / `.min` / `.prod`, `comm.reduce_scatter.max` / `.min` / `.prod` | the same: the ct owed through `comm.all_reduce.sum` or `comm.all_gather` (same rank and split), times the mask against the rank's result (or its `comm.all_gather`), or times the others' product (`comm.all_gather` along axis 0, sliced, multiplied) |
 //!
-//! **Not done:** `max`, `min` and `prod` reductions. Their transposes need
-//! to know which rank holds the extreme (or a product of the others'
-//! operands); the IR has no element-wise comparison or select, so
-//! [`transpose`] returns [`GradError::Unsupported`] for them. The tie rule
-//! planned for max/min is: every tied rank gets the whole cotangent.
+//! **Ties in max and min: every tied rank gets the whole cotangent.** Where
+//! k ranks hold the extreme of an element, each of them gets the full
+//! cotangent of that element (the mask is 1 on all k). That is the rule one
+//! `eq` can express with no communication beyond the sum's (the lowest
+//! tied rank alone would need each rank to know the masks of the ranks
+//! before it), and it is each tied rank's derivative upward: raising one
+//! tied operand alone raises the extreme by as much (`max`; lowering it,
+//! for `min`). It is not the derivative of a simultaneous move (the k
+//! ranks' gradients add up to k times the cotangent), and a central finite
+//! difference at a tie sees neither (1/2 for two ties): where ties matter,
+//! break them in the operands. The
+//! extreme is compared as the forward computed it: a rank whose operand
+//! is NaN never holds it (`max`/`min` let a number win), an element where
+//! every operand is NaN sends nothing anywhere, and -0 ties with +0. The
+//! mask multiplies the cotangent, so a cotangent that is infinite or NaN
+//! at an element gives NaN (0 · ∞) to the ranks that do not hold it there.
+//!
+//! **`prod`** (`all_reduce`, `reduce`, `reduce_scatter`): operand i gets
+//! the product of the *other* operands times the cotangent it is owed (as
+//! for max and min: the sum of the cts, the root's ct broadcast, or the
+//! cts gathered). The product of the others is multiplied out, never
+//! divided out of the whole (x/x_i is wrong where x_i is 0): a chain of
+//! copies carries the product of the ranks before each rank up from rank
+//! 0, another the product of the ranks after it down from the last, and
+//! each rank multiplies the two (2(N−1) copies of one shard;
+//! `products.rs`). The SPMD `comm.all_reduce.prod` and
+//! `comm.reduce_scatter.prod` gather every operand with `comm.all_gather`
+//! along axis 0 and multiply the others' slices, so they need the graph's
+//! rank ([`transpose_at`]) and an operand with an axis; a scalar, or no
+//! rank, is [`GradError::Unsupported`], saying which.
 //!
 //! The graph's N results are N values: a loss that reads every rank's
 //! result counts each, so the cotangent of a replicated `all_reduce.sum`
@@ -35,6 +65,8 @@
 //! reference interpreter, for f32 and f64, groups of 2 to 4, even and
 //! uneven splits.
 
+mod extremes;
+mod products;
 mod spmd_forms;
 #[cfg(test)]
 mod tests;
@@ -87,7 +119,9 @@ pub enum GradError {
         /// The first result without one.
         result: usize,
     },
-    /// The collective has no transpose the IR can express.
+    /// The transpose cannot be recorded as asked: an SPMD rule needs the
+    /// graph's rank and was not given it (`comm.broadcast`, `comm.*.prod`),
+    /// or a `comm.*.prod` operand has no axis to gather along.
     #[error("transpose: `{op}` has no transpose here: {why}")]
     Unsupported {
         /// The node's mnemonic.
@@ -183,6 +217,7 @@ pub fn transpose_at(
     };
     let rep = Replication::of(g);
     let cx = transposes::Cx {
+        node,
         name,
         operands,
         cts,

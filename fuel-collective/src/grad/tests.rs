@@ -21,6 +21,16 @@ fn values(seed: usize, n: usize) -> Vec<f64> {
 
 const H: f64 = 0.125;
 
+/// Rank `rank`'s operand for a max or min: at each element the N ranks
+/// hold N values 1/2 apart (a different rank the largest at each element),
+/// so a step of ±H never changes which rank holds the extreme and finite
+/// differences see a smooth function.
+fn apart(rank: usize, ranks: usize, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|e| ((rank + e) % ranks) as f64 * 0.5 - 0.75 + (e % 5) as f64 / 64.0)
+        .collect()
+}
+
 fn input(g: &mut Graph, name: String, device: Device, ty: &TensorType) -> ValueId {
     g.add_value(Op::Input { name, device }, &[], ty.clone())
 }
@@ -74,6 +84,15 @@ fn check_fd(
 /// One single-process case: `op` over operands of `shapes` on cpu:0..N;
 /// with `replicated`, the cotangents are an all_reduce of the inputs `w`.
 fn check(op: Op, shapes: &[Vec<usize>], dtype: DType, replicated: bool) {
+    check_inputs(op, shapes, dtype, replicated, false);
+}
+
+/// [`check`] with the operands `x{i}` made by [`apart`], for max and min.
+fn check_apart(op: Op, shapes: &[Vec<usize>], dtype: DType, replicated: bool) {
+    check_inputs(op, shapes, dtype, replicated, true);
+}
+
+fn check_inputs(op: Op, shapes: &[Vec<usize>], dtype: DType, replicated: bool, spread: bool) {
     let what = format!("{op:?} over {shapes:?}");
     let mut g = Graph::new("grad");
     let xs: Vec<ValueId> = shapes
@@ -124,10 +143,12 @@ fn check(op: Op, shapes: &[Vec<usize>], dtype: DType, replicated: bool) {
     for (id, name) in g.inputs() {
         let ty = g.node(id).unwrap().ty.clone();
         let seed = name.bytes().map(usize::from).sum::<usize>();
-        inputs.insert(
-            name.to_string(),
-            HostTensor::new(ty.clone(), values(seed, ty.num_elements())),
-        );
+        let rank = name.strip_prefix('x').and_then(|r| r.parse::<usize>().ok());
+        let vals = match rank {
+            Some(r) if spread => apart(r, shapes.len(), ty.num_elements()),
+            _ => values(seed, ty.num_elements()),
+        };
+        inputs.insert(name.to_string(), HostTensor::new(ty.clone(), vals));
     }
     let k = ys.len();
     let f = |m: &BTreeMap<String, HostTensor>| {
@@ -236,20 +257,178 @@ fn all_to_all_even_and_split() {
 }
 
 #[test]
-fn max_min_and_prod_say_why_they_have_no_transpose() {
+fn max_and_min_by_finite_differences() {
+    for dtype in [DType::F32, DType::F64] {
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            for n in 1..=4 {
+                for shape in [&[5][..], &[2, 3]] {
+                    let shapes = vec![shape.to_vec(); n];
+                    check_apart(Op::AllReduce { op }, &shapes, dtype, false);
+                    check_apart(Op::AllReduce { op }, &shapes, dtype, true);
+                    check_apart(Op::Reduce { op, root: n - 1 }, &shapes, dtype, false);
+                }
+            }
+            let scatter = |axis, split| Op::ReduceScatter { op, axis, split };
+            let cases = [
+                (scatter(0, None), v(&[&[6], &[6], &[6]])),
+                (scatter(1, None), v(&[&[2, 4], &[2, 4]])),
+                (scatter(0, Some(vec![1, 3, 2])), v(&[&[6], &[6], &[6]])),
+                (scatter(0, Some(vec![0, 2, 1, 1])), vec![vec![4, 2]; 4]),
+            ];
+            for (fwd, shapes) in cases {
+                check_apart(fwd, &shapes, dtype, false);
+            }
+        }
+    }
+}
+
+/// The tie rule, shown: every rank whose operand equals the extreme gets
+/// the whole cotangent (the sum of every rank's), ties and -0/+0 included;
+/// a NaN operand never holds the extreme.
+#[test]
+fn every_tied_rank_gets_the_whole_cotangent() {
+    let nan = f64::NAN;
+    let xs = [
+        [1.0, 2.0, 3.0, -0.0],
+        [1.0, 5.0, nan, 0.0],
+        [0.0, 5.0, 3.0, -1.0],
+    ];
+    // Which ranks hold the extreme of each element.
+    let max_holders = [[1, 0, 1, 1], [1, 1, 0, 1], [0, 1, 1, 0]];
+    let min_holders = [[0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 1]];
+    let ws = [
+        [0.5, -0.25, 1.0, 0.125],
+        [0.25, 0.5, -1.0, 2.0],
+        [1.0, 1.0, 0.5, -0.5],
+    ];
+    for dtype in [DType::F32, DType::F64] {
+        for (op, holders) in [(ReduceOp::Max, max_holders), (ReduceOp::Min, min_holders)] {
+            let ty = TensorType::new(dtype, &[4]);
+            let mut g = Graph::new("ties");
+            let mut inputs = BTreeMap::new();
+            let mut x = Vec::new();
+            let mut w = Vec::new();
+            for i in 0..3 {
+                let d = Device::cpu(i as u32);
+                x.push(input(&mut g, format!("x{i}"), d, &ty));
+                w.push(input(&mut g, format!("w{i}"), d, &ty));
+                inputs.insert(format!("x{i}"), HostTensor::new(ty.clone(), xs[i].to_vec()));
+                inputs.insert(format!("w{i}"), HostTensor::new(ty.clone(), ws[i].to_vec()));
+            }
+            let y = add_collective(&mut g, Op::AllReduce { op }, &x);
+            let dx =
+                transpose(&mut g, y, &w.iter().copied().map(Some).collect::<Vec<_>>()).unwrap();
+            g.set_outputs(dx.into_iter().flatten().collect());
+            let out = interpret(&g, &inputs).unwrap();
+            for (i, got) in out.iter().enumerate() {
+                let got = got.to_f64();
+                for e in 0..4 {
+                    let total: f64 = ws.iter().map(|r| r[e]).sum();
+                    let want = f64::from(holders[i][e]) * total;
+                    assert_eq!(got[e], want, "{op} {dtype}: rank {i} element {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn prod_by_finite_differences() {
+    let op = ReduceOp::Product;
+    for dtype in [DType::F32, DType::F64] {
+        for n in 1..=4 {
+            for shape in [&[5][..], &[2, 3]] {
+                let shapes = vec![shape.to_vec(); n];
+                check(Op::AllReduce { op }, &shapes, dtype, false);
+                check(Op::AllReduce { op }, &shapes, dtype, true);
+                check(Op::Reduce { op, root: n - 1 }, &shapes, dtype, false);
+            }
+        }
+        let scatter = |axis, split| Op::ReduceScatter { op, axis, split };
+        check(scatter(0, None), &v(&[&[6], &[6], &[6]]), dtype, false);
+        check(scatter(1, None), &v(&[&[2, 4], &[2, 4]]), dtype, false);
+        let uneven = scatter(0, Some(vec![0, 2, 1, 1]));
+        check(uneven, &vec![vec![4, 2]; 4], dtype, false);
+    }
+}
+
+/// A product's gradient at zeros is the product of the others, exactly:
+/// one zero operand leaves its own gradient and zeroes the others', two
+/// zero every one (never the NaN of 0/0 a division would give).
+#[test]
+fn prod_gradients_at_zeros_are_exact() {
+    let xs = [
+        [0.0, 2.0, 0.0, -1.5],
+        [3.0, 0.0, 0.0, 2.0],
+        [-2.0, 5.0, 4.0, 0.5],
+    ];
+    let ws = [
+        [0.5, -0.25, 1.0, 0.125],
+        [0.25, 0.5, -1.0, 2.0],
+        [1.0, 1.0, 0.5, -0.5],
+    ];
+    for dtype in [DType::F32, DType::F64] {
+        let ty = TensorType::new(dtype, &[4]);
+        let mut g = Graph::new("zeros");
+        let mut inputs = BTreeMap::new();
+        let (mut x, mut w) = (Vec::new(), Vec::new());
+        for i in 0..3 {
+            let d = Device::cpu(i as u32);
+            x.push(input(&mut g, format!("x{i}"), d, &ty));
+            w.push(input(&mut g, format!("w{i}"), d, &ty));
+            inputs.insert(format!("x{i}"), HostTensor::new(ty.clone(), xs[i].to_vec()));
+            inputs.insert(format!("w{i}"), HostTensor::new(ty.clone(), ws[i].to_vec()));
+        }
+        let op = ReduceOp::Product;
+        let y = add_collective(&mut g, Op::AllReduce { op }, &x);
+        let cts: Vec<Option<ValueId>> = w.iter().copied().map(Some).collect();
+        let dx = transpose(&mut g, y, &cts).unwrap();
+        g.set_outputs(dx.into_iter().flatten().collect());
+        let out = interpret(&g, &inputs).unwrap();
+        for (i, got) in out.iter().enumerate() {
+            let got = got.to_f64();
+            for e in 0..4 {
+                let total: f64 = ws.iter().map(|r| r[e]).sum();
+                let others: f64 = (0..3).filter(|j| *j != i).map(|j| xs[j][e]).product();
+                assert_eq!(got[e], others * total, "{dtype}: rank {i} element {e}");
+            }
+        }
+    }
+}
+
+/// The SPMD product gathers the operands along axis 0, so it needs the
+/// graph's rank and an operand with an axis; without either it says so.
+#[test]
+fn spmd_prod_says_what_it_needs() {
+    let comm = |rank| Op::Comm {
+        kind: CommOp::AllReduce(ReduceOp::Product),
+        comm: 0,
+        ranks: 2,
+        device: Device::cpu(0),
+        rank,
+        split: None,
+    };
+    for (shape, rank, needs) in [(&[2][..], None, "rank"), (&[][..], Some(0), "scalar")] {
+        let mut g = Graph::new("rank");
+        let ty = TensorType::new(DType::F32, shape);
+        let x = input(&mut g, "x".into(), Device::cpu(0), &ty);
+        let y = add_collective(&mut g, comm(None), &[x]);
+        match transpose_at(&mut g, y, &[Some(x)], rank) {
+            Err(e @ GradError::Unsupported { .. }) => {
+                assert!(e.to_string().contains(needs), "{e}");
+            }
+            other => panic!("{shape:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn wrong_arguments_are_errors() {
     let mut g = Graph::new("g");
     let ty = TensorType::new(DType::F32, &[2]);
     let xs: Vec<ValueId> = (0..2)
         .map(|i| input(&mut g, format!("x{i}"), Device::cpu(i), &ty))
         .collect();
-    for op in [ReduceOp::Max, ReduceOp::Min, ReduceOp::Product] {
-        let y = add_collective(&mut g, Op::AllReduce { op }, &xs);
-        let cts: Vec<Option<ValueId>> = xs.iter().copied().map(Some).collect();
-        match transpose(&mut g, y, &cts) {
-            Err(GradError::Unsupported { why, .. }) => assert!(why.contains("select"), "{why}"),
-            other => panic!("{op}: {other:?}"),
-        }
-    }
     // A wrong count and a wrong type are errors too, never panics.
     let y = add_collective(&mut g, Op::AllReduce { op: ReduceOp::Sum }, &xs);
     assert!(matches!(
@@ -278,6 +457,7 @@ fn check_comm(
     shapes: &[Vec<usize>],
     split: Option<Vec<usize>>,
     dtype: DType,
+    spread: bool,
 ) {
     let what = format!("comm {kind:?} over {shapes:?}");
     let mut graphs = Vec::new();
@@ -306,12 +486,15 @@ fn check_comm(
         k_out = outs.len();
         g.set_outputs(outs);
         let mut m = BTreeMap::new();
+        let len = shape.iter().product();
+        let x = if spread {
+            apart(r, n, len)
+        } else {
+            values(r * 3 + 1, len)
+        };
         m.insert(
             "x0".into(),
-            HostTensor::new(
-                TensorType::new(dtype, shape),
-                values(r * 3 + 1, shape.iter().product()),
-            ),
+            HostTensor::new(TensorType::new(dtype, shape), x),
         );
         m.insert(
             "w0".into(),
@@ -361,13 +544,20 @@ fn comm_forms() {
         for n in [2, 3] {
             let same = vec![vec![6]; n];
             for op in [ReduceOp::Sum, ReduceOp::Mean] {
-                check_comm(CommOp::AllReduce(op), n, &same, None, dtype);
-                check_comm(CommOp::ReduceScatter { op, axis: 0 }, n, &same, None, dtype);
+                check_comm(CommOp::AllReduce(op), n, &same, None, dtype, false);
+                check_comm(
+                    CommOp::ReduceScatter { op, axis: 0 },
+                    n,
+                    &same,
+                    None,
+                    dtype,
+                    false,
+                );
             }
-            check_comm(CommOp::AllGather { axis: 0 }, n, &same, None, dtype);
-            check_comm(CommOp::AllToAll { axis: 0 }, n, &same, None, dtype);
-            check_comm(CommOp::Broadcast { root: 1 }, n, &same, None, dtype);
-            check_comm(CommOp::Barrier, n, &same, None, dtype);
+            check_comm(CommOp::AllGather { axis: 0 }, n, &same, None, dtype, false);
+            check_comm(CommOp::AllToAll { axis: 0 }, n, &same, None, dtype, false);
+            check_comm(CommOp::Broadcast { root: 1 }, n, &same, None, dtype, false);
+            check_comm(CommOp::Barrier, n, &same, None, dtype, false);
         }
         // Uneven: rank 0 sends 1 and 2, rank 1 sends 4 and 0.
         let split = Some(vec![1, 2, 4, 0]);
@@ -377,7 +567,52 @@ fn comm_forms() {
             &v(&[&[3], &[4]]),
             split,
             dtype,
+            false,
         );
+        // Uneven reduce_scatter: 1, 3 and 2 of the 6, gathered back alike;
+        // and the all_gather of shards of 1, 3 and 2, scattered back.
+        let split = Some(vec![1, 3, 2]);
+        let six = v(&[&[6], &[6], &[6]]);
+        let parts = v(&[&[1], &[3], &[2]]);
+        let gather = CommOp::AllGather { axis: 0 };
+        check_comm(gather, 3, &parts, split.clone(), dtype, false);
+        for op in [ReduceOp::Sum, ReduceOp::Mean] {
+            let kind = CommOp::ReduceScatter { op, axis: 0 };
+            check_comm(kind, 3, &six, split.clone(), dtype, false);
+        }
+    }
+}
+
+#[test]
+fn comm_max_and_min_by_finite_differences() {
+    for dtype in [DType::F32, DType::F64] {
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            for n in [2, 3, 4] {
+                let same = vec![vec![n * 2]; n];
+                check_comm(CommOp::AllReduce(op), n, &same, None, dtype, true);
+                let kind = CommOp::ReduceScatter { op, axis: 0 };
+                check_comm(kind, n, &same, None, dtype, true);
+            }
+            let kind = CommOp::ReduceScatter { op, axis: 0 };
+            let six = v(&[&[6], &[6], &[6]]);
+            check_comm(kind, 3, &six, Some(vec![1, 3, 2]), dtype, true);
+        }
+    }
+}
+
+#[test]
+fn comm_prod_by_finite_differences() {
+    let op = ReduceOp::Product;
+    for dtype in [DType::F32, DType::F64] {
+        for n in [1, 2, 3, 4] {
+            let same = vec![vec![n * 2, 2]; n];
+            check_comm(CommOp::AllReduce(op), n, &same, None, dtype, false);
+            let kind = CommOp::ReduceScatter { op, axis: 1 };
+            check_comm(kind, n, &vec![vec![3, 2 * n]; n], None, dtype, false);
+        }
+        let kind = CommOp::ReduceScatter { op, axis: 0 };
+        let six = v(&[&[6], &[6], &[6]]);
+        check_comm(kind, 3, &six, Some(vec![1, 3, 2]), dtype, false);
     }
 }
 

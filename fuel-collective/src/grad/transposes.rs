@@ -3,16 +3,17 @@
 //! recorded into the graph; `mod.rs` checks the arguments, `spmd_forms.rs` holds
 //! the SPMD forms.
 
-use super::GradError;
+use super::{extremes, products, GradError};
 use crate::simplify::edit::{add_collective, local_reduce};
 use crate::simplify::Replication;
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::op::{all_to_all_pieces, scatter_extents};
 use fuel_graph_ext::{Device, Graph, Op, ReduceOp, TensorType};
 
-/// What every rule reads: the forward node's mnemonic, operands and the
+/// What every rule reads: the forward node, its mnemonic, operands and the
 /// cotangents of its results (present ones only), and the lattice.
 pub(super) struct Cx {
+    pub node: NodeId,
     pub name: String,
     pub operands: Vec<ValueId>,
     pub cts: Vec<ValueId>,
@@ -67,18 +68,24 @@ impl Cx {
     }
 
     /// Whether the cotangents are replicas of one value.
-    fn replicated(&self) -> bool {
+    pub fn replicated(&self) -> bool {
         self.cts.len() > 1 && self.rep.common_set(&self.cts).is_some()
     }
 }
 
-const NO_SELECT: &str = "the cotangent flows to the rank(s) holding the extreme (or, for prod, times the others' product), which needs an element-wise comparison or select that the IR lacks; differentiate through sum or mean, or record the mask as an input";
+/// Which rule a reduction takes: the linear ones (sum, mean) go on, max
+/// and min to `extremes.rs`, prod to `products.rs`.
+enum Kind {
+    Linear,
+    Extreme,
+    Product,
+}
 
-/// The sum and mean reductions have transposes; the others do not.
-fn linear(cx: &Cx, op: ReduceOp) -> Result<(), GradError> {
+fn kind(op: ReduceOp) -> Kind {
     match op {
-        ReduceOp::Sum | ReduceOp::Mean => Ok(()),
-        _ => Err(cx.unsupported(NO_SELECT)),
+        ReduceOp::Sum | ReduceOp::Mean => Kind::Linear,
+        ReduceOp::Max | ReduceOp::Min => Kind::Extreme,
+        ReduceOp::Product => Kind::Product,
     }
 }
 
@@ -90,7 +97,15 @@ pub(super) fn transpose(
     let n = cx.operands.len();
     match op {
         Op::AllReduce { op } => {
-            linear(cx, *op)?;
+            match kind(*op) {
+                Kind::Extreme => return extremes::all_reduce(g, cx),
+                Kind::Product => {
+                    let others = products::others(g, cx)?;
+                    let owed = extremes::owed_sum(g, cx)?;
+                    return products::times(g, cx, others, &owed);
+                }
+                Kind::Linear => {}
+            }
             if cx.replicated() {
                 return cx
                     .cts
@@ -106,7 +121,15 @@ pub(super) fn transpose(
             Ok(cx.all(g, id))
         }
         Op::Reduce { op, .. } => {
-            linear(cx, *op)?;
+            match kind(*op) {
+                Kind::Extreme => return extremes::reduce(g, cx),
+                Kind::Product => {
+                    let others = products::others(g, cx)?;
+                    let owed = extremes::owed_broadcast(g, cx)?;
+                    return products::times(g, cx, others, &owed);
+                }
+                Kind::Linear => {}
+            }
             let to = cx
                 .operands
                 .iter()
@@ -118,7 +141,15 @@ pub(super) fn transpose(
         Op::Broadcast { to } => broadcast(g, cx, to),
         Op::AllGather { axis } => all_gather(g, cx, *axis),
         Op::ReduceScatter { op, axis, .. } => {
-            linear(cx, *op)?;
+            match kind(*op) {
+                Kind::Extreme => return extremes::reduce_scatter(g, cx, *axis),
+                Kind::Product => {
+                    let others = products::others(g, cx)?;
+                    let owed = extremes::owed_gathered(g, cx, *axis)?;
+                    return products::times(g, cx, others, &owed);
+                }
+                Kind::Linear => {}
+            }
             let id = cx.record(g, Op::AllGather { axis: *axis }, &cx.cts)?;
             scale_mean(g, cx, *op, cx.all(g, id))
         }

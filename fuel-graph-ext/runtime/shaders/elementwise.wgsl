@@ -6,7 +6,7 @@
 //
 // Bindings 0..7 are the operands (unused ones repeat operand 0), binding 8 is
 // the result. `count` says how many operands are real; `op` is 0 add, 1 mul,
-// 2 max, 3 min. With `onto` = 1 the fold starts from the
+// 2 max, 3 min, 4 eq (a comparison of exactly two operands). With `onto` = 1 the fold starts from the
 // result's own element (dst = op(dst, a0, ...)), read through binding 8: the
 // result is never also bound as a read-only operand, which would alias. The
 // dispatch is 2-D because lavapipe allows at most 65535 groups per axis:
@@ -37,6 +37,8 @@ fn combine(x: C, y: T) -> C {
         case 0u: { r = x + v; }
         case 1u: { r = x * v; }
         case 2u: { r = MAX(x, v); }
+        // eq: 1 where equal, else 0 (a NaN equals nothing, -0 equals +0).
+        case 4u: { r = select(C(0), C(1), x == v); }
         default: { r = MIN(x, v); }
     }
     // Round to the stored type after every step, as the interpreter does.

@@ -55,6 +55,8 @@ fn combine(x: u32, y: u32) -> u32 {
         case 0u: { r = a + b; }
         case 1u: { r = a * b; }
         case 2u: { r = fmax(a, b); }
+        // eq: 1 where equal, else 0 (a NaN equals nothing, -0 equals +0).
+        case 4u: { r = select(0.0, 1.0, a == b); }
         default: { r = fmin(a, b); }
     }
     return narrow(r);

@@ -133,6 +133,7 @@ macro_rules! int_scalar {
                     ElementwiseOp::Mul => a.wrapping_mul(b),
                     ElementwiseOp::Max => a.max(b),
                     ElementwiseOp::Min => a.min(b),
+                    ElementwiseOp::Eq => Self::from(a == b),
                 }
             }
             #[inline(always)]
@@ -201,6 +202,7 @@ unsafe impl Scalar for f32 {
             ElementwiseOp::Mul => a * b,
             ElementwiseOp::Max => max_float(a, b),
             ElementwiseOp::Min => min_float(a, b),
+            ElementwiseOp::Eq => Self::from(u8::from(a == b)),
         }
     }
     #[inline(always)]
@@ -246,6 +248,7 @@ unsafe impl Scalar for f64 {
             ElementwiseOp::Mul => a * b,
             ElementwiseOp::Max => max_float(a, b),
             ElementwiseOp::Min => min_float(a, b),
+            ElementwiseOp::Eq => Self::from(u8::from(a == b)),
         }
     }
     #[inline(always)]
@@ -345,6 +348,7 @@ unsafe impl Scalar for Bool {
         Bool(u8::from(match kind {
             ElementwiseOp::Add | ElementwiseOp::Max => a || b,
             ElementwiseOp::Mul | ElementwiseOp::Min => a && b,
+            ElementwiseOp::Eq => a == b,
         }))
     }
     #[inline(always)]

@@ -14,6 +14,9 @@
 //! - a float divided by `N` is the exact quotient rounded once (in f64 for
 //!   divisors small enough that this is exact, else
 //!   [`crate::elem::div_float_bits`]);
+//! - `eq` is 1 where its two operands are equal and 0 elsewhere, in their
+//!   dtype: IEEE equality for floats (NaN equals nothing, -0 equals +0),
+//!   truth values for bool;
 //! - `cast` converts the value: integers wrap, floats round once;
 //! - `Mean` widens each operand to [`DType::mean_accumulator`], sums there
 //!   (wrapping or rounding each step, in operand order), divides by the
@@ -211,6 +214,9 @@ fn combine(kind: ElementwiseOp, dtype: DType, acc: &mut Vals, b: &Vals) {
                         ElementwiseOp::Mul => x.wrapping_mul(*y),
                         ElementwiseOp::Max => (*x).max(*y),
                         ElementwiseOp::Min => (*x).min(*y),
+                        // bool decodes to its truth value, so this compares
+                        // truth values.
+                        ElementwiseOp::Eq => i128::from(*x == *y),
                     },
                 );
             }
@@ -222,6 +228,8 @@ fn combine(kind: ElementwiseOp, dtype: DType, acc: &mut Vals, b: &Vals) {
                     ElementwiseOp::Mul => round(dtype, *x * *y),
                     ElementwiseOp::Max => max_of(*x, *y),
                     ElementwiseOp::Min => min_of(*x, *y),
+                    // IEEE equality: NaN equals nothing, -0 equals +0.
+                    ElementwiseOp::Eq => f64::from(u8::from(*x == *y)),
                 };
             }
         }
@@ -482,5 +490,50 @@ mod tests {
         assert_eq!(c, [false, true, true]);
         let c: Vec<i64> = out(DType::I64, cast(&t(&[u32::MAX]), DType::I64));
         assert_eq!(c, [u32::MAX as i64]);
+    }
+
+    /// `eq` on every dtype, against values written by hand: IEEE equality
+    /// for the floats (NaN equals nothing, -0 equals +0, the smallest
+    /// subnormal only itself), values for the integers at their extremes,
+    /// truth values for bool; 1 or 0 in the operands' dtype.
+    #[test]
+    fn eq_is_exact_on_every_dtype() {
+        let eq = |dtype, a: &HostTensor, b: &HostTensor| fold(ElementwiseOp::Eq, dtype, &[a, b]);
+        let sub = f32::from_bits(1);
+        let fa = [f32::NAN, -0.0, 1.0, f32::INFINITY, sub, f32::MAX, 0.5];
+        let fb = [f32::NAN, 0.0, 1.0, f32::NEG_INFINITY, sub, f32::MAX, 0.25];
+        let want = [0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0];
+        let r: Vec<f32> = out(DType::F32, eq(DType::F32, &t(&fa), &t(&fb)));
+        assert_eq!(r, want.map(|x| x as f32));
+        let (da, db) = (fa.map(f64::from), fb.map(f64::from));
+        let r: Vec<f64> = out(DType::F64, eq(DType::F64, &t(&da), &t(&db)));
+        assert_eq!(r, want);
+        // Values one f64 step apart are not equal.
+        let r: Vec<f64> = out(
+            DType::F64,
+            eq(DType::F64, &t(&[1.0f64]), &t(&[1.0 + f64::EPSILON])),
+        );
+        assert_eq!(r, [0.0]);
+        let h = |v: [f32; 7]| v.map(half::f16::from_f32);
+        let r: Vec<half::f16> = out(DType::F16, eq(DType::F16, &t(&h(fa)), &t(&h(fb))));
+        assert_eq!(r, h(want.map(|x| x as f32)));
+        let bf = |v: [f32; 7]| v.map(half::bf16::from_f32);
+        let r: Vec<half::bf16> = out(DType::BF16, eq(DType::BF16, &t(&bf(fa)), &t(&bf(fb))));
+        assert_eq!(r, bf(want.map(|x| x as f32)));
+        macro_rules! ints {
+            ($($ty:ty => $d:ident),*) => {$({
+                let a = t(&[<$ty>::MIN, <$ty>::MAX, 0, 1, <$ty>::MAX]);
+                let b = t(&[<$ty>::MIN, <$ty>::MAX - 1, 0, 0, <$ty>::MIN]);
+                let r: Vec<$ty> = out(DType::$d, eq(DType::$d, &a, &b));
+                assert_eq!(r, [1, 0, 1, 0, 0], "{}", DType::$d);
+            })*};
+        }
+        ints!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64);
+        // bool: a byte of 2 is true, so it equals 1.
+        let bools = |v: &[u8]| {
+            HostTensor::from_bytes(TensorType::new(DType::Bool, &[v.len()]), v.to_vec()).unwrap()
+        };
+        let r = eq(DType::Bool, &bools(&[2, 0, 1, 0]), &bools(&[1, 0, 0, 7]));
+        assert_eq!(r, [1, 1, 0, 0]);
     }
 }

@@ -304,11 +304,29 @@ fn node_bounds(
             ElementwiseOp::Max => vec![fold(ReduceOp::Max, dtype, args, bs)],
             ElementwiseOp::Min => vec![fold(ReduceOp::Min, dtype, args, bs)],
             ElementwiseOp::Mul => unbounded(ty, 1),
+            ElementwiseOp::Eq => vec![compared(ty, bs)],
         },
         Op::Div { by, .. } => vec![divided(args, bs, *by, dtype)],
         Op::Cast { to, .. } => vec![cast(args, bs, *to)],
         _ => unbounded(ty, results),
     }
+}
+
+/// The bounds of an `eq`: its result is 0 or 1, so it lies within 1 of the
+/// interpreter's wherever an operand's element may lie off, and is exact
+/// elsewhere.
+fn compared(ty: &TensorType, bs: &[&Bounds]) -> Bounds {
+    let off = |e: usize| {
+        bs.iter().any(|b| {
+            b.as_ref()
+                .is_some_and(|v| v.get(e).is_none_or(|x| *x != 0.0))
+        })
+    };
+    Some(
+        (0..ty.num_elements())
+            .map(|e| if off(e) { 1.0 } else { 0.0 })
+            .collect(),
+    )
 }
 
 /// The bounds of `args[0]` (bounds `bs[0]`) divided by `by` and rounded.
@@ -526,5 +544,42 @@ mod tests {
         assert_eq!(prod_bound(&[f64::INFINITY, 0.0, 5.0], f), 0.0);
         assert!(prod_bound(&[2.0, 3.0, 5.0], f) > 0.0);
         assert_eq!(prod_bound(&[big, big], f), 0.0);
+    }
+
+    /// An `eq` of a value that an order may change is 0 or 1 either way:
+    /// bound 1 wherever its operand's bound is not 0 (0 elsewhere), and an
+    /// `eq` of exact values is exact.
+    #[test]
+    fn an_eq_of_an_inexact_value_is_within_one() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[2]
+  %1 = input \"b\" @cpu:1 : f32[2]
+  %2 = input \"c\" @cpu:2 : f32[2]
+  %3:3 = all_reduce.sum %0, %1, %2 : f32[2]
+  %4 = eq %3#0, %0 @cpu:0 : f32[2]
+  %5 = eq %0, %0 @cpu:0 : f32[2]
+  return %4, %5, %3#0
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let t = |v: [f32; 2]| HostTensor::from_slice(&[2], &v).unwrap();
+        // Element 0 rounds by order (1 + 2^-24 + 2^-24).
+        let tiny = f32::EPSILON / 2.0;
+        let inputs: BTreeMap<String, HostTensor> = [
+            ("a".to_string(), t([1.0, 1.0])),
+            ("b".to_string(), t([tiny, 0.0])),
+            ("c".to_string(), t([tiny, 0.0])),
+        ]
+        .into();
+        let (values, bounds) = fold_bounds(&g, &inputs).unwrap();
+        assert_eq!(values[0].to_f64(), [1.0, 1.0]);
+        let sum = bounds[2].clone().unwrap();
+        assert!(sum[0] > 0.0, "{sum:?}");
+        let want: Vec<f64> = sum
+            .iter()
+            .map(|b| if *b == 0.0 { 0.0 } else { 1.0 })
+            .collect();
+        assert_eq!(bounds[0], Some(want));
+        assert_eq!(bounds[1], None, "an eq of exact values is exact");
     }
 }

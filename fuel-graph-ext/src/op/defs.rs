@@ -70,6 +70,9 @@ pub enum Arity {
     /// At least `n`, with `what` saying so in an error ("two or more
     /// operands").
     AtLeast(usize, &'static str),
+    /// Exactly `n`, with `what` saying so in an error ("exactly two
+    /// operands").
+    Exactly(usize, &'static str),
 }
 
 /// How many results a node of an op has.
@@ -329,6 +332,14 @@ pub static MUL: OpDef = elementwise::<1>();
 pub static MAX: OpDef = elementwise::<2>();
 /// `min %a, %b, ... @dev`.
 pub static MIN: OpDef = elementwise::<3>();
+/// `eq %a, %b @dev`: a comparison, so exactly two operands.
+pub static EQ: OpDef = OpDef::new(
+    ElementwiseOp::ALL[4].as_str(),
+    Arity::Exactly(2, "exactly two operands"),
+    &[],
+    Placement::At,
+    elementwise_op::<4>,
+);
 
 /// `div %v {by=N} @dev`.
 pub static DIV: OpDef = OpDef::new("div", Arity::One, &["by"], Placement::At, |f| {
@@ -574,6 +585,7 @@ pub static OPS: &[&OpDef] = &[
     &MUL,
     &MAX,
     &MIN,
+    &EQ,
     &DIV,
     &CAST,
     &SLICE,
@@ -668,6 +680,7 @@ impl Op {
                 ElementwiseOp::Mul => &MUL,
                 ElementwiseOp::Max => &MAX,
                 ElementwiseOp::Min => &MIN,
+                ElementwiseOp::Eq => &EQ,
             },
             Op::Div { .. } => &DIV,
             Op::Cast { .. } => &CAST,

@@ -36,15 +36,21 @@ pub enum ElementwiseOp {
     Max,
     /// `min`
     Min,
+    /// `eq`: 1 where its two operands are equal, else 0, in their dtype
+    /// (IEEE equality: NaN equals nothing, -0 equals +0; bool compares
+    /// truth values). A comparison, not a fold: it takes exactly two
+    /// operands, and no reduce op combines with it.
+    Eq,
 }
 
 impl ElementwiseOp {
     /// Every element-wise op.
-    pub const ALL: [ElementwiseOp; 4] = [
+    pub const ALL: [ElementwiseOp; 5] = [
         ElementwiseOp::Add,
         ElementwiseOp::Mul,
         ElementwiseOp::Max,
         ElementwiseOp::Min,
+        ElementwiseOp::Eq,
     ];
     /// The text-IR mnemonic.
     pub const fn as_str(self) -> &'static str {
@@ -53,6 +59,7 @@ impl ElementwiseOp {
             ElementwiseOp::Mul => "mul",
             ElementwiseOp::Max => "max",
             ElementwiseOp::Min => "min",
+            ElementwiseOp::Eq => "eq",
         }
     }
     /// Combines two exact values (the caller rounds to the dtype).
@@ -62,6 +69,7 @@ impl ElementwiseOp {
             ElementwiseOp::Mul => a * b,
             ElementwiseOp::Max => a.max(b),
             ElementwiseOp::Min => a.min(b),
+            ElementwiseOp::Eq => f64::from(u8::from(a == b)),
         }
     }
 }

@@ -20,7 +20,8 @@ use crate::dtype::{DType, TensorType, MAX_TENSOR_BYTES};
 /// there is one, the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TypeError {
-    /// Fewer operands than the op needs.
+    /// Fewer operands than the op needs (or, for an op of an exact count
+    /// such as `eq`, another count).
     #[error("`{op}` needs {what}, found {found} operand(s)")]
     TooFewOperands {
         /// The op's mnemonic.
@@ -576,6 +577,11 @@ fn check_arity(op: &Op, n: usize) -> Result<(), TypeError> {
             found: n,
         }),
         Arity::AtLeast(lo, what) if n < lo => Err(TypeError::TooFewOperands {
+            op: op.mnemonic(),
+            what,
+            found: n,
+        }),
+        Arity::Exactly(k, what) if n != k => Err(TypeError::TooFewOperands {
             op: op.mnemonic(),
             what,
             found: n,

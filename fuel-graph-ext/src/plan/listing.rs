@@ -9,6 +9,7 @@ use super::schedule::{Schedule, Work};
 use super::work::{DeviceWork, Kernel};
 use crate::dot::human_bytes;
 use crate::graph::Graph;
+use crate::op::ElementwiseOp;
 use crate::text::Numbering;
 use std::fmt::Write;
 
@@ -65,6 +66,10 @@ fn work(w: &Work) -> String {
             format!("{} from {src}", if *is_move { "move" } else { "copy" })
         }
         Work::Device(DeviceWork::Kernel(k)) => match k {
+            // A comparison of two operands, not a fold.
+            Kernel::Fold {
+                kind: ElementwiseOp::Eq,
+            } => "eq".to_string(),
             Kernel::Fold { kind } => format!("fold {}", kind.as_str()),
             Kernel::Div { by } => format!("div by {by}"),
             Kernel::FoldDiv { kind, by } => format!("fold {}, div by {by}", kind.as_str()),
@@ -126,6 +131,23 @@ mod tests {
         plain.fit_to_devices(&options, |_| Caps::default());
         let text = print(&plain, &g, "none");
         assert!(text.contains("copy from cpu:1") && text.contains("gather 1 region(s)"));
+    }
+
+    /// An `eq` is listed as the comparison it is, not as a fold.
+    #[test]
+    fn an_eq_is_listed_as_a_comparison() {
+        let src = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[4]
+  %1 = input \"b\" @cpu:0 : f32[4]
+  %2 = eq %0, %1 @cpu:0 : f32[4]
+  return %2
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let plan = Schedule::new_with(&g, &Options::default()).unwrap();
+        let text = print(&plan, &g, "none");
+        let line = text.lines().find(|l| l.contains("%2")).unwrap_or("");
+        assert!(line.contains(" eq") && !line.contains("fold"), "{text}");
     }
 
     /// An extern op is a step of its own, named by its kernel, and its

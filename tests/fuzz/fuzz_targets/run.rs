@@ -96,7 +96,11 @@ fuzz_target!(|c: Case| {
                 if let Some(t) = third {
                     ops.push(pick(&same, *t).id);
                 }
-                let kind = ElementwiseOp::ALL[*kind as usize % 4];
+                let kind = ElementwiseOp::ALL[*kind as usize % ElementwiseOp::ALL.len()];
+                // `eq` compares exactly two.
+                if kind == ElementwiseOp::Eq {
+                    ops.truncate(2);
+                }
                 let id = g.add_value(Op::Elementwise { kind, device: x.device }, &ops, x.ty.clone());
                 vals.push(Val { id, ..x });
             }

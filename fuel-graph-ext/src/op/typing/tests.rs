@@ -192,3 +192,29 @@ fn uneven_comm_types_follow_this_ranks_part_of_the_split() {
         Err(TypeError::TooLarge { .. })
     ));
 }
+
+/// `eq` compares exactly two operands of one type, and gives their type.
+#[test]
+fn eq_takes_exactly_two_operands_of_one_type() {
+    let eq = Op::Elementwise {
+        kind: ElementwiseOp::Eq,
+        device: Device::cpu(0),
+    };
+    let t = TensorType::new(DType::BF16, &[3]);
+    assert_eq!(infer_type(&eq, &[&t, &t]).unwrap(), t);
+    for n in [1, 3] {
+        assert_eq!(
+            infer_type(&eq, &vec![&t; n]).unwrap_err().to_string(),
+            format!("`eq` needs exactly two operands, found {n} operand(s)")
+        );
+    }
+    let u = TensorType::new(DType::F32, &[3]);
+    assert!(matches!(
+        infer_type(&eq, &[&t, &u]),
+        Err(TypeError::Mismatch { .. })
+    ));
+    // Printed and parsed as any element-wise op.
+    let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : bf16[3]\n  %1 = input \"b\" @cpu:0 : bf16[3]\n  %2 = eq %0, %1 @cpu:0 : bf16[3]\n  return %2\n}\n";
+    let g = crate::text::parse(src).unwrap();
+    assert_eq!(crate::text::print(&g), src);
+}

@@ -510,6 +510,7 @@ fn fold_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
         ElementwiseOp::Mul => each!(ElementwiseOp::Mul),
         ElementwiseOp::Max => each!(ElementwiseOp::Max),
         ElementwiseOp::Min => each!(ElementwiseOp::Min),
+        ElementwiseOp::Eq => each!(ElementwiseOp::Eq),
     }
 }
 
@@ -529,6 +530,7 @@ fn pair_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], a: &[T], b: &[T])
         ElementwiseOp::Mul => each!(ElementwiseOp::Mul),
         ElementwiseOp::Max => each!(ElementwiseOp::Max),
         ElementwiseOp::Min => each!(ElementwiseOp::Min),
+        ElementwiseOp::Eq => each!(ElementwiseOp::Eq),
     }
 }
 

@@ -372,6 +372,7 @@ impl CudaDev {
             ElementwiseOp::Mul => 1,
             ElementwiseOp::Max => 2,
             ElementwiseOp::Min => 3,
+            ElementwiseOp::Eq => 4,
         };
         let (head, mut rest) = ins.split_at(ins.len().min(ptx::MAX_ARITY));
         self.launch_fold(dtype, op, head, dst, n)?;

@@ -2,7 +2,8 @@
 //!
 //! [`module`] writes one PTX module with two entries per dtype:
 //! `fold_<dt>(a0..a7, out, count, op, n)` folds up to eight operands in one
-//! pass (op 0 add, 1 mul, 2 max, 3 min; unused pointers repeat operand 0),
+//! pass (op 0 add, 1 mul, 2 max, 3 min, 4 eq: 1 where the two operands are
+//! equal, else 0, NaN equal to nothing; unused pointers repeat operand 0),
 //! and `div_<dt>(a, out, by, n)` divides by a positive integer; and one
 //! `cast_<from>_<to>(a, out, n)` per conversion. f16 and bf16 compute in f32
 //! and round back after every step; `max`/`min` (without `.NaN`) let a
@@ -176,7 +177,7 @@ fn prologue(out: &mut String) {
 fn regs(s: &Spec, out: &mut String) {
     let _ = writeln!(
         out,
-        "\t.reg .pred %p, %pa, %pm, %px, %pn, %pz, %pzx, %pzn;\n\t.reg .b16 %h;\n\t.reg .b32 %t, %t2, %cnt, %op, %ta, %tb;\n\t.reg .b64 %i, %off, %addr, %base, %n, %by, %ua, %ub;\n\t.reg {} %{}<3>;\n\t.reg .f64 %q<2>;",
+        "\t.reg .pred %p, %pa, %pm, %px, %pn, %pe, %pq, %pz, %pzx, %pzn;\n\t.reg .b16 %h;\n\t.reg .b32 %t, %t2, %cnt, %op, %ta, %tb;\n\t.reg .b64 %i, %off, %addr, %base, %n, %by, %ua, %ub;\n\t.reg {} %{}<3>;\n\t.reg .f64 %q<2>;",
         s.regdecl, s.reg
     );
 }
@@ -195,7 +196,7 @@ fn fold_entry(dt: DType, out: &mut String) {
     out.push_str(
         "\tld.param.u64 %n, [n];\n\tld.param.u32 %cnt, [count];\n\tld.param.u32 %op, [op];\n",
     );
-    out.push_str("\tsetp.eq.u32 %pa, %op, 0;\n\tsetp.eq.u32 %pm, %op, 1;\n\tsetp.eq.u32 %px, %op, 2;\n\tsetp.eq.u32 %pn, %op, 3;\n");
+    out.push_str("\tsetp.eq.u32 %pa, %op, 0;\n\tsetp.eq.u32 %pm, %op, 1;\n\tsetp.eq.u32 %px, %op, 2;\n\tsetp.eq.u32 %pn, %op, 3;\n\tsetp.eq.u32 %pe, %op, 4;\n");
     prologue(out);
     let _ = writeln!(out, "\tmul.lo.u64 %off, %i, {};", s.size);
     let acc = format!("%{}0", s.reg);
@@ -241,6 +242,17 @@ fn fold_entry(dt: DType, out: &mut String) {
                 b = bits.1
             );
         }
+        // eq: compared in the compute type (exact for the halves), 1 or 0.
+        let (one, zero) = match dt {
+            DType::F64 => ("0d3FF0000000000000", "0d0000000000000000"),
+            _ if dt.is_float() => ("0f3F800000", "0f00000000"),
+            _ => ("1", "0"),
+        };
+        let _ = writeln!(
+            out,
+            "\tsetp.eq.{mm} %pq, {acc}, {x};\n\t@%pe selp.{mm} {acc}, {one}, {zero}, %pq;",
+            mm = s.minmax
+        );
         round(dt, &acc, out);
     }
     out.push_str("STORE:\n\tld.param.u64 %base, [dst];\n\tcvta.to.global.u64 %base, %base;\n\tadd.u64 %addr, %base, %off;\n");

@@ -447,6 +447,7 @@ pub(super) fn fold_code(kind: ElementwiseOp) -> u32 {
         ElementwiseOp::Mul => 1,
         ElementwiseOp::Max => 2,
         ElementwiseOp::Min => 3,
+        ElementwiseOp::Eq => 4,
     }
 }
 
