@@ -1,7 +1,7 @@
 //! One data-parallel training step through the library: per layer each device's
 //! gradient is the framework's `extern "matmul"`, the gradients are all_reduced
 //! (Mean), each device updates its weights; `schedule-collectives` orders the step
-//! around the matmuls and each runner lane keeps that order. Checked, then timed.
+//! around the matmuls and each runner lane follows that order. Checked, then timed.
 //!
 //! Run: `cargo run --release -p fuel-collective --example ddp_step [-- cpu:0,vulkan:0]`.
 use fuel_collective::{run_pipeline, DeviceGroup, DEFAULT_PIPELINE};
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pipeline = format!("{DEFAULT_PIPELINE},schedule-collectives");
     run_pipeline(&mut g, &pipeline, Arc::default(), Default::default())?;
     let runtime = RuntimeOptions {
-        dispatch: Dispatch::InOrder, // each lane in the order the pass chose
+        dispatch: Dispatch::Priority, // each lane by the order the pass chose
         ..Default::default()
     };
     let exe = Compiler::new(&g).runtime(runtime).compile()?;

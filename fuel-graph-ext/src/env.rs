@@ -21,7 +21,7 @@
 //! | `FUEL_VULKAN_MAPPED` | `0` (staging buffer) or `1` (mapped memory) | 1 |
 //! | `FUEL_VULKAN_IMPORT` | `0` (copy host buffers) or `1` (import them) | 1 |
 //! | `FUEL_CUDA_PIN` | `0` (stage host transfers) or `1` (page-lock arena blocks) | 1 |
-//! | `FUEL_DISPATCH` | the order the threaded runner hands each lane its steps in: `fifo`, `in-order` or `after-compute` | `fifo` (`fuel-opt`: `in-order` for a graph `schedule-collectives` ordered) |
+//! | `FUEL_DISPATCH` | the order the threaded runner hands each lane its steps in: `fifo`, `in-order`, `priority` or `after-compute` | `fifo` (`fuel-opt`: `priority` for a graph `schedule-collectives` ordered) |
 //! | `FUEL_SPIN_US` | µs a waiting thread of the threaded runner polls before it sleeps, 0 to 10 000 | 50 |
 //! | `FUEL_MPI_KEEP_FREED` | `0` (glibc's defaults) or `1` (keep freed memory for MPI's temporaries) | 1 |
 //! | `FUEL_JOIN_TIMEOUT_MS` | 1 to 86 400 000 ms | 60 000 |

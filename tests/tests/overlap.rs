@@ -73,6 +73,57 @@ fn in_order_dispatch_keeps_each_lane_to_the_schedule_order() {
     assert_eq!(in_order, ["io_slow_source", "io_first", "io_second"]);
 }
 
+/// Priority dispatch: while cpu:0 runs its first kernel, two more of its
+/// steps come ready, the later one in the schedule first. When the lane is
+/// free it takes the one that comes first in the schedule (FIFO takes the
+/// one that came ready first); and a lane whose first step in the schedule
+/// is not ready runs a later ready one rather than wait (in-order waits).
+#[test]
+fn priority_dispatch_takes_the_first_ready_step_in_schedule_order() {
+    static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    let graph = |block_ms: u64, src_ms: u64, tag: &'static str| {
+        let name =
+            |s: &str| -> &'static str { Box::leak(format!("pr_{tag}_{s}").into_boxed_str()) };
+        let (block, src, late, early) = (name("block"), name("src"), name("late"), name("early"));
+        logging(block, block_ms, &LOG);
+        logging(src, src_ms, &LOG);
+        logging(late, 0, &LOG);
+        logging(early, 0, &LOG);
+        let g = parse(&format!(
+            "graph @priority {{
+  %0 = input \"a\" @cpu:0 : f32[4]
+  %1 = extern \"{block}\" %0 @cpu:0 : f32[4]
+  %2 = input \"b\" @cpu:1 : f32[4]
+  %3 = extern \"{src}\" %2 @cpu:1 : f32[4]
+  %4 = copy %3 -> cpu:0 : f32[4]
+  %5 = extern \"{late}\" %4 @cpu:0 : f32[4]
+  %6 = input \"c\" @cpu:0 : f32[4]
+  %7 = extern \"{early}\" %6 @cpu:0 : f32[4]
+  return %1, %5, %7
+}}
+"
+        ))
+        .unwrap();
+        (g, [block, src, late, early])
+    };
+    let on_cpu0 = |log: Vec<&'static str>, names: &[&str; 4]| -> Vec<&'static str> {
+        log.into_iter().filter(|n| *n != names[1]).collect()
+    };
+    // The lane is busy until both are ready: first in the schedule wins.
+    let (g, n) = graph(150, 20, "busy");
+    let fifo = on_cpu0(run_logged(&g, Dispatch::Fifo, &LOG), &n);
+    assert_eq!(fifo, [n[0], n[3], n[2]]);
+    let priority = on_cpu0(run_logged(&g, Dispatch::Priority, &LOG), &n);
+    assert_eq!(priority, [n[0], n[2], n[3]]);
+    // The lane is free before the first in the schedule is ready: the
+    // ready one runs (in order, the lane would wait).
+    let (g, n) = graph(10, 150, "idle");
+    let priority = on_cpu0(run_logged(&g, Dispatch::Priority, &LOG), &n);
+    assert_eq!(priority, [n[0], n[3], n[2]]);
+    let in_order = on_cpu0(run_logged(&g, Dispatch::InOrder, &LOG), &n);
+    assert_eq!(in_order, [n[0], n[2], n[3]]);
+}
+
 /// cpu:1's quick kernel feeds a copy to cpu:2, whose kernel logs; cpu:0's
 /// kernel is slow. FIFO lets cpu:2 run at once; after compute, the copy
 /// waits for cpu:0's kernel, and the kernel that reads the copy (which
@@ -150,28 +201,31 @@ fn the_scheduled_ddp_step_computes_what_the_graph_did_in_order_on_the_cpus() {
         let inputs = deterministic_inputs(&g);
         let want = interpret(&g, &inputs).unwrap();
         assert_eq!(interpret(&scheduled, &inputs).unwrap(), want);
-        let runtime = RuntimeOptions {
-            dispatch: Dispatch::InOrder,
-            ..RuntimeOptions::default()
-        };
-        let exe = exec::Compiler::new(&scheduled)
-            .runtime(runtime)
-            .compile()
-            .unwrap();
-        for _ in 0..3 {
-            let got = exe.run_host(&inputs).unwrap();
-            for (a, b) in got.iter().zip(&want) {
-                a.check_same(b).unwrap();
+        for dispatch in [Dispatch::Priority, Dispatch::InOrder] {
+            let runtime = RuntimeOptions {
+                dispatch,
+                ..RuntimeOptions::default()
+            };
+            let exe = exec::Compiler::new(&scheduled)
+                .runtime(runtime)
+                .compile()
+                .unwrap();
+            for _ in 0..3 {
+                let got = exe.run_host(&inputs).unwrap();
+                for (a, b) in got.iter().zip(&want) {
+                    a.check_same(b).unwrap();
+                }
             }
+            assert_no_leaks(&exe);
         }
-        assert_no_leaks(&exe);
         // A pure function of the graph and topology: the same text twice.
         assert_eq!(print(&lower(&g, &scheduled_pipeline(""))), text);
     }
 }
 
 /// The 2-device step with cpu:1 replaced by lavapipe: the scheduled step,
-/// run in order, after compute and FIFO, equals the interpreter.
+/// run by priority, in order, after compute and FIFO, equals the
+/// interpreter.
 #[test]
 fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
     use fuel_graph_ext::Device;
@@ -185,7 +239,12 @@ fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
     assert!(print(&scheduled).contains("schedule-collectives: chose "));
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
-    for dispatch in [Dispatch::InOrder, Dispatch::AfterCompute, Dispatch::Fifo] {
+    for dispatch in [
+        Dispatch::Priority,
+        Dispatch::InOrder,
+        Dispatch::AfterCompute,
+        Dispatch::Fifo,
+    ] {
         let runtime = RuntimeOptions {
             dispatch,
             ..RuntimeOptions::default()
@@ -207,8 +266,8 @@ fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
 
 /// The 4-CPU step with its all_reduces carried out by the host driver
 /// (`driver_all_reduce` islands: every rank's member on its own compute
-/// lane), scheduled and run in order: islands keep their lanes' order and
-/// complete every member.
+/// lane), scheduled and run by priority: islands keep their lanes' order,
+/// take no turn of a lane, and complete every member.
 #[test]
 fn a_scheduled_step_with_driver_islands_runs_in_order() {
     let topo = Topology::parse("driver cpu\n").unwrap();
@@ -224,7 +283,7 @@ fn a_scheduled_step_with_driver_islands_runs_in_order() {
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
     let runtime = RuntimeOptions {
-        dispatch: Dispatch::InOrder,
+        dispatch: Dispatch::Priority,
         ..RuntimeOptions::default()
     };
     let exe = exec::Compiler::new(&scheduled)
@@ -286,19 +345,32 @@ fn an_unlowered_graph_and_a_bad_policy_are_errors_naming_the_fix() {
     assert!(e.contains("max_in_flight"), "{e}");
 }
 
-/// Each forced policy is taken and named; `in-order` keeps the graph's
-/// own order.
+/// Each forced policy is taken and named; `own` keeps the graph's own
+/// order.
 #[test]
 fn a_forced_policy_is_the_one_chosen() {
     let g = ddp(2);
-    for policy in ["collectives-first", "critical-path", "in-order"] {
-        let text = print(&lower(
-            &g,
-            &scheduled_pipeline(&format!("{{policy={policy}}}")),
-        ));
+    let plain = lower(&g, PIPELINE);
+    for (policy, named) in [
+        ("collectives-first", "collectives-first"),
+        ("critical-path", "critical-path"),
+        ("own", "own order"),
+    ] {
+        let scheduled = lower(&g, &scheduled_pipeline(&format!("{{policy={policy}}}")));
+        let text = print(&scheduled);
         assert!(
-            text.contains(&format!("// schedule-collectives: chose {policy} ")),
+            text.contains(&format!("// schedule-collectives: chose {named}")),
             "{text}"
         );
+        if policy == "own" {
+            // The same nodes in the same order: only the notes differ.
+            let body = |t: &str| {
+                t.lines()
+                    .filter(|l| !l.contains("// "))
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(body(&text), body(&print(&plain)));
+        }
     }
 }

@@ -22,7 +22,7 @@ const POOL: [Device; 6] = [
     Device::vulkan(0),
     Device::vulkan(1),
 ];
-const POLICIES: [&str; 4] = ["auto", "collectives-first", "critical-path", "in-order"];
+const POLICIES: [&str; 4] = ["auto", "collectives-first", "critical-path", "own"];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max];
 
 #[derive(Clone, Debug)]

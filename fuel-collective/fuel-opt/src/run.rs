@@ -36,8 +36,10 @@ pub fn env_options(base: exec::Options) -> Result<exec::Options, Failure> {
 /// (`FUEL_VULKAN_IMPORT`) and the runtime's (`FUEL_SPIN_US`,
 /// `FUEL_VULKAN_DEVICES`, `FUEL_VULKAN_MAPPED`, `FUEL_CUDA_PIN`, the join
 /// timeouts, `FUEL_DISPATCH`), see [`exec::RuntimeOptions::from_env`]. A
-/// graph `schedule-collectives` ordered runs in that order
-/// (`Dispatch::InOrder`) unless `FUEL_DISPATCH` says otherwise.
+/// graph `schedule-collectives` ordered runs by that order, strictly
+/// (`Dispatch::InOrder`) where it lets a lane wait and as a priority
+/// (`Dispatch::Priority`) where it does not, unless `FUEL_DISPATCH` says
+/// otherwise.
 pub fn compiler<'g>(
     g: &'g Graph,
     devices: &[Device],
@@ -47,8 +49,11 @@ pub fn compiler<'g>(
     let fail = |e: &dyn std::fmt::Display| Failure::input(e.to_string());
     let mut runtime = exec::RuntimeOptions::from_env().map_err(|e| fail(&e))?;
     let chosen = exec::Dispatch::from_env().map_err(|e| fail(&e))?;
-    if chosen.is_none() && fuel_collective::overlap::was_scheduled(g) {
-        runtime.dispatch = exec::Dispatch::InOrder;
+    use fuel_collective::overlap::{was_scheduled, Scheduled};
+    match (chosen, was_scheduled(g)) {
+        (None, Some(Scheduled::Waits)) => runtime.dispatch = exec::Dispatch::InOrder,
+        (None, Some(Scheduled::NeverWaits)) => runtime.dispatch = exec::Dispatch::Priority,
+        _ => {}
     }
     Ok(exec::Compiler::new(g)
         .devices(devices)

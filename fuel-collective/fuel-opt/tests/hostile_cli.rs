@@ -378,7 +378,7 @@ fn bad_environment_values_name_the_variable_and_the_range() {
         ("FUEL_VULKAN_DEVICES", "4294967295", "FUEL_VULKAN_DEVICES=`4294967295` is not valid: it takes logical devices per Vulkan adapter: a whole number from 1 to 16"),
         ("FUEL_VULKAN_DEVICES", "0", "a whole number from 1 to 16"),
         ("FUEL_VULKAN_MAPPED", "yes", "FUEL_VULKAN_MAPPED=`yes` is not valid: it takes 0 or 1"),
-        ("FUEL_DISPATCH", "lifo", "FUEL_DISPATCH=`lifo` is not valid: it takes fifo, in-order or after-compute; fix it or unset it"),
+        ("FUEL_DISPATCH", "lifo", "FUEL_DISPATCH=`lifo` is not valid: it takes fifo, in-order, priority or after-compute; fix it or unset it"),
         ("FUEL_JOIN_TIMEOUT_MS", "18446744073709551615", "FUEL_JOIN_TIMEOUT_MS=`18446744073709551615` is not valid: it takes milliseconds a rank waits for the others to join: a whole number from 1 to 86400000 (default 60000)"),
         ("FUEL_COLLECTIVE_TIMEOUT_MS", "-5", "FUEL_COLLECTIVE_TIMEOUT_MS=`-5` is not valid"),
         ("FUEL_LOG", "=[", "FUEL_LOG=`=[` is not valid: it takes tracing directives"),

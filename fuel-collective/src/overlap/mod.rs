@@ -10,5 +10,5 @@ pub mod simulate;
 pub mod tasks;
 
 pub use schedule_collectives::{
-    was_scheduled, ScheduleCollectives, ScheduleOptions, NAME, OPTIONS,
+    was_scheduled, ScheduleCollectives, ScheduleOptions, Scheduled, NAME, OPTIONS,
 };

@@ -7,16 +7,20 @@
 //! threaded runner, where each device has a compute worker and a copy lane.
 //!
 //! **Produces** the same nodes, recreated in the chosen order, so that the
-//! printed IR, `--emit plan` and the runtime's in-order dispatch
-//! (`RuntimeOptions::dispatch = Dispatch::InOrder`) all follow it, and
+//! printed IR, `--emit plan` and the runtime's priority dispatch
+//! (`RuntimeOptions::dispatch = Dispatch::Priority`: each lane, when free,
+//! takes the ready step that comes first; `fuel-opt` picks it for a
+//! scheduled graph) all follow it, and
 //! notes: one per collective (its steps' devices, when its first step
 //! starts, when its last ends, and the longest a compute lane waits on it,
 //! all estimated) and one for the choice (each policy's estimate, the exposed
 //! communication, the memory held). The order comes from the overlap
 //! simulator (`simulate.rs`) over the cost model's prices (`tasks.rs`):
-//! it tries the `collectives-first` and `critical-path` list schedules and
-//! keeps the faster, or the order the graph already has where neither
-//! beats it. Each is a pure function of the graph and the topology, so
+//! it tries the `collectives-first` and `critical-path` list schedules,
+//! each both as a schedule that never leaves a lane idle and as one that
+//! may let a lane wait a little for a better-ranked step (`/waiting`), and
+//! keeps the fastest, or the order the graph already has where none beats
+//! it. Each is a pure function of the graph and the topology, so
 //! every rank of a world computes the same order. Priorities never move a
 //! step ahead of its operands, and collectives keep their relative order
 //! on every lane: a lane's collective steps come in the order their
@@ -32,7 +36,7 @@
 //! and output: only the order of creation changes. A graph that still
 //! holds a collective is an error naming the fix.
 
-use super::simulate::{collectives, simulate, Lane, Policy, Task, Timeline};
+use super::simulate::{by_start, collectives, simulate, simulate_in, Lane, Policy, Task, Timeline};
 use super::tasks::tasks_of;
 use crate::combine::Bytes;
 use crate::cost::price::plan_for;
@@ -55,7 +59,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "policy",
-        "auto (the faster of collectives-first and critical-path), collectives-first, critical-path or in-order",
+        "auto (the faster of collectives-first and critical-path), collectives-first, critical-path or own (the graph's own order)",
     ),
 ];
 
@@ -64,7 +68,8 @@ pub const OPTIONS: &[(&str, &str)] = &[
 pub struct ScheduleOptions {
     /// `max_in_flight=`, or `None` for 5% of the graph's own peak.
     pub max_in_flight: Option<usize>,
-    /// `policy=`, or `None` for auto.
+    /// `policy=`, or `None` for auto; `Policy::InOrder` keeps the graph's
+    /// own order (`policy=own`).
     pub policy: Option<Policy>,
 }
 
@@ -75,14 +80,14 @@ impl ScheduleOptions {
             None | Some("auto") => None,
             Some("collectives-first") => Some(Policy::CollectivesFirst),
             Some("critical-path") => Some(Policy::CriticalPath),
-            Some("in-order") => Some(Policy::InOrder),
+            Some("own") => Some(Policy::InOrder),
             Some(other) => {
                 return Err(PassError::BadOption {
                     pass: NAME.into(),
                     option: "policy".into(),
                     message: format!(
-                        "`{other}` is not a policy; use auto, collectives-first, critical-path or in-order"
-                    ),
+                    "`{other}` is not a policy; use auto, collectives-first, critical-path or own"
+                ),
                 })
             }
         };
@@ -131,15 +136,17 @@ impl Pass for ScheduleCollectives {
             failed("the cost model does not price every step of this graph".into())
         })?;
         let choice = choose(&tasks, self.opts);
-        let order = node_order(g, &plan, &choice.timeline.order);
-        let mut out = g.rebuilt_in(&order).ok_or_else(|| PassError::Internal {
-            pass: NAME.into(),
-            message: "the chosen order is not a topological order of the graph".into(),
-        })?;
-        for note in notes(&plan, &tasks, &choice) {
-            out.add_note(note);
+        // The graph's own order is kept as it is: only the notes are added.
+        if choice.policy != Policy::InOrder {
+            let order = node_order(g, &plan, &choice.timeline.order);
+            *g = g.rebuilt_in(&order).ok_or_else(|| PassError::Internal {
+                pass: NAME.into(),
+                message: "the chosen order is not a topological order of the graph".into(),
+            })?;
         }
-        *g = out;
+        for note in notes(&plan, &tasks, &choice) {
+            g.add_note(note);
+        }
         Ok(Changed::Yes)
     }
 }
@@ -198,12 +205,31 @@ fn node_order(g: &Graph, plan: &Schedule, steps: &[usize]) -> Vec<NodeId> {
     order
 }
 
-/// Whether `schedule-collectives` ordered `g`: its note on the choice is
-/// there. A runner should then keep each lane to the graph's order
-/// (`Dispatch::InOrder`), as `fuel-opt` does.
-pub fn was_scheduled(g: &Graph) -> bool {
+/// Whether `schedule-collectives` ordered `g` (its note on the choice is
+/// there), and if so whether its order lets a lane wait for a step
+/// (a `/waiting` schedule). A runner should then keep each lane strictly
+/// to the graph's order (`Dispatch::InOrder`) where it waits, and take the
+/// order as each lane's priority (`Dispatch::Priority`) where it does not,
+/// as `fuel-opt` does.
+pub fn was_scheduled(g: &Graph) -> Option<Scheduled> {
     let mark = format!("{NAME}: chose ");
-    g.notes().iter().any(|n| n.starts_with(&mark))
+    let note = g.notes().iter().find_map(|n| n.strip_prefix(&mark))?;
+    let policy = note.split(' ').next().unwrap_or("");
+    Some(if policy.ends_with("/waiting") {
+        Scheduled::Waits
+    } else {
+        Scheduled::NeverWaits
+    })
+}
+
+/// How a graph `schedule-collectives` ordered means to be run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduled {
+    /// Its order may let a lane wait for a better-ranked step: run each
+    /// lane strictly in order.
+    Waits,
+    /// Its order never leaves a lane idle: take it as a priority.
+    NeverWaits,
 }
 
 /// The order picked, and how the others fared.
@@ -216,14 +242,19 @@ struct Choice {
     refused: Vec<(Policy, usize)>,
     cap: usize,
     own_peak: usize,
+    /// Each task's collective, numbered in the order they start.
+    groups: Vec<Option<usize>>,
     fifo_us: f64,
     after_us: f64,
 }
 
 /// Picks the fastest order within the memory cap; the graph's own order
-/// wins ties, so a graph already well ordered is kept as it is.
+/// (as priority dispatch runs it) wins ties, so a graph already well
+/// ordered is kept as it is.
 fn choose(tasks: &[Task], opts: ScheduleOptions) -> Choice {
-    let own = simulate(tasks, Policy::InOrder);
+    let own = simulate(tasks, Policy::Priority);
+    // Collectives start in the order they come ready as the graph runs.
+    let groups = by_start(&collectives(tasks), &own);
     let cap = opts.max_in_flight.unwrap_or(own.peak_bytes / 20);
     let mut choice = Choice {
         policy: Policy::InOrder,
@@ -231,24 +262,39 @@ fn choose(tasks: &[Task], opts: ScheduleOptions) -> Choice {
         refused: Vec::new(),
         cap,
         own_peak: own.peak_bytes,
+        groups: groups.clone(),
         fifo_us: simulate(tasks, Policy::Fifo).makespan_us,
         after_us: simulate(tasks, Policy::AfterCompute).makespan_us,
         timeline: own,
     };
+    // Each policy as a list schedule that never leaves a lane idle, and as
+    // one that may wait a little for a better-ranked step.
     let policies = match opts.policy {
+        Some(Policy::CollectivesFirst) => {
+            vec![Policy::CollectivesFirst, Policy::CollectivesFirstWaiting]
+        }
+        Some(Policy::CriticalPath) => vec![Policy::CriticalPath, Policy::CriticalPathWaiting],
         Some(p) => vec![p],
-        None => vec![Policy::CollectivesFirst, Policy::CriticalPath],
+        None => vec![
+            Policy::CollectivesFirst,
+            Policy::CollectivesFirstWaiting,
+            Policy::CriticalPath,
+            Policy::CriticalPathWaiting,
+        ],
     };
+    let forced = opts.policy.is_some();
     for p in policies.into_iter().filter(|p| *p != Policy::InOrder) {
-        let t = simulate(tasks, p);
+        let t = simulate_in(tasks, p, &groups);
         choice.tried.push((p, t.makespan_us));
         let extra = t.peak_bytes.saturating_sub(choice.own_peak);
         if extra > cap {
             choice.refused.push((p, extra));
             continue;
         }
-        // A forced policy is taken even where it is no faster.
-        if opts.policy.is_some() || t.makespan_us < choice.timeline.makespan_us - 1e-6 {
+        // A forced policy is taken even where it is no faster than the
+        // graph's own order (the faster of its two schedules).
+        let first_forced = forced && choice.policy == Policy::InOrder;
+        if first_forced || t.makespan_us < choice.timeline.makespan_us - 1e-6 {
             choice.policy = p;
             choice.timeline = t;
         }
@@ -256,11 +302,20 @@ fn choose(tasks: &[Task], opts: ScheduleOptions) -> Choice {
     choice
 }
 
+/// A policy as the notes name it: `InOrder` stands for the graph's own
+/// order, as priority dispatch runs it.
+fn shown(p: Policy) -> &'static str {
+    match p {
+        Policy::InOrder => "own order",
+        p => p.name(),
+    }
+}
+
 /// The choice's notes: one per collective, then the summary.
 fn notes(plan: &Schedule, tasks: &[Task], c: &Choice) -> Vec<String> {
     let t = &c.timeline;
     let mut out = Vec::new();
-    let groups = collectives(tasks);
+    let groups = c.groups.clone();
     let exposed = exposed_by_group(tasks, t, &groups);
     let count = exposed.len();
     for (k, exposed) in exposed.iter().enumerate() {
@@ -280,11 +335,11 @@ fn notes(plan: &Schedule, tasks: &[Task], c: &Choice) -> Vec<String> {
     let tried: Vec<String> = c
         .tried
         .iter()
-        .map(|(p, us)| format!("{} {us:.1}us", p.name()))
+        .map(|(p, us)| format!("{} {us:.1}us", shown(*p)))
         .collect();
     let mut summary = format!(
         "{NAME}: chose {} (estimates: {}; fifo {:.1}us; after-compute {:.1}us): step {:.1}us, compute {:.1}us, exposed {:.1}us; peak {} (the graph's own order {}, max_in_flight {})",
-        c.policy.name(),
+        shown(c.policy),
         tried.join(", "),
         c.fifo_us,
         c.after_us,
@@ -368,13 +423,15 @@ mod tests {
             policy: Some(Policy::CollectivesFirst),
         };
         let c = choose(&tasks, forced(None));
+        let first = [Policy::CollectivesFirst, Policy::CollectivesFirstWaiting];
         assert_eq!(c.policy, Policy::InOrder);
-        assert_eq!(c.refused.len(), 1);
-        assert_eq!(c.refused[0].0, Policy::CollectivesFirst);
-        assert!(c.refused[0].1 >= 4999, "{:?}", c.refused);
+        assert!(!c.refused.is_empty());
+        for (p, extra) in &c.refused {
+            assert!(first.contains(p) && *extra >= 4999, "{:?}", c.refused);
+        }
         // With room for it, the forced order is taken.
         let c = choose(&tasks, forced(Some(10_000)));
-        assert_eq!(c.policy, Policy::CollectivesFirst);
+        assert!(first.contains(&c.policy), "{:?}", c.policy);
         assert!(c.refused.is_empty());
     }
 }

@@ -12,7 +12,7 @@
 //! `schedule-collectives` makes the graph's own), each task's start and
 //! end, and what the run held and left exposed. The same function prices
 //! the runner's orders as they are ([`Policy::Fifo`], [`Policy::InOrder`],
-//! [`Policy::AfterCompute`]), which is how the pass compares its choice
+//! [`Policy::Priority`], [`Policy::AfterCompute`]), which is how the pass compares its choice
 //! with them. The pass's own policies never start a collective (a piece
 //! of [`collectives`]) before the ones that come before it in the list,
 //! so every rank of a world issues them in one order.
@@ -60,6 +60,10 @@ pub enum Policy {
     /// operands even when a later one is ready: the runner's in-order
     /// dispatch (`Dispatch::InOrder`).
     InOrder,
+    /// Each lane, when free, starts the ready task that comes first in the
+    /// list, never waiting while one is ready: the runner's priority
+    /// dispatch (`Dispatch::Priority`).
+    Priority,
     /// Each lane runs tasks in the order they became ready: the runner's
     /// FIFO dispatch as it is today.
     Fifo,
@@ -74,17 +78,37 @@ pub enum Policy {
     /// collective's fold runs as soon as its copies are in, and its result
     /// travels while the next kernel runs), then the longest chain.
     CollectivesFirst,
+    /// [`Policy::CriticalPath`] in an active schedule: a lane may wait a
+    /// little for a better-ranked task (see `pick`).
+    CriticalPathWaiting,
+    /// [`Policy::CollectivesFirst`] in an active schedule.
+    CollectivesFirstWaiting,
 }
 
 impl Policy {
+    /// The orders `schedule-collectives` builds (the others model the
+    /// runner's dispatch).
+    pub fn is_the_pass_own(self) -> bool {
+        matches!(
+            self,
+            Policy::CriticalPath
+                | Policy::CollectivesFirst
+                | Policy::CriticalPathWaiting
+                | Policy::CollectivesFirstWaiting
+        )
+    }
+
     /// The policy's name in notes and tables.
     pub fn name(self) -> &'static str {
         match self {
             Policy::InOrder => "in-order",
+            Policy::Priority => "priority",
             Policy::Fifo => "fifo",
             Policy::AfterCompute => "after-compute",
             Policy::CriticalPath => "critical-path",
             Policy::CollectivesFirst => "collectives-first",
+            Policy::CriticalPathWaiting => "critical-path/waiting",
+            Policy::CollectivesFirstWaiting => "collectives-first/waiting",
         }
     }
 }
@@ -115,6 +139,13 @@ pub struct Timeline {
 /// Plays `tasks` through their lanes under `policy`. Dependencies that do
 /// not point to an earlier task are ignored.
 pub fn simulate(tasks: &[Task], policy: Policy) -> Timeline {
+    simulate_in(tasks, policy, &collectives(tasks))
+}
+
+/// [`simulate`] where the pass's own policies start the collectives of
+/// `groups` (each task's collective, numbered in the order they must
+/// start) in that order.
+pub fn simulate_in(tasks: &[Task], policy: Policy, groups: &[Option<usize>]) -> Timeline {
     let n = tasks.len();
     let deps: Vec<Vec<usize>> = tasks
         .iter()
@@ -151,23 +182,33 @@ pub fn simulate(tasks: &[Task], policy: Policy) -> Timeline {
     let mut order = Vec::with_capacity(n);
     let mut externs_end: Option<f64> = externs.is_empty().then_some(0.0);
     // The pass's own orders start collectives in the order they come.
-    let groups = collectives(tasks);
-    let keeps_order = matches!(policy, Policy::CriticalPath | Policy::CollectivesFirst);
+    let keeps_order = policy.is_the_pass_own();
+    let waits = matches!(
+        policy,
+        Policy::CriticalPathWaiting | Policy::CollectivesFirstWaiting
+    );
     let mut started = vec![false; groups.iter().flatten().max().map_or(0, |m| m + 1)];
     let mut first_unstarted = 0usize;
+    // When each collective's first task started (the pass's orders start
+    // the next one no earlier).
+    let mut first_start = vec![0.0f64; started.len()];
     let mut now = 0.0f64;
+    let mut options: Vec<(f64, Rank, usize)> = Vec::new();
     while order.len() < n {
         // The earliest each candidate could start, and its rank.
-        let mut best: Option<(f64, Rank, usize)> = None;
+        options.clear();
         for &i in &candidates {
             if policy == Policy::InOrder && prev_on_lane[i].is_some_and(|p| !issued[p]) {
                 continue;
             }
-            if keeps_order && groups[i].is_some_and(|k| k > first_unstarted) {
-                continue;
+            let mut at = ready_at[i];
+            match groups[i] {
+                Some(k) if keeps_order && k > first_unstarted => continue,
+                Some(k) if keeps_order && k > 0 => at = at.max(first_start[k - 1]),
+                // The runner issues in time order: none starts before the last.
+                _ if !keeps_order => at = at.max(now),
+                _ => {}
             }
-            // Tasks are issued in time order: none starts before the last.
-            let mut at = ready_at[i].max(now);
             if policy == Policy::AfterCompute && tasks[i].class == Class::Comm {
                 match externs_end {
                     Some(e) => at = at.max(e),
@@ -177,23 +218,18 @@ pub fn simulate(tasks: &[Task], policy: Policy) -> Timeline {
             if let Some(l) = tasks[i].lane {
                 at = at.max(lane_free.get(&l).copied().unwrap_or(0.0));
             }
-            let rank = rank(policy, tasks, &bottom, &ready_at, i);
-            let better = match &best {
-                None => true,
-                Some((b_at, b_rank, _)) => {
-                    at < *b_at - 1e-9 || ((at - *b_at).abs() <= 1e-9 && rank < *b_rank)
-                }
-            };
-            if better {
-                best = Some((at, rank, i));
-            }
+            options.push((at, rank(policy, tasks, &bottom, &ready_at, i), i));
         }
-        let Some((at, _, i)) = best else { break };
+        let best = pick(&options, tasks, waits);
+        let Some((at, i)) = best else { break };
         candidates.retain(|&c| c != i);
         issued[i] = true;
-        now = at;
+        now = now.max(at);
         order.push(i);
         if let Some(k) = groups[i] {
+            if !started[k] {
+                first_start[k] = at;
+            }
             started[k] = true;
             while started.get(first_unstarted) == Some(&true) {
                 first_unstarted += 1;
@@ -253,6 +289,60 @@ pub fn collectives(tasks: &[Task]) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// `groups` renumbered by when each collective's first task starts in
+/// `timeline` (ties by number): the order in which the collectives become
+/// ready as the graph runs, a pure function of the graph and the
+/// topology, and free of the order a lowering happened to create nodes in.
+pub fn by_start(groups: &[Option<usize>], timeline: &Timeline) -> Vec<Option<usize>> {
+    let count = groups.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut first = vec![f64::MAX; count];
+    for (i, g) in groups.iter().enumerate() {
+        if let Some(k) = g {
+            first[*k] = first[*k].min(timeline.start.get(i).copied().unwrap_or(0.0));
+        }
+    }
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by(|a, b| first[*a].total_cmp(&first[*b]).then(a.cmp(b)));
+    let mut new = vec![0; count];
+    for (n, k) in order.into_iter().enumerate() {
+        new[k] = n;
+    }
+    groups.iter().map(|g| g.map(|k| new[k])).collect()
+}
+
+/// Which of `options` (earliest start, rank, task) goes next. The
+/// runner's orders never leave a lane idle: the earliest start goes, then
+/// the best rank. The pass's own orders build an active schedule (Giffler
+/// and Thompson): the option that could finish first fixes a lane and a
+/// moment, and among that lane's options that could start before that
+/// moment the best rank goes, even if it means the lane waits a little for
+/// it (a collective's fold a few microseconds away, say, ahead of a long
+/// kernel that is ready now).
+fn pick(options: &[(f64, Rank, usize)], tasks: &[Task], active: bool) -> Option<(f64, usize)> {
+    let earlier =
+        |a: &&(f64, Rank, usize), b: &&(f64, Rank, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    if !active {
+        return options.iter().min_by(earlier).map(|o| (o.0, o.2));
+    }
+    let done = |o: &(f64, Rank, usize)| match tasks[o.2].lane {
+        Some(_) => o.0 + tasks[o.2].busy_us,
+        None => o.0 + tasks[o.2].us.max(tasks[o.2].busy_us),
+    };
+    let first = options
+        .iter()
+        .min_by(|a, b| done(a).total_cmp(&done(b)).then(a.1.cmp(&b.1)))?;
+    let Some(lane) = tasks[first.2].lane else {
+        return Some((first.0, first.2));
+    };
+    let by = done(first);
+    options
+        .iter()
+        .filter(|o| tasks[o.2].lane == Some(lane) && o.0 < by - 1e-9)
+        .min_by(|a, b| a.1.cmp(&b.1).then(a.0.total_cmp(&b.0)))
+        .or(Some(first))
+        .map(|o| (o.0, o.2))
+}
+
 /// How a policy ranks a task among those that could start at the same
 /// moment: smaller first.
 type Rank = (u8, i64, usize);
@@ -262,10 +352,10 @@ fn rank(policy: Policy, tasks: &[Task], bottom: &[f64], ready_at: &[f64], i: usi
     // compare exactly and the choice is the same on every machine.
     let ns = |us: f64| (us * 1e3).round() as i64;
     match policy {
-        Policy::InOrder => (0, 0, i),
+        Policy::InOrder | Policy::Priority => (0, 0, i),
         Policy::Fifo | Policy::AfterCompute => (0, ns(ready_at[i]), i),
-        Policy::CriticalPath => (0, -ns(bottom[i]), i),
-        Policy::CollectivesFirst => (
+        Policy::CriticalPath | Policy::CriticalPathWaiting => (0, -ns(bottom[i]), i),
+        Policy::CollectivesFirst | Policy::CollectivesFirstWaiting => (
             u8::from(tasks[i].class == Class::Compute),
             -ns(bottom[i]),
             i,
@@ -381,7 +471,11 @@ mod tests {
         assert!(first.exposed_us < after.exposed_us);
         // The pass's orders start the collectives in the order they come.
         let groups = collectives(&t);
-        for tl in [&first, &simulate(&t, Policy::CriticalPath)] {
+        for tl in [
+            &first,
+            &simulate(&t, Policy::CriticalPath),
+            &simulate(&t, Policy::CollectivesFirstWaiting),
+        ] {
             let first_of = |k| tl.order.iter().position(|&i| groups[i] == Some(k));
             assert!(first_of(0) < first_of(1), "{:?}", tl.order);
         }

@@ -15,8 +15,11 @@
 //!   the backward pass;
 //! - `fifo`: the runner as it is by default, each lane running steps in
 //!   the order they come ready;
-//! - `scheduled`: the graph ordered by `schedule-collectives`, each lane
-//!   kept to that order (`Dispatch::InOrder`).
+//! - `scheduled`: the graph ordered by `schedule-collectives`, run as
+//!   `fuel-opt` runs it: each lane strictly in that order
+//!   (`Dispatch::InOrder`) where the order lets a lane wait for a step,
+//!   else that order as each lane's priority (`Dispatch::Priority`);
+//! - `in-order` or `by-priority`: the same graph run the other way.
 //!
 //! `compute-only` is the same step with each device's own gradient in
 //! place of the all_reduce: no communication at all. A schedule's exposed
@@ -136,6 +139,7 @@ impl Way {
         let policy = match dispatch {
             Dispatch::Fifo => Policy::Fifo,
             Dispatch::InOrder => Policy::InOrder,
+            Dispatch::Priority => Policy::Priority,
             Dispatch::AfterCompute => Policy::AfterCompute,
         };
         let plan = fuel_collective::cost::price::plan_for(&graph, topo)
@@ -258,12 +262,20 @@ pub fn bench(
         &format!("{DEFAULT_PIPELINE},schedule-collectives"),
         topo,
     )?;
+    // As fuel-opt runs a scheduled graph, and the other way for comparison.
+    let (intended, other, other_name) = match fuel_collective::overlap::was_scheduled(&ordered) {
+        Some(fuel_collective::overlap::Scheduled::Waits) => {
+            (Dispatch::InOrder, Dispatch::Priority, "by-priority")
+        }
+        _ => (Dispatch::Priority, Dispatch::InOrder, "in-order"),
+    };
     let alone = lowered(&record(devices, s, &hints, false)?, DEFAULT_PIPELINE, topo)?;
     let mut ways = vec![
         Way::new("compute-only", alone, Dispatch::Fifo, topo)?,
         Way::new("after-compute", plain.clone(), Dispatch::AfterCompute, topo)?,
         Way::new("fifo", plain, Dispatch::Fifo, topo)?,
-        Way::new("scheduled", ordered, Dispatch::InOrder, topo)?,
+        Way::new("scheduled", ordered.clone(), intended, topo)?,
+        Way::new(other_name, ordered, other, topo)?,
     ];
     let host_inputs = deterministic_inputs(&ways[1].graph);
     for w in &ways {

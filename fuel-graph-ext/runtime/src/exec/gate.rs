@@ -8,6 +8,13 @@
 //!   step goes only after the lane's earlier steps have gone, even when a
 //!   later one is ready first. This is how the order `schedule-collectives`
 //!   gives a graph (its node order) reaches the devices.
+//! - [`Dispatch::Priority`] keeps the schedule's order as a priority: a
+//!   lane runs one step at a time, and when it is free it takes the ready
+//!   step that comes first in the schedule, so it is never idle while one
+//!   of its steps is ready. A schedule built from estimates stays useful
+//!   when a step takes longer than estimated. `comm.*` steps and driver
+//!   islands keep the schedule's order among themselves, lane by lane, so
+//!   every rank issues them alike.
 //! - [`Dispatch::AfterCompute`] holds every step that moves data between
 //!   devices or meets other ranks until every `extern` kernel that reads
 //!   nothing communicated has finished: communication after the whole
@@ -16,8 +23,9 @@
 //!   cannot be waited for.)
 
 use fuel_graph_ext::plan::lanes::{communicates, compute_before_communication, lane_of, Lane};
-use fuel_graph_ext::plan::Schedule;
-use std::collections::VecDeque;
+use fuel_graph_ext::plan::{Schedule, Work};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// How the threaded runner orders the ready steps of each lane; see the
 /// module. The inline runner runs steps in schedule order whatever this
@@ -29,21 +37,27 @@ pub enum Dispatch {
     Fifo,
     /// Each lane in schedule order.
     InOrder,
+    /// Each lane runs one step at a time, and when it is free takes the
+    /// ready step that comes first in the schedule: the schedule's order
+    /// as a priority, without ever leaving a lane idle while one of its
+    /// steps is ready. `comm.*` steps still go in schedule order.
+    Priority,
     /// As `Fifo`, with communication held until every `extern` kernel is done.
     AfterCompute,
 }
 
 impl Dispatch {
-    /// `FUEL_DISPATCH`: `fifo`, `in-order` or `after-compute`; `None` when
+    /// `FUEL_DISPATCH`: `fifo`, `in-order`, `priority` or `after-compute`; `None` when
     /// unset or empty.
     pub fn from_env() -> Result<Option<Dispatch>, fuel_graph_ext::env::EnvError> {
-        const ACCEPTS: &str = "fifo, in-order or after-compute";
+        const ACCEPTS: &str = "fifo, in-order, priority or after-compute";
         let Some(v) = fuel_graph_ext::env::text("FUEL_DISPATCH", ACCEPTS)? else {
             return Ok(None);
         };
         match v.trim() {
             "fifo" => Ok(Some(Dispatch::Fifo)),
             "in-order" => Ok(Some(Dispatch::InOrder)),
+            "priority" => Ok(Some(Dispatch::Priority)),
             "after-compute" => Ok(Some(Dispatch::AfterCompute)),
             _ => Err(fuel_graph_ext::env::EnvError {
                 name: "FUEL_DISPATCH".into(),
@@ -57,7 +71,8 @@ impl Dispatch {
 /// One run's dispatch state.
 pub(super) struct Gate {
     mode: Dispatch,
-    /// `InOrder`: the step before each on its lane, and after it.
+    /// `InOrder`: the step before each on its lane, and after it
+    /// (`Priority`: the same among a lane's `comm.*` and island steps).
     prev: Vec<Option<usize>>,
     next: Vec<Option<usize>>,
     gone: Vec<bool>,
@@ -69,25 +84,42 @@ pub(super) struct Gate {
     compute: Vec<bool>,
     externs_left: usize,
     held: Vec<usize>,
+    /// `Priority`: each step's lane (an index into `busy`), whether each
+    /// lane has a step out, and each lane's ready steps, first in the
+    /// schedule on top.
+    lane: Vec<Option<usize>>,
+    busy: Vec<bool>,
+    waiting: Vec<BinaryHeap<Reverse<usize>>>,
 }
 
 impl Gate {
     /// The state for one run of `plan`.
     pub(super) fn new(plan: &Schedule, mode: Dispatch) -> Gate {
-        // Only in-order dispatch keeps per-step lane state; FIFO (the
-        // default) allocates nothing.
+        // Only in-order and priority dispatch keep per-step lane state;
+        // FIFO (the default) allocates nothing.
         let n = match mode {
-            Dispatch::InOrder => plan.steps.len(),
+            Dispatch::InOrder | Dispatch::Priority => plan.steps.len(),
             _ => 0,
         };
         let (mut prev, mut next) = (vec![None; n], vec![None; n]);
-        if mode == Dispatch::InOrder {
-            let mut last: std::collections::HashMap<Lane, usize> = Default::default();
-            for (i, s) in plan.steps.iter().enumerate() {
-                if let Some(p) = lane_of(s).and_then(|l| last.insert(l, i)) {
+        let mut lane = vec![None; n];
+        let mut lanes: HashMap<Lane, usize> = HashMap::new();
+        let mut last: HashMap<Lane, usize> = HashMap::new();
+        for (i, s) in plan.steps.iter().enumerate().take(n) {
+            let Some(l) = lane_of(s) else { continue };
+            // Under priority dispatch a lane's `comm.*` and island steps
+            // keep their order, and take no turn of the lane: an island's
+            // members are finished by whichever member ran it.
+            let ordered = matches!(s.work, Work::Comm { .. } | Work::Island { .. });
+            if mode == Dispatch::InOrder || ordered {
+                if let Some(p) = last.insert(l, i) {
                     prev[i] = Some(p);
                     next[p] = Some(i);
                 }
+            }
+            if mode == Dispatch::Priority && !ordered {
+                let count = lanes.len();
+                lane[i] = Some(*lanes.entry(l).or_insert(count));
             }
         }
         let compute = match mode {
@@ -104,6 +136,9 @@ impl Gate {
             compute,
             externs_left,
             held: Vec::new(),
+            lane,
+            busy: vec![false; lanes.len()],
+            waiting: vec![BinaryHeap::new(); lanes.len()],
         }
     }
 
@@ -116,6 +151,18 @@ impl Gate {
                 let ok = self.prev[i].is_none_or(|p| self.gone[p]);
                 self.parked[i] = !ok;
                 ok
+            }
+            Dispatch::Priority => {
+                if self.prev[i].is_some_and(|p| !self.gone[p]) {
+                    self.parked[i] = true;
+                    return false;
+                }
+                let Some(l) = self.lane[i] else { return true };
+                if std::mem::replace(&mut self.busy[l], true) {
+                    self.waiting[l].push(Reverse(i));
+                    return false;
+                }
+                true
             }
             Dispatch::AfterCompute => {
                 let ok = self.externs_left == 0 || !communicates(&plan.steps[i]);
@@ -141,9 +188,17 @@ impl Gate {
         }
     }
 
-    /// Step `i` finished: after the last `extern` kernel, the held
+    /// Step `i` finished: its lane takes the ready step that comes first
+    /// (priority dispatch); after the last `extern` kernel, the held
     /// communication is ready to go.
     pub(super) fn finished(&mut self, i: usize, ready: &mut VecDeque<usize>) {
+        if let Some(&Some(l)) = self.lane.get(i) {
+            self.busy[l] = false;
+            if let Some(Reverse(j)) = self.waiting[l].pop() {
+                // First in line: `admit` gives it the lane again.
+                ready.push_front(j);
+            }
+        }
         if self.compute.get(i) == Some(&true) {
             self.externs_left = self.externs_left.saturating_sub(1);
             if self.externs_left == 0 {
