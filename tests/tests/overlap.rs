@@ -73,55 +73,59 @@ fn in_order_dispatch_keeps_each_lane_to_the_schedule_order() {
     assert_eq!(in_order, ["io_slow_source", "io_first", "io_second"]);
 }
 
-/// Priority dispatch: while cpu:0 runs its first kernel, two more of its
-/// steps come ready, the later one in the schedule first. When the lane is
-/// free it takes the one that comes first in the schedule (FIFO takes the
-/// one that came ready first); and a lane whose first step in the schedule
-/// is not ready runs a later ready one rather than wait (in-order waits).
+/// Priority dispatch: cpu:0 has two steps out (its first kernel running,
+/// a quick one queued behind it) while two more of its steps come ready,
+/// the later one in the schedule first. When the lane has room it takes
+/// the one that comes first in the schedule (FIFO takes the one that came
+/// ready first); and a lane whose first step in the schedule is not ready
+/// runs a later ready one rather than wait (in-order waits).
 #[test]
 fn priority_dispatch_takes_the_first_ready_step_in_schedule_order() {
     static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
     let graph = |block_ms: u64, src_ms: u64, tag: &'static str| {
         let name =
             |s: &str| -> &'static str { Box::leak(format!("pr_{tag}_{s}").into_boxed_str()) };
-        let (block, src, late, early) = (name("block"), name("src"), name("late"), name("early"));
-        logging(block, block_ms, &LOG);
+        let names = [name("block"), name("filler"), name("late"), name("early")];
+        let src = name("src");
+        for (n, ms) in names.iter().zip([block_ms, 0, 0, 0]) {
+            logging(n, ms, &LOG);
+        }
         logging(src, src_ms, &LOG);
-        logging(late, 0, &LOG);
-        logging(early, 0, &LOG);
+        let [block, filler, late, early] = names;
         let g = parse(&format!(
             "graph @priority {{
   %0 = input \"a\" @cpu:0 : f32[4]
   %1 = extern \"{block}\" %0 @cpu:0 : f32[4]
-  %2 = input \"b\" @cpu:1 : f32[4]
-  %3 = extern \"{src}\" %2 @cpu:1 : f32[4]
-  %4 = copy %3 -> cpu:0 : f32[4]
-  %5 = extern \"{late}\" %4 @cpu:0 : f32[4]
-  %6 = input \"c\" @cpu:0 : f32[4]
-  %7 = extern \"{early}\" %6 @cpu:0 : f32[4]
-  return %1, %5, %7
+  %2 = extern \"{filler}\" %0 @cpu:0 : f32[4]
+  %3 = input \"b\" @cpu:1 : f32[4]
+  %4 = extern \"{src}\" %3 @cpu:1 : f32[4]
+  %5 = copy %4 -> cpu:0 : f32[4]
+  %6 = extern \"{late}\" %5 @cpu:0 : f32[4]
+  %7 = input \"c\" @cpu:0 : f32[4]
+  %8 = extern \"{early}\" %7 @cpu:0 : f32[4]
+  return %1, %2, %6, %8
 }}
 "
         ))
         .unwrap();
-        (g, [block, src, late, early])
+        (g, names, src)
     };
-    let on_cpu0 = |log: Vec<&'static str>, names: &[&str; 4]| -> Vec<&'static str> {
-        log.into_iter().filter(|n| *n != names[1]).collect()
+    let on_cpu0 = |log: Vec<&'static str>, src: &str| -> Vec<&'static str> {
+        log.into_iter().filter(|n| *n != src).collect()
     };
-    // The lane is busy until both are ready: first in the schedule wins.
-    let (g, n) = graph(150, 20, "busy");
-    let fifo = on_cpu0(run_logged(&g, Dispatch::Fifo, &LOG), &n);
-    assert_eq!(fifo, [n[0], n[3], n[2]]);
-    let priority = on_cpu0(run_logged(&g, Dispatch::Priority, &LOG), &n);
-    assert_eq!(priority, [n[0], n[2], n[3]]);
-    // The lane is free before the first in the schedule is ready: the
+    // The lane is full until both are ready: first in the schedule wins.
+    let (g, [block, filler, late, early], src) = graph(150, 20, "busy");
+    let fifo = on_cpu0(run_logged(&g, Dispatch::Fifo, &LOG), src);
+    assert_eq!(fifo, [block, filler, early, late]);
+    let priority = on_cpu0(run_logged(&g, Dispatch::Priority, &LOG), src);
+    assert_eq!(priority, [block, filler, late, early]);
+    // The lane has room before the first in the schedule is ready: the
     // ready one runs (in order, the lane would wait).
-    let (g, n) = graph(10, 150, "idle");
-    let priority = on_cpu0(run_logged(&g, Dispatch::Priority, &LOG), &n);
-    assert_eq!(priority, [n[0], n[3], n[2]]);
-    let in_order = on_cpu0(run_logged(&g, Dispatch::InOrder, &LOG), &n);
-    assert_eq!(in_order, [n[0], n[2], n[3]]);
+    let (g, [block, filler, late, early], src) = graph(10, 150, "idle");
+    let priority = on_cpu0(run_logged(&g, Dispatch::Priority, &LOG), src);
+    assert_eq!(priority, [block, filler, early, late]);
+    let in_order = on_cpu0(run_logged(&g, Dispatch::InOrder, &LOG), src);
+    assert_eq!(in_order, [block, filler, late, early]);
 }
 
 /// cpu:1's quick kernel feeds a copy to cpu:2, whose kernel logs; cpu:0's
