@@ -14,18 +14,10 @@
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::verify::{verify, Level};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
-use fuel_test_support::{lower_on, shards, ALGORITHMS};
+use fuel_test_support::{lower_on, shards, ALGORITHMS, DEVICE_POOL as POOL};
 use proptest::prelude::*;
 use std::sync::Arc;
 
-const POOL: [Device; 6] = [
-    Device::cpu(0),
-    Device::cpu(1),
-    Device::cuda(0),
-    Device::cuda(1),
-    Device::vulkan(0),
-    Device::vulkan(1),
-];
 const DTYPES: [DType; 7] = [
     DType::F32,
     DType::F64,

@@ -157,6 +157,35 @@ fn after_compute_dispatch_holds_communication_until_the_compute_is_done() {
     assert_eq!(after, ["ac_quick", "ac_slow", "ac_reader"]);
 }
 
+/// Compiles `g` with `dispatch` (and `topo`), runs it `runs` times on
+/// `inputs`, checks every result against `want`, and that no buffer is left.
+fn runs_right(
+    g: &Graph,
+    dispatch: Dispatch,
+    topo: &Topology,
+    inputs: &std::collections::BTreeMap<String, fuel_graph_ext::interp::HostTensor>,
+    want: &[fuel_graph_ext::interp::HostTensor],
+    runs: usize,
+) {
+    let runtime = RuntimeOptions {
+        dispatch,
+        ..RuntimeOptions::default()
+    };
+    let exe = exec::Compiler::new(g)
+        .topology(topo)
+        .runtime(runtime)
+        .compile()
+        .unwrap();
+    for _ in 0..runs {
+        let got = exe.run_host(inputs).unwrap();
+        for (a, b) in got.iter().zip(want) {
+            a.check_same(b)
+                .unwrap_or_else(|e| panic!("{dispatch:?}: {e}"));
+        }
+    }
+    assert_no_leaks(&exe);
+}
+
 const PIPELINE: &str = "simplify-collectives,combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
 
 fn scheduled_pipeline(options: &str) -> String {
@@ -206,21 +235,14 @@ fn the_scheduled_ddp_step_computes_what_the_graph_did_in_order_on_the_cpus() {
         let want = interpret(&g, &inputs).unwrap();
         assert_eq!(interpret(&scheduled, &inputs).unwrap(), want);
         for dispatch in [Dispatch::Priority, Dispatch::InOrder] {
-            let runtime = RuntimeOptions {
+            runs_right(
+                &scheduled,
                 dispatch,
-                ..RuntimeOptions::default()
-            };
-            let exe = exec::Compiler::new(&scheduled)
-                .runtime(runtime)
-                .compile()
-                .unwrap();
-            for _ in 0..3 {
-                let got = exe.run_host(&inputs).unwrap();
-                for (a, b) in got.iter().zip(&want) {
-                    a.check_same(b).unwrap();
-                }
-            }
-            assert_no_leaks(&exe);
+                &Topology::default(),
+                &inputs,
+                &want,
+                3,
+            );
         }
         // A pure function of the graph and topology: the same text twice.
         assert_eq!(print(&lower(&g, &scheduled_pipeline(""))), text);
@@ -249,22 +271,14 @@ fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
         Dispatch::AfterCompute,
         Dispatch::Fifo,
     ] {
-        let runtime = RuntimeOptions {
+        runs_right(
+            &scheduled,
             dispatch,
-            ..RuntimeOptions::default()
-        };
-        let exe = exec::Compiler::new(&scheduled)
-            .runtime(runtime)
-            .compile()
-            .unwrap();
-        for _ in 0..2 {
-            let got = exe.run_host(&inputs).unwrap();
-            for (a, b) in got.iter().zip(&want) {
-                a.check_same(b)
-                    .unwrap_or_else(|e| panic!("{dispatch:?}: {e}"));
-            }
-        }
-        assert_no_leaks(&exe);
+            &Topology::default(),
+            &inputs,
+            &want,
+            2,
+        );
     }
 }
 
@@ -286,22 +300,7 @@ fn a_scheduled_step_with_driver_islands_runs_in_order() {
     assert!(text.contains("schedule-collectives: chose "), "{text}");
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
-    let runtime = RuntimeOptions {
-        dispatch: Dispatch::Priority,
-        ..RuntimeOptions::default()
-    };
-    let exe = exec::Compiler::new(&scheduled)
-        .topology(&topo)
-        .runtime(runtime)
-        .compile()
-        .unwrap();
-    for _ in 0..3 {
-        let got = exe.run_host(&inputs).unwrap();
-        for (a, b) in got.iter().zip(&want) {
-            a.check_same(b).unwrap();
-        }
-    }
-    assert_no_leaks(&exe);
+    runs_right(&scheduled, Dispatch::Priority, &topo, &inputs, &want, 3);
 }
 
 #[test]

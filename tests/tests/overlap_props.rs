@@ -11,17 +11,9 @@ use fuel_collective::DeviceGroup;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::op::{CostHint, ExternOp};
 use fuel_graph_ext::{text, DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
-use fuel_test_support::{lower_on, ALGORITHMS};
+use fuel_test_support::{lower_on, ALGORITHMS, DEVICE_POOL as POOL};
 use proptest::prelude::*;
 
-const POOL: [Device; 6] = [
-    Device::cpu(0),
-    Device::cpu(1),
-    Device::cuda(0),
-    Device::cuda(1),
-    Device::vulkan(0),
-    Device::vulkan(1),
-];
 const POLICIES: [&str; 4] = ["auto", "collectives-first", "critical-path", "own"];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max];
 

@@ -9,6 +9,16 @@ use fuel_graph_ext::{
 };
 use std::sync::Arc;
 
+/// Two devices of each kind: the pool the property tests draw groups from.
+pub const DEVICE_POOL: [Device; 6] = [
+    Device::cpu(0),
+    Device::cpu(1),
+    Device::cuda(0),
+    Device::cuda(1),
+    Device::vulkan(0),
+    Device::vulkan(1),
+];
+
 /// Every `lower-collectives` algorithm option the property and table
 /// tests lower with (`driver` falls back where no driver is declared).
 pub const ALGORITHMS: [&str; 7] = [

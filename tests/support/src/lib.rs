@@ -44,7 +44,9 @@ pub use faults::{
     assert_exact_fault_messages, expected_fault_message, fail_at_every_point, fault_points,
 };
 pub use golden::{cases, check_dir, golden_dir, same_meaning};
-pub use graphs::{all_reduce_graph, demo_graph, lower, lower_on, shards, ALGORITHMS, DEMO_DEVICES};
+pub use graphs::{
+    all_reduce_graph, demo_graph, lower, lower_on, shards, ALGORITHMS, DEMO_DEVICES, DEVICE_POOL,
+};
 pub use memory::{all_values_bytes, assert_no_leaks, rss_bytes};
 pub use run::{assert_close, compile_env, run_and_compare, runs_exactly};
 pub use viewer::{chained_all_reduces, hostile_recording, HOSTILE};
