@@ -133,6 +133,13 @@ hang "ranks disagree on --runs" 60 "rank 1 differs from rank 0 in --runs \(rank 
 hang "ranks disagree on --sizes" 60 "rank 1 differs from rank 0 in --sizes \(rank 0 has 64K\)" swap:64K=4K \
   bench --world --devices cpu:0 --sizes 64K --iters 2 --warmup 1 --world-timeout 5
 hang "ranks disagree on --op" 60 "rank 1 differs from rank 0 in --op" swap:max=min "${world[@]}" --runs 2 --op max
+# Ranks that would plan the world from different cost figures (issue 33):
+# refused at the fingerprint, naming the topology, before any collective.
+printf 'staging cpu:0\nlink host-host bandwidth=10 latency=1\n' >"$dir/mpi-check-a.topo"
+printf 'staging cpu:0\nlink host-host bandwidth=20 latency=1\n' >"$dir/mpi-check-b.topo"
+hang "ranks disagree on the topology" 60 "rank 1 differs from rank 0 in the cost model's topology" \
+  "swap:$dir/mpi-check-a.topo=$dir/mpi-check-b.topo" \
+  bench --world --devices cpu:0 --sizes 4K --iters 2 --warmup 1 --world-timeout 5 --topology "$dir/mpi-check-a.topo"
 # --op is honoured, not ignored: a max over the world, checked bit for bit.
 run fuel-opt 2 120 demo --world --devices cpu:0 --elements 64 --runs 2 --op max --out "$demo_out"
 grep -q '^PROOF rank 0 of 2: world all_reduce.max' "$out" || { echo "mpi-check: demo --world --op max ran no max" >&2; exit 1; }

@@ -57,7 +57,7 @@ mod imp {
     use crate::world_run::imp::{join, local_devices, shards, value};
     use fuel_collective::WorldGroup;
     use fuel_graph_ext::interp::HostTensor;
-    use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
+    use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
     use mpi::collective::SystemOperation;
     use mpi::topology::SimpleCommunicator;
     use mpi::traits::{Communicator, CommunicatorCollectives};
@@ -71,8 +71,10 @@ mod imp {
     }
 
     /// What every rank must agree on before any collective runs: the same
-    /// sizes, timed the same number of times.
-    fn fingerprint(a: &BenchArgs, dtype: DType, k: usize) -> Fingerprint {
+    /// sizes, timed the same number of times, planned from the same
+    /// figures (ranks that priced the world's plan from different topology
+    /// files could plan it differently and wait on each other forever).
+    fn fingerprint(a: &BenchArgs, dtype: DType, k: usize, topo: &Topology) -> Fingerprint {
         Fingerprint::default()
             .text("the command", "bench --world")
             .text("--dtype", dtype.as_str())
@@ -80,6 +82,10 @@ mod imp {
             .number("--iters", a.iters)
             .number("--warmup", a.warmup)
             .number("the local device count", k)
+            .text(
+                "the cost model's topology (give every rank the same --topology file)",
+                &topo.to_text(),
+            )
     }
 
     pub(super) fn bench(
@@ -100,7 +106,7 @@ mod imp {
         let fail = |e: &dyn std::fmt::Display| Failure::mismatch(format!("process {p}: {e}"));
         let c = join("fuel-opt-bench-world", (p, np), guard, &fail)?;
         guard.step("comparing the ranks' fingerprints");
-        crate::world_guard::agree(&fingerprint(a, dtype, k), p).map_err(|e| fail(&e))?;
+        crate::world_guard::agree(&fingerprint(a, dtype, k, &topo), p).map_err(|e| fail(&e))?;
         guard.step("agreeing on the world's devices");
         let world =
             WorldGroup::with_topology(&c, devices.iter().copied(), &topo).map_err(|e| fail(&e))?;
