@@ -494,6 +494,25 @@ fn bench_step_ddp_times_five_ways_of_one_training_step() {
         "{stdout}"
     );
     assert!(stdout.contains("# scheduled is "), "{stdout}");
+    // A step too large to hold is refused by name, before anything runs.
+    let big = [
+        "bench",
+        "--step",
+        "ddp",
+        "--devices",
+        "cpu:0,cpu:1",
+        "--width",
+        "8192",
+        "--batch",
+        "65536",
+    ];
+    let out = fuel_opt(&big, None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("give a smaller --width, --batch or --layers"),
+        "{}",
+        text(&out.stderr)
+    );
     // The step's shape flags belong to --step alone.
     let out = fuel_opt(&["bench", "--layers", "2", "--sizes", "4K"], None);
     assert_eq!(out.status.code(), Some(2));

@@ -214,6 +214,28 @@ fn time_matmul(device: Device, s: Shape, iters: usize) -> Result<f64, Failure> {
     Ok(median(&mut t))
 }
 
+/// The most input bytes a step may hold: the bench keeps them, the
+/// interpreter's f64 copies (twice as many) and the results in memory.
+const MAX_STEP_INPUT_BYTES: u128 = 1 << 31;
+
+/// Refuses a step whose inputs would not fit, naming the flags.
+fn check_size(ranks: usize, s: Shape) -> Result<(), Failure> {
+    let (w, b) = (s.width as u128, s.batch as u128);
+    let per_layer = 4 * (2 * w * b + 2 * w * w);
+    let bytes = per_layer * s.layers as u128 * ranks as u128;
+    if bytes > MAX_STEP_INPUT_BYTES {
+        return Err(Failure::input(format!(
+            "--layers {} --width {} --batch {} over {ranks} devices make {} MiB of inputs; the bench holds them, the interpreter's copies and the results at once, so it takes at most {} MiB: give a smaller --width, --batch or --layers",
+            s.layers,
+            s.width,
+            s.batch,
+            bytes >> 20,
+            MAX_STEP_INPUT_BYTES >> 20
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `bench --step ddp`.
 pub fn bench(
     devices: &[Device],
@@ -222,6 +244,7 @@ pub fn bench(
     iters: usize,
     warmup: usize,
 ) -> Result<(), Failure> {
+    check_size(devices.len(), s)?;
     let names: Vec<String> = devices.iter().map(Device::to_string).collect();
     // One matmul timed per kind of device (devices of a kind are alike).
     let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
