@@ -6,7 +6,7 @@
 //! [`Tensor`]s, shard `i` being rank `i`'s data. The first call for a given
 //! collective and shard types records a one-collective [`LazyGraph`], lowers
 //! it with [`DEFAULT_PIPELINE`](crate::DEFAULT_PIPELINE) for the devices'
-//! calibrated [`Topology`] (the defaults where none is cached, as the lazy
+//! calibrated [`Topology`](fuel_graph_ext::Topology) (the defaults where none is cached, as the lazy
 //! path's `calibration::topology_for` gives), compiles it and keeps the
 //! [`Executable`] in the group's cache; every later call with the same key
 //! only runs it. So a training loop that calls it every step compiles once.

@@ -122,7 +122,7 @@ pub enum StepKind {
         /// Its size.
         bytes: usize,
         /// Read where the caller's tensor lies (a large input on a Vulkan
-        /// device in host memory, [`crate::lower::estimate::input_in_place`]):
+        /// device in host memory, [`crate::cost::price::input_in_place`]):
         /// the dispatcher's bookkeeping, no bytes.
         in_place: bool,
     },

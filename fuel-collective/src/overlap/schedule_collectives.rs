@@ -7,24 +7,24 @@
 //! threaded runner, where each device has a compute worker and a copy lane.
 //!
 //! **Produces** the same nodes, recreated in the chosen order, so that the
-//! printed IR, `--emit plan` and the runtime's priority dispatch
-//! (`RuntimeOptions::dispatch = Dispatch::Priority`: each lane, when free,
-//! takes the ready step that comes first; `fuel-opt` picks it for a
-//! scheduled graph) all follow it, and
+//! printed IR, `--emit plan` and the runtime's dispatch follow it, and
 //! notes: one per collective (its steps' devices, when its first step
 //! starts, when its last ends, and the longest a compute lane waits on it,
-//! all estimated) and one for the choice (each policy's estimate, the exposed
-//! communication, the memory held). The order comes from the overlap
-//! simulator (`simulate.rs`) over the cost model's prices (`tasks.rs`):
-//! it tries the `collectives-first` and `critical-path` list schedules,
-//! each both as a schedule that never leaves a lane idle and as one that
-//! may let a lane wait a little for a better-ranked step (`/waiting`), and
-//! keeps the fastest, or the order the graph already has where none beats
-//! it. Each is a pure function of the graph and the topology, so
-//! every rank of a world computes the same order. Priorities never move a
-//! step ahead of its operands, and collectives keep their relative order
-//! on every lane: a lane's collective steps come in the order their
-//! operands come ready, the same on every rank.
+//! all estimated) and one for the choice (each policy's estimate, the
+//! exposed communication, the memory held). The order comes from the
+//! overlap simulator (`simulate.rs`) over the cost model's prices
+//! (`tasks.rs`): it tries the `collectives-first` and `critical-path` list
+//! schedules, each both as a schedule that never leaves a lane idle and as
+//! one that may let a lane wait a little for a better-ranked step
+//! (`/waiting`), and keeps the fastest, or the order the graph already has
+//! (then only the notes are added) where none beats it. A `/waiting` order
+//! is meant to run each lane strictly in order (`Dispatch::InOrder`), any
+//! other with the order as each lane's priority (`Dispatch::Priority`);
+//! [`was_scheduled`] tells which, and `fuel-opt` runs it so. Each order is
+//! a pure function of the graph and the topology, so every rank of a world
+//! computes the same one. No step moves ahead of its operands, and the
+//! collectives start in the order they come ready as the graph runs in its
+//! own order.
 //!
 //! **Memory:** starting collectives early can hold more bytes at once. An
 //! order whose estimated peak exceeds the graph's own order's by more than
@@ -59,7 +59,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "policy",
-        "auto (the faster of collectives-first and critical-path), collectives-first, critical-path or own (the graph's own order)",
+        "auto (the fastest of collectives-first and critical-path, each with and without waiting), collectives-first, critical-path or own (the graph's own order)",
     ),
 ];
 
