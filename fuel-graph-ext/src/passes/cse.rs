@@ -16,7 +16,7 @@
 //! serves both)`.
 
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::Op;
+use crate::op::{ElementwiseOp, Op};
 use crate::pass::{Changed, Pass, PassError};
 use std::collections::{BTreeMap, HashMap};
 
@@ -78,11 +78,21 @@ impl Pass for Cse {
     }
 }
 
-/// How the note names node `id` if it is a fold (an element-wise op)
+/// How the note names node `id` if it is a fold (an element-wise op other
+/// than `eq`)
 /// (`` `add` over 4 operands @cpu:0 : f32[8] ``); `None` for anything else.
 fn fold_words(g: &Graph, id: NodeId) -> Option<String> {
     let n = g.node(id)?;
     match (&n.op, n.operands.len()) {
+        // `eq` compares two values; it folds nothing, so a merged one is
+        // merged silently, as every other op that is not a fold.
+        (
+            Op::Elementwise {
+                kind: ElementwiseOp::Eq,
+                ..
+            },
+            _,
+        ) => None,
         (Op::Elementwise { device, .. }, k) if k >= 2 => Some(format!(
             "`{}` over {k} operands @{device} : {}",
             n.op.mnemonic(),
