@@ -32,10 +32,11 @@
 //! makespan of the same plan under the same dispatch.
 
 use crate::outln;
+use crate::setup::median_us;
 use crate::Failure;
 use fuel_collective::overlap::simulate::{simulate, Policy};
 use fuel_collective::overlap::tasks::tasks_of;
-use fuel_collective::{run_pipeline, DeviceGroup, DEFAULT_PIPELINE};
+use fuel_collective::{DeviceGroup, DEFAULT_PIPELINE};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::op::{CostHint, ExternOp};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType, Topology};
@@ -101,10 +102,7 @@ fn record(
 
 /// `g` lowered by `pipeline`.
 fn lowered(g: &Graph, pipeline: &str, topo: &Arc<Topology>) -> Result<Graph, Failure> {
-    let mut g = g.clone();
-    run_pipeline(&mut g, pipeline, topo.clone(), Default::default())
-        .map_err(|e| Failure::input(e.to_string()))?;
-    Ok(g)
+    Ok(crate::setup::lower(g, pipeline, topo, None)?.0)
 }
 
 fn compiled(g: &Graph, dispatch: Dispatch) -> Result<Executable, Failure> {
@@ -181,11 +179,6 @@ fn tensors(host: &BTreeMap<String, HostTensor>) -> BTreeMap<String, Tensor> {
         .collect()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// The median time of one matmul of the step's shape on `device`, in
 /// seconds: the cost hint.
 fn time_matmul(device: Device, s: Shape, iters: usize) -> Result<f64, Failure> {
@@ -211,7 +204,7 @@ fn time_matmul(device: Device, s: Shape, iters: usize) -> Result<f64, Failure> {
             .map_err(|e| Failure::input(e.to_string()))?;
         t.push(start.elapsed().as_secs_f64());
     }
-    Ok(median(&mut t))
+    Ok(median_us(&mut t))
 }
 
 /// The most input bytes a step may hold: the bench keeps them, the
@@ -317,7 +310,7 @@ pub fn bench(
             }
         }
     }
-    let medians: Vec<f64> = ways.iter_mut().map(|w| median(&mut w.times)).collect();
+    let medians: Vec<f64> = ways.iter_mut().map(|w| median_us(&mut w.times)).collect();
     let compute = medians[0];
     let exposed_after = (medians[1] - compute).max(0.0);
     outln!(
