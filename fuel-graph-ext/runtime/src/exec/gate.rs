@@ -76,35 +76,26 @@ impl Dispatch {
 /// next step is made one step early.
 const LANE_DEPTH: u8 = 2;
 
-/// One run's dispatch state.
-pub(super) struct Gate {
+/// What a dispatch order needs to know of a plan, worked out once when the
+/// executable is compiled (a pure function of the plan and the order).
+pub(super) struct Order {
     mode: Dispatch,
     /// `InOrder`: the step before each on its lane, and after it
     /// (`Priority`: the same among a lane's `comm.*` and island steps).
     prev: Vec<Option<usize>>,
     next: Vec<Option<usize>>,
-    gone: Vec<bool>,
-    /// Ready steps held back, waiting for their turn.
-    parked: Vec<bool>,
     /// `AfterCompute`: the extern kernels that read nothing communicated,
-    /// how many of them have not finished, and the communication held
-    /// until they have.
+    /// and how many there are.
     compute: Vec<bool>,
-    externs_left: usize,
-    held: Vec<usize>,
-    /// `Priority`: each step's lane (an index into `out`), how many steps
-    /// each lane has out, and each lane's ready steps, first in the
-    /// schedule on top.
+    externs: usize,
+    /// `Priority`: each step's lane, an index below `lanes`.
     lane: Vec<Option<usize>>,
-    out: Vec<u8>,
-    waiting: Vec<BinaryHeap<Reverse<usize>>>,
+    lanes: usize,
 }
 
-impl Gate {
-    /// The state for one run of `plan`.
-    pub(super) fn new(plan: &Schedule, mode: Dispatch) -> Gate {
-        // Only in-order and priority dispatch keep per-step lane state;
-        // FIFO (the default) allocates nothing.
+impl Order {
+    /// `mode` over `plan`. FIFO (the default) keeps nothing per step.
+    pub(super) fn new(plan: &Schedule, mode: Dispatch) -> Order {
         let n = match mode {
             Dispatch::InOrder | Dispatch::Priority => plan.steps.len(),
             _ => 0,
@@ -134,38 +125,68 @@ impl Gate {
             Dispatch::AfterCompute => compute_before_communication(&plan.steps),
             _ => Vec::new(),
         };
-        let externs_left = compute.iter().filter(|c| **c).count();
-        Gate {
+        let externs = compute.iter().filter(|c| **c).count();
+        Order {
             mode,
             prev,
             next,
+            compute,
+            externs,
+            lane,
+            lanes: lanes.len(),
+        }
+    }
+}
+
+/// One run's dispatch state, over its executable's [`Order`].
+pub(super) struct Gate<'a> {
+    order: &'a Order,
+    gone: Vec<bool>,
+    /// Ready steps held back, waiting for their turn.
+    parked: Vec<bool>,
+    /// `AfterCompute`: how many of the order's extern kernels have not
+    /// finished, and the communication held until they have.
+    externs_left: usize,
+    held: Vec<usize>,
+    /// `Priority`: how many steps each lane has out, and each lane's ready
+    /// steps, first in the schedule on top.
+    out: Vec<u8>,
+    waiting: Vec<BinaryHeap<Reverse<usize>>>,
+}
+
+impl<'a> Gate<'a> {
+    /// The state for one run.
+    pub(super) fn new(order: &'a Order) -> Gate<'a> {
+        let n = order.prev.len();
+        Gate {
+            order,
             gone: vec![false; n],
             parked: vec![false; n],
-            compute,
-            externs_left,
+            externs_left: order.externs,
             held: Vec::new(),
-            lane,
-            out: vec![0; lanes.len()],
-            waiting: vec![BinaryHeap::new(); lanes.len()],
+            out: vec![0; order.lanes],
+            waiting: vec![BinaryHeap::new(); order.lanes],
         }
     }
 
     /// Whether ready step `i` may go now; if not it is parked, and
     /// [`Gate::went`] or [`Gate::finished`] hands it back when it may.
     pub(super) fn admit(&mut self, plan: &Schedule, i: usize) -> bool {
-        match self.mode {
+        match self.order.mode {
             Dispatch::Fifo => true,
             Dispatch::InOrder => {
-                let ok = self.prev[i].is_none_or(|p| self.gone[p]);
+                let ok = self.order.prev[i].is_none_or(|p| self.gone[p]);
                 self.parked[i] = !ok;
                 ok
             }
             Dispatch::Priority => {
-                if self.prev[i].is_some_and(|p| !self.gone[p]) {
+                if self.order.prev[i].is_some_and(|p| !self.gone[p]) {
                     self.parked[i] = true;
                     return false;
                 }
-                let Some(l) = self.lane[i] else { return true };
+                let Some(l) = self.order.lane[i] else {
+                    return true;
+                };
                 if self.out[l] >= LANE_DEPTH {
                     self.waiting[l].push(Reverse(i));
                     return false;
@@ -190,7 +211,7 @@ impl Gate {
             return;
         };
         *gone = true;
-        if let Some(&Some(n)) = self.next.get(i) {
+        if let Some(&Some(n)) = self.order.next.get(i) {
             if std::mem::replace(&mut self.parked[n], false) {
                 ready.push_back(n);
             }
@@ -201,14 +222,14 @@ impl Gate {
     /// (priority dispatch); after the last `extern` kernel, the held
     /// communication is ready to go.
     pub(super) fn finished(&mut self, i: usize, ready: &mut VecDeque<usize>) {
-        if let Some(&Some(l)) = self.lane.get(i) {
+        if let Some(&Some(l)) = self.order.lane.get(i) {
             self.out[l] = self.out[l].saturating_sub(1);
             if let Some(Reverse(j)) = self.waiting[l].pop() {
                 // First in line: `admit` gives it the lane again.
                 ready.push_front(j);
             }
         }
-        if self.compute.get(i) == Some(&true) {
+        if self.order.compute.get(i) == Some(&true) {
             self.externs_left = self.externs_left.saturating_sub(1);
             if self.externs_left == 0 {
                 ready.extend(self.held.drain(..));

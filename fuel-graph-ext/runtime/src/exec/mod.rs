@@ -81,8 +81,9 @@ pub struct Executable {
     /// How long the dispatcher and the workers poll before they sleep
     /// ([`crate::backend::worker::SPIN_VAR`]).
     spin: std::time::Duration,
-    /// The order the threaded runner hands each lane its steps in.
-    dispatch: Dispatch,
+    /// The order the threaded runner hands each lane its steps in, worked
+    /// out over the plan once.
+    order: gate::Order,
     /// The communicators of the graph's `comm.*` nodes, by id.
     comms: Arc<CommTable>,
     /// The collective driver of each `driver_all_reduce` island, in
@@ -373,13 +374,14 @@ impl<'g> Compiler<'g> {
                 _ => None,
             })
             .collect();
+        let order = gate::Order::new(&plan, self.runtime.dispatch);
         Ok(Executable {
             plan: Arc::new(plan),
             ctxs,
             workers,
             copy_workers,
             spin,
-            dispatch: self.runtime.dispatch,
+            order,
             comms: Arc::new(comms),
             islands: Arc::new(islands),
             armed: Mutex::new(None),

@@ -48,7 +48,7 @@ impl Executable {
             .map(|s| s.operands.iter().collect::<BTreeSet<_>>().len())
             .collect();
         let mut ready: VecDeque<usize> = (0..n).filter(|&i| deps_left[i] == 0).collect();
-        let mut gate = super::gate::Gate::new(plan, self.dispatch);
+        let mut gate = super::gate::Gate::new(&self.order);
         let (done_tx, done_rx) = mpsc::channel::<Done>();
         let mut in_flight = 0usize;
         // Per island: launched in this run (by whichever member came first).
