@@ -444,8 +444,16 @@ impl DeviceGroup {
             topology.clone(),
             DebugOptions::default(),
         )?;
+        // Each rank's result is written over the shard it was handed
+        // (`run_donating`), not shared with rank 0's: the next call then
+        // finds every shard its own and allocates nothing.
+        let options = exec::Options {
+            share_host_outputs: false,
+            ..Default::default()
+        };
         Ok(exec::Compiler::new(&g)
             .topology(&topology)
+            .options(options)
             .runtime(self.eager.runtime)
             .compile()?)
     }

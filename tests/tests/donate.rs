@@ -13,7 +13,7 @@
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device, Graph, Tensor, Topology};
 use fuel_runtime::exec::{self, Executable};
-use fuel_test_support::{assert_no_leaks, fault_points};
+use fuel_test_support::{assert_no_leaks, fault_points, inputs_and_want};
 use std::collections::BTreeMap;
 
 const STAR: &str = "graph @star {
@@ -28,13 +28,14 @@ const STAR: &str = "graph @star {
 
 fn setup() -> (Graph, Executable, BTreeMap<String, Tensor>, Vec<Tensor>) {
     let g = text::parse(STAR).unwrap();
-    let exe = exec::compile_with(&g, &[], &Topology::default()).unwrap();
-    let host = deterministic_inputs(&g);
-    let inputs = host
-        .iter()
-        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
-        .collect();
-    let want = interpret(&g, &host).unwrap();
+    // As the eager calls compile it: each rank's result is written over a
+    // shard of its own rather than shared with rank 0's.
+    let options = exec::Options {
+        share_host_outputs: false,
+        ..Default::default()
+    };
+    let exe = exec::compile_with_options(&g, &[], &Topology::default(), options).unwrap();
+    let (inputs, want) = inputs_and_want(&g);
     (g, exe, inputs, want.iter().map(Tensor::from_host).collect())
 }
 

@@ -151,7 +151,7 @@ fn faults_halfway_free_everything_and_the_next_run_succeeds() {
         FaultPoint::Copy { nth: 1 },
         FaultPoint::Copy { nth: 3 },
         FaultPoint::Kernel { nth: 0 },
-        FaultPoint::Alloc { nth: 4 },
+        FaultPoint::Alloc { nth: 3 },
     ] {
         exe.inject_fault(point);
         let e = exe.run_host(&inputs).unwrap_err();

@@ -9,10 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
+use fuel_graph_ext::interp::{deterministic_inputs, HostTensor};
 use fuel_graph_ext::{DType, Device, ReduceOp, Topology};
 use fuel_runtime::exec::{self, Tensor};
-use fuel_test_support::{all_reduce_graph, assert_close, lower};
+use fuel_test_support::{all_reduce_graph, assert_close, inputs_and_want, lower};
 use std::collections::BTreeMap;
 
 const N: usize = 1 << 16;
@@ -39,12 +39,7 @@ fn compiled(
         &fuel_collective::pipeline_with(&format!("algorithm={algorithm}")),
     );
     let exe = exec::compile_with_options(&lowered, devices, &Topology::default(), options).unwrap();
-    let host = deterministic_inputs(&g);
-    let inputs = host
-        .iter()
-        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
-        .collect();
-    let want = interpret(&g, &host).unwrap();
+    let (inputs, want) = inputs_and_want(&g);
     (exe, inputs, want)
 }
 
@@ -339,6 +334,7 @@ fn planned_allocations_match_the_allocator_counters() {
     }
     let unshared = exec::Options {
         share_host_copies: false,
+        share_host_outputs: false,
         defer_gpu_copies_into_folds: false,
         import_host_buffers: false,
         view_slices: false,

@@ -15,7 +15,7 @@
 use super::{runner_of, Step, StepKind};
 use fuel_graph_ext::graph::NodeId;
 use fuel_graph_ext::plan::{
-    Caps, CopyMode, DeviceWork, Kernel, Options, Schedule, Work, INPUT_IN_PLACE_MIN,
+    Caps, CopyMode, DeviceWork, Kernel, Options, ReadOut, Schedule, Work, INPUT_IN_PLACE_MIN,
 };
 use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{Device, DeviceKind, Graph, PlanError, Topology};
@@ -27,9 +27,15 @@ use std::collections::BTreeSet;
 /// which the model does not price and which a huge tensor would make
 /// huge). `g` must be lowered (no collectives left).
 pub fn plan_for(g: &Graph, topo: &Topology) -> Result<Schedule, PlanError> {
-    let options = Options::default();
-    let mut plan = Schedule::outline(g, &options)?;
-    plan.fit_to_devices(&options, |d| Caps::assumed(d, topo));
+    plan_for_with(g, topo, &Options::default())
+}
+
+/// [`plan_for`] under the executor `options` a run is compiled with (for
+/// example `share_host_copies: false`, which calibration uses to time real
+/// host-to-host copies).
+pub fn plan_for_with(g: &Graph, topo: &Topology, options: &Options) -> Result<Schedule, PlanError> {
+    let mut plan = Schedule::outline(g, options)?;
+    plan.fit_to_devices(options, |d| Caps::assumed(d, topo));
     Ok(plan)
 }
 
@@ -63,21 +69,18 @@ pub fn plan_steps(
         steps.push(Step { kind, deps });
     }
     if io {
-        let lent = plan.lent_to_imports();
-        for &slot in &plan.outputs {
+        // How the runner hands each output back (`plan::ReadOut`): a host
+        // output the caller already holds, or a clone of an earlier one,
+        // costs nothing; one whose buffer stays the arena's is copied out.
+        let reads = plan.read_outs(&plan.lent_to_imports());
+        for (&slot, read) in plan.outputs.iter().zip(reads) {
             let Some(s) = plan.steps.get(slot) else {
                 continue;
             };
-            // A host output is written straight into the caller's tensor,
-            // unless its buffer must stay the arena's (imported into a
-            // Vulkan device) or is another buffer's (a view): then the
-            // runner copies it out after the run.
-            let kept =
-                lent.get(slot).copied().unwrap_or(false) || matches!(s.work, Work::View { .. });
             let kind = StepKind::Output {
                 device: s.device,
                 bytes: s.ty.size_bytes(),
-                copied_out: s.device.is_cpu() && kept,
+                copied_out: s.device.is_cpu() && read == ReadOut::CopiedOut,
             };
             let deps = index.get(slot).copied().flatten().into_iter().collect();
             steps.push(Step { kind, deps });

@@ -282,8 +282,9 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
         };
         total = tally.add(&div, total);
     }
-    // The results are outputs: every copy that ends on a rank moves, and
-    // so does the first hop of a staged pair (it only feeds the second).
+    // The results are outputs: a copy that ends on a rank moves, except
+    // between host arenas, where it shares (the rule of `CopySite::mode`),
+    // and the first hop of a staged pair moves (it only feeds the second).
     match site.op {
         Op::Reduce { root, .. } => {
             if let Some(&d) = site.devs.get(root) {
@@ -291,7 +292,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     &mut tally,
                     topo,
                     (at, d, bytes),
-                    CopyMode::Moves,
+                    mode(at, d, true, false),
                     total,
                     Source::Computed,
                 );
@@ -320,7 +321,8 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                 };
                 let cut = tally.add(&slice, total);
                 let src = if view { Source::View } else { Source::Computed };
-                move_to(&mut tally, topo, (at, d, part), CopyMode::Moves, cut, src);
+                let last = mode(at, d, true, false);
+                move_to(&mut tally, topo, (at, d, part), last, cut, src);
             }
         }
         _ => {
@@ -334,7 +336,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     at,
                     to,
                     bytes,
-                    CopyMode::Moves,
+                    mode(at, to, true, false),
                     imported(topo, Source::Computed, at, to, bytes),
                 )
             };

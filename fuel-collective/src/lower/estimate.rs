@@ -243,7 +243,17 @@ pub fn estimate_run(g: &Graph, topo: &Topology) -> Result<Estimate, PlanError> {
 /// devices than its graph uses runs threaded even when the graph is all
 /// host.
 pub fn estimate_run_on(g: &Graph, topo: &Topology, runner: Runner) -> Result<Estimate, PlanError> {
-    let plan = price::plan_for(g, topo)?;
+    estimate_run_on_with(g, topo, runner, &Default::default())
+}
+
+/// [`estimate_run_on`] for a run compiled with the executor `options`.
+pub fn estimate_run_on_with(
+    g: &Graph,
+    topo: &Topology,
+    runner: Runner,
+    options: &fuel_graph_ext::plan::Options,
+) -> Result<Estimate, PlanError> {
+    let plan = price::plan_for_with(g, topo, options)?;
     Ok(run_estimate(
         topo,
         runner,

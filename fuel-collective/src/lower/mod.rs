@@ -38,7 +38,9 @@ pub use all_to_all::Exchange;
 pub use choose::{Candidate, Candidates, Decision, Reason};
 pub use chunks::Chunks;
 pub use driver::Driver;
-pub use estimate::{estimate_graph, estimate_run, estimate_run_on, graph_steps};
+pub use estimate::{
+    estimate_graph, estimate_run, estimate_run_on, estimate_run_on_with, graph_steps,
+};
 pub use hierarchical::Hierarchical;
 pub use lower_collectives::{decisions, provenance, LowerCollectives, LowerOptions, NAME, OPTIONS};
 pub use ring::Ring;

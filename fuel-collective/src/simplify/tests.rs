@@ -10,11 +10,18 @@ use fuel_graph_ext::{DType, Device, ElementwiseOp, Graph, Op, ReduceOp, TensorTy
 use std::sync::Arc;
 
 fn inputs(g: &mut Graph, prefix: &str, n: u32, ty: &TensorType) -> Vec<ValueId> {
-    (0..n)
-        .map(|i| {
+    let cpus: Vec<Device> = (0..n).map(Device::cpu).collect();
+    inputs_on(g, prefix, &cpus, ty)
+}
+
+fn inputs_on(g: &mut Graph, prefix: &str, devices: &[Device], ty: &TensorType) -> Vec<ValueId> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, &device)| {
             let op = Op::Input {
                 name: format!("{prefix}{i}"),
-                device: Device::cpu(i),
+                device,
             };
             g.add_value(op, &[], ty.clone())
         })
@@ -76,16 +83,24 @@ fn a_graph_where_nothing_matches_is_left_without_a_note() {
 
 /// all_gather(reduce_scatter(x)) whose parts are outputs too: the scatter
 /// stays, and the cost model decides whether an all_reduce in place of the
-/// all_gather pays. Small tensors: it does (fewer copies); 1 MiB per rank:
-/// it does not (the all_reduce moves twice the bytes), and the rule
-/// declines with a note.
+/// all_gather pays. Small tensors: it does (fewer copies); 1 MiB per rank
+/// over two CPUs and two Vulkan devices: it does not (the all_reduce moves
+/// twice the bytes across the host/GPU line), and the rule declines with a
+/// note. (Between host arenas alone every copy shares its source's buffer,
+/// so there the all_reduce never loses.)
 #[test]
 fn gather_of_scatter_follows_the_cost_model() {
+    let devices = [
+        Device::cpu(0),
+        Device::vulkan(0),
+        Device::cpu(1),
+        Device::vulkan(1),
+    ];
     let run = |elements: usize| {
         let ty = TensorType::new(DType::F32, &[elements]);
         let part = TensorType::new(DType::F32, &[elements / 4]);
         let mut g = Graph::new("g");
-        let xs = inputs(&mut g, "x", 4, &ty);
+        let xs = inputs_on(&mut g, "x", &devices, &ty);
         let scatter = Op::ReduceScatter {
             op: ReduceOp::Sum,
             axis: 0,

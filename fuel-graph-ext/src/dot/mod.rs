@@ -605,9 +605,9 @@ mod tests {
 
     #[test]
     fn a_copy_that_shares_a_host_buffer_is_drawn_moving_nothing() {
-        // cpu:1 -> cpu:0 feeds only the add: the plan shares the buffer.
-        // cpu:0 -> cpu:1 is returned: a real copy.
-        let src = "graph @s {\n  %0 = input \"a\" @cpu:0 : f32[256]\n  %1 = input \"b\" @cpu:1 : f32[256]\n  %2 = copy %1 -> cpu:0 : f32[256]\n  %3 = add %0, %2 @cpu:0 : f32[256]\n  %4 = copy %3 -> cpu:1 : f32[256]\n  return %3, %4\n}\n";
+        // cpu:1 -> cpu:0 feeds only the add, cpu:0 -> cpu:1 is returned:
+        // the plan shares the buffer of both. cpu:0 -> cuda:0 moves.
+        let src = "graph @s {\n  %0 = input \"a\" @cpu:0 : f32[256]\n  %1 = input \"b\" @cpu:1 : f32[256]\n  %2 = copy %1 -> cpu:0 : f32[256]\n  %3 = add %0, %2 @cpu:0 : f32[256]\n  %4 = copy %3 -> cpu:1 : f32[256]\n  %5 = copy %3 -> cuda:0 : f32[256]\n  return %3, %4, %5\n}\n";
         let dot = to_dot(&parse(src).unwrap());
         assert!(
             dot.contains("v1 -> v2 [style=dashed, xlabel=\"shared, 0 B\"]"),
@@ -615,7 +615,11 @@ mod tests {
         );
         assert!(dot.contains("step 1\\nshared, 0 B\\nf32[256]"), "{dot}");
         assert!(
-            dot.contains("v3 -> v4 [style=bold, penwidth=2.5, xlabel=\"1 KiB\"]"),
+            dot.contains("v3 -> v4 [style=dashed, xlabel=\"shared, 0 B\"]"),
+            "{dot}"
+        );
+        assert!(
+            dot.contains("v3 -> v5 [style=bold, penwidth=2.5, xlabel=\"1 KiB\"]"),
             "{dot}"
         );
         // A graph with its collectives still in it has no plan: drawn as

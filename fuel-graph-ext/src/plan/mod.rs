@@ -13,6 +13,7 @@ mod fold_div;
 pub mod lanes;
 pub mod listing;
 pub mod region;
+pub mod returned;
 pub mod schedule;
 pub mod views;
 pub mod work;
@@ -21,6 +22,7 @@ pub use region::{
     concat_regions, concat_regions_into, slice_regions, slice_regions_into, slice_run,
     try_region_list, Region,
 };
+pub use returned::ReadOut;
 pub use schedule::{CopyMode, CopySite, Island, Schedule, Step, Work};
 pub use views::{slice_is_view, Caps, ASSUMED_VIEW_ALIGN, INPUT_IN_PLACE_MIN};
 pub use work::{chained_launches, divides_in_fold, DeviceWork, Kernel};
@@ -67,14 +69,20 @@ pub enum PlanError {
 /// changes what it computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// A `copy` or `move` from one host arena to another whose result is not
-    /// a graph output shares its source's buffer instead of copying it: all
-    /// host arenas are this process's memory and every reader only reads.
-    /// It saves the memcpy and the destination's bytes (a star's root then
-    /// holds only its result). Default `true`; `false` makes every such copy
-    /// a real memcpy, to measure or debug the copy itself. Outputs always
-    /// copy, and copies to or from a GPU are never shared.
+    /// A `copy` or `move` from one host arena to another shares its
+    /// source's buffer instead of copying it: all host arenas are this
+    /// process's memory and every reader only reads. It saves the memcpy
+    /// and the destination's bytes (a star's root then holds only its
+    /// result). A graph output shares too: host outputs over one buffer are
+    /// returned as tensors over one set of copy-on-write bytes. Default
+    /// `true`; `false` makes every such copy a real memcpy, to measure or
+    /// debug the copy itself. Copies to or from a GPU are never shared.
     pub share_host_copies: bool,
+    /// With `share_host_copies`, whether a host-to-host copy that is a
+    /// graph output shares too (default `true`). The eager calls turn it
+    /// off: they write each rank's result over the shard it was handed,
+    /// so the next call finds every shard its own and allocates nothing.
+    pub share_host_outputs: bool,
     /// A copy between a GPU and the host whose one reader is an element-wise
     /// fold on the destination (host, or Vulkan), and which is not a graph
     /// output, is done by the fold itself, one operand at a time, in operand
@@ -116,6 +124,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             share_host_copies: true,
+            share_host_outputs: true,
             defer_gpu_copies_into_folds: true,
             import_host_buffers: true,
             view_slices: true,

@@ -5,10 +5,11 @@
 //! reads it will see, so the runner frees a buffer the moment its last reader
 //! finishes (graph outputs are kept until they are read back). Slices and
 //! concats become lists of byte [`Region`](Region)s, which every backend carries out
-//! as plain copies. A copy between two host arenas whose result only feeds
-//! other steps becomes [`Work::Share`]: every host arena lives in this
-//! process's memory, so the step's slot shares its source's buffer and
-//! nothing is copied or allocated. A copy between a GPU and the host whose
+//! as plain copies. A copy between two host arenas becomes [`Work::Share`]:
+//! every host arena lives in this process's memory, so the step's slot
+//! shares its source's buffer and nothing is copied or allocated (a graph
+//! output too: the runtime returns host outputs over one buffer as tensors
+//! over one set of copy-on-write bytes). A copy between a GPU and the host whose
 //! one reader is an element-wise fold on the destination becomes
 //! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
 //! root never holds all its copies at once. Nothing here touches a device.
@@ -31,11 +32,13 @@ pub use super::views::{slice_is_view, ASSUMED_VIEW_ALIGN};
 pub enum Work {
     /// Input, copy or kernel on the step's device (the runtime's `backend::run`).
     Device(DeviceWork),
-    /// A copy or move from the host arena `src` to another host arena whose
-    /// result is not a graph output: the step's slot holds operand 0's
-    /// buffer itself. Every reader only reads it, and the buffer lives until
-    /// both slots are done with it. Graph outputs always copy, so the caller
-    /// gets bytes of its own.
+    /// A copy or move from the host arena `src` to another host arena: the
+    /// step's slot holds operand 0's buffer itself. Every reader only reads
+    /// it, and the buffer lives until both slots are done with it. A graph
+    /// output shares too: the runtime hands out host outputs that hold one
+    /// buffer as tensors over one set of bytes, which is safe because a
+    /// [`Tensor`](crate::tensor::Tensor)'s bytes are copy-on-write (a write
+    /// to one gives it bytes of its own and the others keep their values).
     Share { src: Device },
     /// A copy between a GPU and the host (either way; to a GPU only for
     /// Vulkan) whose only reader is an element-wise fold on the destination,
@@ -136,7 +139,8 @@ pub struct CopySite {
     pub src: Device,
     /// Where they go (the step's device).
     pub dst: Device,
-    /// The copy's result is a graph output (outputs always copy).
+    /// The copy's result is a graph output (outputs across the host/GPU
+    /// line always copy; between host arenas they share like any copy).
     pub is_output: bool,
     /// Its only read is by an element-wise fold on `dst`.
     pub one_fold_reader: bool,
@@ -144,20 +148,23 @@ pub struct CopySite {
 
 impl CopySite {
     /// The mode [`Schedule::new_with`] gives this copy under `options`:
-    /// host-to-host copies that are not outputs are shared; a copy between
-    /// a GPU and the host that is not an output and whose one reader is a
-    /// fold on a host or Vulkan destination is deferred into that fold.
+    /// host-to-host copies are shared, graph outputs included (the runtime
+    /// returns them as tensors over one set of copy-on-write bytes); a copy
+    /// between a GPU and the host that is not an output and whose one
+    /// reader is a fold on a host or Vulkan destination is deferred into
+    /// that fold.
     pub fn mode(&self, options: &Options) -> CopyMode {
         let (src, dst) = (self.src, self.dst);
-        if self.is_output {
-            return CopyMode::Moves;
-        }
         if src.is_cpu() && dst.is_cpu() {
-            return if options.share_host_copies {
+            let shares = !self.is_output || options.share_host_outputs;
+            return if options.share_host_copies && shares {
                 CopyMode::Shared
             } else {
                 CopyMode::Moves
             };
+        }
+        if self.is_output {
+            return CopyMode::Moves;
         }
         // Only the host and Vulkan folds take deferred operands.
         let across = src.is_cpu() != dst.is_cpu();
@@ -712,8 +719,14 @@ mod tests {
                 src: Device::cpu(0)
             }
         );
-        // The output copy stays a copy: the caller gets its own bytes.
-        assert!(p.steps[3].work.copy_source().is_some());
+        // The output copy shares too: the caller's tensor is then over the
+        // sum's bytes, which copy-on-write keeps its own.
+        assert_eq!(
+            p.steps[3].work,
+            Work::Share {
+                src: Device::cpu(1)
+            }
+        );
         assert_eq!(p.owner(1), 0);
         assert_eq!(p.owner(2), 2);
         let peak = p.sequential_peak();

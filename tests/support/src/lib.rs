@@ -48,5 +48,5 @@ pub use graphs::{
     all_reduce_graph, demo_graph, lower, lower_on, shards, ALGORITHMS, DEMO_DEVICES, DEVICE_POOL,
 };
 pub use memory::{all_values_bytes, assert_no_leaks, rss_bytes};
-pub use run::{assert_close, compile_env, run_and_compare, runs_exactly};
+pub use run::{assert_close, compile_env, inputs_and_want, run_and_compare, runs_exactly};
 pub use viewer::{chained_all_reduces, hostile_recording, HOSTILE};

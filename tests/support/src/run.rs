@@ -4,7 +4,8 @@
 use crate::memory::assert_no_leaks;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, Device, Graph};
-use fuel_runtime::exec::{self, Executable};
+use fuel_runtime::exec::{self, Executable, Tensor};
+use std::collections::BTreeMap;
 
 /// Compiles `g` for `devices` (empty: the ones it uses) with the options
 /// the environment sets, as `fuel-opt` does (`FUEL_VULKAN_IMPORT`,
@@ -75,4 +76,17 @@ pub fn runs_exactly(g: &Graph, exe: &Executable, dev: Device, what: &str) -> usi
     }
     assert!(made.windows(2).all(|w| w[0] == w[1]), "{what}: {made:?}");
     made[0]
+}
+
+/// `g`'s deterministic inputs as runtime tensors, by name, and what the
+/// reference interpreter computes from them: the two halves of every
+/// "run it and compare" test.
+pub fn inputs_and_want(g: &Graph) -> (BTreeMap<String, Tensor>, Vec<HostTensor>) {
+    let host = deterministic_inputs(g);
+    let inputs = host
+        .iter()
+        .map(|(k, v)| (k.clone(), Tensor::from_host(v)))
+        .collect();
+    let want = interpret(g, &host).expect("the reference interpreter runs the graph");
+    (inputs, want)
 }

@@ -30,11 +30,12 @@
 use crate::outln;
 use crate::setup;
 use crate::Failure;
-use fuel_collective::lower::estimate_run_on;
+use fuel_collective::lower::estimate_run_on_with;
 use fuel_graph_ext::interp::deterministic_inputs;
 use fuel_graph_ext::topology::{Curve, LinkClass, Runner};
 use fuel_graph_ext::Tensor;
 use fuel_graph_ext::{text, Device, DeviceKind, Graph, Topology};
+use fuel_runtime::exec;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -67,6 +68,9 @@ struct Timed {
     /// The process's CPU time per run (every thread, user and system),
     /// microseconds: how much of a run kept the host's cores busy.
     cpu_us: f64,
+    /// The plan options it was compiled with, which the model prices it
+    /// under too.
+    options: exec::Options,
 }
 
 impl Timed {
@@ -74,15 +78,26 @@ impl Timed {
     /// compiled and run, so it has a plan; were it refused, the estimate is
     /// infinite and no fit takes it.
     fn model(&self, topo: &Topology) -> f64 {
-        estimate_run_on(&self.graph, topo, self.runner).map_or(f64::INFINITY, |e| e.total_us())
+        estimate_run_on_with(&self.graph, topo, self.runner, &self.options)
+            .map_or(f64::INFINITY, |e| e.total_us())
     }
 }
 
 /// Times `src` (text IR) compiled for `devices`.
 fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure> {
+    time_with(src, devices, effort, exec::Options::default())
+}
+
+/// [`time`] compiled with the plan `options`.
+fn time_with(
+    src: &str,
+    devices: &[Device],
+    effort: Effort,
+    options: exec::Options,
+) -> Result<Timed, Failure> {
     let graph = text::parse(src).map_err(|e| Failure::input(format!("calibration graph: {e}")))?;
     let topology = fuel_graph_ext::Topology::default();
-    let exe = crate::run::compiler(&graph, devices, &topology, Default::default())?
+    let exe = crate::run::compiler(&graph, devices, &topology, options)?
         .compile()
         .map_err(|e| Failure::input(format!("calibration compile failed: {e}")))?;
     let inputs: BTreeMap<String, Tensor> = deterministic_inputs(&graph)
@@ -116,6 +131,7 @@ fn time(src: &str, devices: &[Device], effort: Effort) -> Result<Timed, Failure>
         runner,
         us: setup::median_us(&mut times),
         cpu_us,
+        options,
     })
 }
 
@@ -317,8 +333,22 @@ fn measure_once(devices: &[Device], base: &Topology, effort: Effort) -> Result<M
             ends.push((LinkClass::CudaPeer, c, p));
         }
     }
+    // A copy between host arenas shares its source's buffer, so it is
+    // timed with sharing off: the host-to-host link is a real memcpy's
+    // figure (what a copied-out output, a layout copy and a run with
+    // sharing off cost).
+    let memcpy = exec::Options {
+        share_host_copies: false,
+        ..Default::default()
+    };
     for (class, a, b) in ends {
-        let t = sweep(&|bytes| copy_graph(a, b, bytes), &[a, b])?;
+        let t = if class == LinkClass::HostHost {
+            let timed =
+                |&bytes: &usize| time_with(&copy_graph(a, b, bytes), &[a, b], effort, memcpy);
+            SIZES.iter().map(timed).collect::<Result<Vec<_>, _>>()?
+        } else {
+            sweep(&|bytes| copy_graph(a, b, bytes), &[a, b])?
+        };
         m.links.push((class, a, b, t));
         if class == LinkClass::HostVulkan || class == LinkClass::HostCuda {
             m.deferred

@@ -58,15 +58,25 @@ fn truth() -> Topology {
 /// One pass of every calibration graph, timed as `truth` estimates it,
 /// `scale` fold, with `extra_us` more on the smallest Vulkan copy.
 fn pass(truth: &Topology, scale: f64, extra_us: f64) -> Measured {
-    let g = |src: &str, runner| {
+    let g_with = |src: &str, runner, options: exec::Options| {
         let graph = text::parse(src).unwrap();
-        let us = estimate_run_on(&graph, truth, runner).unwrap().total_us() * scale;
+        let us = estimate_run_on_with(&graph, truth, runner, &options)
+            .unwrap()
+            .total_us()
+            * scale;
         Timed {
             graph,
             runner,
             us,
             cpu_us: 0.0,
+            options,
         }
+    };
+    let g = |src: &str, runner| g_with(src, runner, exec::Options::default());
+    // Host-to-host copies are timed with sharing off, as `measure_once` does.
+    let memcpy = exec::Options {
+        share_host_copies: false,
+        ..Default::default()
     };
     let (h0, h1, v) = (Device::cpu(0), Device::cpu(1), Device::vulkan(0));
     let sweep = |f: &dyn Fn(usize) -> String, runner| -> Vec<Timed> {
@@ -93,7 +103,10 @@ fn pass(truth: &Topology, scale: f64, extra_us: f64) -> Measured {
                 LinkClass::HostHost,
                 h0,
                 h1,
-                sweep(&|b| copy_graph(h0, h1, b), Runner::Inline),
+                SIZES
+                    .iter()
+                    .map(|&b| g_with(&copy_graph(h0, h1, b), Runner::Inline, memcpy))
+                    .collect(),
             ),
             (LinkClass::HostVulkan, v, h0, vk_copies),
         ],

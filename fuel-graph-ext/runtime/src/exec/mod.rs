@@ -123,6 +123,9 @@ pub struct Executable {
     /// `sole[i]`: slot `i` is returned exactly once, so its buffer can
     /// become that output tensor without a copy.
     sole: Vec<bool>,
+    /// Per output (return order): the earlier output whose tensor it is,
+    /// because both hold one host buffer ([`ReadOut::CloneOf`](fuel_graph_ext::plan::ReadOut)).
+    same_as: Vec<Option<usize>>,
     /// `lent[i]`: a Vulkan import views slot `i`'s host buffer, so the step
     /// never writes into the caller's output bytes (not page-aligned).
     lent: Vec<bool>,
@@ -359,8 +362,22 @@ impl<'g> Compiler<'g> {
             }
         }
         let keep = returned.iter().map(|&r| r > 0).collect();
-        let sole = returned.iter().map(|&r| r == 1).collect();
+        // A shared copy owns no bytes: its source's slot is the one that
+        // may be written into the caller's bytes or become the tensor.
+        let sole = returned
+            .iter()
+            .zip(&plan.steps)
+            .map(|(&r, st)| r == 1 && !matches!(st.work, Work::Share { .. }))
+            .collect();
         let lent = plan.lent_to_imports();
+        let same_as = plan
+            .read_outs(&lent)
+            .into_iter()
+            .map(|r| match r {
+                fuel_graph_ext::plan::ReadOut::CloneOf(j) => Some(j),
+                _ => None,
+            })
+            .collect();
         let spmd = plan
             .steps
             .iter()
@@ -392,6 +409,7 @@ impl<'g> Compiler<'g> {
             inline_on_pool,
             keep,
             sole,
+            same_as,
             lent,
             input_names: g
                 .inputs()
@@ -558,7 +576,12 @@ impl Executable {
         let mut outputs = self.dropped_outputs();
         self.run_into(inputs, &mut outputs)?;
         if let Ok(mut kept) = self.handed_out.lock() {
-            kept.extend(outputs.iter().map(Tensor::shared));
+            // An output that is a clone of an earlier one is kept once.
+            let firsts = outputs
+                .iter()
+                .zip(&self.same_as)
+                .filter(|(_, s)| s.is_none());
+            kept.extend(firsts.map(|(t, _)| t.shared()));
             let over = kept.len().saturating_sub(self.plan.outputs.len());
             kept.drain(..over);
         }
@@ -573,8 +596,13 @@ impl Executable {
             return Vec::new();
         };
         let mut outputs = Vec::with_capacity(self.plan.outputs.len());
-        for &o in &self.plan.outputs {
+        for (&o, same) in self.plan.outputs.iter().zip(&self.same_as) {
             let ty = &self.plan.steps[o].ty;
+            if same.is_some() {
+                // Becomes a clone of an earlier output: no bytes of its own.
+                outputs.push(Tensor::unfilled(ty.clone()));
+                continue;
+            }
             let free = kept
                 .iter_mut()
                 .position(|b| b.len() == ty.size_bytes() && Arc::get_mut(b).is_some());

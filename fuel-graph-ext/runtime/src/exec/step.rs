@@ -187,9 +187,11 @@ impl Executable {
     }
 
     /// Moves the outputs out of the table into `outputs` (in return order):
-    /// a host buffer over shared bytes becomes its tensor as it is; any
-    /// other is downloaded into the caller's tensor when it has the right
-    /// type and nobody shares its bytes, else into a new one.
+    /// a host output that holds the same buffer as an earlier one (a shared
+    /// copy of it, or the same value returned twice) becomes a clone of that
+    /// tensor; a host buffer over shared bytes becomes its tensor as it is;
+    /// any other is downloaded into the caller's tensor when it has the
+    /// right type and nobody shares its bytes, else into a new one.
     pub(super) fn read_outputs(
         &self,
         t: &mut [Option<Arc<Buf>>],
@@ -198,6 +200,15 @@ impl Executable {
         outputs.truncate(self.plan.outputs.len());
         for (k, &o) in self.plan.outputs.iter().enumerate() {
             let step = &self.plan.steps[o];
+            if let Some(j) = self.same_as[k] {
+                let oj = self.plan.outputs[j];
+                let same = matches!((&t[o], &t[oj]), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+                if same && j < outputs.len() {
+                    let tensor = outputs[j].clone();
+                    put(outputs, k, tensor);
+                    continue;
+                }
+            }
             if self.sole[o] {
                 if let Some(b) = t[o].take() {
                     match Arc::try_unwrap(b) {
@@ -219,6 +230,21 @@ impl Executable {
             let buf = t[o]
                 .as_ref()
                 .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
+            // The caller's bytes (an input, or output bytes written in
+            // place) that other slots still share: the run is over and
+            // nothing writes them again, so they become the tensor as they
+            // are, and copy-on-write keeps each holder's values its own.
+            if let Buf::Cpu(cb) = &**buf {
+                if let Some(bytes) = cb
+                    .shared_bytes()
+                    .filter(|b| b.len() == step.ty.size_bytes())
+                {
+                    let tensor = Tensor::from_bytes(step.ty.clone(), bytes.clone())
+                        .map_err(ExecError::Internal)?;
+                    put(outputs, k, tensor);
+                    continue;
+                }
+            }
             match outputs.get_mut(k).and_then(|t| t.bytes_mut_for(&step.ty)) {
                 Some(dst) => buf.download_into(dst)?,
                 None => {

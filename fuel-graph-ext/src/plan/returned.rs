@@ -1,0 +1,132 @@
+//! How the runner hands each graph output back, decided from the plan
+//! alone so that the runtime and the cost model read one rule.
+//!
+//! A host output is free when the caller already holds its bytes: it was
+//! written into the caller's tensor, or it is a chain of shared host
+//! copies ([`Work::Share`]) of a caller's input or of such an output. It
+//! is one memcpy when its buffer must stay the arena's (imported into a
+//! Vulkan device, a view of another buffer, or a shared copy of a buffer
+//! the arena made). Host outputs that hold one buffer (a star's result on
+//! `cpu:0` and its shared copies on `cpu:1..3`, or one value returned
+//! twice) come back as tensors over one set of bytes: every one after the
+//! first is a clone of the first, which is safe because a `Tensor`'s bytes
+//! are copy-on-write. An output on a GPU is read back.
+
+use super::schedule::{Schedule, Step, Work};
+use super::work::DeviceWork;
+use std::collections::HashMap;
+
+/// How output `k` (return order) comes back to the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadOut {
+    /// A clone of output `j`'s tensor (an earlier output on a host arena
+    /// that holds the same buffer): no bytes move.
+    CloneOf(usize),
+    /// A host output whose bytes the caller already holds: no bytes move.
+    InPlace,
+    /// A host output copied out of the arena's buffer after the run.
+    CopiedOut,
+    /// An output on a GPU, downloaded after the run.
+    Download,
+}
+
+impl Schedule {
+    /// The slot whose buffer slot `i` holds through shared host copies:
+    /// `i` itself unless it is a [`Work::Share`].
+    pub fn share_root(&self, i: usize) -> usize {
+        let mut root = i;
+        while let Some(Step {
+            work: Work::Share { .. },
+            operands,
+            ..
+        }) = self.steps.get(root)
+        {
+            match operands.first() {
+                Some(&src) => root = src,
+                None => break,
+            }
+        }
+        root
+    }
+
+    /// How each output comes back, in return order ([`ReadOut`]); `lent`
+    /// is [`Schedule::lent_to_imports`].
+    pub fn read_outs(&self, lent: &[bool]) -> Vec<ReadOut> {
+        let mut first: HashMap<usize, usize> = HashMap::new();
+        let mut returned_once: HashMap<usize, usize> = HashMap::new();
+        for &o in &self.outputs {
+            *returned_once.entry(o).or_default() += 1;
+        }
+        let kept = |i: usize| lent.get(i).copied().unwrap_or(false);
+        let mut reads = Vec::with_capacity(self.outputs.len());
+        for (k, &o) in self.outputs.iter().enumerate() {
+            let Some(step) = self.steps.get(o) else {
+                reads.push(ReadOut::CopiedOut);
+                continue;
+            };
+            if !step.device.is_cpu() {
+                reads.push(ReadOut::Download);
+                continue;
+            }
+            let root = self.share_root(o);
+            let j = *first.entry(root).or_insert(k);
+            let same_type = self.steps[self.outputs[j]].ty == step.ty;
+            if j != k && same_type {
+                reads.push(ReadOut::CloneOf(j));
+                continue;
+            }
+            let root_step = &self.steps[root];
+            let caller_holds = match &root_step.work {
+                // A host input is read where the caller's tensor lies.
+                Work::Device(DeviceWork::Input { .. }) => root_step.device.is_cpu(),
+                Work::View { .. } => false,
+                // The root is written into the caller's tensor when it is
+                // returned exactly once and no import views it.
+                _ => returned_once.get(&root) == Some(&1) && !kept(root),
+            };
+            reads.push(if caller_holds {
+                ReadOut::InPlace
+            } else {
+                ReadOut::CopiedOut
+            });
+        }
+        reads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text;
+
+    fn reads(src: &str) -> Vec<ReadOut> {
+        let plan = Schedule::new(&text::parse(src).unwrap()).unwrap();
+        plan.read_outs(&plan.lent_to_imports())
+    }
+
+    #[test]
+    fn a_star_s_shared_results_are_clones_of_the_root_s() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @cpu:1 : f32[4]\n  %2 = copy %1 -> cpu:0 : f32[4]\n  %3 = add %0, %2 @cpu:0 : f32[4]\n  %4 = copy %3 -> cpu:1 : f32[4]\n  return %3, %4\n}\n";
+        assert_eq!(reads(src), [ReadOut::InPlace, ReadOut::CloneOf(0)]);
+        // Returned the other way round, the share comes first and still
+        // holds the caller's bytes: the root's own tensor is written.
+        let swapped = src.replace("return %3, %4", "return %4, %3");
+        assert_eq!(reads(&swapped), [ReadOut::InPlace, ReadOut::CloneOf(0)]);
+    }
+
+    #[test]
+    fn a_shared_copy_of_a_value_not_returned_is_copied_out() {
+        let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : f32[4]\n  %2 = copy %1 -> cpu:1 : f32[4]\n  %3 = copy %0 -> cpu:1 : f32[4]\n  return %2, %3, %1, %1\n}\n";
+        // %2 shares %1's buffer, which is returned twice (so not written
+        // into one caller's tensor); %3 shares the caller's input.
+        assert_eq!(
+            reads(src),
+            [
+                ReadOut::CopiedOut,
+                ReadOut::InPlace,
+                ReadOut::CloneOf(0),
+                ReadOut::CloneOf(0)
+            ]
+        );
+    }
+}
