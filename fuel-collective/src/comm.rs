@@ -130,9 +130,7 @@ impl Communicator for IdentityComm {
         extents: &[usize],
     ) -> Result<LazyTensor, CollectiveError> {
         // One rank's list must be its own extent.
-        let kind = CommOp::AllGather { axis };
-        comm_split_type(&kind, 1, Some(0), Some(extents), &tensor.ty())?;
-        Ok(tensor.clone())
+        alone_split(tensor, CommOp::AllGather { axis }, Some(0), Some(extents))
     }
 
     fn reduce_scatter_split(
@@ -143,11 +141,14 @@ impl Communicator for IdentityComm {
         split: Option<&[usize]>,
     ) -> Result<LazyTensor, CollectiveError> {
         // One rank's one slice is the whole axis.
-        let kind = CommOp::ReduceScatter { op, axis };
         let whole = [tensor.ty().shape.get(axis).copied().unwrap_or(0)];
         let split = split.unwrap_or(&whole);
-        comm_split_type(&kind, 1, Some(0), Some(split), &tensor.ty())?;
-        Ok(tensor.clone())
+        alone_split(
+            tensor,
+            CommOp::ReduceScatter { op, axis },
+            Some(0),
+            Some(split),
+        )
     }
 
     fn all_to_all(
@@ -158,9 +159,7 @@ impl Communicator for IdentityComm {
     ) -> Result<LazyTensor, CollectiveError> {
         // One rank sends its one piece, the whole tensor, to itself; a
         // split must say so (one entry, the extent).
-        let kind = CommOp::AllToAll { axis };
-        comm_split_type(&kind, 1, split.map(|_| 0), split, &tensor.ty())?;
-        Ok(tensor.clone())
+        alone_split(tensor, CommOp::AllToAll { axis }, split.map(|_| 0), split)
     }
 
     fn barrier(&self) -> Result<(), CollectiveError> {
@@ -173,5 +172,17 @@ impl Communicator for IdentityComm {
 /// rank 0, an axis past the tensor's rank), then the tensor itself.
 fn alone(tensor: &LazyTensor, kind: CommOp) -> Result<LazyTensor, CollectiveError> {
     comm_type(&kind, 1, &tensor.ty())?;
+    Ok(tensor.clone())
+}
+
+/// [`alone`] for a collective with a split: `kind` typed with `rank` and
+/// `split` for a world of one.
+fn alone_split(
+    tensor: &LazyTensor,
+    kind: CommOp,
+    rank: Option<usize>,
+    split: Option<&[usize]>,
+) -> Result<LazyTensor, CollectiveError> {
+    comm_split_type(&kind, 1, rank, split, &tensor.ty())?;
     Ok(tensor.clone())
 }

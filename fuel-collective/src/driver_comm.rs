@@ -220,15 +220,25 @@ impl<D: CollectiveDriver> DriverCommunicator<D> {
     }
 }
 
-fn check_axis(axis: usize, ty: &TensorType) -> Result<(), CollectiveError> {
-    if axis >= ty.rank() {
-        return Err(CollectiveError::AxisOutOfRange {
+/// The extent of `ty` along `axis`, or `AxisOutOfRange`.
+fn extent_along(axis: usize, ty: &TensorType) -> Result<usize, CollectiveError> {
+    ty.shape
+        .get(axis)
+        .copied()
+        .ok_or_else(|| CollectiveError::AxisOutOfRange {
             axis,
             ty: ty.clone(),
             rank: ty.rank(),
-        });
+        })
+}
+
+/// `NotDivisible` unless `size` ranks cut `extent` along `axis` evenly.
+fn even_cut(axis: usize, extent: usize, size: usize) -> Result<(), CollectiveError> {
+    if extent.is_multiple_of(size) {
+        Ok(())
+    } else {
+        Err(CollectiveError::NotDivisible { axis, extent, size })
     }
-    Ok(())
 }
 
 impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
@@ -253,7 +263,7 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
     }
 
     fn all_gather(&self, tensor: &LazyTensor, axis: usize) -> Result<LazyTensor, CollectiveError> {
-        check_axis(axis, &tensor.ty())?;
+        extent_along(axis, &tensor.ty())?;
         self.record(tensor, CommOp::AllGather { axis })
     }
 
@@ -263,16 +273,7 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         op: ReduceOp,
         axis: usize,
     ) -> Result<LazyTensor, CollectiveError> {
-        let ty = tensor.ty();
-        check_axis(axis, &ty)?;
-        let size = self.rank.ranks();
-        if !ty.shape[axis].is_multiple_of(size) {
-            return Err(CollectiveError::NotDivisible {
-                axis,
-                extent: ty.shape[axis],
-                size,
-            });
-        }
+        even_cut(axis, extent_along(axis, &tensor.ty())?, self.rank.ranks())?;
         self.record(tensor, CommOp::ReduceScatter { op, axis })
     }
 
@@ -282,13 +283,11 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         axis: usize,
         extents: &[usize],
     ) -> Result<LazyTensor, CollectiveError> {
-        let ty = tensor.ty();
-        check_axis(axis, &ty)?;
-        let size = self.rank.ranks();
+        let extent = extent_along(axis, &tensor.ty())?;
         // Every rank's extent equal to this one's: the plain all_gather.
         // Any other list is checked by the typing rule (its length, this
         // rank's entry against its extent, the sum).
-        if extents.len() == size && extents.iter().all(|e| *e == ty.shape[axis]) {
+        if extents.len() == self.rank.ranks() && extents.iter().all(|e| *e == extent) {
             return self.record(tensor, CommOp::AllGather { axis });
         }
         self.record_split(tensor, CommOp::AllGather { axis }, Some(extents.to_vec()))
@@ -301,10 +300,8 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         axis: usize,
         split: Option<&[usize]>,
     ) -> Result<LazyTensor, CollectiveError> {
-        let ty = tensor.ty();
-        check_axis(axis, &ty)?;
-        let size = self.rank.ranks();
-        let extents = scatter_extents(split, axis, ty.shape[axis], size)?;
+        let extent = extent_along(axis, &tensor.ty())?;
+        let extents = scatter_extents(split, axis, extent, self.rank.ranks())?;
         if extents.iter().all(|e| Some(e) == extents.first()) {
             return self.record(tensor, CommOp::ReduceScatter { op, axis });
         }
@@ -317,8 +314,7 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         axis: usize,
         split: Option<&[usize]>,
     ) -> Result<LazyTensor, CollectiveError> {
-        let ty = tensor.ty();
-        check_axis(axis, &ty)?;
+        let extent = extent_along(axis, &tensor.ty())?;
         let size = self.rank.ranks();
         // A split of equal entries is the even cut: recorded as none, so
         // it prints as before. Any other is checked by the typing rule
@@ -326,19 +322,13 @@ impl<D: CollectiveDriver> Communicator for DriverCommunicator<D> {
         let even = |s: &[usize]| {
             s.len() == size * size
                 && s.iter().all(|e| Some(e) == s.first())
-                && s.first().and_then(|e| e.checked_mul(size)) == Some(ty.shape[axis])
+                && s.first().and_then(|e| e.checked_mul(size)) == Some(extent)
         };
         let split = split.filter(|s| !even(s));
         if let Some(split) = split {
             return self.record_split(tensor, CommOp::AllToAll { axis }, Some(split.to_vec()));
         }
-        if !ty.shape[axis].is_multiple_of(size) {
-            return Err(CollectiveError::NotDivisible {
-                axis,
-                extent: ty.shape[axis],
-                size,
-            });
-        }
+        even_cut(axis, extent, size)?;
         self.record(tensor, CommOp::AllToAll { axis })
     }
 

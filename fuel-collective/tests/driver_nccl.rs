@@ -25,6 +25,22 @@ fn gpus() -> Option<usize> {
     }
 }
 
+/// Rank `rank` of `n` in the NCCL group `id`: its GPU (`cuda:<rank>`),
+/// opened, and its communicator, joined within a minute.
+fn join(
+    id: NcclUniqueId,
+    n: usize,
+    rank: usize,
+) -> (
+    <NcclDriver as Driver>::Device,
+    <NcclDriver as CollectiveDriver>::Communicator,
+) {
+    let dev = NcclDriver::open(Device::cuda(rank as u32)).unwrap();
+    let timeout = JoinOptions::with_timeout(Duration::from_secs(60));
+    let comm = NcclDriver::join_on(&dev, id, n, rank, timeout).unwrap();
+    (dev, comm)
+}
+
 #[test]
 fn nccl_all_reduce_and_ring_on_every_gpu() {
     let Some(n) = gpus() else { return };
@@ -32,19 +48,7 @@ fn nccl_all_reduce_and_ring_on_every_gpu() {
     // The id survives the trip through hex that a launcher would make.
     let id = NcclUniqueId::from_hex(&id.to_hex()).unwrap();
     let results = on_ranks(n, Duration::from_secs(120), move |rank| {
-        let dev = NcclDriver::open(Device {
-            kind: fuel_graph_ext::DeviceKind::Cuda,
-            index: rank as u32,
-        })
-        .unwrap();
-        let comm = NcclDriver::join_on(
-            &dev,
-            id,
-            n,
-            rank,
-            JoinOptions::with_timeout(Duration::from_secs(60)),
-        )
-        .unwrap();
+        let (dev, comm) = join(id, n, rank);
         let s = NcclDriver::comm_stream(&comm);
         let count = 1024;
         let host: Vec<u8> = (0..count)
@@ -127,15 +131,7 @@ fn nccl_spmd_comm_all_reduce_keeps_the_buffer_on_the_gpu() {
     let id = NcclDriver::group_id(&CommunicationId::new("nccl-spmd-graph")).unwrap();
     let results = on_ranks(n, Duration::from_secs(120), move |rank| {
         let gpu = Device::cuda(rank as u32);
-        let dev = NcclDriver::open(gpu).unwrap();
-        let comm = NcclDriver::join_on(
-            &dev,
-            id,
-            n,
-            rank,
-            JoinOptions::with_timeout(Duration::from_secs(60)),
-        )
-        .unwrap();
+        let (dev, comm) = join(id, n, rank);
         let c = DriverCommunicator::<NcclDriver>::new(comm, dev, Duration::from_secs(60));
         let g = LazyGraph::new("rank");
         let ty = TensorType::new(DType::F32, &[n * 4, 256]);

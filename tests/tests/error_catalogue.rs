@@ -24,9 +24,12 @@ use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::pass::PassError;
 use fuel_graph_ext::{text, DType, Device, LazyGraph, ReduceOp, TensorType, Topology};
 use fuel_runtime::exec::{self, FaultPoint};
+use fuel_test_support::graphs::pair_all_reduce;
+use fuel_test_support::report::bench_once;
 use fuel_test_support::shards;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// A case either produces the message or says why it cannot run here.
@@ -414,16 +417,39 @@ fn fuel_opt() -> Result<PathBuf, Skip> {
     }
 }
 
+/// What every catalogue run of `fuel-opt` shares: it runs in
+/// `tests/golden/` (paths in messages stay short) and with a calibration
+/// cache of its own, never this machine's.
+fn in_golden(cmd: &mut Command) -> &mut Command {
+    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"))
+        .env(
+            "FUEL_CACHE_DIR",
+            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
+        )
+}
+
+/// The standard error of `out`, a run of `fuel-opt args` that must have
+/// exited 2 (bad input).
+fn bad_input_stderr(args: &[&str], out: std::process::Output) -> Outcome {
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "fuel-opt {args:?} should exit 2; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stderr).unwrap())
+}
+
+/// [`cli_err`] with [`CPU_AR`] on standard input (`-` among `args`).
+fn cli_err_on_ar(args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    cli_err(args, Some(&CPU_AR), env)
+}
+
 /// Runs `fuel-opt` in `tests/golden/` (paths in messages stay short) and returns
 /// its standard error; the exit status must be 2 (bad input).
 fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome {
     let mut cmd = Command::new(fuel_opt()?);
-    cmd.args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"))
-        .env(
-            "FUEL_CACHE_DIR",
-            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
-        );
+    in_golden(cmd.args(args));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -443,13 +469,7 @@ fn cli_err(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outcome 
         }
     }
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "fuel-opt {args:?} should exit 2; stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stderr).unwrap())
+    bad_input_stderr(args, out)
 }
 
 /// `bench --world` from a fuel-opt built without MPI (skipped for one built
@@ -492,26 +512,15 @@ fn cli_err_limited(kb: u64, args: &[&str], env: &[(&str, &str)]) -> Outcome {
         .arg(format!("ulimit -v {kb} && exec \"$0\" \"$@\""))
         .arg(bin)
         .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden"))
-        // As in `cli_err`: never this machine's calibration cache.
-        .env(
-            "FUEL_CACHE_DIR",
-            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
-        )
         .stdin(std::process::Stdio::null());
+    in_golden(&mut cmd);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd
         .output()
         .map_err(|e| Skip(format!("cannot run sh: {e}")))?;
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "fuel-opt {args:?} should exit 2; stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stderr).unwrap())
+    bad_input_stderr(args, out)
 }
 
 /// A scratch file holding `text`, named after the case (messages that name
@@ -523,18 +532,11 @@ fn scratch_file(case: &str, text: &[u8]) -> PathBuf {
 }
 
 /// A lowered all-reduce over cpu:0 and cpu:1 (one copy each way, one add).
-const CPU_AR: &str = "graph @ar {
-  %0 = input \"a\" @cpu:0 : f32[16]
-  %1 = input \"b\" @cpu:1 : f32[16]
-  %2 = copy %1 -> cpu:0 : f32[16]
-  %3 = add %0, %2 @cpu:0 : f32[16]
-  %4 = copy %3 -> cpu:1 : f32[16]
-  return %3, %4
-}
-";
+static CPU_AR: LazyLock<String> =
+    LazyLock::new(|| pair_all_reduce("add", "f32[16]", Device::cpu(0), Device::cpu(1)));
 
 fn run_err(point: Option<FaultPoint>, edit: impl FnOnce(&mut Inputs)) -> Outcome {
-    let g = text::parse(CPU_AR).unwrap();
+    let g = text::parse(&CPU_AR).unwrap();
     let exe = exec::compile(&g, &CPU01).unwrap();
     let mut inputs = deterministic_inputs(&g);
     edit(&mut inputs);
@@ -772,7 +774,7 @@ fn world_process_out_of_range() -> Outcome {
 // ---- devices (E05) ----------------------------------------------------------
 
 fn device_not_listed() -> Outcome {
-    compile_err(CPU_AR, &[Device::cpu(0)])
+    compile_err(&CPU_AR, &[Device::cpu(0)])
 }
 fn vulkan_no_driver() -> Outcome {
     // Without a loader at all the child would give another reason.
@@ -875,7 +877,7 @@ fn exec_input_size() -> Outcome {
     })
 }
 fn interp_input_length() -> Outcome {
-    let g = text::parse(CPU_AR).unwrap();
+    let g = text::parse(&CPU_AR).unwrap();
     let mut inputs = deterministic_inputs(&g);
     let t = inputs.get_mut("a").unwrap();
     let mut longer = t.to_f64();
@@ -1158,28 +1160,19 @@ fn cli_verify_error() -> Outcome {
     cli_err(&["-"], Some("graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = div %0 {by=0} @cpu:0 : f32[4]\n  return %1\n}\n"), &[])
 }
 fn cli_bad_devices() -> Outcome {
-    cli_err(
-        &["-", "--run", "--devices", "cpu:0,tpu:1"],
-        Some(CPU_AR),
-        &[],
-    )
+    cli_err_on_ar(&["-", "--run", "--devices", "cpu:0,tpu:1"], &[])
 }
 fn cli_unknown_print_after() -> Outcome {
-    cli_err(
+    cli_err_on_ar(
         &["-", "--passes", "cse,dce"],
-        Some(CPU_AR),
         &[("FUEL_PRINT_AFTER", "dce,cse2")],
     )
 }
 fn cli_bad_topology() -> Outcome {
     let topo = std::env::temp_dir().join("fuel-catalogue.topo");
     std::fs::write(&topo, "staging cuda:0\n").unwrap();
-    cli_err(
-        &["-", "--topology", topo.to_str().unwrap()],
-        Some(CPU_AR),
-        &[],
-    )
-    .map(|m| m.replace(topo.to_str().unwrap(), "bad.topo"))
+    cli_err_on_ar(&["-", "--topology", topo.to_str().unwrap()], &[])
+        .map(|m| m.replace(topo.to_str().unwrap(), "bad.topo"))
 }
 fn cli_bad_env() -> Outcome {
     cli_err(&["devices"], None, &[("FUEL_VULKAN_DEVICES", "abc")])
@@ -1219,8 +1212,7 @@ fn cli_output_fails() -> Outcome {
         .stdout(full)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    Ok(String::from_utf8(out.stderr).unwrap())
+    bad_input_stderr(&["passes"], out)
 }
 fn cli_demo_foreign_files() -> Outcome {
     let dir = std::env::temp_dir().join(format!("fuel-catalogue-demo-{}", std::process::id()));
@@ -1259,19 +1251,7 @@ fn cli_bench_no_sizes() -> Outcome {
 }
 fn cli_bench_plot_unwritable() -> Outcome {
     cli_err(
-        &[
-            "bench",
-            "--devices",
-            "cpu:0,cpu:1",
-            "--sizes",
-            "4K",
-            "--iters",
-            "1",
-            "--warmup",
-            "0",
-            "--plot",
-            "no-such-dir/p.svg",
-        ],
+        &bench_once("cpu:0,cpu:1", &["--plot", "no-such-dir/p.svg"]),
         None,
         &[],
     )
@@ -1290,7 +1270,7 @@ fn cli_count_too_large() -> Outcome {
     cli_err(&["bench", "--iters", "18446744073709551615"], None, &[])
 }
 fn cli_device_index() -> Outcome {
-    cli_err(&["-", "--run", "--devices", "cuda:-1"], Some(CPU_AR), &[])
+    cli_err_on_ar(&["-", "--run", "--devices", "cuda:-1"], &[])
 }
 fn cli_bench_too_large() -> Outcome {
     cli_err_limited(
@@ -1304,12 +1284,9 @@ fn cli_bench_too_large() -> Outcome {
 fn cli_env_not_utf8() -> Outcome {
     use std::os::unix::ffi::OsStrExt;
     let mut cmd = Command::new(fuel_opt()?);
-    cmd.args(["-", "--passes", "dce"])
+    let args = ["-", "--passes", "dce"];
+    in_golden(cmd.args(args))
         .env("FUEL_PRINT_AFTER", std::ffi::OsStr::from_bytes(b"dce\xff"))
-        .env(
-            "FUEL_CACHE_DIR",
-            std::env::temp_dir().join(format!("fuel-catalogue-cache-{}", std::process::id())),
-        )
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
@@ -1322,9 +1299,7 @@ fn cli_env_not_utf8() -> Outcome {
             .write_all(CPU_AR.as_bytes())
             .unwrap();
     }
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    Ok(String::from_utf8(out.stderr).unwrap())
+    bad_input_stderr(&args, child.wait_with_output().unwrap())
 }
 
 fn cli_stale_cache() -> Outcome {
@@ -1334,9 +1309,8 @@ fn cli_stale_cache() -> Outcome {
     let path = cache.join("calibration").join(key.file_name());
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, format!("format 1\n{}reduce cpu 20\n", key.lines())).unwrap();
-    let r = cli_err(
+    let r = cli_err_on_ar(
         &["-", "--passes", "lower-collectives"],
-        Some(CPU_AR),
         &[("FUEL_CACHE_DIR", cache.to_str().unwrap())],
     );
     let _ = std::fs::remove_dir_all(&cache);
@@ -1350,6 +1324,27 @@ fn cli_stale_cache() -> Outcome {
 /// measured time.
 fn driver_group(name: &str) -> HostUniqueId {
     HostDriver::group_id(&CommunicationId::new(name)).unwrap()
+}
+/// Rank `rank` of a 2-rank host group `id`, joined within `DRIVER_WAIT`.
+fn host_rank(id: HostUniqueId, rank: usize) -> HostCommunicator {
+    HostDriver::join_with(id, 2, rank, JoinOptions::with_timeout(DRIVER_WAIT))
+        .unwrap_or_else(|e| panic!("rank {rank} joins: {e}"))
+}
+/// Runs rank 1's `peer` on a helper thread and rank 0's `here` on this one;
+/// both must fail with the same message. Returns rank 0's result.
+fn both_ranks_fail_alike<T, U: Send + 'static>(
+    peer: impl FnOnce() -> Result<U, DriverError> + Send + 'static,
+    here: impl FnOnce() -> Result<T, DriverError>,
+) -> Result<T, DriverError> {
+    let peer = std::thread::spawn(peer);
+    let got = here();
+    let theirs = peer.join().expect("rank 1 panicked");
+    assert_eq!(
+        theirs.as_ref().err().map(ToString::to_string),
+        got.as_ref().err().map(ToString::to_string),
+        "both ranks report the same disagreement"
+    );
+    got
 }
 fn driver_err<T>(r: Result<T, DriverError>) -> Outcome {
     match r {
@@ -1366,13 +1361,8 @@ fn driver_pair(
     other: impl FnOnce(HostCommunicator) + Send + 'static,
 ) -> Outcome {
     let id = driver_group(name);
-    let peer = std::thread::spawn(move || {
-        let comm = HostDriver::join_with(id, 2, 1, JoinOptions::with_timeout(DRIVER_WAIT))
-            .expect("rank 1 joins");
-        other(comm);
-    });
-    let comm = HostDriver::join_with(id, 2, 0, JoinOptions::with_timeout(DRIVER_WAIT))
-        .expect("rank 0 joins");
+    let peer = std::thread::spawn(move || other(host_rank(id, 1)));
+    let comm = host_rank(id, 0);
     let dev = HostDriver::open(Device::cpu(0)).unwrap();
     let src = HostDriver::upload(&dev, &vec![1u8; count * 4]).unwrap();
     let dst = HostDriver::alloc(&dev, count * 4).unwrap();
@@ -1453,29 +1443,25 @@ fn driver_split_disagree() -> Outcome {
     // with the same message; rank 0's is returned.
     let id = driver_group("catalogue-a2a-agree");
     let rank = move |r: usize, split: [usize; 4]| {
-        let comm = HostDriver::join_with(id, 2, r, JoinOptions::with_timeout(DRIVER_WAIT))
-            .expect("rank joins");
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
-        let c = fuel_collective::driver::RankComm::<HostDriver>::new(comm, dev, DRIVER_WAIT);
+        let c = fuel_collective::driver::RankComm::<HostDriver>::new(
+            host_rank(id, r),
+            dev,
+            DRIVER_WAIT,
+        );
         c.agree_on_split(&split, &TensorType::new(DType::F32, &[3, 2]), 0)
     };
-    let peer = std::thread::spawn(move || rank(1, [1, 3, 2, 1]));
-    let got = rank(0, [1, 2, 2, 1]);
-    let theirs = peer.join().expect("rank 1 panicked");
-    assert_eq!(
-        theirs.as_ref().err().map(ToString::to_string),
-        got.as_ref().err().map(ToString::to_string),
-        "both ranks report the same disagreement"
-    );
-    driver_err(got)
+    driver_err(both_ranks_fail_alike(
+        move || rank(1, [1, 3, 2, 1]),
+        || rank(0, [1, 2, 2, 1]),
+    ))
 }
 fn driver_split_mismatch() -> Outcome {
     // Both ranks send one f32 element to the other; rank 1 expects two
     // from rank 0. Both fail with the same message; rank 0's is returned.
     let id = driver_group("catalogue-a2a-split");
     let rank = move |r: usize, recv: [usize; 2]| {
-        let comm = HostDriver::join_with(id, 2, r, JoinOptions::with_timeout(DRIVER_WAIT))
-            .expect("rank joins");
+        let comm = host_rank(id, r);
         let dev = HostDriver::open(Device::cpu(0)).unwrap();
         let src = HostDriver::upload(&dev, &[0u8; 8]).unwrap();
         let dst = HostDriver::alloc(&dev, 12).unwrap();
@@ -1483,13 +1469,8 @@ fn driver_split_mismatch() -> Outcome {
         HostDriver::all_to_all(Call(&comm, &src, &dst, ElemType::F32, s), &[1, 1], &recv).unwrap();
         HostDriver::download(&dst, DRIVER_WAIT)
     };
-    let peer = std::thread::spawn(move || rank(1, [2, 1]).map(|_| ()));
-    let got = rank(0, [1, 1]);
-    let theirs = peer.join().expect("rank 1 panicked");
-    assert_eq!(
-        theirs.as_ref().err().map(ToString::to_string),
-        got.as_ref().err().map(ToString::to_string),
-        "both ranks report the same disagreement"
-    );
-    driver_err(got)
+    driver_err(both_ranks_fail_alike(
+        move || rank(1, [2, 1]),
+        || rank(0, [1, 1]),
+    ))
 }

@@ -229,11 +229,7 @@ fn direct_cuda_to_vulkan_copy_names_the_split_pass() {
   return %1
 }
 ";
-    let g = text::parse(src).unwrap();
-    let e = fuel_test_support::compile_env(&g, &[])
-        .err()
-        .unwrap()
-        .to_string();
+    let e = fuel_test_support::supported::compile_error(src);
     assert!(e.contains("split-cross-vendor-copies"), "{e}");
 }
 

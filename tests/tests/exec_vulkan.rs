@@ -5,7 +5,8 @@
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device};
-use fuel_runtime::exec::{self, ExecError, FaultPoint};
+use fuel_runtime::exec::{self, FaultPoint};
+use fuel_test_support::supported::{compile_error, compile_where_supported};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, run_and_compare};
 
 const V0: Device = Device::vulkan(0);
@@ -101,16 +102,8 @@ fn f16_on_vulkan_where_supported() {
 }
 ";
     let g = text::parse(src).unwrap();
-    match fuel_test_support::compile_env(&g, &[V0, C0]) {
-        Err(ExecError::Unsupported { .. }) => {
-            fuel_test_support::skip_line(format_args!(
-                "SKIP: f16_on_vulkan_where_supported: vulkan:0 has no f16 support"
-            ));
-        }
-        Err(e) => panic!("{e}"),
-        Ok(_) => {
-            run_and_compare(src, &[V0, C0]);
-        }
+    if compile_where_supported("f16_on_vulkan_where_supported", &g, &[V0, C0]).is_some() {
+        run_and_compare(src, &[V0, C0]);
     }
 }
 
@@ -181,16 +174,9 @@ fn f64_and_i64_on_vulkan_where_supported() {
 "
         );
         let g = text::parse(&src).unwrap();
-        match fuel_test_support::compile_env(&g, &[V0, C0]) {
-            Err(ExecError::Unsupported { reason, .. }) => {
-                fuel_test_support::skip_line(format_args!(
-                    "SKIP: f64_and_i64_on_vulkan_where_supported: {dtype}: {reason}"
-                ));
-            }
-            Err(e) => panic!("{e}"),
-            Ok(_) => {
-                run_and_compare(&src, &[V0, C0]);
-            }
+        let what = format!("f64_and_i64_on_vulkan_where_supported: {dtype}");
+        if compile_where_supported(&what, &g, &[V0, C0]).is_some() {
+            run_and_compare(&src, &[V0, C0]);
         }
     }
 }
@@ -206,18 +192,8 @@ fn unsupported_dtype_is_a_compile_error_naming_both() {
   return %1
 }
 ";
-    let g = text::parse(src).unwrap();
-    let e = fuel_test_support::compile_env(&g, &[])
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("dtype u8 is not supported on vulkan:0"), "{e}");
-    for dtype in ["bool", "i8", "i16", "u16"] {
-        let g = text::parse(&src.replace("u8", dtype)).unwrap();
-        let e = fuel_test_support::compile_env(&g, &[])
-            .err()
-            .unwrap()
-            .to_string();
+    for dtype in ["u8", "bool", "i8", "i16", "u16"] {
+        let e = compile_error(&src.replace("u8", dtype));
         assert!(
             e.contains(&format!("dtype {dtype} is not supported on vulkan:0")),
             "{e}"
@@ -248,14 +224,9 @@ fn unsigned_folds_wrap_on_vulkan() {
 "
             );
             let g = text::parse(&src).unwrap();
-            let exe = match fuel_test_support::compile_env(&g, &[V0, C0]) {
-                Err(ExecError::Unsupported { reason, .. }) => {
-                    fuel_test_support::skip_line(format_args!(
-                        "SKIP: unsigned_folds_wrap_on_vulkan: {dtype}: {reason}"
-                    ));
-                    continue;
-                }
-                other => other.unwrap(),
+            let what = format!("unsigned_folds_wrap_on_vulkan: {dtype}");
+            let Some(exe) = compile_where_supported(&what, &g, &[V0, C0]) else {
+                continue;
             };
             let ty = TensorType::new(dtype, &[8]);
             let vals = [hi, hi - 1.0, 0.0, 1.0, 2.0, 3.0, hi, 7.0];
@@ -284,11 +255,7 @@ fn direct_vulkan_to_vulkan_copy_names_the_split_pass() {
   return %1
 }
 ";
-    let g = text::parse(src).unwrap();
-    let e = fuel_test_support::compile_env(&g, &[])
-        .err()
-        .unwrap()
-        .to_string();
+    let e = compile_error(src);
     assert!(e.contains("split-cross-vendor-copies"), "{e}");
 }
 

@@ -38,14 +38,7 @@ fn the_exact_messages_on_vulkan() {
     if !devices_or_skip("the_exact_messages_on_vulkan", &devs) {
         return;
     }
-    let src = "graph @one {
-  %0 = input \"a\" @cpu:0 : i32[16]
-  %1 = copy %0 -> vulkan:0 : i32[16]
-  %2 = mul %1, %1 @vulkan:0 : i32[16]
-  return %2
-}
-";
-    assert_exact_fault_messages(src, Device::vulkan(0), "mul");
+    assert_exact_fault_messages(DType::I32, Device::vulkan(0), "mul");
 }
 
 #[test]

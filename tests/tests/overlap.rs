@@ -46,15 +46,26 @@ fn run_logged(
     log.lock().unwrap().clone()
 }
 
+/// Registers the `kernels` (name, milliseconds each sleeps) logging to a
+/// log of their own, and checks that `src` run with each dispatch of
+/// `want` runs them in its order.
+fn dispatch_orders(kernels: &[(&'static str, u64)], src: &str, want: &[(Dispatch, [&str; 3])]) {
+    let log: &'static Mutex<Vec<&str>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+    for (name, ms) in kernels {
+        logging(name, *ms, log);
+    }
+    let g = parse(src).unwrap();
+    for (dispatch, order) in want {
+        assert_eq!(run_logged(&g, *dispatch, log), *order, "{dispatch:?}");
+    }
+}
+
 /// On cpu:0, step %3 reads what cpu:1's slow kernel sends, and step %4
 /// is ready at once. FIFO runs %4 first; in order, the lane waits for %3.
 #[test]
 fn in_order_dispatch_keeps_each_lane_to_the_schedule_order() {
-    static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-    logging("io_slow_source", 80, &LOG);
-    logging("io_first", 0, &LOG);
-    logging("io_second", 0, &LOG);
-    let g = parse(
+    dispatch_orders(
+        &[("io_slow_source", 80), ("io_first", 0), ("io_second", 0)],
         "graph @order {
   %0 = input \"a\" @cpu:1 : f32[4]
   %1 = extern \"io_slow_source\" %0 @cpu:1 : f32[4]
@@ -65,12 +76,14 @@ fn in_order_dispatch_keeps_each_lane_to_the_schedule_order() {
   return %3, %5
 }
 ",
-    )
-    .unwrap();
-    let fifo = run_logged(&g, Dispatch::Fifo, &LOG);
-    assert_eq!(fifo, ["io_second", "io_slow_source", "io_first"]);
-    let in_order = run_logged(&g, Dispatch::InOrder, &LOG);
-    assert_eq!(in_order, ["io_slow_source", "io_first", "io_second"]);
+        &[
+            (Dispatch::Fifo, ["io_second", "io_slow_source", "io_first"]),
+            (
+                Dispatch::InOrder,
+                ["io_slow_source", "io_first", "io_second"],
+            ),
+        ],
+    );
 }
 
 /// Priority dispatch: cpu:0 has two steps out (its first kernel running,
@@ -134,11 +147,8 @@ fn priority_dispatch_takes_the_first_ready_step_in_schedule_order() {
 /// reads something communicated) is not waited for.
 #[test]
 fn after_compute_dispatch_holds_communication_until_the_compute_is_done() {
-    static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-    logging("ac_slow", 80, &LOG);
-    logging("ac_quick", 0, &LOG);
-    logging("ac_reader", 0, &LOG);
-    let g = parse(
+    dispatch_orders(
+        &[("ac_slow", 80), ("ac_quick", 0), ("ac_reader", 0)],
         "graph @after {
   %0 = input \"a\" @cpu:0 : f32[4]
   %1 = extern \"ac_slow\" %0 @cpu:0 : f32[4]
@@ -149,12 +159,11 @@ fn after_compute_dispatch_holds_communication_until_the_compute_is_done() {
   return %1, %5
 }
 ",
-    )
-    .unwrap();
-    let fifo = run_logged(&g, Dispatch::Fifo, &LOG);
-    assert_eq!(fifo, ["ac_quick", "ac_reader", "ac_slow"]);
-    let after = run_logged(&g, Dispatch::AfterCompute, &LOG);
-    assert_eq!(after, ["ac_quick", "ac_slow", "ac_reader"]);
+        &[
+            (Dispatch::Fifo, ["ac_quick", "ac_reader", "ac_slow"]),
+            (Dispatch::AfterCompute, ["ac_quick", "ac_slow", "ac_reader"]),
+        ],
+    );
 }
 
 /// Compiles `g` with `dispatch` (and `topo`), runs it `runs` times on

@@ -89,11 +89,46 @@ pub struct Mode {
     pub when: &'static str,
     /// How messages name the mode.
     pub name: &'static str,
-    /// The flags it reads; any other given is refused.
-    pub reads: &'static [&'static str],
+    /// The flags it reads, in lists; any other given is refused.
+    pub reads: &'static [&'static [&'static str]],
     /// Why the others are not read.
     pub why: &'static str,
 }
+
+/// The flags every mode of `demo` reads.
+const DEMO: &[&str] = &["devices", "elements", "dtype", "op", "out", "runs"];
+
+/// The flags `bench` reads when it times the lowered collectives, with
+/// or without `--plot`.
+const BENCH: &[&str] = &[
+    "devices",
+    "op",
+    "dtype",
+    "sizes",
+    "iters",
+    "warmup",
+    "csv",
+    "topology",
+    "collective",
+    "count",
+    "combine",
+    "combine_threshold",
+    "transport",
+    "chunks",
+    "copy_slices",
+];
+
+/// The flags `fuel-opt FILE` reads, with or without `--passes`.
+const FILE: &[&str] = &[
+    "file",
+    "emit",
+    "dump_html",
+    "topology",
+    "interpret",
+    "run",
+    "devices",
+    "max_input_size",
+];
 
 /// The modes, in the order a command picks them (the first whose flag is
 /// set). A flag every mode of a command reads need not be listed as
@@ -103,38 +138,21 @@ pub const MODES: &[Mode] = &[
         sub: "demo",
         when: "world",
         name: "demo --world",
-        reads: &[
-            "devices",
-            "elements",
-            "dtype",
-            "op",
-            "out",
-            "runs",
-            "world",
-            "world_timeout",
-        ],
+        reads: &[DEMO, &["world", "world_timeout"]],
         why: "it lowers with the world lowering's own choice",
     },
     Mode {
         sub: "demo",
         when: "",
         name: "demo",
-        reads: &[
-            "devices",
-            "elements",
-            "dtype",
-            "op",
-            "algorithm",
-            "out",
-            "runs",
-        ],
+        reads: &[DEMO, &["algorithm"]],
         why: "--world-timeout is for demo --world",
     },
     Mode {
         sub: "bench",
         when: "world",
         name: "bench --world",
-        reads: &[
+        reads: &[&[
             "devices",
             "dtype",
             "sizes",
@@ -144,122 +162,67 @@ pub const MODES: &[Mode] = &[
             "world",
             "world_timeout",
             "csv",
-        ],
+        ]],
         why: "it times the world all_reduce.sum as the world lowering records it",
     },
     Mode {
         sub: "bench",
         when: "step",
         name: "bench --step",
-        reads: &[
+        reads: &[&[
             "devices", "iters", "warmup", "topology", "step", "layers", "width", "batch",
-        ],
+        ]],
         why: "it times a training step of f32 matmuls and all_reduce.mean under three schedules",
     },
     Mode {
         sub: "bench",
         when: "eager",
         name: "bench --eager",
-        reads: &["devices", "op", "sizes", "iters", "warmup", "eager"],
+        reads: &[&["devices", "op", "sizes", "iters", "warmup", "eager"]],
         why: "it times the eager all_reduce of f32 as DeviceGroup lowers it, beside a plain loop",
     },
     Mode {
         sub: "bench",
         when: "calibrate",
         name: "bench --calibrate",
-        reads: &["devices", "iters", "warmup", "topology", "calibrate", "out"],
+        reads: &[&["devices", "iters", "warmup", "topology", "calibrate", "out"]],
         why: "it times the calibration graphs, not a collective",
     },
     Mode {
         sub: "bench",
         when: "validate",
         name: "bench --validate",
-        reads: &[
+        reads: &[&[
             "devices", "dtype", "op", "sizes", "iters", "warmup", "topology", "validate", "csv",
-        ],
+        ]],
         why: "it times every fixed algorithm of one all_reduce",
     },
     Mode {
         sub: "bench",
         when: "plot",
         name: "bench --plot",
-        reads: &[
-            "devices",
-            "op",
-            "dtype",
-            "sizes",
-            "iters",
-            "warmup",
-            "csv",
-            "topology",
-            "collective",
-            "plot",
-            "count",
-            "combine",
-            "combine_threshold",
-            "transport",
-            "chunks",
-            "copy_slices",
-        ],
+        reads: &[BENCH, &["plot"]],
         why: "it draws every fixed algorithm",
     },
     Mode {
         sub: "bench",
         when: "",
         name: "bench",
-        reads: &[
-            "devices",
-            "op",
-            "dtype",
-            "algorithm",
-            "sizes",
-            "iters",
-            "warmup",
-            "csv",
-            "topology",
-            "collective",
-            "count",
-            "combine",
-            "combine_threshold",
-            "transport",
-            "chunks",
-            "copy_slices",
-        ],
+        reads: &[BENCH, &["algorithm"]],
         why: "--out is where --calibrate writes, and --world-timeout is for --world",
     },
     Mode {
         sub: "",
         when: "passes",
         name: "fuel-opt FILE --passes",
-        reads: &[
-            "file",
-            "passes",
-            "emit",
-            "print_after_all",
-            "dump_dir",
-            "dump_html",
-            "topology",
-            "interpret",
-            "run",
-            "devices",
-            "max_input_size",
-        ],
+        reads: &[FILE, &["passes", "print_after_all", "dump_dir"]],
         why: "",
     },
     Mode {
         sub: "",
         when: "",
         name: "fuel-opt FILE without --passes",
-        reads: &[
-            "file",
-            "emit",
-            "dump_html",
-            "topology",
-            "interpret",
-            "run",
-            "devices",
-            "max_input_size",
-        ],
+        reads: &[FILE],
         why: "--print-after-all and --dump-dir show passes, and none run",
     },
 ];
@@ -312,7 +275,7 @@ pub fn refuse_unused(m: &ArgMatches) -> Result<(), Failure> {
         .filter(|id| flag(id) && set(m, id));
     for id in given {
         let top_devices = sub.is_empty() && id == "devices" && !set(m, "run");
-        if !mode.reads.contains(&id) || top_devices {
+        if !mode.reads.iter().any(|r| r.contains(&id)) || top_devices {
             let flag = format!("--{}", id.replace('_', "-"));
             let why = if top_devices {
                 "--devices chooses the devices --run opens; add --run or leave it out".to_string()
@@ -431,6 +394,8 @@ mod tests {
             for id in mode
                 .reads
                 .iter()
+                .copied()
+                .flatten()
                 .chain([mode.when].iter().filter(|w| !w.is_empty()))
             {
                 assert!(

@@ -4,28 +4,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fuel_graph_ext::Device;
+use fuel_test_support::graphs::pair_all_reduce;
+use fuel_test_support::report::bench_once;
 use fuel_test_support::{skip, Backend};
 use std::process::Command;
 
-const AR: &str = "graph @ar {
-  %0 = input \"a\" @cpu:0 : f32[1024]
-  %1 = input \"b\" @cpu:1 : f32[1024]
-  %2 = copy %1 -> cpu:0 : f32[1024]
-  %3 = add %0, %2 @cpu:0 : f32[1024]
-  %4 = copy %3 -> cpu:1 : f32[1024]
-  return %3, %4
+/// The lowered all-reduce `--run` runs on two CPU devices.
+fn ar() -> String {
+    pair_all_reduce("add", "f32[1024]", Device::cpu(0), Device::cpu(1))
 }
-";
 
-const AR_VK: &str = "graph @ar {
-  %0 = input \"a\" @cpu:0 : i32[1024]
-  %1 = input \"b\" @vulkan:0 : i32[1024]
-  %2 = copy %1 -> cpu:0 : i32[1024]
-  %3 = max %0, %2 @cpu:0 : i32[1024]
-  %4 = copy %3 -> vulkan:0 : i32[1024]
-  return %3, %4
+/// The same over cpu:0 and vulkan:0, folded by `max` on the host.
+fn ar_vk() -> String {
+    pair_all_reduce("max", "i32[1024]", Device::cpu(0), Device::vulkan(0))
 }
-";
 
 fn fuel_opt(file_text: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let dir = std::env::temp_dir().join(format!("fuel-exec-cli-{}", std::process::id()));
@@ -49,7 +42,7 @@ fn fuel_opt(file_text: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Strin
 
 #[test]
 fn run_prints_one_ok_line_per_result() {
-    let (code, out, err) = fuel_opt(AR, &["--run", "--devices", "cpu:0,cpu:1"], &[]);
+    let (code, out, err) = fuel_opt(&ar(), &["--run", "--devices", "cpu:0,cpu:1"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("result 0 : f32[1024] @cpu:0 ok "), "{out}");
     assert!(out.contains("result 1 : f32[1024] @cpu:1 ok "), "{out}");
@@ -57,7 +50,7 @@ fn run_prints_one_ok_line_per_result() {
 
 #[test]
 fn run_on_vulkan_or_skip() {
-    let (code, out, err) = fuel_opt(AR_VK, &["--run"], &[]);
+    let (code, out, err) = fuel_opt(&ar_vk(), &["--run"], &[]);
     if code == 2 && err.contains("cannot open vulkan:0") {
         skip("run_on_vulkan_or_skip", Backend::Vulkan, &err);
         return;
@@ -70,7 +63,7 @@ fn run_on_vulkan_or_skip() {
 /// buffers) in the whole process; results stay right.
 #[test]
 fn run_on_vulkan_through_staging_or_skip() {
-    let (code, out, err) = fuel_opt(AR_VK, &["--run"], &[("FUEL_VULKAN_MAPPED", "0")]);
+    let (code, out, err) = fuel_opt(&ar_vk(), &["--run"], &[("FUEL_VULKAN_MAPPED", "0")]);
     if code == 2 && err.contains("cannot open vulkan:0") {
         skip(
             "run_on_vulkan_through_staging_or_skip",
@@ -90,7 +83,7 @@ fn vulkan_without_a_driver_is_a_clear_error() {
         ("VK_ICD_FILENAMES", "/nonexistent.json"),
         ("VK_DRIVER_FILES", "/nonexistent.json"),
     ];
-    let (code, _, err) = fuel_opt(AR_VK, &["--run"], &hide);
+    let (code, _, err) = fuel_opt(&ar_vk(), &["--run"], &hide);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot open vulkan:0"), "{err}");
     // Either the loader is missing or it found no driver; both say how to fix it.
@@ -117,7 +110,7 @@ fn vulkan_without_a_driver_is_a_clear_error() {
 
 #[test]
 fn unlisted_device_is_an_input_error() {
-    let (code, _, err) = fuel_opt(AR, &["--run", "--devices", "cpu:0"], &[]);
+    let (code, _, err) = fuel_opt(&ar(), &["--run", "--devices", "cpu:0"], &[]);
     assert_eq!(code, 2);
     assert!(
         err.contains("uses cpu:1, which is not in the device list"),
@@ -159,8 +152,7 @@ fn calibrate_writes_a_topology_the_bench_reads_back() {
             "FUEL_CACHE_DIR",
             std::env::temp_dir().join("fuel-exec-cli-no-cache"),
         )
-        .args(["bench", "--devices", "cpu:0,cpu:1", "--sizes", "4K"])
-        .args(["--iters", "1", "--warmup", "0", "--topology"])
+        .args(bench_once("cpu:0,cpu:1", &["--topology"]))
         .arg(&out)
         .output()
         .unwrap();

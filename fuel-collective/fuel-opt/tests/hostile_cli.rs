@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fuel_test_support::report::bench_once;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -430,18 +431,7 @@ fn a_group_of_only_vulkan_devices_works_in_demo_and_bench() {
         stdout.contains("results match the reference interpreter"),
         "{stdout}"
     );
-    let o = run(&[
-        "bench",
-        "--devices",
-        "vulkan:0,vulkan:1",
-        "--sizes",
-        "4K",
-        "--iters",
-        "1",
-        "--warmup",
-        "0",
-        "--csv",
-    ]);
+    let o = run(&bench_once("vulkan:0,vulkan:1", &["--csv"]));
     assert!(o.status.success(), "{}", stderr(&o));
     let csv = String::from_utf8_lossy(&o.stdout);
     let row = csv.lines().nth(1).unwrap();

@@ -13,6 +13,7 @@
 
 mod hostile_common;
 
+use fuel_test_support::report::bench_once;
 use hostile_common::{cmd, scratch};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -116,19 +117,7 @@ fn every_count_has_a_range_and_every_command_ends_in_bounded_time() {
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     // A plot that cannot be written is an error, not "# plot: /dev/full".
     let full = refused(
-        &[
-            "bench",
-            "--devices",
-            "cpu:0,cpu:1",
-            "--sizes",
-            "4K",
-            "--iters",
-            "1",
-            "--warmup",
-            "0",
-            "--plot",
-            "/dev/full",
-        ],
+        &bench_once("cpu:0,cpu:1", &["--plot", "/dev/full"]),
         &["--plot: cannot write /dev/full: No space left on device"],
     );
     assert!(!full.contains("# plot"), "{full}");

@@ -256,30 +256,72 @@ fn all_to_all_even_and_split() {
     }
 }
 
-#[test]
-fn max_and_min_by_finite_differences() {
+/// Checks the gradient of the reduction `op` with `check` where every
+/// reduction is checked: all-reduce (replicated cotangent or not) and reduce
+/// over groups of 1 to 4, and reduce-scatter along either axis, even and
+/// uneven, an empty share included.
+fn reduction_forms(op: ReduceOp, check: fn(Op, &[Vec<usize>], DType, bool)) {
     for dtype in [DType::F32, DType::F64] {
-        for op in [ReduceOp::Max, ReduceOp::Min] {
-            for n in 1..=4 {
-                for shape in [&[5][..], &[2, 3]] {
-                    let shapes = vec![shape.to_vec(); n];
-                    check_apart(Op::AllReduce { op }, &shapes, dtype, false);
-                    check_apart(Op::AllReduce { op }, &shapes, dtype, true);
-                    check_apart(Op::Reduce { op, root: n - 1 }, &shapes, dtype, false);
-                }
-            }
-            let scatter = |axis, split| Op::ReduceScatter { op, axis, split };
-            let cases = [
-                (scatter(0, None), v(&[&[6], &[6], &[6]])),
-                (scatter(1, None), v(&[&[2, 4], &[2, 4]])),
-                (scatter(0, Some(vec![1, 3, 2])), v(&[&[6], &[6], &[6]])),
-                (scatter(0, Some(vec![0, 2, 1, 1])), vec![vec![4, 2]; 4]),
-            ];
-            for (fwd, shapes) in cases {
-                check_apart(fwd, &shapes, dtype, false);
+        for n in 1..=4 {
+            for shape in [&[5][..], &[2, 3]] {
+                let shapes = vec![shape.to_vec(); n];
+                check(Op::AllReduce { op }, &shapes, dtype, false);
+                check(Op::AllReduce { op }, &shapes, dtype, true);
+                check(Op::Reduce { op, root: n - 1 }, &shapes, dtype, false);
             }
         }
+        let scatter = |axis, split| Op::ReduceScatter { op, axis, split };
+        let cases = [
+            (scatter(0, None), v(&[&[6], &[6], &[6]])),
+            (scatter(1, None), v(&[&[2, 4], &[2, 4]])),
+            (scatter(0, Some(vec![1, 3, 2])), v(&[&[6], &[6], &[6]])),
+            (scatter(0, Some(vec![0, 2, 1, 1])), vec![vec![4, 2]; 4]),
+        ];
+        for (fwd, shapes) in cases {
+            check(fwd, &shapes, dtype, false);
+        }
     }
+}
+
+#[test]
+fn max_and_min_by_finite_differences() {
+    for op in [ReduceOp::Max, ReduceOp::Min] {
+        reduction_forms(op, check_apart);
+    }
+}
+
+/// The cotangents `ws` of the rule tests below: three ranks of four.
+const WS: [[f64; 4]; 3] = [
+    [0.5, -0.25, 1.0, 0.125],
+    [0.25, 0.5, -1.0, 2.0],
+    [1.0, 1.0, 0.5, -0.5],
+];
+
+/// Each rank's gradient, as the interpreter computes it, of an all-reduce
+/// `op` over three CPU ranks holding `xs`, for the cotangents [`WS`].
+fn three_rank_gradients(
+    name: &str,
+    op: ReduceOp,
+    dtype: DType,
+    xs: &[[f64; 4]; 3],
+) -> Vec<Vec<f64>> {
+    let ty = TensorType::new(dtype, &[4]);
+    let mut g = Graph::new(name);
+    let mut inputs = BTreeMap::new();
+    let (mut x, mut w) = (Vec::new(), Vec::new());
+    for i in 0..3 {
+        let d = Device::cpu(i as u32);
+        x.push(input(&mut g, format!("x{i}"), d, &ty));
+        w.push(input(&mut g, format!("w{i}"), d, &ty));
+        inputs.insert(format!("x{i}"), HostTensor::new(ty.clone(), xs[i].to_vec()));
+        inputs.insert(format!("w{i}"), HostTensor::new(ty.clone(), WS[i].to_vec()));
+    }
+    let y = add_collective(&mut g, Op::AllReduce { op }, &x);
+    let cts: Vec<Option<ValueId>> = w.iter().copied().map(Some).collect();
+    let dx = transpose(&mut g, y, &cts).unwrap();
+    g.set_outputs(dx.into_iter().flatten().collect());
+    let out = interpret(&g, &inputs).unwrap();
+    out.iter().map(HostTensor::to_f64).collect()
 }
 
 /// The tie rule, shown: every rank whose operand equals the extreme gets
@@ -296,34 +338,12 @@ fn every_tied_rank_gets_the_whole_cotangent() {
     // Which ranks hold the extreme of each element.
     let max_holders = [[1, 0, 1, 1], [1, 1, 0, 1], [0, 1, 1, 0]];
     let min_holders = [[0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 1]];
-    let ws = [
-        [0.5, -0.25, 1.0, 0.125],
-        [0.25, 0.5, -1.0, 2.0],
-        [1.0, 1.0, 0.5, -0.5],
-    ];
     for dtype in [DType::F32, DType::F64] {
         for (op, holders) in [(ReduceOp::Max, max_holders), (ReduceOp::Min, min_holders)] {
-            let ty = TensorType::new(dtype, &[4]);
-            let mut g = Graph::new("ties");
-            let mut inputs = BTreeMap::new();
-            let mut x = Vec::new();
-            let mut w = Vec::new();
-            for i in 0..3 {
-                let d = Device::cpu(i as u32);
-                x.push(input(&mut g, format!("x{i}"), d, &ty));
-                w.push(input(&mut g, format!("w{i}"), d, &ty));
-                inputs.insert(format!("x{i}"), HostTensor::new(ty.clone(), xs[i].to_vec()));
-                inputs.insert(format!("w{i}"), HostTensor::new(ty.clone(), ws[i].to_vec()));
-            }
-            let y = add_collective(&mut g, Op::AllReduce { op }, &x);
-            let dx =
-                transpose(&mut g, y, &w.iter().copied().map(Some).collect::<Vec<_>>()).unwrap();
-            g.set_outputs(dx.into_iter().flatten().collect());
-            let out = interpret(&g, &inputs).unwrap();
+            let out = three_rank_gradients("ties", op, dtype, &xs);
             for (i, got) in out.iter().enumerate() {
-                let got = got.to_f64();
                 for e in 0..4 {
-                    let total: f64 = ws.iter().map(|r| r[e]).sum();
+                    let total: f64 = WS.iter().map(|r| r[e]).sum();
                     let want = f64::from(holders[i][e]) * total;
                     assert_eq!(got[e], want, "{op} {dtype}: rank {i} element {e}");
                 }
@@ -334,22 +354,7 @@ fn every_tied_rank_gets_the_whole_cotangent() {
 
 #[test]
 fn prod_by_finite_differences() {
-    let op = ReduceOp::Product;
-    for dtype in [DType::F32, DType::F64] {
-        for n in 1..=4 {
-            for shape in [&[5][..], &[2, 3]] {
-                let shapes = vec![shape.to_vec(); n];
-                check(Op::AllReduce { op }, &shapes, dtype, false);
-                check(Op::AllReduce { op }, &shapes, dtype, true);
-                check(Op::Reduce { op, root: n - 1 }, &shapes, dtype, false);
-            }
-        }
-        let scatter = |axis, split| Op::ReduceScatter { op, axis, split };
-        check(scatter(0, None), &v(&[&[6], &[6], &[6]]), dtype, false);
-        check(scatter(1, None), &v(&[&[2, 4], &[2, 4]]), dtype, false);
-        let uneven = scatter(0, Some(vec![0, 2, 1, 1]));
-        check(uneven, &vec![vec![4, 2]; 4], dtype, false);
-    }
+    reduction_forms(ReduceOp::Product, check);
 }
 
 /// A product's gradient at zeros is the product of the others, exactly:
@@ -362,33 +367,11 @@ fn prod_gradients_at_zeros_are_exact() {
         [3.0, 0.0, 0.0, 2.0],
         [-2.0, 5.0, 4.0, 0.5],
     ];
-    let ws = [
-        [0.5, -0.25, 1.0, 0.125],
-        [0.25, 0.5, -1.0, 2.0],
-        [1.0, 1.0, 0.5, -0.5],
-    ];
     for dtype in [DType::F32, DType::F64] {
-        let ty = TensorType::new(dtype, &[4]);
-        let mut g = Graph::new("zeros");
-        let mut inputs = BTreeMap::new();
-        let (mut x, mut w) = (Vec::new(), Vec::new());
-        for i in 0..3 {
-            let d = Device::cpu(i as u32);
-            x.push(input(&mut g, format!("x{i}"), d, &ty));
-            w.push(input(&mut g, format!("w{i}"), d, &ty));
-            inputs.insert(format!("x{i}"), HostTensor::new(ty.clone(), xs[i].to_vec()));
-            inputs.insert(format!("w{i}"), HostTensor::new(ty.clone(), ws[i].to_vec()));
-        }
-        let op = ReduceOp::Product;
-        let y = add_collective(&mut g, Op::AllReduce { op }, &x);
-        let cts: Vec<Option<ValueId>> = w.iter().copied().map(Some).collect();
-        let dx = transpose(&mut g, y, &cts).unwrap();
-        g.set_outputs(dx.into_iter().flatten().collect());
-        let out = interpret(&g, &inputs).unwrap();
+        let out = three_rank_gradients("zeros", ReduceOp::Product, dtype, &xs);
         for (i, got) in out.iter().enumerate() {
-            let got = got.to_f64();
             for e in 0..4 {
-                let total: f64 = ws.iter().map(|r| r[e]).sum();
+                let total: f64 = WS.iter().map(|r| r[e]).sum();
                 let others: f64 = (0..3).filter(|j| *j != i).map(|j| xs[j][e]).product();
                 assert_eq!(got[e], others * total, "{dtype}: rank {i} element {e}");
             }

@@ -157,6 +157,23 @@ macro_rules! int_scalar {
 }
 int_scalar!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64);
 
+/// `kind` on two native floats: the IEEE sum and product, [`max_float`],
+/// [`min_float`], and 1 or 0 for equality.
+#[inline(always)]
+fn apply_float<T>(kind: ElementwiseOp, a: T, b: T) -> T
+where
+    T: Copy + PartialOrd + SignBit + From<u8>,
+    T: std::ops::Add<Output = T> + std::ops::Mul<Output = T>,
+{
+    match kind {
+        ElementwiseOp::Add => a + b,
+        ElementwiseOp::Mul => a * b,
+        ElementwiseOp::Max => max_float(a, b),
+        ElementwiseOp::Min => min_float(a, b),
+        ElementwiseOp::Eq => T::from(u8::from(a == b)),
+    }
+}
+
 /// `out[i] = src[i] / d` where the divisor is `exact` in the type (one
 /// IEEE division is then `div`'s exact quotient rounded once), else
 /// `slow(src[i])`: the case chosen once, so the first loop vectorises.
@@ -197,13 +214,7 @@ unsafe impl Scalar for f32 {
     const DTYPE: DType = DType::F32;
     #[inline(always)]
     fn apply(kind: ElementwiseOp, a: Self, b: Self) -> Self {
-        match kind {
-            ElementwiseOp::Add => a + b,
-            ElementwiseOp::Mul => a * b,
-            ElementwiseOp::Max => max_float(a, b),
-            ElementwiseOp::Min => min_float(a, b),
-            ElementwiseOp::Eq => Self::from(u8::from(a == b)),
-        }
+        apply_float(kind, a, b)
     }
     #[inline(always)]
     fn div(a: Self, by: u64) -> Self {
@@ -243,13 +254,7 @@ unsafe impl Scalar for f64 {
     const DTYPE: DType = DType::F64;
     #[inline(always)]
     fn apply(kind: ElementwiseOp, a: Self, b: Self) -> Self {
-        match kind {
-            ElementwiseOp::Add => a + b,
-            ElementwiseOp::Mul => a * b,
-            ElementwiseOp::Max => max_float(a, b),
-            ElementwiseOp::Min => min_float(a, b),
-            ElementwiseOp::Eq => Self::from(u8::from(a == b)),
-        }
+        apply_float(kind, a, b)
     }
     #[inline(always)]
     fn div(a: Self, by: u64) -> Self {

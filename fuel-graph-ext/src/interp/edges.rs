@@ -44,64 +44,46 @@ pub fn edge_inputs(g: &Graph) -> BTreeMap<String, HostTensor> {
         .collect()
 }
 
+/// A native float type's edge values: signed zeros and ones, the extremes,
+/// infinities, NaN, the smallest normal and the subnormals at both ends,
+/// inexact fractions, odd integers, and `$inexact`, the first integer the
+/// type cannot hold. A macro, as no trait reaches `f32::MAX` and the like.
+macro_rules! float_edges {
+    ($t:ident, $max_sub_bits:literal, $inexact:literal) => {{
+        let sub = $t::from_bits(1);
+        let max_sub = $t::from_bits($max_sub_bits);
+        let v = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            $t::MIN,
+            $t::MAX,
+            $t::MAX / 2.0,
+            $t::INFINITY,
+            $t::NEG_INFINITY,
+            $t::NAN,
+            $t::MIN_POSITIVE,
+            sub,
+            -sub,
+            max_sub,
+            -max_sub,
+            0.1,
+            1.0 / 3.0,
+            3.0,
+            -7.0,
+            $inexact,
+        ];
+        HostTensor::from_slice(&[v.len()], &v)
+    }};
+}
+
 /// Every edge value of `dtype`, as a one-axis tensor (at least two, and
 /// the same list on every call).
 pub fn edge_values(dtype: DType) -> HostTensor {
     let made = match dtype {
-        DType::F32 => {
-            let sub = f32::from_bits(1);
-            let max_sub = f32::from_bits(0x007f_ffff);
-            let v = [
-                0.0,
-                -0.0,
-                1.0,
-                -1.0,
-                f32::MIN,
-                f32::MAX,
-                f32::MAX / 2.0,
-                f32::INFINITY,
-                f32::NEG_INFINITY,
-                f32::NAN,
-                f32::MIN_POSITIVE,
-                sub,
-                -sub,
-                max_sub,
-                -max_sub,
-                0.1,
-                1.0 / 3.0,
-                3.0,
-                -7.0,
-                16_777_217.0,
-            ];
-            HostTensor::from_slice(&[v.len()], &v)
-        }
-        DType::F64 => {
-            let sub = f64::from_bits(1);
-            let max_sub = f64::from_bits(0x000f_ffff_ffff_ffff);
-            let v = [
-                0.0,
-                -0.0,
-                1.0,
-                -1.0,
-                f64::MIN,
-                f64::MAX,
-                f64::MAX / 2.0,
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-                f64::NAN,
-                f64::MIN_POSITIVE,
-                sub,
-                -sub,
-                max_sub,
-                -max_sub,
-                0.1,
-                1.0 / 3.0,
-                3.0,
-                -7.0,
-                9_007_199_254_740_993.0,
-            ];
-            HostTensor::from_slice(&[v.len()], &v)
-        }
+        DType::F32 => float_edges!(f32, 0x007f_ffff, 16_777_217.0),
+        DType::F64 => float_edges!(f64, 0x000f_ffff_ffff_ffff, 9_007_199_254_740_993.0),
         DType::F16 => halves(
             f16::from_bits,
             [

@@ -8,7 +8,7 @@
 use crate::memory::assert_no_leaks;
 use crate::run::assert_close;
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-use fuel_graph_ext::{text, Device, Graph};
+use fuel_graph_ext::{text, DType, Device, Graph};
 use fuel_runtime::exec::FaultPoint;
 
 /// The tail of every injected fault's message.
@@ -102,11 +102,24 @@ pub fn fail_at_every_point(lowered: &Graph, devices: &[Device]) -> usize {
     checked
 }
 
-/// Compiles `src` (an input, a copy to `device`, then one `op` there), injects
-/// a copy, a kernel and an allocation fault in turn, and checks each run's
-/// exact message, that nothing leaked, and that the next run is correct.
-pub fn assert_exact_fault_messages(src: &str, device: Device, op: &str) {
-    let g = text::parse(src).unwrap();
+/// Compiles a graph of one input of sixteen `dtype` elements on cpu:0,
+/// copied to `device` and folded with itself by `op` there (allocation
+/// order fixed: the input, then the copy's buffer), injects a copy, a
+/// kernel and an allocation fault in turn, and checks each run's exact
+/// message, that nothing leaked, and that the next run is correct.
+pub fn assert_exact_fault_messages(dtype: DType, device: Device, op: &str) {
+    let ty = format!("{dtype}[16]");
+    let g = text::parse(&format!(
+        "graph @one {{
+  %0 = input \"a\" @cpu:0 : {ty}
+  %1 = copy %0 -> {device} : {ty}
+  %2 = {op} %1, %1 @{device} : {ty}
+  return %2
+}}
+"
+    ))
+    .unwrap();
+    let bytes = 16 * dtype.size_bytes();
     let exe = crate::run::compile_env(&g, &[]).unwrap_or_else(|e| panic!("{e}"));
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
@@ -122,7 +135,7 @@ pub fn assert_exact_fault_messages(src: &str, device: Device, op: &str) {
         (
             FaultPoint::Alloc { nth: 1 },
             format!(
-                "out of memory on {device}: cannot allocate 64 bytes (injected allocation failure)"
+                "out of memory on {device}: cannot allocate {bytes} bytes (injected allocation failure)"
             ),
         ),
     ] {

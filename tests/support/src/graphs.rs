@@ -53,6 +53,24 @@ pub fn all_reduce_graph(devices: &[Device], dtype: DType, n: usize, op: ReduceOp
     lg.snapshot()
 }
 
+/// A two-device all-reduce as a star lowering writes it, in text: `b`'s
+/// shard (input `"b"`) copied to `a`, folded there with `a`'s (`"a"`) by
+/// `op`, and the result copied back to `b`; the graph `@ar` returns both
+/// results. `ty` is the shards' type, such as `f32[16]`.
+pub fn pair_all_reduce(op: &str, ty: &str, a: Device, b: Device) -> String {
+    format!(
+        "graph @ar {{
+  %0 = input \"a\" @{a} : {ty}
+  %1 = input \"b\" @{b} : {ty}
+  %2 = copy %1 -> {a} : {ty}
+  %3 = {op} %0, %2 @{a} : {ty}
+  %4 = copy %3 -> {b} : {ty}
+  return %3, %4
+}}
+"
+    )
+}
+
 /// The devices of `fuel-opt demo` on a machine with lavapipe: cpu:0..3
 /// and vulkan:0..1.
 pub const DEMO_DEVICES: [Device; 6] = [

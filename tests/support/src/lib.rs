@@ -50,3 +50,4 @@ pub use graphs::{
 pub use memory::{all_values_bytes, assert_no_leaks, rss_bytes};
 pub use run::{assert_close, compile_env, inputs_and_want, run_and_compare, runs_exactly};
 pub use viewer::{chained_all_reduces, hostile_recording, HOSTILE};
+pub mod supported;

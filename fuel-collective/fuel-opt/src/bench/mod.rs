@@ -398,42 +398,26 @@ fn sweep(
 
 /// One row of the table (or of the CSV).
 fn print_row(csv: bool, (dtype, op): (DType, ReduceOp), row: &Row) -> Result<(), Failure> {
-    let ratio = if row.bound > 0.0 {
-        row.algbw / row.bound
-    } else {
-        0.0
-    };
+    let Row {
+        size,
+        count,
+        algorithm,
+        time_us,
+        algbw,
+        busbw,
+        wrong,
+        bound,
+        model_bound_us,
+    } = row;
+    let ratio = if *bound > 0.0 { algbw / bound } else { 0.0 };
+    let (dtype, op) = (dtype.as_str(), op.as_str());
     if csv {
         outln!(
-            "{},{},{},{},{},{:.2},{:.4},{:.4},{},{:.4},{:.3},{:.2}",
-            row.size,
-            row.count,
-            dtype,
-            op,
-            row.algorithm,
-            row.time_us,
-            row.algbw,
-            row.busbw,
-            row.wrong,
-            row.bound,
-            ratio,
-            row.model_bound_us
+            "{size},{count},{dtype},{op},{algorithm},{time_us:.2},{algbw:.4},{busbw:.4},{wrong},{bound:.4},{ratio:.3},{model_bound_us:.2}"
         )?;
     } else {
         outln!(
-            " {:>11} {:>10} {:>6} {:>6} {:>14} {:>10.1} {:>12.3} {:>12.3} {:>7} {:>12.3} {:>6.2} {:>14.1}",
-            row.size,
-            row.count,
-            dtype.as_str(),
-            op.as_str(),
-            row.algorithm,
-            row.time_us,
-            row.algbw,
-            row.busbw,
-            row.wrong,
-            row.bound,
-            ratio,
-            row.model_bound_us
+            " {size:>11} {count:>10} {dtype:>6} {op:>6} {algorithm:>14} {time_us:>10.1} {algbw:>12.3} {busbw:>12.3} {wrong:>7} {bound:>12.3} {ratio:>6.2} {model_bound_us:>14.1}"
         )?;
     }
     Ok(())

@@ -69,17 +69,8 @@ pub fn comm_split_type(
         }
         CommOp::AllGather { axis } => {
             check_axis(*axis, t)?;
-            let too_large = || TypeError::TooLarge {
-                op: "comm.all_gather".into(),
-                axis: *axis,
-            };
-            let extent = t.shape[*axis].checked_mul(ranks).ok_or_else(too_large)?;
-            let out = t.with_dim(*axis, extent);
-            if out.fits() {
-                Ok(out)
-            } else {
-                Err(too_large())
-            }
+            let extent = t.shape[*axis].checked_mul(ranks);
+            with_extent(t, *axis, extent, "comm.all_gather")
         }
         CommOp::ReduceScatter { axis, .. } => {
             check_axis(*axis, t)?;
@@ -130,15 +121,23 @@ fn comm_all_gather_split(
     if split[rank] != extent {
         return Err(bad(None, split[rank]));
     }
+    let total = split.iter().try_fold(0usize, |acc, e| acc.checked_add(*e));
+    with_extent(t, axis, total, "comm.all_gather")
+}
+
+/// `t` with `extent` along `axis`, or [`TypeError::TooLarge`] naming `op`
+/// where the extent overflowed (`None`) or the result does not fit.
+fn with_extent(
+    t: &TensorType,
+    axis: usize,
+    extent: Option<usize>,
+    op: &str,
+) -> Result<TensorType, TypeError> {
     let too_large = || TypeError::TooLarge {
-        op: "comm.all_gather".into(),
+        op: op.into(),
         axis,
     };
-    let total = split
-        .iter()
-        .try_fold(0usize, |acc, e| acc.checked_add(*e))
-        .ok_or_else(too_large)?;
-    let out = t.with_dim(axis, total);
+    let out = t.with_dim(axis, extent.ok_or_else(too_large)?);
     if out.fits() {
         Ok(out)
     } else {
@@ -177,20 +176,6 @@ fn comm_all_to_all_split(
             axis,
         });
     }
-    let too_large = || TypeError::TooLarge {
-        op: "comm.all_to_all".into(),
-        axis,
-    };
-    let col = split
-        .iter()
-        .skip(rank)
-        .step_by(ranks)
-        .fold(Some(0), add)
-        .ok_or_else(too_large)?;
-    let out = t.with_dim(axis, col);
-    if out.fits() {
-        Ok(out)
-    } else {
-        Err(too_large())
-    }
+    let col = split.iter().skip(rank).step_by(ranks).fold(Some(0), add);
+    with_extent(t, axis, col, "comm.all_to_all")
 }

@@ -492,46 +492,44 @@ fn fold_slices<T: Scalar>(
     });
 }
 
-/// `block[i] = kind(block[i], x[i])`. The op is matched once, outside the
-/// loop, so each arm is a plain loop the compiler vectorises; with the match
-/// inside (in `Scalar::apply`) it stopped doing so once the fold had two callers,
-/// and the fold ran about 5x slower.
+/// `$body` with `$k` the constant `kind`: the op is matched once, outside
+/// the loop `$body` holds, so each arm is a plain loop the compiler
+/// vectorises; with the match inside (in `Scalar::apply`) it stopped doing
+/// so once the fold had two callers, and the fold ran about 5x slower.
+macro_rules! per_kind {
+    ($kind:expr, $k:ident => $body:expr) => {
+        per_kind!(@arms $kind, $k => $body; Add Mul Max Min Eq)
+    };
+    (@arms $kind:expr, $k:ident => $body:expr; $($op:ident)*) => {
+        match $kind {
+            $(ElementwiseOp::$op => {
+                const $k: ElementwiseOp = ElementwiseOp::$op;
+                $body
+            })*
+        }
+    };
+}
+
+/// `block[i] = kind(block[i], x[i])`, the op matched outside the loop
+/// (`per_kind!`).
 #[inline(always)]
 fn fold_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], x: &[T]) {
-    macro_rules! each {
-        ($k:expr) => {
-            for (o, y) in block.iter_mut().zip(x) {
-                *o = T::apply($k, *o, *y);
-            }
-        };
-    }
-    match kind {
-        ElementwiseOp::Add => each!(ElementwiseOp::Add),
-        ElementwiseOp::Mul => each!(ElementwiseOp::Mul),
-        ElementwiseOp::Max => each!(ElementwiseOp::Max),
-        ElementwiseOp::Min => each!(ElementwiseOp::Min),
-        ElementwiseOp::Eq => each!(ElementwiseOp::Eq),
-    }
+    per_kind!(kind, K => {
+        for (o, y) in block.iter_mut().zip(x) {
+            *o = T::apply(K, *o, *y);
+        }
+    })
 }
 
 /// `block[i] = kind(a[i], b[i])`, matched once outside the loop as in
 /// [`fold_block`], so the first two operands of a fold take one pass.
 #[inline(always)]
 fn pair_block<T: Scalar>(kind: ElementwiseOp, block: &mut [T], a: &[T], b: &[T]) {
-    macro_rules! each {
-        ($k:expr) => {
-            for (o, (x, y)) in block.iter_mut().zip(a.iter().zip(b)) {
-                *o = T::apply($k, *x, *y);
-            }
-        };
-    }
-    match kind {
-        ElementwiseOp::Add => each!(ElementwiseOp::Add),
-        ElementwiseOp::Mul => each!(ElementwiseOp::Mul),
-        ElementwiseOp::Max => each!(ElementwiseOp::Max),
-        ElementwiseOp::Min => each!(ElementwiseOp::Min),
-        ElementwiseOp::Eq => each!(ElementwiseOp::Eq),
-    }
+    per_kind!(kind, K => {
+        for (o, (x, y)) in block.iter_mut().zip(a.iter().zip(b)) {
+            *o = T::apply(K, *x, *y);
+        }
+    })
 }
 
 fn div_typed<T: Scalar>(by: u64, input: &CpuBuf, out: &mut CpuBuf) {

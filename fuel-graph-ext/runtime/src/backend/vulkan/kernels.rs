@@ -193,11 +193,7 @@ impl VkDev {
                 "a dispatch bound its destination as an operand too; fold onto it instead".into(),
             ));
         }
-        let n32 = u32::try_from(n).map_err(|_| ExecError::Device {
-            device: self.device,
-            op: "dispatch".into(),
-            reason: format!("{n} elements exceed one dispatch (2^32-1)"),
-        })?;
+        let n32 = self.elems32(n, "dispatch")?;
         let groups = n32.div_ceil(WORKGROUP).max(1);
         let gx = groups.min(MAX_GROUPS_X);
         let gy = groups.div_ceil(gx);

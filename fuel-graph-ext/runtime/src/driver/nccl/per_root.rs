@@ -25,9 +25,7 @@ impl NcclDriver {
         let es = elem_bytes(dtype);
         let what = ("all_gather_uneven", "ncclBroadcast");
         collective(call, what, (counts[comm.rank], total), |sp, dp, cs| {
-            result::group_start()?;
-            let mut at = 0u64;
-            for (root, count) in counts.iter().enumerate() {
+            grouped(counts, es, |root, count, at| {
                 // Only the root reads its send buffer; the others pass
                 // their run of the result.
                 let send = if root == comm.rank { sp } else { dp + at };
@@ -37,16 +35,14 @@ impl NcclDriver {
                     result::broadcast(
                         send as *const c_void,
                         (dp + at) as *mut c_void,
-                        *count,
+                        count,
                         dtype,
                         root as i32,
                         comm.raw,
                         cs,
-                    )?;
+                    )
                 }
-                at += (count * es) as u64;
-            }
-            result::group_end()
+            })
         })
     }
 
@@ -62,9 +58,7 @@ impl NcclDriver {
         let es = elem_bytes(dtype);
         let what = ("reduce_scatter_uneven", "ncclReduce");
         collective(call, what, (total, counts[comm.rank]), |sp, dp, cs| {
-            result::group_start()?;
-            let mut at = 0u64;
-            for (root, count) in counts.iter().enumerate() {
+            grouped(counts, es, |root, count, at| {
                 // Only the root writes its receive buffer, this rank's
                 // whole result.
                 // SAFETY: `src` holds the sum of `counts` and `dst`
@@ -73,17 +67,32 @@ impl NcclDriver {
                     result::reduce(
                         (sp + at) as *const c_void,
                         dp as *mut c_void,
-                        *count,
+                        count,
                         dtype,
                         nccl_red_op(op),
                         root as i32,
                         comm.raw,
                         cs,
-                    )?;
+                    )
                 }
-                at += (count * es) as u64;
-            }
-            result::group_end()
+            })
         })
     }
+}
+
+/// One `launch(root, count, at)` per root inside one NCCL group: `count`
+/// is `counts[root]` and `at` the byte offset of root's run, runs of
+/// `es`-byte elements laid end to end in rank order.
+fn grouped(
+    counts: &[usize],
+    es: usize,
+    mut launch: impl FnMut(usize, usize, u64) -> Result<result::NcclStatus, result::NcclError>,
+) -> Result<result::NcclStatus, result::NcclError> {
+    result::group_start()?;
+    let mut at = 0u64;
+    for (root, count) in counts.iter().enumerate() {
+        launch(root, *count, at)?;
+        at += (count * es) as u64;
+    }
+    result::group_end()
 }
