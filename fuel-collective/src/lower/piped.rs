@@ -38,7 +38,7 @@ use super::star::Star;
 use super::{LowerOptions, NAME};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::PassError;
-use fuel_graph_ext::topology::Route;
+use fuel_graph_ext::topology::{Route, Runner};
 use fuel_graph_ext::{Device, Graph, ReduceOp, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -78,16 +78,35 @@ impl fmt::Display for Piped {
     }
 }
 
-/// Whether a star at `at` relays a value from a GPU through the staging
-/// CPU to another GPU that [`cut`] would cut: a shard on the way in, or a
-/// result on the way out where the staging CPU is not a target itself.
-fn relays(site: &CollectiveSite, at: Device, topo: &Topology) -> bool {
-    let staged = |a: Device, b: Device| {
-        !a.is_cpu() && !b.is_cpu() && matches!(topo.route(a, b), Route::Staged(_))
+/// The most a star at `at` could gain by cutting its pass-through relays,
+/// by the model: a relay's two hops can overlap at best down to the
+/// slower one, so each relay hides at most its faster hop (whole value,
+/// latency and runner step included), and the star's critical path
+/// crosses at most one relay in and one out. 0 where it relays nothing
+/// that [`cut`] would cut. A point whose gain cannot reach [`MARGIN`] is
+/// never lowered in pieces: that keeps large groups of small values (a
+/// 1000-device star over GPUs) from paying graph estimates for nothing.
+fn hidden_us(site: &CollectiveSite, at: Device, topo: &Topology) -> f64 {
+    let bytes = site.ty.size_bytes();
+    let step = topo.runner(Runner::Threaded).step_us;
+    let mid = topo.staging;
+    let hidden = |a: Device, b: Device| {
+        let staged = !a.is_cpu() && !b.is_cpu() && matches!(topo.route(a, b), Route::Staged(_));
+        if !staged {
+            return 0.0;
+        }
+        let t1 = topo.transfer_us(a, mid, bytes) + step;
+        let t2 = topo.transfer_us(mid, b, bytes) + step;
+        t1.min(t2)
     };
+    let most = |it: &mut dyn Iterator<Item = f64>| it.fold(0.0, f64::max);
+    let up = most(&mut site.devs.iter().map(|d| hidden(*d, at)));
     let targets = site.targets();
-    site.devs.iter().any(|d| staged(*d, at))
-        || (!targets.contains(&topo.staging) && targets.iter().any(|d| staged(at, *d)))
+    let down = match targets.contains(&mid) {
+        true => 0.0,
+        false => most(&mut targets.iter().map(|d| hidden(at, *d))),
+    };
+    up + down
 }
 
 /// The pipelined stars worth listing for `site`, given the candidates
@@ -113,9 +132,11 @@ pub(super) fn propose(
             Candidate::Estimated {
                 lowering: Lowering::Star(s @ Star { at: Some(at) }),
                 estimate,
-            } if relays(site, *at, topo) => Some((*s, estimate.total_us())),
+            } => Some((*s, *at, estimate.total_us())),
             _ => None,
         })
+        .filter(|(_, at, whole)| hidden_us(site, *at, topo) > MARGIN * whole)
+        .map(|(s, _, whole)| (s, whole))
         .collect();
     stars.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut out = Vec::new();
