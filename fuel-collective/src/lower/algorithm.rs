@@ -13,7 +13,7 @@
 
 use super::emit::{Emitter, Held};
 use super::site::{Broken, CollectiveSite};
-use super::{all_to_all, driver, hierarchical, ring, star, tree, LowerOptions};
+use super::{all_to_all, driver, hierarchical, piped, ring, star, tree, LowerOptions};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ReduceOp, Topology};
 use std::fmt;
@@ -102,6 +102,10 @@ macro_rules! register_algorithms {
             /// An `all_to_all`'s pieces, sent directly or packed per
             /// staging CPU (not an `algorithm=` choice).
             AllToAll(all_to_all::Exchange),
+            /// A star whose staged relays travel in pieces: `auto`'s
+            /// pipelined candidate (not an `algorithm=` choice; its name
+            /// is `star`).
+            Piped(piped::Piped),
             $($(#[$doc])* $variant($module::$ty),)+
         }
 
@@ -111,6 +115,7 @@ macro_rules! register_algorithms {
                 match self {
                     Lowering::Identity => None,
                     Lowering::AllToAll(x) => Some(x),
+                    Lowering::Piped(p) => Some(p),
                     $(Lowering::$variant(a) => Some(a),)+
                 }
             }
@@ -120,6 +125,7 @@ macro_rules! register_algorithms {
                 match self {
                     Lowering::Identity => "identity",
                     Lowering::AllToAll(x) => x.name(),
+                    Lowering::Piped(_) => "star",
                     $(Lowering::$variant(_) => {
                         const FAMILY: Family = $family;
                         FAMILY.name

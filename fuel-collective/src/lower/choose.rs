@@ -4,7 +4,8 @@
 //! Every registered algorithm proposes its candidates for the collective
 //! (each star point, the hierarchical hub, the ring if it can cut, the tree
 //! with the given arity, the driver where the topology has one). Each
-//! candidate is estimated on a scratch graph ([`super::estimate`]). `auto`
+//! candidate is estimated on a scratch graph ([`super::estimate`]); `auto`
+//! adds the pipelined stars that pay ([`super::piped`]). `auto`
 //! keeps the cheapest, ties going to the earlier candidate; `algorithm=x`
 //! keeps the cheapest candidate of `x`, or of the algorithm `x` falls back
 //! to where `x` has none. The [`Decision`] holds all of it as data; the
@@ -276,6 +277,8 @@ fn estimate_all(
             for fam in ALGORITHMS {
                 add(fam, &mut out)?;
             }
+            let piped = super::piped::propose(scratch, site, opts, topo, &out)?;
+            out.extend(piped);
         }
         Some(asked) => {
             let found = add(asked, &mut out)?;

@@ -175,8 +175,28 @@ pub(super) fn pipeline(
     made: &BTreeSet<NodeId>,
     chunks: Chunks,
 ) -> Vec<(usize, usize)> {
+    pipeline_by(g, topo, made, |_, _| chunks)
+}
+
+/// [`pipeline`] with the piece count of each relay from `chunks`, given
+/// the relay's copy to the staging CPU and whether the staging CPU itself
+/// uses the relayed value (then it joins the pieces too). The relays are
+/// listed once, before any is cut, so a node an earlier cut adds is never
+/// taken for a relay of `made`.
+pub(super) fn pipeline_by(
+    g: &mut Graph,
+    topo: &Topology,
+    made: &BTreeSet<NodeId>,
+    chunks: impl Fn(NodeId, bool) -> Chunks,
+) -> Vec<(usize, usize)> {
     let mut cut = Vec::new();
     for r in relays(g, topo, made) {
+        let m = ValueId {
+            node: r.m,
+            result: 0,
+        };
+        let joined_at_mid =
+            g.outputs().contains(&m) || g.users(m).iter().any(|(u, _)| !r.on.contains(u));
         let Some(a) = r.source(g) else { continue };
         let (Some(ty), Some(from)) = (g.value_type(a).cloned(), g.value_device(a)) else {
             continue;
@@ -195,7 +215,7 @@ pub(super) fn pipeline(
             Some(Op::Copy { to }) => *to,
             _ => continue,
         };
-        let k = match chunks {
+        let k = match chunks(r.m, joined_at_mid) {
             Chunks::Fixed(k) => k.min(extent),
             Chunks::Auto => best_k(topo, from, topo.staging, first_to, bytes, extent),
         };

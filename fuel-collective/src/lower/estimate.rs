@@ -164,6 +164,16 @@ impl Scratch {
         // The results leave the collective: the executor copies into them
         // (it shares or defers only copies that other steps read).
         scratch.set_outputs(results);
+        if let Lowering::Piped(p) = lowering {
+            // Priced as the pass emits it: this collective's relays in
+            // pieces, each piece's chain on the workers it uses.
+            let made = scratch
+                .node_ids()
+                .filter(|id| !before.contains(id))
+                .map(|id| (id, p.k))
+                .collect();
+            super::piped::cut(&mut scratch, topo, &made);
+        }
         let plan = price::plan_for(&scratch, topo).map_err(|e| site.broken(e.to_string()))?;
         let steps = price::plan_steps(&plan, topo, &before, false);
         Ok(estimate_with(topo, price::plan_runner(&plan, topo), &steps))

@@ -44,7 +44,10 @@
 //!   by vendor); each node combines its own shard with its children's
 //!   partials in one op, and the result comes back down the same tree.
 //! - `auto` (default): lowers with every candidate on a scratch copy,
-//!   estimates each with [`crate::cost`], and keeps the cheapest.
+//!   estimates each with [`crate::cost`], and keeps the cheapest. Its
+//!   candidates include a star whose staged relays travel in pieces
+//!   (`star@D{chunks=k}`, `piped.rs`) where the model says pieces pay; the
+//!   pass cuts that collective's relays once every collective is lowered.
 //!
 //! Per kind: `reduce` is the all-reduce without the way back (ring:
 //! reduce-scatter, then each chunk to the root). `broadcast` and
@@ -327,6 +330,10 @@ impl Pass for LowerCollectives {
                 (None, None) => Default::default(),
                 _ => g.node_ids().collect(),
             };
+        // The nodes of the collectives lowered as a pipelined star, each
+        // with its piece count: cut once every collective is lowered.
+        let mut piped: std::collections::BTreeMap<NodeId, usize> = Default::default();
+        let mut piped_count = 0;
         for id in &targets {
             let site = CollectiveSite::read(g, *id).map_err(fail)?;
             let (site, widened) = super::widen::widen_mean(g, site).map_err(fail)?;
@@ -363,6 +370,10 @@ impl Pass for LowerCollectives {
             }
             g.remove_node(*id);
             let (added, now) = added_since(g, bound, &mut vacant);
+            if let algorithm::Lowering::Piped(p) = decision.lowering {
+                piped.extend(added.iter().map(|n| (*n, p.k)));
+                piped_count += 1;
+            }
             self.provenance.extend(added.into_iter().map(|n| (n, *id)));
             vacant.push(id.0.index());
             bound = now;
@@ -375,6 +386,10 @@ impl Pass for LowerCollectives {
             let price = |g: &Graph| super::estimate_run(g, topo).ok().map(|e| e.total_us());
             let note = transport::decide(g, topo, &made, t, price);
             g.add_note(note);
+        }
+        if piped_count > 0 {
+            let cut = super::piped::cut(g, &self.topo, &piped);
+            g.add_note(super::piped::note(piped_count, &cut));
         }
         if let Some(c) = self.opts.chunks {
             let made = g.node_ids().filter(|id| !before.contains(id)).collect();

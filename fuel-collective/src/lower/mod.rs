@@ -12,7 +12,8 @@
 //! the shards of a narrow `Mean` to its accumulator first; `all_to_all.rs`
 //! has `all_to_all`'s own two lowerings; `transport.rs` makes f32 copies
 //! travel as bf16/f16 (`transport=`), `chunks.rs` cuts values relayed
-//! through the staging CPU into overlapping pieces (`chunks=`). This file only
+//! through the staging CPU into overlapping pieces (`chunks=`), and `piped.rs`
+//! is `auto`'s candidate that does so for one star. This file only
 //! declares them and says what the folder exports.
 
 mod algorithm;
@@ -26,6 +27,7 @@ mod emit;
 mod estimate;
 mod hierarchical;
 mod lower_collectives;
+mod piped;
 mod ring;
 mod site;
 mod star;
@@ -43,6 +45,7 @@ pub use estimate::{
 };
 pub use hierarchical::Hierarchical;
 pub use lower_collectives::{decisions, provenance, LowerCollectives, LowerOptions, NAME, OPTIONS};
+pub use piped::Piped;
 pub use ring::Ring;
 pub use star::Star;
 pub use transport::Transport;
