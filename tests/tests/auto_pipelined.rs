@@ -8,10 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::lower::{decisions, Candidate, Lowering, Piped, Star};
-use fuel_collective::DeviceGroup;
 use fuel_graph_ext::pass::DebugOptions;
-use fuel_graph_ext::{DType, Device, Graph, LazyGraph, Op, ReduceOp, TensorType, Topology};
-use fuel_test_support::same_meaning;
+use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, Topology};
+use fuel_test_support::{all_reduce_graph, same_meaning};
 use std::sync::Arc;
 
 /// A shipped topology file, `examples/topologies/<name>`.
@@ -25,18 +24,7 @@ fn shipped(name: &str) -> Topology {
 
 /// One all_reduce.sum over `devices`, f32 of `elements`.
 fn all_reduce(devices: &[Device], elements: usize) -> Graph {
-    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
-    let g = LazyGraph::new("piped");
-    let ty = TensorType::new(DType::F32, &[elements]);
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(r, d)| g.input(&format!("s{r}"), *d, ty.clone()))
-        .collect();
-    for t in group.all_reduce(&shards, ReduceOp::Sum).unwrap() {
-        g.output(&t).unwrap();
-    }
-    g.snapshot()
+    all_reduce_graph(devices, DType::F32, elements, ReduceOp::Sum)
 }
 
 /// Lowers `g` with `pipeline` on `topo`: the graph and its one decision.

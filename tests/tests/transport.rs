@@ -5,27 +5,15 @@
 //! `[vulkan:0, vulkan:1, cpu:0]` (on lavapipe where present).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use fuel_collective::DeviceGroup;
 use fuel_graph_ext::interp::{interpret, HostTensor};
-use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
+use fuel_graph_ext::{DType, Device, Graph, ReduceOp};
 use fuel_runtime::exec;
-use fuel_test_support::{devices_or_skip, lower};
+use fuel_test_support::{all_reduce_graph, devices_or_skip, lower};
 use std::collections::BTreeMap;
 
 /// One f32 all_reduce.sum of `n` elements over `devices`.
 fn all_reduce(devices: &[Device], n: usize) -> Graph {
-    let group = DeviceGroup::new(devices.iter().copied()).unwrap();
-    let g = LazyGraph::new("narrow");
-    let ty = TensorType::new(DType::F32, &[n]);
-    let shards: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(r, d)| g.input(&format!("s{r}"), *d, ty.clone()))
-        .collect();
-    for t in group.all_reduce(&shards, ReduceOp::Sum).unwrap() {
-        g.output(&t).unwrap();
-    }
-    g.snapshot()
+    all_reduce_graph(devices, DType::F32, n, ReduceOp::Sum)
 }
 
 /// A repeatable generator (64-bit LCG, high bits).

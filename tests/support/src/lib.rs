@@ -8,6 +8,8 @@
 //! - [`graphs`]: one shard per device, recording a collective through
 //!   `DeviceGroup`, and lowering a graph, through `fuel_collective::run_pipeline` like every caller.
 //! - [`run`]: running a graph on devices against the reference interpreter.
+//! - [`supported`]: compiling where the devices and dtypes allow it, and
+//!   the compile error where they do not.
 //! - [`memory`]: what a run leaves behind and may hold (allocator counters,
 //!   resident memory).
 //! - [`faults`]: a fault at every point one run passes, as the executor
