@@ -12,7 +12,7 @@
 //! first is a clone of the first, which is safe because a `Tensor`'s bytes
 //! are copy-on-write. An output on a GPU is read back.
 
-use super::schedule::{Schedule, Step, Work};
+use super::schedule::{Schedule, Work};
 use super::work::DeviceWork;
 use std::collections::HashMap;
 
@@ -34,29 +34,26 @@ impl Schedule {
     /// The slot whose buffer slot `i` holds through shared host copies:
     /// `i` itself unless it is a [`Work::Share`].
     pub fn share_root(&self, i: usize) -> usize {
-        let mut root = i;
-        while let Some(Step {
-            work: Work::Share { .. },
-            operands,
-            ..
-        }) = self.steps.get(root)
-        {
-            match operands.first() {
-                Some(&src) => root = src,
-                None => break,
+        self.share_chain(i).last().unwrap_or(i)
+    }
+
+    /// How often each slot is returned, by slot (a graph may return one
+    /// value many times; counting once keeps the callers linear).
+    pub fn returned_counts(&self) -> Vec<usize> {
+        let mut returned = vec![0usize; self.steps.len()];
+        for &o in &self.outputs {
+            if let Some(r) = returned.get_mut(o) {
+                *r += 1;
             }
         }
-        root
+        returned
     }
 
     /// How each output comes back, in return order ([`ReadOut`]); `lent`
     /// is [`Schedule::lent_to_imports`].
     pub fn read_outs(&self, lent: &[bool]) -> Vec<ReadOut> {
         let mut first: HashMap<usize, usize> = HashMap::new();
-        let mut returned_once: HashMap<usize, usize> = HashMap::new();
-        for &o in &self.outputs {
-            *returned_once.entry(o).or_default() += 1;
-        }
+        let returned = self.returned_counts();
         let kept = |i: usize| lent.get(i).copied().unwrap_or(false);
         let mut reads = Vec::with_capacity(self.outputs.len());
         for (k, &o) in self.outputs.iter().enumerate() {
@@ -82,7 +79,7 @@ impl Schedule {
                 Work::View { .. } => false,
                 // The root is written into the caller's tensor when it is
                 // returned exactly once and no import views it.
-                _ => returned_once.get(&root) == Some(&1) && !kept(root),
+                _ => returned.get(root) == Some(&1) && !kept(root),
             };
             reads.push(if caller_holds {
                 ReadOut::InPlace

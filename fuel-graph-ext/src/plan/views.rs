@@ -182,7 +182,7 @@ impl Schedule {
             let Some(&operand) = st.operands.first() else {
                 continue;
             };
-            let owner = *self.share_chain(operand).last().unwrap_or(&operand);
+            let owner = self.share_root(operand);
             if self
                 .steps
                 .get(owner)
@@ -240,22 +240,18 @@ impl Schedule {
     }
 
     /// Slot `i`, then the slots whose buffer it holds through shared host
-    /// copies ([`Work::Share`]), in order: the last is the buffer's owner.
-    /// Views stop the chain: a view is not the buffer it views.
-    fn share_chain(&self, i: usize) -> Vec<usize> {
-        let mut chain = vec![i];
-        while let Some(Step {
-            work: Work::Share { .. },
-            operands,
-            ..
-        }) = chain.last().and_then(|&o| self.steps.get(o))
-        {
-            match operands.first() {
-                Some(&o) => chain.push(o),
-                None => break,
-            }
-        }
-        chain
+    /// copies ([`Work::Share`]), in order: the last is the buffer's owner
+    /// ([`Schedule::share_root`]). Views stop the chain: a view is not the
+    /// buffer it views.
+    pub(crate) fn share_chain(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(Some(i), move |&o| match self.steps.get(o) {
+            Some(Step {
+                work: Work::Share { .. },
+                operands,
+                ..
+            }) => operands.first().copied(),
+            _ => None,
+        })
     }
 
     /// Turns `slice` steps into [`Work::View`]s where the slice is one

@@ -353,14 +353,7 @@ impl<'g> Compiler<'g> {
         } else {
             prepare::start_workers(&ctxs, spin)?
         };
-        // How often each slot is returned (a graph may return one value
-        // many times; counting once keeps this linear).
-        let mut returned = vec![0usize; plan.steps.len()];
-        for &o in &plan.outputs {
-            if let Some(r) = returned.get_mut(o) {
-                *r += 1;
-            }
-        }
+        let returned = plan.returned_counts();
         let keep = returned.iter().map(|&r| r > 0).collect();
         // A shared copy owns no bytes: its source's slot is the one that
         // may be written into the caller's bytes or become the tensor.
