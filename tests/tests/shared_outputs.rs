@@ -105,6 +105,41 @@ fn a_write_to_one_shared_output_leaves_the_others_and_the_next_run_alone() {
 }
 
 #[test]
+fn a_loop_of_runs_into_one_vector_folds_into_the_same_bytes() {
+    // The training-loop shape: `run_into` one output vector again and again.
+    // Outputs 1..3 are clones of output 0; once they let go of it, the next
+    // run folds into output 0's bytes instead of fresh memory, which a
+    // 16 MiB fold paid for in page faults on every run (issue 37).
+    let cpus: Vec<Device> = (0..4).map(Device::cpu).collect();
+    let (exe, inputs, want) = star(&cpus, 1 << 14, exec::Options::default());
+    let mut outs = Vec::new();
+    exe.run_into(&inputs, &mut outs).unwrap();
+    let first = outs[0].shared();
+    let at = first.as_ptr();
+    drop(first);
+    for round in 0..3 {
+        exe.run_into(&inputs, &mut outs).unwrap();
+        assert_close(&host(&outs), &want, &format!("run {round}"));
+        assert_eq!(
+            outs[0].shared().as_ptr(),
+            at,
+            "run {round} folded into new bytes"
+        );
+        assert!((1..4).all(|k| same_bytes(&outs, 0, k)));
+    }
+    // A clone the caller keeps pins those bytes: the next run leaves them.
+    let kept = outs[2].clone();
+    let before = kept.to_host();
+    exe.run_into(&inputs, &mut outs).unwrap();
+    assert_ne!(
+        outs[0].shared().as_ptr(),
+        at,
+        "a kept clone's bytes were reused"
+    );
+    assert_eq!(kept.to_host(), before);
+}
+
+#[test]
 fn one_value_returned_twice_is_one_buffer() {
     let src = "graph @g {\n  %0 = input \"x\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : f32[4]\n  %2 = copy %1 -> cpu:1 : f32[4]\n  return %1, %1, %2\n}\n";
     let g = parse(src).unwrap();

@@ -729,6 +729,16 @@ impl Executable {
         let s = scratch;
         s.reuse.clear();
         s.reuse.resize_with(n, || None);
+        // An output that becomes a clone of an earlier one is never written
+        // in place, and last run's clone still holds the earlier output's
+        // bytes: let go of it first, or those bytes look shared and every
+        // run folds into fresh (page-faulting) memory.
+        for (k, same) in self.same_as.iter().enumerate() {
+            if let (Some(_), Some(t)) = (same, outputs.get_mut(k)) {
+                let ty = t.ty().clone();
+                *t = Tensor::unfilled(ty);
+            }
+        }
         for (k, &o) in plan.outputs.iter().enumerate() {
             if self.sole[o] && plan.steps[o].device.is_cpu() && !self.lent[o] {
                 s.reuse[o] = outputs
