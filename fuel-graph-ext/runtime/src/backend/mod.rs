@@ -639,7 +639,8 @@ pub fn gather(
         }
         #[cfg(feature = "cuda")]
         (Buf::Cuda(d), Ctx::Cuda(c)) => {
-            c.copy_regions(op, regions, &locals(ins, Buf::as_cuda, op)?, d)
+            let srcs = locals(ins, Buf::as_cuda, op)?;
+            c.copy_regions(cuda::Lane::Compute, op, regions, &srcs, d)
         }
         #[cfg(feature = "vulkan")]
         (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
