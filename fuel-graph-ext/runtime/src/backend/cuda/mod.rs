@@ -383,6 +383,18 @@ impl CudaDev {
         }
     }
 
+    /// Byte regions of `srcs` into `dst` on the compute stream: a step's
+    /// slice, concat or a collective's layout copy.
+    pub fn gather(
+        &self,
+        op: &str,
+        regions: &[Region],
+        srcs: &[&CudaBuf],
+        dst: &mut CudaBuf,
+    ) -> Result<(), ExecError> {
+        self.copy_regions(Lane::Compute, op, regions, srcs, dst)
+    }
+
     /// Byte regions of `srcs` into `dst`, on `lane`'s stream: same
     /// context, or peer copies when a source lives on another GPU.
     pub fn copy_regions(
