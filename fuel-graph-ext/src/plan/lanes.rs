@@ -1,6 +1,6 @@
 //! Which queue of the threaded runner runs each step: a device's compute
-//! worker, its copy thread (a copy onto a host arena or a Vulkan device,
-//! so it overlaps a kernel on the same device), or none (work the
+//! worker, its copy thread (a copy onto a host arena, a Vulkan device or a
+//! CUDA device, so it overlaps a kernel on the same device), or none (work the
 //! dispatcher does itself: a shared buffer, a deferred operand, an import,
 //! a view, a host input). The runtime sends steps by this rule, and the
 //! overlap simulator (`fuel_collective::overlap`) plays plans through the
@@ -13,10 +13,10 @@ use crate::device::{Device, DeviceKind};
 /// One queue of the threaded runner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Lane {
-    /// The device's worker: kernels, copies onto a CUDA device, driver
-    /// calls and `comm.*` steps.
+    /// The device's worker: kernels, driver calls and `comm.*` steps.
     Compute(Device),
-    /// The device's copy thread: copies onto a host arena or Vulkan device.
+    /// The device's copy thread: copies onto a host arena, a Vulkan device
+    /// (its copy queue) or a CUDA device (its copy stream).
     Copy(Device),
 }
 
@@ -35,8 +35,16 @@ pub fn lane_of(s: &Step) -> Option<Lane> {
 
 /// Whether `s` is a copy that runs on its device's copy thread.
 pub fn has_copy_lane(s: &Step) -> bool {
-    matches!(s.work, Work::Device(DeviceWork::Copy { .. }))
-        && matches!(s.device.kind, DeviceKind::Cpu | DeviceKind::Vulkan)
+    matches!(s.work, Work::Device(DeviceWork::Copy { .. })) && kind_has_copy_lane(s.device.kind)
+}
+
+/// Whether devices of `kind` have a copy thread beside their worker: every
+/// kind has one now (CUDA's since its copy stream, issue 33 item 2); the
+/// match keeps a new kind from getting one unasked.
+pub fn kind_has_copy_lane(kind: DeviceKind) -> bool {
+    match kind {
+        DeviceKind::Cpu | DeviceKind::Vulkan | DeviceKind::Cuda => true,
+    }
 }
 
 /// Whether `s` moves data between devices or meets other ranks: a copy
@@ -72,4 +80,43 @@ pub fn compute_before_communication(steps: &[Step]) -> Vec<bool> {
         out[i] = is_extern(s) && !reads_comm;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::schedule::Schedule;
+
+    /// A copy onto each kind of device runs on that device's copy thread
+    /// (on CUDA: the thread that drives its copy stream); kernels stay on
+    /// the compute worker.
+    #[test]
+    fn copies_onto_every_kind_of_device_take_its_copy_lane() {
+        let src = "graph @lanes {
+  %0 = input \"a\" @cpu:0 : f32[4]
+  %1 = copy %0 -> cuda:0 : f32[4]
+  %2 = add %1, %1 @cuda:0 : f32[4]
+  %3 = copy %2 -> vulkan:0 : f32[4]
+  %4 = copy %2 -> cuda:1 : f32[4]
+  %5 = copy %2 -> cpu:1 : f32[4]
+  return %3, %4, %5
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let plan = Schedule::new(&g).unwrap();
+        let lane = |device: Device, copy: bool| {
+            plan.steps
+                .iter()
+                .find(|s| s.device == device && has_copy_lane(s) == copy)
+                .and_then(lane_of)
+        };
+        for d in [Device::cuda(0), Device::vulkan(0), Device::cuda(1)] {
+            assert_eq!(lane(d, true), Some(Lane::Copy(d)), "{d}");
+        }
+        let cuda0 = Device::cuda(0);
+        assert_eq!(lane(cuda0, false), Some(Lane::Compute(cuda0)));
+        for kind in DeviceKind::ALL {
+            assert!(kind_has_copy_lane(kind), "{kind:?}");
+        }
+    }
 }

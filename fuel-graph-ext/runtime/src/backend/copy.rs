@@ -7,7 +7,8 @@
 //! `schedule::Work::Share`); host and CUDA use the driver's
 //! copies (one DMA into or out of a page-locked arena block for large
 //! transfers, else pinned staging; see `cuda::pin`); CUDA to CUDA is a device or
-//! peer copy; host and Vulkan go through a host-visible staging buffer;
+//! peer copy; every CUDA leg runs on a copy stream (`cuda::Lane::Copy`),
+//! beside the device's kernels; host and Vulkan go through a host-visible staging buffer;
 //! Vulkan to Vulkan works only within one `VkDevice`. Every other pair is an
 //! error that names the pass which stages it through the host,
 //! `split-cross-vendor-copies`. A `move` is a copy whose source the runner
@@ -15,6 +16,8 @@
 //! feature off) takes its arms with it; the match stays exhaustive.
 
 use crate::backend::cpu;
+#[cfg(feature = "cuda")]
+use crate::backend::cuda::Lane;
 use crate::backend::fault::{Event, Faults};
 #[cfg(any(feature = "cuda", feature = "vulkan"))]
 use crate::backend::Region;
@@ -30,7 +33,7 @@ pub fn copy(
     faults: &Faults,
     reuse: Option<std::sync::Arc<[u8]>>,
 ) -> Result<Buf, ExecError> {
-    let mut out = dst.alloc_reusing(bytes, faults, reuse)?;
+    let mut out = alloc_dst(dst, bytes, faults, reuse)?;
     if faults.check(Event::Copy) {
         return Err(ExecError::Injected {
             device: dst.device(),
@@ -52,7 +55,11 @@ pub fn copy(
         (Buf::Cuda(s), Buf::Cpu(d)) => s.dev().download_into(s, d, bytes)?,
         // Same context: a device copy; two contexts: cudarc issues a peer copy.
         #[cfg(feature = "cuda")]
-        (Buf::Cuda(s), Buf::Cuda(d)) => d.dev().clone().copy_regions("copy", &whole, &[s], d)?,
+        (Buf::Cuda(s), Buf::Cuda(d)) => {
+            d.dev()
+                .clone()
+                .copy_regions(Lane::Copy, "copy", &whole, &[s], d)?
+        }
         #[cfg(feature = "vulkan")]
         (Buf::Cpu(s), Buf::Vulkan(d)) => d.dev().clone().upload(&s.bytes()[..bytes], d)?,
         #[cfg(feature = "vulkan")]
@@ -83,6 +90,21 @@ pub fn copy(
         }
     }
     Ok(out)
+}
+
+/// The copy's destination: on a CUDA device, made on its copy stream, so
+/// that making it does not wait for a kernel on the compute stream.
+fn alloc_dst(
+    dst: &Ctx,
+    bytes: usize,
+    faults: &Faults,
+    reuse: Option<std::sync::Arc<[u8]>>,
+) -> Result<Buf, ExecError> {
+    #[cfg(feature = "cuda")]
+    if let Ctx::Cuda(c) = dst {
+        return Ok(Buf::Cuda(c.alloc_on(Lane::Copy, bytes, faults)?));
+    }
+    dst.alloc_reusing(bytes, faults, reuse)
 }
 
 #[cfg(all(test, feature = "vulkan"))]

@@ -638,9 +638,7 @@ pub fn gather(
             cpu::gather(regions, &locals(ins, Buf::as_cpu, op)?, d).map_err(ExecError::Internal)
         }
         #[cfg(feature = "cuda")]
-        (Buf::Cuda(d), Ctx::Cuda(c)) => {
-            c.copy_regions(op, regions, &locals(ins, Buf::as_cuda, op)?, d)
-        }
+        (Buf::Cuda(d), Ctx::Cuda(c)) => c.gather(op, regions, &locals(ins, Buf::as_cuda, op)?, d),
         #[cfg(feature = "vulkan")]
         (Buf::Vulkan(d), Ctx::Vulkan(v)) => {
             v.copy_regions(op, regions, &locals(ins, Buf::as_vulkan, op)?, d, faults)

@@ -2,7 +2,7 @@
 //! executable: no collective left, which devices to open, whether every
 //! step's dtype and kernel (an `extern` op's included) runs on its device,
 //! which runner runs it, and the threaded runner's threads (a compute
-//! worker per device and a copy worker per host arena and Vulkan device).
+//! worker per device and a copy worker per host arena and GPU).
 
 use super::{backend, Ctx, ExecError, Schedule, Work, Worker};
 use fuel_graph_ext::device::Device;
@@ -128,7 +128,7 @@ pub(super) fn runner_shape(plan: &Schedule, ctxs: &crate::backend::Ctxs) -> (boo
 pub(super) type Workers = HashMap<Device, Worker>;
 
 /// The threaded runner's threads: one compute worker per opened device,
-/// and one copy worker per host arena and per Vulkan device.
+/// and one copy worker per host arena, Vulkan device and CUDA device.
 pub(super) fn start_workers(
     ctxs: &crate::backend::Ctxs,
     spin: std::time::Duration,
@@ -143,9 +143,10 @@ pub(super) fn start_workers(
             *d,
             spawn(format!("fuel-{d}"), format!("the worker thread for {d}"))?,
         );
-        // A Vulkan device's copies go to its copy lane (a second queue),
-        // so they need a thread of their own to run beside its kernels.
-        if d.is_cpu() || d.kind == fuel_graph_ext::device::DeviceKind::Vulkan {
+        // A GPU's copies go to its copy lane (a second Vulkan queue, a
+        // second CUDA stream), so they need a thread of their own to run
+        // beside its kernels; `plan::lanes::has_copy_lane` is the rule.
+        if fuel_graph_ext::plan::lanes::kind_has_copy_lane(d.kind) {
             let w = spawn(format!("fuel-{d}-copy"), format!("the copy thread for {d}"))?;
             copy_workers.insert(*d, w);
         }

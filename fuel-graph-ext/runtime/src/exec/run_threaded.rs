@@ -1,8 +1,8 @@
 //! The threaded runner: one worker thread per device, and a copy thread
-//! per host arena and Vulkan device. A step is released to its device's
-//! worker (a copy onto a host arena or Vulkan device to its copy thread,
-//! which on Vulkan submits to the device's copy lane) as soon as its
-//! operands exist, so
+//! per device beside it. A step is released to its device's worker (a copy
+//! onto a device to its copy thread, which on Vulkan submits to the
+//! device's copy queue and on CUDA enqueues on its copy stream) as soon as
+//! its operands exist, so
 //! independent work on different devices overlaps, and a copy overlaps a
 //! kernel on its own device (the order each lane gets its steps in is
 //! the executable's [`Dispatch`](super::Dispatch), `gate.rs`); the first
@@ -160,8 +160,8 @@ impl Executable {
             let _ = done.send((i, store(table, res)));
             return Ok(());
         }
-        // A copy onto a host arena or Vulkan device runs on its copy
-        // thread, beside the device's kernels (the plan's lane rule).
+        // A copy onto a device runs on its copy thread, beside the
+        // device's kernels (the plan's lane rule).
         let copy = fuel_graph_ext::plan::lanes::has_copy_lane(step);
         let worker = copy
             .then(|| self.copy_workers.get(&step.device))

@@ -8,9 +8,23 @@
 //! staging buffer (allocated without write-combining, so reads are fast) when
 //! the transfer is large enough to pay for it, or straight into a host
 //! arena's page-locked block ([`pin`]); CUDA-to-CUDA copies are
-//! `cuMemcpyDtoD` on one context and `cuMemcpyPeer` across two. Every call
-//! synchronises its stream before returning, so a step is complete when its
-//! call returns.
+//! `cuMemcpyDtoD` on one context and `cuMemcpyPeer` across two.
+//!
+//! Each device has two streams ([`Lane`]): kernels, and region copies
+//! within a step (slice, concat, a long fold's chain), on the compute
+//! stream; uploads, downloads and the Copy arm's device-to-device copies
+//! on the copy stream, which the threaded runner's copy thread for the
+//! device (and a host arena's, for a download) drives, so a copy runs
+//! while a kernel does. The invariant that orders them: every call
+//! synchronises the stream it enqueued on before returning, so a step is
+//! complete on the GPU when its call returns, and the runner starts a step
+//! only after the steps it reads have returned. A step that reads a buffer
+//! the other stream wrote therefore needs no CUDA event of ours; cudarc's
+//! own per-buffer events (on, as the device makes streams of its own) make
+//! the reading stream wait on the writer's event as well. A buffer is
+//! freed only after every call that used it returned, so no stream still
+//! works on it when it goes back to the driver's pool (cudarc's drop also
+//! waits on the buffer's last read and write events before the free).
 
 use crate::backend::alloc::{AllocCounter, MemStats};
 use crate::backend::fault::{Event, Faults};
@@ -79,12 +93,24 @@ pub fn device_count() -> Result<usize, (String, String)> {
     }
 }
 
-/// One CUDA GPU: a context, a stream and the loaded kernels.
+/// Which of a device's two streams a call runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Kernels, and region copies within a step.
+    Compute,
+    /// Uploads, downloads and device-to-device copies.
+    Copy,
+}
+
+/// One CUDA GPU: a context, a compute and a copy stream, and the loaded
+/// kernels.
 pub struct CudaDev {
     /// Its name.
     pub device: Device,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The copy stream ([`Lane::Copy`]).
+    copy: Arc<CudaStream>,
     funcs: HashMap<String, CudaFunction>,
     counter: AllocCounter,
     /// Whether host-arena blocks are page-locked ([`pin`]), or why not.
@@ -132,6 +158,7 @@ impl CudaDev {
         let opened = guarded(|| -> Result<Arc<CudaDev>, DriverError> {
             let ctx = CudaContext::new(device.index as usize)?;
             let stream = ctx.new_stream()?;
+            let copy = ctx.new_stream()?;
             let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx::module()))?;
             let mut funcs = HashMap::new();
             for name in ptx::entries() {
@@ -142,6 +169,7 @@ impl CudaDev {
                 device,
                 ctx,
                 stream,
+                copy,
                 funcs,
                 counter: AllocCounter::default(),
                 pin: std::sync::Mutex::new(pin::pin_decision(Ok(pin))),
@@ -179,14 +207,24 @@ impl CudaDev {
     /// stream, kept apart from the compute stream every other call uses.
     #[cfg(feature = "nccl")]
     pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>, ExecError> {
-        self.call("cuStreamCreate", || self.ctx.new_stream())
+        self.call(Lane::Compute, "cuStreamCreate", |_| self.ctx.new_stream())
     }
 
     /// Makes the compute stream wait for `event` (recorded on another
     /// stream, such as a collective's comm stream) before its next work.
+    /// The call synchronises the compute stream, so the event's work is
+    /// done when it returns and the copy stream may read its results too.
     #[cfg(feature = "nccl")]
     pub(crate) fn wait_event(&self, event: &CudaEvent) -> Result<(), ExecError> {
-        self.call("cuStreamWaitEvent", || self.stream.wait(event))
+        self.call(Lane::Compute, "cuStreamWaitEvent", |s| s.wait(event))
+    }
+
+    /// The stream of `lane`.
+    fn stream_of(&self, lane: Lane) -> &Arc<CudaStream> {
+        match lane {
+            Lane::Compute => &self.stream,
+            Lane::Copy => &self.copy,
+        }
     }
 
     /// Whether `dtype` has kernels here ([`ptx::DTYPES`]).
@@ -246,15 +284,19 @@ impl CudaDev {
         }
     }
 
-    /// Runs `f` guarded and synchronises the stream.
+    /// Runs `f` guarded on `lane`'s stream and synchronises that stream,
+    /// so the work `f` enqueued is done when this returns (the invariant
+    /// the two streams rely on, see the module's header).
     fn call<T>(
         &self,
+        lane: Lane,
         op: &str,
-        f: impl FnOnce() -> Result<T, DriverError>,
+        f: impl FnOnce(&Arc<CudaStream>) -> Result<T, DriverError>,
     ) -> Result<T, ExecError> {
+        let stream = self.stream_of(lane);
         match guarded(|| -> Result<T, DriverError> {
-            let r = f()?;
-            self.stream.synchronize()?;
+            let r = f(stream)?;
+            stream.synchronize()?;
             Ok(r)
         }) {
             Ok(Ok(r)) => Ok(r),
@@ -263,8 +305,20 @@ impl CudaDev {
         }
     }
 
-    /// A device buffer of `bytes`.
+    /// A device buffer of `bytes`, made (and zeroed) on the compute stream.
     pub fn alloc(self: &Arc<Self>, bytes: usize, faults: &Faults) -> Result<CudaBuf, ExecError> {
+        self.alloc_on(Lane::Compute, bytes, faults)
+    }
+
+    /// A device buffer of `bytes`, made (and zeroed) on `lane`'s stream: a
+    /// copy's destination on the copy stream, so making it does not wait
+    /// for a kernel running on the compute stream.
+    pub fn alloc_on(
+        self: &Arc<Self>,
+        lane: Lane,
+        bytes: usize,
+        faults: &Faults,
+    ) -> Result<CudaBuf, ExecError> {
         if faults.check(Event::Alloc) {
             return Err(ExecError::OutOfMemory {
                 device: self.device,
@@ -273,7 +327,7 @@ impl CudaDev {
             });
         }
         let slice = self
-            .call("alloc", || self.stream.alloc_zeros::<u8>(bytes.max(1)))
+            .call(lane, "alloc", |s| s.alloc_zeros::<u8>(bytes.max(1)))
             .map_err(|e| match e {
                 ExecError::Device { reason, .. } => ExecError::OutOfMemory {
                     device: self.device,
@@ -290,57 +344,69 @@ impl CudaDev {
         })
     }
 
-    /// Host bytes into `dst`.
+    /// Host bytes into `dst`, on the copy stream.
     pub fn upload(&self, src: &[u8], dst: &mut CudaBuf) -> Result<(), ExecError> {
         let len = src.len();
         let slice = dst.slice_mut()?;
         if len >= PINNED_MIN {
-            self.call("upload", || {
+            self.call(Lane::Copy, "upload", |s| {
                 // SAFETY: the pinned buffer is fully written before use.
                 let mut pinned = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) }?;
                 pinned.as_mut_slice()?.copy_from_slice(src);
-                self.stream
-                    .memcpy_htod(&pinned, &mut slice.slice_mut(..len))
+                s.memcpy_htod(&pinned, &mut slice.slice_mut(..len))
             })
         } else {
-            self.call("upload", || {
-                self.stream.memcpy_htod(src, &mut slice.slice_mut(..len))
+            self.call(Lane::Copy, "upload", |s| {
+                s.memcpy_htod(src, &mut slice.slice_mut(..len))
             })
         }
     }
 
-    /// `src` into host bytes.
+    /// `src` into host bytes, on the copy stream.
     pub fn download(&self, src: &CudaBuf, dst: &mut [u8]) -> Result<(), ExecError> {
         let len = dst.len();
         let slice = src.slice()?;
         if len >= PINNED_MIN {
-            let pinned = self.call("download", || {
+            let pinned = self.call(Lane::Copy, "download", |s| {
                 // SAFETY: the pinned buffer is fully written by the copy before it is read.
                 let mut pinned = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) }?;
-                self.stream.memcpy_dtoh(&slice.slice(..len), &mut pinned)?;
+                s.memcpy_dtoh(&slice.slice(..len), &mut pinned)?;
                 Ok(pinned)
             })?;
             guarded(|| pinned.as_slice().map(|s| dst.copy_from_slice(s)))
                 .map_err(|p| self.err("download", p))?
                 .map_err(|e| self.err("download", e))
         } else {
-            self.call("download", || {
-                self.stream.memcpy_dtoh(&slice.slice(..len), dst)
+            self.call(Lane::Copy, "download", |s| {
+                s.memcpy_dtoh(&slice.slice(..len), dst)
             })
         }
     }
 
-    /// Byte regions of `srcs` into `dst`: same context, or peer copies when
-    /// a source lives on another GPU.
-    pub fn copy_regions(
+    /// Byte regions of `srcs` into `dst` on the compute stream: a step's
+    /// slice, concat or a collective's layout copy.
+    pub fn gather(
         &self,
         op: &str,
         regions: &[Region],
         srcs: &[&CudaBuf],
         dst: &mut CudaBuf,
     ) -> Result<(), ExecError> {
+        self.copy_regions(Lane::Compute, op, regions, srcs, dst)
+    }
+
+    /// Byte regions of `srcs` into `dst`, on `lane`'s stream: same
+    /// context, or peer copies when a source lives on another GPU.
+    pub fn copy_regions(
+        &self,
+        lane: Lane,
+        op: &str,
+        regions: &[Region],
+        srcs: &[&CudaBuf],
+        dst: &mut CudaBuf,
+    ) -> Result<(), ExecError> {
         let out = dst.slice_mut()?;
-        self.call(op, || {
+        self.call(lane, op, |stream| {
             for r in regions {
                 let Some(s) = srcs.get(r.operand) else {
                     continue;
@@ -348,7 +414,7 @@ impl CudaDev {
                 let Some(src) = s.slice.as_ref() else {
                     continue;
                 };
-                self.stream.memcpy_dtod(
+                stream.memcpy_dtod(
                     &src.slice(r.src..r.src + r.len),
                     &mut out.slice_mut(r.dst..r.dst + r.len),
                 )?;
@@ -385,7 +451,7 @@ impl CudaDev {
                 dst: 0,
                 len: dst.len,
             }];
-            self.copy_regions("copy", &whole, &[&*dst], &mut acc)?;
+            self.copy_regions(Lane::Compute, "copy", &whole, &[&*dst], &mut acc)?;
             let mut chunk: Vec<&CudaBuf> = vec![&acc];
             chunk.extend_from_slice(&rest[..take]);
             self.launch_fold(dtype, op, &chunk, dst, n)?;
@@ -428,8 +494,8 @@ impl CudaDev {
         let out = dst.slice_mut()?;
         let count = ins.len() as u32;
         let n64 = n as u64;
-        self.call("fold", || {
-            let mut b = self.stream.launch_builder(f);
+        self.call(Lane::Compute, "fold", |s| {
+            let mut b = s.launch_builder(f);
             for k in 0..ptx::MAX_ARITY {
                 b.arg(srcs.get(k).copied().unwrap_or(first));
             }
@@ -453,8 +519,8 @@ impl CudaDev {
         let a = src.slice()?;
         let out = dst.slice_mut()?;
         let n64 = n as u64;
-        self.call("div", || {
-            let mut b = self.stream.launch_builder(f);
+        self.call(Lane::Compute, "div", |s| {
+            let mut b = s.launch_builder(f);
             b.arg(a).arg(&mut *out).arg(&by).arg(&n64);
             // SAFETY: the arguments match the PTX signature of div_<dt>.
             unsafe { b.launch(Self::config(n)) }.map(|_| ())
@@ -474,8 +540,8 @@ impl CudaDev {
         let a = src.slice()?;
         let out = dst.slice_mut()?;
         let n64 = n as u64;
-        self.call("cast", || {
-            let mut b = self.stream.launch_builder(f);
+        self.call(Lane::Compute, "cast", |s| {
+            let mut b = s.launch_builder(f);
             b.arg(a).arg(&mut *out).arg(&n64);
             // SAFETY: the arguments match the PTX signature of cast_<from>_<to>.
             unsafe { b.launch(Self::config(n)) }.map(|_| ())

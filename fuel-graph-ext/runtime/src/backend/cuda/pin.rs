@@ -13,13 +13,14 @@
 //! too, so a staged `cuda:0 -> cpu:0 -> vulkan:0` hop writes the bytes
 //! once, into memory the Vulkan step reads where it lies.
 //!
-//! Every CUDA call here synchronises its stream before returning, so no DMA
-//! is in flight when a block is released. `FUEL_CUDA_PIN=0` turns pinning
+//! Transfers run on the device's copy stream. Every CUDA call here
+//! synchronises its stream before returning, so no DMA is in flight when a
+//! block is released. `FUEL_CUDA_PIN=0` turns pinning
 //! off (the staging path, for comparison); a driver that refuses a
 //! registration turns it off for that device, and [`CudaDev::pin_status`]
 //! says why.
 
-use super::{guarded, CudaDev, PINNED_MIN};
+use super::{guarded, CudaDev, Lane, PINNED_MIN};
 use crate::backend::cpu::CpuBuf;
 use crate::backend::pages::{HostView, PageBlock};
 use crate::error::ExecError;
@@ -158,8 +159,9 @@ impl CudaDev {
         len >= PINNED_MIN && buf.page_block().is_some_and(|b| self.pin(b))
     }
 
-    /// The first `len` bytes of host-arena buffer `src` into `dst`: one DMA
-    /// from the arena when its block is pinned, else [`CudaDev::upload`].
+    /// The first `len` bytes of host-arena buffer `src` into `dst`, on the
+    /// copy stream: one DMA from the arena when its block is pinned, else
+    /// [`CudaDev::upload`].
     pub fn upload_from(
         &self,
         src: &CpuBuf,
@@ -171,13 +173,14 @@ impl CudaDev {
             return self.upload(bytes, dst);
         }
         let slice = dst.slice_mut()?;
-        self.call("upload", || {
-            self.stream.memcpy_htod(bytes, &mut slice.slice_mut(..len))
+        self.call(Lane::Copy, "upload", |s| {
+            s.memcpy_htod(bytes, &mut slice.slice_mut(..len))
         })
     }
 
-    /// The first `len` bytes of `src` into host-arena buffer `dst`: one DMA
-    /// into the arena when its block is pinned, else [`CudaDev::download`].
+    /// The first `len` bytes of `src` into host-arena buffer `dst`, on the
+    /// copy stream: one DMA into the arena when its block is pinned, else
+    /// [`CudaDev::download`].
     pub fn download_into(
         &self,
         src: &super::CudaBuf,
@@ -189,8 +192,8 @@ impl CudaDev {
         }
         let slice = src.slice()?;
         let out = &mut dst.bytes_mut()[..len];
-        self.call("download", || {
-            self.stream.memcpy_dtoh(&slice.slice(..len), out)
+        self.call(Lane::Copy, "download", |s| {
+            s.memcpy_dtoh(&slice.slice(..len), out)
         })
     }
 }

@@ -53,8 +53,8 @@ impl CudaDev {
         let out = dst.slice_mut()?;
         let n64 = n as u64;
         let [p0, p1] = params;
-        self.call(&op, || {
-            let mut b = self.stream.launch_builder(&f);
+        self.call(Lane::Compute, &op, |s| {
+            let mut b = s.launch_builder(&f);
             for s in &srcs {
                 b.arg(*s);
             }
