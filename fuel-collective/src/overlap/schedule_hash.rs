@@ -62,8 +62,8 @@ impl std::fmt::Display for ScheduleStep {
     }
 }
 
-/// Whether `n` is a step the ranks must agree on: compute, or a step that
-/// communicates.
+/// Whether node `id` is a step the ranks must agree on: compute, or a
+/// step that communicates.
 fn agreed(g: &Graph, id: NodeId) -> bool {
     let Some(n) = g.node(id) else { return false };
     match &n.op {
