@@ -7,7 +7,12 @@
 # fallback fold; disagreeing ranks; a join naming exactly the missing rank),
 # then `examples/mpi_threads.rs` on 2 processes (two threads per process,
 # each on a group of its own, calling MPI at the same time; finalize refused
-# while a communicator lives). Installs nothing: it needs Open MPI (mpirun,
+# while a communicator lives), and `examples/mpi_schedule.rs` on 2, 3 and 4
+# (issue 33: every rank records a data-parallel step with extern matmuls
+# through a WorldGroup, runs schedule-collectives, and the ranks' schedule
+# hashes must be equal; the step then runs, checked bit for bit), and once
+# more on 2 with rank 1 given another topology file: every rank must fail
+# at the join (E0442) inside a hard `timeout`. Installs nothing: it needs Open MPI (mpirun,
 # libmpi) and libclang already present, e.g.
 #   apt-get install -y libopenmpi-dev openmpi-bin libclang-dev clang
 # Then builds fuel-opt with MPI by the README's command
@@ -25,7 +30,7 @@ cd "$(dirname "$0")/.."
 
 command -v mpirun >/dev/null || { echo "mpi-check: mpirun not found (install openmpi-bin)" >&2; exit 2; }
 
-cargo build -p fuel-collective --features mpi --example mpi_driver --example mpi_collectives --example mpi_threads
+cargo build -p fuel-collective --features mpi --example mpi_driver --example mpi_collectives --example mpi_threads --example mpi_schedule
 dir="${CARGO_TARGET_DIR:-target}/debug/examples"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
@@ -55,6 +60,30 @@ run mpi_collectives 3 300
 # Before MPI ran at MPI_THREAD_MULTIPLE with a communicator per group, this
 # deadlocked (the two threads' collectives met each other on one world).
 run mpi_threads 2 120
+# Issue 33: a world schedules its training step alike on every rank (the
+# schedule hashes are gathered and compared), and the step runs.
+for n in 2 3 4; do
+  run mpi_schedule "$n" 300
+done
+# Rank 1 plans from another topology file: every rank must end with E0442
+# at the join, not wait on the others.
+printf 'link host-host bandwidth=10 latency=1\n' >"$dir/mpi-schedule-a.topo"
+printf 'link host-host bandwidth=20 latency=1\n' >"$dir/mpi-schedule-b.topo"
+start=$(date +%s)
+status=0
+timeout 60 mpirun -n 2 --oversubscribe --allow-run-as-root scripts/mpi-rank1.sh "$dir/mpi_schedule" \
+  "swap:$dir/mpi-schedule-a.topo=$dir/mpi-schedule-b.topo" --topology "$dir/mpi-schedule-a.topo" >"$out" 2>&1 || status=$?
+cat "$out"
+if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+  echo "mpi-check: mpi_schedule with two topologies: ended with status $status (0: nothing refused; 124/137: hung past 60s)" >&2
+  exit 1
+fi
+refused="$(grep -Ec '^FAIL rank [01] of 2: process [01] plans from another topology than process [01] ' "$out" || true)"
+if [ "$refused" -ne 2 ]; then
+  echo "mpi-check: mpi_schedule with two topologies: expected E0442 on both ranks, got it on $refused" >&2
+  exit 1
+fi
+echo "mpi-check: mpi_schedule with two topologies: every rank ended in $(( $(date +%s) - start ))s with E0442"
 
 # The world demo: fuel-opt built with MPI, P processes x k local devices.
 profile="${MPI_CHECK_PROFILE:-release}"

@@ -125,6 +125,18 @@ pub enum CollectiveError {
         peer: usize,
         theirs: usize,
     },
+    /// The processes of a `WorldGroup` bring different topologies, so
+    /// they would lower and schedule their graphs differently
+    /// (`crate::world_agree`).
+    /// `mine` and `theirs` are the two topologies' fingerprints
+    /// (`crate::world_agree::topology_fingerprint`).
+    #[error("process {process} plans from another topology than process {peer} (their topologies' fingerprints differ), so the two would lower and schedule their graphs differently; give every process the same topology file (or the same calibration cache)")]
+    WorldTopology {
+        process: usize,
+        mine: u64,
+        peer: usize,
+        theirs: u64,
+    },
     /// A `WorldProcess` was given a process index past its world
     /// (`crate::world`).
     #[error("process {process} is out of range for a world of {processes} process(es); number the processes 0 to P - 1, with P at least 1")]
@@ -159,6 +171,7 @@ impl CollectiveError {
             E::AllToAllSplitSum { .. } => "E0415",
             E::WorldDeviceCount { .. } => "E0440",
             E::WorldProcessOutOfRange { .. } => "E0441",
+            E::WorldTopology { .. } => "E0442",
             E::Build(e) => return e.code(),
             E::Driver(_) => return None,
         })

@@ -83,6 +83,8 @@ pub mod simplify;
 pub mod viewer;
 #[cfg(feature = "runtime")]
 pub mod world;
+#[cfg(feature = "runtime")]
+pub mod world_agree;
 pub mod world_cost;
 
 /// The collective drivers, from the runtime (`fuel_runtime::driver`).

@@ -44,18 +44,20 @@
 //! with its hub and driver, and the local spread.
 //!
 //! [`WorldGroup::new`] is the one eager step: the processes compare their
-//! local device counts (one small `all_gather`), so a world whose processes
-//! disagree fails on every process, naming the first that differs (E0440).
+//! local device counts and their topologies' fingerprints (one small
+//! `all_gather`, [`crate::world_agree`]), so a world whose processes
+//! disagree fails on every process, naming the first that differs (E0440
+//! for the device count, E0442 for the topology, from which each process
+//! would lower and schedule differently).
 //! Disagreements in dtype, shape, op or sequence surface when the graphs
 //! run: the driver compares every call (the MPI driver names the first
 //! process whose call differs).
 
 use crate::world_cost::pick_hub;
 use crate::{CollectiveError, Communicator, DeviceGroup, DriverCommunicator};
-use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::op::CommOp;
 use fuel_graph_ext::{
-    DType, Device, DeviceKind, Graph, LazyGraph, LazyTensor, Op, ReduceOp, TensorType, Topology,
+    DType, Device, DeviceKind, Graph, LazyTensor, Op, ReduceOp, TensorType, Topology,
 };
 use fuel_runtime::driver::CollectiveDriver;
 use fuel_runtime::exec::{Compiler, Executable};
@@ -63,7 +65,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The input name [`WorldGroup::new`] binds for its agreement step.
-pub const AGREE_INPUT: &str = "fuel-world-devices";
+pub use crate::world_agree::AGREE_INPUT;
 
 /// Process p's part of a world of P processes × k local devices: what
 /// records and lowers its graph, with no communicator joined. Its `comm.*`
@@ -603,6 +605,8 @@ impl WorldProcess {
 pub struct WorldGroup<'c, D: CollectiveDriver> {
     comm: &'c DriverCommunicator<D>,
     world: WorldProcess,
+    /// The topology the processes agreed on.
+    topology: Arc<Topology>,
 }
 
 impl<D: CollectiveDriver> Deref for WorldGroup<'_, D> {
@@ -615,10 +619,11 @@ impl<D: CollectiveDriver> Deref for WorldGroup<'_, D> {
 impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
     /// This process's part of a world: its local `devices` in local rank
     /// order, talking to the other processes through `comm` (rank p of P).
-    /// Compares the local device count with every process (eager: every
-    /// process must call `new` at the same point), failing on every
-    /// process if any differs. The hub is chosen with the documented
-    /// default topology; [`WorldGroup::with_topology`] takes the machine's.
+    /// Compares the local device count and the topology with every process
+    /// (eager: every process must call `new` at the same point), failing
+    /// on every process if any differs (E0440, E0442). The hub is chosen
+    /// with the documented default topology; [`WorldGroup::with_topology`]
+    /// takes the machine's.
     pub fn new(
         comm: &'c DriverCommunicator<D>,
         devices: impl IntoIterator<Item = Device>,
@@ -627,7 +632,12 @@ impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
     }
 
     /// [`WorldGroup::new`], with the hub chosen by the cost model for
-    /// `topology` ([`crate::world_cost::pick_hub`]).
+    /// `topology` ([`crate::world_cost::pick_hub`]), and `topology`'s
+    /// fingerprint compared with every process's
+    /// ([`crate::world_agree`]): processes given different topology files
+    /// would lower and schedule their graphs differently and wait on each
+    /// other, so every process fails here instead, naming the first that
+    /// differs (E0442).
     pub fn with_topology(
         comm: &'c DriverCommunicator<D>,
         devices: impl IntoIterator<Item = Device>,
@@ -641,26 +651,27 @@ impl<'c, D: CollectiveDriver> WorldGroup<'c, D> {
             D::KIND,
             topology,
         )?;
-        let g = LazyGraph::new("world-agree");
-        let ty = TensorType::new(DType::I64, &[1]);
-        let x = g.input(AGREE_INPUT, world.hub(), ty.clone());
-        let mine = world.devices().len();
-        comm.bind(AGREE_INPUT, HostTensor::new(ty, vec![mine as f64]));
-        let all = comm.all_gather(&x, 0)?;
-        let counts = comm.evaluate(&all)?.to_f64();
-        if let Some((peer, theirs)) = counts
-            .iter()
-            .enumerate()
-            .find(|(_, c)| **c as usize != mine)
-        {
-            return Err(CollectiveError::WorldDeviceCount {
-                process: comm.rank(),
-                mine,
-                peer,
-                theirs: *theirs as usize,
-            });
-        }
-        Ok(WorldGroup { comm, world })
+        crate::world_agree::agree(comm, world.hub(), world.devices().len(), topology)?;
+        Ok(WorldGroup {
+            comm,
+            world,
+            topology: Arc::new(topology.clone()),
+        })
+    }
+
+    /// The topology every process agreed on at the join: lower and
+    /// schedule with it ([`WorldProcess::lower`]), so every process makes
+    /// the same decisions.
+    pub fn topology(&self) -> Arc<Topology> {
+        self.topology.clone()
+    }
+
+    /// Every process's `words`, row p being process p's (the join-time
+    /// exchange, [`crate::world_agree::gather_words`]): for example each
+    /// process's `overlap::schedule_hash`, to check they all scheduled
+    /// alike. Eager: every process calls it at the same point.
+    pub fn gather_words(&self, words: &[u64]) -> Result<Vec<Vec<u64>>, CollectiveError> {
+        crate::world_agree::gather_words(self.comm, self.hub(), words)
     }
 
     /// What records and lowers this process's graph: the same a

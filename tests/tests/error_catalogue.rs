@@ -69,6 +69,7 @@ const CASES: &[(&str, Case)] = &[
     ("E0415", group_all_to_all_split_sum),
     ("E0440", world_device_count),
     ("E0441", world_process_out_of_range),
+    ("E0442", world_topology),
     ("E0450", output_name_taken),
     ("E0501", device_not_listed),
     ("E0502", vulkan_no_driver),
@@ -755,6 +756,33 @@ fn world_device_count() -> Outcome {
         .collect();
     let mut errs: Vec<Option<String>> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
     Ok(errs.swap_remove(0).expect("process 0 must fail"))
+}
+
+fn world_topology() -> Outcome {
+    let id = driver_group("catalogue-world-topology");
+    let ranks: Vec<_> = (0..3)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let comm =
+                    HostDriver::join_with(id, 3, rank, JoinOptions::with_timeout(DRIVER_WAIT))
+                        .unwrap();
+                let dev = HostDriver::open(Device::cpu(0)).unwrap();
+                let c =
+                    fuel_collective::DriverCommunicator::<HostDriver>::new(comm, dev, DRIVER_WAIT);
+                // Process 2 was given another topology file.
+                let file = if rank == 2 {
+                    "link host-host bandwidth=20 latency=1\n"
+                } else {
+                    "link host-host bandwidth=10 latency=1\n"
+                };
+                let topo = Topology::parse(file).unwrap();
+                fuel_collective::WorldGroup::with_topology(&c, [Device::cpu(0)], &topo).err()
+            })
+        })
+        .collect();
+    let mut errs: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(errs.iter().all(Option::is_some), "every process must fail");
+    Ok(coded(&errs.swap_remove(0).expect("process 0 must fail")))
 }
 
 fn world_process_out_of_range() -> Outcome {

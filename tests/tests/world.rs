@@ -8,8 +8,11 @@
 //! are checked against `interp::interpret_world`. Each process's graph is
 //! also recorded through a `WorldProcess` built without the communicator
 //! (as the world goldens are) and must lower to the same text. A world
-//! whose processes bring different device counts fails on every process;
-//! a `WorldProcess` past its world is refused.
+//! whose processes bring different device counts or topologies fails on
+//! every process; a `WorldProcess` past its world is refused. A
+//! data-parallel step with extern matmuls, scheduled by
+//! `schedule-collectives` on every process, has the same schedule hash on
+//! each.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -212,4 +215,130 @@ fn a_world_process_past_its_world_is_refused() {
     );
     assert!(WorldProcess::new(0, 0, 1, [Device::cpu(0)], DeviceKind::Cpu, &topo).is_err());
     assert!(WorldProcess::new(1, 0, 1, [Device::cpu(0)], DeviceKind::Cpu, &topo).is_ok());
+}
+
+/// `threads` processes on `HostDriver`, each running `f` with its rank and
+/// its communicator; their results in rank order.
+fn world_of<T: Send + 'static>(
+    name: &str,
+    threads: usize,
+    f: fn(usize, &DriverCommunicator<HostDriver>) -> T,
+) -> Vec<T> {
+    let id = HostDriver::group_id(&CommunicationId::new(name)).unwrap();
+    let handles: Vec<_> = (0..threads)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let comm =
+                    HostDriver::join_with(id, threads, rank, JoinOptions::with_timeout(WAIT))
+                        .unwrap();
+                let dev = HostDriver::open(Device::cpu(0)).unwrap();
+                f(
+                    rank,
+                    &DriverCommunicator::<HostDriver>::new(comm, dev, WAIT),
+                )
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn processes_with_different_topologies_fail_on_every_process() {
+    let errs = world_of("world-topology", 3, |rank, c| {
+        // Process 1 was given another topology file.
+        let bandwidth = if rank == 1 { 20 } else { 10 };
+        let file = format!("link host-host bandwidth={bandwidth} latency=1\n");
+        let topo = Topology::parse(&file).unwrap();
+        WorldGroup::with_topology(c, [Device::cpu(0), Device::cpu(1)], &topo)
+            .err()
+            .map(|e| (e.code(), e.to_string()))
+    });
+    for (p, peer) in [(0, 1), (1, 0), (2, 1)] {
+        let (code, msg) = errs[p]
+            .clone()
+            .unwrap_or_else(|| panic!("process {p} joined"));
+        assert_eq!(code, Some("E0442"), "{msg}");
+        let want = format!("process {p} plans from another topology than process {peer} ");
+        assert!(msg.starts_with(&want), "{msg}");
+        assert!(
+            msg.contains("give every process the same topology file"),
+            "{msg}"
+        );
+    }
+    // Different device counts are reported first (E0440).
+    let errs = world_of("world-topology-count", 2, |rank, c| {
+        let topo = Topology::parse(&format!(
+            "link host-host bandwidth={} latency=1\n",
+            10 + rank
+        ))
+        .unwrap();
+        let devs: Vec<Device> = (0..1 + rank as u32).map(Device::cpu).collect();
+        WorldGroup::with_topology(c, devs, &topo)
+            .err()
+            .and_then(|e| e.code())
+    });
+    assert_eq!(errs, [Some("E0440"), Some("E0440")]);
+}
+
+/// A data-parallel step recorded by process `rank` of a world over
+/// [cpu:0, cpu:1]: per layer (of its own width) each local device's
+/// gradient is an extern matmul, all_reduced (Mean) over the world, then
+/// added to the weights; lowered and scheduled with the agreed topology.
+/// Its schedule hash and the hashes every process gathered.
+fn scheduled_step(rank: usize, c: &DriverCommunicator<HostDriver>) -> (u64, Vec<Vec<u64>>) {
+    use fuel_graph_ext::op::ExternOp;
+    let devs = [Device::cpu(0), Device::cpu(1)];
+    let world = WorldGroup::with_topology(c, devs, &Topology::default()).unwrap();
+    let g = fuel_graph_ext::LazyGraph::new("world-step");
+    let f32s = |shape: &[usize]| fuel_graph_ext::TensorType::new(DType::F32, shape);
+    let mut outs = Vec::new();
+    for l in (0..3).rev() {
+        let w = 8 + 4 * l;
+        let grads: Vec<LazyTensor> = devs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                // Names carry the rank: the hash leaves them out.
+                let xt = g.input(&format!("xt{l}.{rank}.{i}"), *d, f32s(&[w, 4]));
+                let dy = g.input(&format!("dy{l}.{rank}.{i}"), *d, f32s(&[4, w]));
+                xt.call_extern(ExternOp::new("matmul", *d, f32s(&[w, w])), &[&dy])
+                    .unwrap()
+            })
+            .collect();
+        for (d, m) in devs
+            .iter()
+            .zip(world.all_reduce(&grads, ReduceOp::Mean).unwrap())
+        {
+            outs.push(
+                g.input(&format!("w{l}"), *d, f32s(&[w, w]))
+                    .add(&m)
+                    .unwrap(),
+            );
+        }
+    }
+    let refs: Vec<&LazyTensor> = outs.iter().collect();
+    let mut lowered = world.lower(&refs, world.topology()).unwrap();
+    fuel_collective::run_pipeline(
+        &mut lowered,
+        "schedule-collectives",
+        world.topology(),
+        Default::default(),
+    )
+    .unwrap();
+    assert!(fuel_collective::overlap::was_scheduled(&lowered).is_some());
+    let hash = fuel_collective::overlap::schedule_hash(&lowered);
+    (hash, world.gather_words(&[hash]).unwrap())
+}
+
+#[test]
+fn every_process_schedules_a_world_step_alike() {
+    // Threads of one process: their communicators' local ids differ, which
+    // the hash leaves out as it does names.
+    let got = world_of("world-schedule", 3, scheduled_step);
+    let mine: Vec<u64> = got.iter().map(|(h, _)| *h).collect();
+    assert!(mine.iter().all(|h| *h == mine[0]), "{mine:x?}");
+    for (_, rows) in &got {
+        let gathered: Vec<u64> = rows.iter().map(|r| r[0]).collect();
+        assert_eq!(gathered, mine);
+    }
 }

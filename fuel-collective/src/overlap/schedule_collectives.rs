@@ -21,10 +21,14 @@
 //! is meant to run each lane strictly in order (`Dispatch::InOrder`), any
 //! other with the order as each lane's priority (`Dispatch::Priority`);
 //! [`was_scheduled`] tells which, and `fuel-opt` runs it so. Each order is
-//! a pure function of the graph and the topology, so every rank of a world
-//! computes the same one. No step moves ahead of its operands, and the
-//! collectives start in the order they come ready as the graph runs in its
-//! own order.
+//! a pure function of the graph and the topology (no hash-map order, clock
+//! or other per-process state reaches the choice: the maps it keeps are
+//! looked up, never walked, and ties go to the lower step index), so every rank of a
+//! world computes the same one; a last note gives the schedule's hash
+//! (`overlap::schedule_hash`), which the ranks can compare, and
+//! `WorldGroup::with_topology` refuses processes whose topologies differ.
+//! No step moves ahead of its operands, and the collectives start in the
+//! order they come ready as the graph runs in its own order.
 //!
 //! **Memory:** starting collectives early can hold more bytes at once. An
 //! order whose estimated peak exceeds the graph's own order's by more than
@@ -147,6 +151,11 @@ impl Pass for ScheduleCollectives {
         for note in notes(&plan, &tasks, &choice) {
             g.add_note(note);
         }
+        let steps = super::schedule_steps(g).len();
+        g.add_note(format!(
+            "{NAME}: schedule hash {:016x} over {steps} steps that communicate or compute (what every rank of a world must issue alike: overlap::schedule_hash)",
+            super::schedule_hash(g)
+        ));
         Ok(Changed::Yes)
     }
 }
