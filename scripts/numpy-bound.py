@@ -69,8 +69,13 @@ def measure(ranks, size, threads, iters, warmup):
     rng = np.random.default_rng(ranks * 1000 + elems)
     shards = [rng.standard_normal(elems, dtype=np.float32) for _ in range(ranks)]
     results = [np.empty(elems, dtype=np.float32) for _ in range(ranks)]
-    for _ in range(warmup):
+    # At least `warmup` runs and at least half a second, so first touches
+    # and a cold cache are no part of the bound.
+    start = time.perf_counter()
+    done = 0
+    while done < warmup or time.perf_counter() - start < 0.5:
         run_once(shards, results, threads)
+        done += 1
     times = [run_once(shards, results, threads) for _ in range(iters)]
     want = np.sum(np.stack(shards), axis=0, dtype=np.float32)
     if not np.allclose(results[-1], want, rtol=1e-5, atol=1e-5):
