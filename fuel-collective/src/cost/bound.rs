@@ -335,7 +335,11 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
             // memory figure) and (k-1) shards folded.
             (true, Collective::AllReduce { bytes: m }) => {
                 let k = group.len() as f64 - 1.0;
-                let driver = 4.0 * k * *m as f64 / (gbps * 1e3) + fold / (net.fold_gbps() * 1e3);
+                // Its link at its best from the smallest step up, not at
+                // the host-memory count's size (the ring's own steps are
+                // smaller than that).
+                let link = net.memory_gbps(0.0);
+                let driver = 4.0 * k * *m as f64 / (link * 1e3) + fold / (net.fold_gbps() * 1e3);
                 if driver < us {
                     take(driver, Binding::HostDriver);
                 } else {
