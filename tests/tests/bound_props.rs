@@ -187,8 +187,17 @@ fn record(c: &Case) -> fuel_graph_ext::Graph {
     lg.snapshot()
 }
 
+/// Cases per run: 160, or `BOUND_PROPS_CASES` (a longer local run, e.g.
+/// 20000, after a change to the bound or the model).
+fn cases() -> u32 {
+    std::env::var("BOUND_PROPS_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(160)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn no_candidate_is_estimated_below_its_bound(c in case()) {

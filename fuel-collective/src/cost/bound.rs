@@ -25,14 +25,24 @@
 //!   device; the bytes take at least the fixed costs of the hops between
 //!   them: the longest, over such pairs, of the cheapest path's fixed
 //!   costs.
-//! - **The host-memory term.** Where every device keeps its data in host
-//!   memory (CPUs, `host-memory` kinds) and no collective driver serves
-//!   them, a reduction's folds read every shard and write the result in
-//!   it, and an all-reduce's result is copied to every other CPU (an
-//!   output is never a shared buffer), all at the host's memory bandwidth
-//!   (twice a host-to-host copy's, as the cost model counts it).
-//! - **The compute term.** A reduction of `n` shards reads at least
-//!   `(n-1)` shards' bytes in folds; the folds cannot read faster than
+//! - **The host-memory term** ([`staged`]'s doc). Every byte that leaves
+//!   a GPU island (CUDA devices joined by peer links or a driver, or a
+//!   Vulkan device) goes into a CPU, and every byte a CUDA island takes in
+//!   comes out of one: the cuts around the islands say how many, and each
+//!   is written or read in host memory (twice where the island's own
+//!   memory is the host's), so the bytes a group of GPUs beside CPUs must
+//!   stage are counted whatever the schedule. Where every device keeps its
+//!   data in host memory (CPUs, `host-memory` kinds) and no collective
+//!   driver serves them, a reduction's folds also read every shard and
+//!   write the result there; an all-gather's result is written once, an
+//!   all-to-all's on each CPU. A result that reaches another CPU by a copy
+//!   counts nothing (host outputs share one buffer). All of it at the
+//!   host's memory bandwidth (twice a host-to-host copy's, as the cost
+//!   model counts it, at the size of half the traffic or more).
+//! - **The compute term.** A reduction of `n` shards reads every shard's
+//!   bytes in folds (each shard is an operand of some fold; `n-1` shards'
+//!   where a collective driver serves one of the kinds, since a driver
+//!   combines shards outside any fold); the folds cannot read faster than
 //!   every device that can fold, together (or one at a time, where every
 //!   device is a CPU: the executor then runs every step on the caller's
 //!   thread).
@@ -301,10 +311,23 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
     }
     let fold = c.fold_bytes(group.len());
     if fold > 0.0 {
+        // Without a collective driver, which combines shards outside any
+        // fold, every shard is an operand of some fold, which reads it:
+        // all `n` shards' bytes, not `n-1`.
+        let reads = if net.driven {
+            fold
+        } else {
+            fold * group.len() as f64 / (group.len() as f64 - 1.0)
+        };
         let gbps = net.fold_gbps();
-        take(fold / (gbps * 1e3), Binding::Compute { bytes: fold, gbps });
+        take(
+            reads / (gbps * 1e3),
+            Binding::Compute { bytes: reads, gbps },
+        );
     }
-    if let (Some(gbps), Some(bytes)) = (net.memory, memory_bytes(net, c, group)) {
+    let bytes = staged::host_bytes(net, c, group, &demand);
+    if bytes > 0.0 {
+        let gbps = net.memory_gbps(bytes);
         let us = bytes / (gbps * 1e3);
         match (net.cpu_driver, c) {
             // The host driver's ring, on the caller's thread for every
@@ -312,7 +335,11 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
             // memory figure) and (k-1) shards folded.
             (true, Collective::AllReduce { bytes: m }) => {
                 let k = group.len() as f64 - 1.0;
-                let driver = 4.0 * k * *m as f64 / (gbps * 1e3) + fold / (net.fold_gbps() * 1e3);
+                // Its link at its best from the smallest step up, not at
+                // the host-memory count's size (the ring's own steps are
+                // smaller than that).
+                let link = net.memory_gbps(0.0);
+                let driver = 4.0 * k * *m as f64 / (link * 1e3) + fold / (net.fold_gbps() * 1e3);
                 if driver < us {
                     take(driver, Binding::HostDriver);
                 } else {
@@ -351,10 +378,18 @@ struct Network {
     rates: Rates,
     /// GB/s of fold input per device.
     fold: Vec<f64>,
-    /// GB/s of host memory (reads and writes together) where every node
-    /// keeps its data in host memory and no collective driver serves one
-    /// of their kinds but the host driver of an all-CPU group; else `None`.
-    memory: Option<f64>,
+    /// Every node keeps its data in host memory and no collective driver
+    /// serves one of their kinds.
+    host_only: bool,
+    /// A collective driver serves one of the nodes' kinds.
+    driven: bool,
+    /// Whether each node keeps its data in host memory.
+    hmem: Vec<bool>,
+    /// The GPU islands ([`staged::islands`]).
+    islands: Vec<Vec<usize>>,
+    /// The host-to-host copy's figures, and the smallest size a step can
+    /// be priced at: host memory moves twice the copy's rate.
+    host_host: (fuel_graph_ext::topology::Curve, usize),
     /// How many other nodes each node has peer access with.
     peers: Vec<u32>,
     /// The staging CPU's node.
@@ -461,9 +496,21 @@ impl Network {
         let host_only = devices
             .iter()
             .all(|d| topo.in_host_memory(d.kind) && !topo.drivers.contains(&d.kind));
-        let hh = best_in(&topo.link(LinkClass::HostHost).bandwidth, (floor, None));
+        let islands = staged::islands(
+            &devices,
+            n - usize::from(relay),
+            &peer_nodes,
+            &topo.drivers.iter().copied().collect::<Vec<_>>(),
+        );
         Network {
-            memory: (host_only || cpu_driver).then_some(2.0 * hh),
+            host_only,
+            driven: devices.iter().any(|d| topo.drivers.contains(&d.kind)),
+            hmem: devices
+                .iter()
+                .map(|d| topo.in_host_memory(d.kind))
+                .collect(),
+            islands,
+            host_host: (topo.link(LinkClass::HostHost).bandwidth, floor),
             peers,
             staging: devices
                 .iter()
@@ -498,6 +545,16 @@ impl Network {
     /// Nodes other than the relay.
     fn nodes(&self) -> usize {
         self.devices.len() - usize::from(self.relay)
+    }
+
+    /// GB/s of host memory, reads and writes together, for a run that
+    /// reads or writes `bytes` there: the model prices host memory at
+    /// the size of half its traffic or more (`cost::Tally::finish`), so
+    /// at the best figure from that size up.
+    fn memory_gbps(&self, bytes: f64) -> f64 {
+        let (curve, floor) = &self.host_host;
+        let streamed = (bytes / 2.0).min(usize::MAX as f64) as usize;
+        2.0 * best_in(curve, ((*floor).max(streamed), None))
     }
 
     /// GB/s of one copy from node `u` to node `v`.
@@ -582,61 +639,7 @@ fn link_rate(
     }
 }
 
-/// Bytes a reduction reads and writes in host memory at the least, on a
-/// network whose every node keeps its data there: the folds read the `n`
-/// shards and write the result once (`(n+1)` shards' bytes), and an
-/// all-reduce's result reaches every other CPU by a copy, which reads and
-/// writes it (an output is never a shared buffer; a Vulkan device may
-/// import its result, so only CPUs count). A collective that folds nothing
-/// writes each CPU's result there, reading as much.
-fn memory_bytes(net: &Network, c: &Collective, group: &[Device]) -> Option<f64> {
-    let n = group.len() as f64;
-    match c {
-        Collective::AllReduce { bytes } => {
-            let cpus = net.devices[..net.nodes()]
-                .iter()
-                .filter(|d| d.is_cpu())
-                .count();
-            let copies = cpus.saturating_sub(1) as f64;
-            Some((n + 1.0 + 2.0 * copies) * *bytes as f64)
-        }
-        Collective::Reduce { bytes, .. } | Collective::ReduceScatter { bytes, .. } => {
-            Some((n + 1.0) * *bytes as f64)
-        }
-        // Every CPU's result is written there, by a copy or a concat
-        // that reads as many bytes as it writes: the root's own aside.
-        Collective::Broadcast { bytes, root } => {
-            let cpus = cpu_nodes(net)
-                .filter(|d| Some(*d) != group.get(*root))
-                .count();
-            Some(2.0 * cpus as f64 * *bytes as f64)
-        }
-        Collective::AllGather { shards } => {
-            let total: usize = shards.iter().sum();
-            Some(2.0 * cpu_nodes(net).count() as f64 * total as f64)
-        }
-        Collective::AllToAll { sends } => {
-            let k = group.len();
-            let received = |j: usize| (0..k).map(|i| sends[i * k + j]).sum::<usize>();
-            // Per CPU, the largest result of a rank on it.
-            let per_node = cpu_nodes(net).map(|d| {
-                (0..k)
-                    .filter(|j| group[*j] == *d)
-                    .map(received)
-                    .max()
-                    .unwrap_or(0)
-            });
-            Some(2.0 * per_node.sum::<usize>() as f64)
-        }
-    }
-    .filter(|b| *b > 0.0 && group.len() > 1)
-}
-
-/// The CPUs among the group's devices (the relay aside).
-fn cpu_nodes(net: &Network) -> impl Iterator<Item = &Device> {
-    net.devices[..net.nodes()].iter().filter(|d| d.is_cpu())
-}
-
+mod staged;
 mod terms;
 use terms::{cut_term, latency_term, Demand};
 

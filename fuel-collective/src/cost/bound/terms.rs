@@ -89,7 +89,7 @@ impl Demand {
     }
 
     /// Bytes the side `inside` (over the `k` nodes) needs from outside it.
-    fn need(&self, inside: &[bool]) -> f64 {
+    pub(super) fn need(&self, inside: &[bool]) -> f64 {
         let k = self.k;
         let some = inside[..k].iter().any(|x| *x);
         let all = inside[..k].iter().all(|x| *x);

@@ -12,17 +12,14 @@ const M4: usize = 4 << 20;
 
 #[test]
 fn worked_example_binds_on_the_cut_around_vulkan() {
-    // [cuda:0, vulkan:0, cpu:0], 4 MiB all-reduce, default figures: the
-    // Vulkan device's shard must leave it over the host-vulkan link, at its
-    // deferred rate (15 GB/s) at best. (Its reduced shard comes back as an
-    // import of the host's buffer, which moves nothing.)
+    // [cuda:0, vulkan:0, cpu:0], 4 MiB all-reduce, default figures but a
+    // host memory too fast to bind: the Vulkan device's shard must leave
+    // it over the host-vulkan link, at its deferred rate (15 GB/s) at
+    // best. (Its reduced shard comes back as an import of the host's
+    // buffer, which moves nothing.)
     let group = [d("cuda:0"), d("vulkan:0"), d("cpu:0")];
-    let b = bound(
-        &Collective::AllReduce { bytes: M4 },
-        &group,
-        &Topology::default(),
-    )
-    .unwrap();
+    let fast_host = Topology::parse("link host-host bandwidth=1000").unwrap();
+    let b = bound(&Collective::AllReduce { bytes: M4 }, &group, &fast_host).unwrap();
     let want = M4 as f64 / 15e3;
     assert!((b.us - want).abs() < 1e-6, "{b}");
     match &b.binding {
@@ -38,28 +35,83 @@ fn worked_example_binds_on_the_cut_around_vulkan() {
 }
 
 #[test]
-fn cpus_are_bound_by_host_memory_unless_a_driver_moves_the_bytes() {
-    // Host arenas share buffers: no cut costs anything. The fold reads 4
-    // shards and writes 1, and 3 copies read and write the result: 11
-    // shards' bytes at twice the host-to-host figure (11 GB/s at 4 MiB).
-    let group = [d("cpu:0"), d("cpu:1"), d("cpu:2"), d("cpu:3")];
+fn bytes_staged_through_the_host_bind_a_mixed_group() {
+    // The same group at the default figures: cuda:0's shard goes into
+    // host memory and its result comes out of it (no other link reaches
+    // it), and vulkan:0's shard goes into it (its result is an import):
+    // 3 shards at twice the host-to-host figure (11 GB/s at 4 MiB), above
+    // the cut's 280 us.
+    let group = [d("cuda:0"), d("vulkan:0"), d("cpu:0")];
     let all_reduce = Collective::AllReduce { bytes: M4 };
     let b = bound(&all_reduce, &group, &Topology::default()).unwrap();
+    assert!((b.us - 3.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    assert!(
+        b.to_string().contains("host memory: 12.6 MB over 22 GB/s"),
+        "{b}"
+    );
+    // A Vulkan device whose memory is the host's writes and reads each
+    // byte it sends there: 4 shards.
+    let igpu = Topology::parse("host-memory vulkan").unwrap();
+    let b = bound(&all_reduce, &group, &igpu).unwrap();
+    assert!((b.us - 4.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // CUDA devices that are peers stage nothing between themselves: two
+    // peers and a CPU stage the island's 2 shards, not 4.
+    let peers = Topology::default().with_peer(0, 1);
+    let group = [d("cuda:0"), d("cuda:1"), d("cpu:0")];
+    let b = bound(&all_reduce, &group, &peers).unwrap();
+    assert!((b.us - 2.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // The CUDA driver reaches every CUDA device: one island again.
+    let driven = Topology::parse("driver cuda").unwrap();
+    let b = bound(&all_reduce, &group, &driven).unwrap();
+    assert!((b.us - 2.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
+fn cpus_are_bound_by_host_memory_unless_a_driver_moves_the_bytes() {
+    // Host arenas share buffers, results included: no cut costs anything.
+    // With folds fast enough not to bind, the fold reads 4 shards and
+    // writes 1: 5 shards' bytes at twice the host-to-host figure (11 GB/s
+    // at 4 MiB). The copies of the result to the other CPUs share its
+    // buffer and count nothing.
+    let group = [d("cpu:0"), d("cpu:1"), d("cpu:2"), d("cpu:3")];
+    let all_reduce = Collective::AllReduce { bytes: M4 };
+    let fast = Topology::parse("reduce cpu 1000").unwrap();
+    let b = bound(&all_reduce, &group, &fast).unwrap();
     assert!(matches!(b.binding, Binding::Memory { .. }), "{b}");
-    assert!((b.us - 11.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    assert!((b.us - 5.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
     // With the host driver, its traffic is its own: the term is the
     // least of the memory's and the driver's ring (2(k-1) shards over the
-    // host link, (k-1) folded), which costs more here...
-    let driven = Topology::parse("driver cpu").unwrap();
+    // host link, (k-1) folded), which costs more here.
+    let driven = Topology::parse("driver cpu\nreduce cpu 1000").unwrap();
     let b = bound(&all_reduce, &group, &driven).unwrap();
-    assert!((b.us - 11.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
-    // ...and less over two CPUs that fold fast: 2 shards over the link
-    // and one folded, against 5 shards in host memory.
-    let fast = Topology::parse("driver cpu\nreduce cpu 1000").unwrap();
-    let b = bound(&all_reduce, &group[..2], &fast).unwrap();
-    let ring = 2.0 * M4 as f64 / 11e3 + M4 as f64 / 1000e3;
-    assert!((b.us - ring).abs() < 1e-6, "{b}");
-    assert_eq!(b.binding, Binding::HostDriver);
+    assert!((b.us - 5.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // At the default figures the one thread's folds bind: every shard is
+    // an operand of a fold (4 shards at 14 GB/s), not only 3 of them.
+    let b = bound(&all_reduce, &group, &Topology::default()).unwrap();
+    assert!((b.us - 4.0 * M4 as f64 / 14e3).abs() < 1e-6, "{b}");
+    assert!(matches!(b.binding, Binding::Compute { .. }), "{b}");
+    // A broadcast between CPUs shares the root's buffer: no host-memory
+    // term (it read 3 copies' worth before host outputs shared).
+    let broadcast = Collective::Broadcast { bytes: M4, root: 0 };
+    let b = bound(&broadcast, &group, &Topology::default()).unwrap();
+    assert!(!matches!(b.binding, Binding::Memory { .. }), "{b}");
+    // An all-gather's result is written once and shared: 2 x 4 shards.
+    let gather = Collective::AllGather {
+        shards: vec![M4; 4],
+    };
+    let b = bound(&gather, &group, &Topology::default()).unwrap();
+    assert!((b.us - 8.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
+fn host_memory_is_priced_at_the_size_of_its_traffic() {
+    // The model prices host memory at half the run's traffic or more, so
+    // a curve that falls with size is read there: 5 shards of 4 MiB
+    // stream 10 MiB, past the 8 MiB point's 2 GB/s.
+    let group = [d("cpu:0"), d("cpu:1"), d("cpu:2"), d("cpu:3")];
+    let t = Topology::parse("link host-host bandwidth=4M:10,8M:2\nreduce cpu 1000").unwrap();
+    let b = bound(&Collective::AllReduce { bytes: M4 }, &group, &t).unwrap();
+    assert!((b.us - 5.0 * M4 as f64 / 4e3).abs() < 1e-6, "{b}");
 }
 
 #[test]
@@ -79,7 +131,8 @@ fn small_messages_bind_on_latency() {
 
 #[test]
 fn every_collective_has_its_own_cut() {
-    let t = Topology::default();
+    // Host memory too fast to bind (each device stages its bytes).
+    let t = Topology::parse("link host-host bandwidth=100000").unwrap();
     let group = [d("cuda:0"), d("cuda:1")];
     let bw = 25e3; // host-cuda, bytes per microsecond
     let cases = [

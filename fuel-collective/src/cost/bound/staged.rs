@@ -1,0 +1,192 @@
+//! The host-memory term of [`super::bound`]: the bytes every schedule
+//! reads or writes in host memory, counted as the cost model counts them
+//! (`cost::placement`), over twice the host-to-host figure.
+//!
+//! Two counts, and the term is the larger:
+//!
+//! - **Staged bytes**, in any group of a few devices ([`ENUMERATE_MAX`] or
+//!   fewer). Split the group's GPUs into *islands*: the CUDA devices
+//!   joined by peer links (all of them where the CUDA driver serves them:
+//!   it reaches every one), each Vulkan device alone. No direct link joins
+//!   two islands ([`Topology::link_class`]: a GPU's other links all go to
+//!   a CPU), so every byte an island sends out is a copy into a CPU, and
+//!   every byte it takes in is a copy out of one. What the rest of the
+//!   group needs from the island (the demand of the cut around it) leaves
+//!   it that way: a real copy writes each byte into host memory (and
+//!   reads it there too where the island's memory is the host's: `1 + h`
+//!   bytes per byte, `h` being 1 for a `host-memory` kind); a copy
+//!   deferred into a host fold writes it once and the fold reads it once
+//!   (2). A copy into a CPU is never shared or imported (only host arenas
+//!   share, only Vulkan imports). What the island needs from the rest
+//!   comes in by copies out of a CPU: a CUDA device reads each byte from
+//!   host memory (`1 + h`), while a Vulkan device may import the host's
+//!   buffer or take it deferred into its fold and count nothing. Distinct
+//!   islands' copies are distinct steps (a copy out has its source in the
+//!   island, a copy in has a CPU for source), so the counts add up.
+//! - **Folds and results in host memory**, where every device keeps its
+//!   data there and no collective driver serves them (the CPU driver's
+//!   own case is [`super::bound`]'s): a reduction's folds read every
+//!   shard and write the result once (`n + 1` shards' bytes); each
+//!   Vulkan island's copies out write each byte once more (a deferred
+//!   one's read is already among the folds' reads). An all-gather's
+//!   result is written once (by a concat or a copy, which reads as much:
+//!   twice its bytes) and shared by the other CPUs; an all-to-all's result
+//!   of each CPU that takes pieces from two ranks or more is written by a
+//!   concat; a broadcast's result is shared or imported (nothing).
+//!
+//! Host outputs share one buffer (`plan::Options::share_host_outputs`), so
+//! a result that reaches another CPU by a copy costs nothing: no count
+//! above includes such copies.
+
+use super::terms::Demand;
+use super::{Collective, Network, ENUMERATE_MAX};
+use fuel_graph_ext::{Device, DeviceKind};
+
+/// The GPU islands of a network's first `k` nodes (see the module's doc):
+/// each a list of nodes. Empty for a group over [`ENUMERATE_MAX`] nodes,
+/// whose staged count is not worked out (a looser bound, still a bound).
+pub(super) fn islands(
+    devices: &[Device],
+    k: usize,
+    peer_nodes: &[Vec<usize>],
+    drivers: &[DeviceKind],
+) -> Vec<Vec<usize>> {
+    if k > ENUMERATE_MAX {
+        return Vec::new();
+    }
+    // Union-find over the GPUs: peers join, a driver's kind is one island.
+    let mut parent: Vec<usize> = (0..k).collect();
+    fn root(parent: &mut [usize], mut v: usize) -> usize {
+        while parent[v] != v {
+            parent[v] = parent[parent[v]];
+            v = parent[v];
+        }
+        v
+    }
+    let join = |parent: &mut Vec<usize>, a: usize, b: usize| {
+        let (ra, rb) = (root(parent, a), root(parent, b));
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    };
+    for (u, peers) in peer_nodes.iter().enumerate().take(k) {
+        for v in peers.iter().copied().filter(|v| *v < k) {
+            join(&mut parent, u, v);
+        }
+    }
+    for kind in drivers.iter().filter(|kind| **kind != DeviceKind::Cpu) {
+        let mut first = None;
+        for v in (0..k).filter(|v| devices[*v].kind == *kind) {
+            match first {
+                None => first = Some(v),
+                Some(f) => join(&mut parent, f, v),
+            }
+        }
+    }
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut slot: Vec<Option<usize>> = vec![None; k];
+    for v in (0..k).filter(|v| !devices[*v].is_cpu()) {
+        let r = root(&mut parent, v);
+        match slot[r] {
+            Some(i) => out[i].push(v),
+            None => {
+                slot[r] = Some(out.len());
+                out.push(vec![v]);
+            }
+        }
+    }
+    out
+}
+
+/// Bytes each island must send out and take in: `(out, in, host, vulkan)`
+/// per island, `host` whether its memory is the host's, `vulkan` whether
+/// it is a Vulkan device (which takes bytes in for free).
+fn crossings(net: &Network, demand: &Demand) -> Vec<(f64, f64, bool, bool)> {
+    let n = net.devices.len();
+    let k = net.nodes();
+    net.islands
+        .iter()
+        .map(|island| {
+            let mut inside = vec![false; n];
+            island.iter().for_each(|v| inside[*v] = true);
+            let taken = demand.need(&inside);
+            let mut rest = vec![false; n];
+            (0..k).for_each(|v| rest[v] = !inside[v]);
+            let sent = demand.need(&rest);
+            let host = island.iter().all(|v| net.hmem[*v]);
+            let vulkan = island
+                .iter()
+                .all(|v| net.devices[*v].kind == DeviceKind::Vulkan);
+            (sent, taken, host, vulkan)
+        })
+        .collect()
+}
+
+/// Bytes `c` reads or writes in host memory under any schedule on `net`
+/// (the module's doc); 0 where nothing is sure to.
+pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand: &Demand) -> f64 {
+    if group.len() < 2 {
+        return 0.0;
+    }
+    let cross = crossings(net, demand);
+    let taken_in = |(_, taken, host, vulkan): &(f64, f64, bool, bool)| {
+        if *vulkan {
+            0.0
+        } else {
+            taken * (1.0 + f64::from(u8::from(*host)))
+        }
+    };
+    let staged: f64 = cross
+        .iter()
+        .map(|x| x.0 * (1.0 + f64::from(u8::from(x.2))) + taken_in(x))
+        .sum();
+    if !(net.host_only || net.cpu_driver) {
+        return staged;
+    }
+    let folded = match folds_and_results(net, c, group) {
+        Some(b) if c.fold_bytes(group.len()) > 0.0 => {
+            b + cross.iter().map(|x| x.0 + taken_in(x)).sum::<f64>()
+        }
+        Some(b) => b,
+        None => 0.0,
+    };
+    staged.max(folded)
+}
+
+/// The second count of the module's doc, for a network whose every node
+/// keeps its data in host memory.
+fn folds_and_results(net: &Network, c: &Collective, group: &[Device]) -> Option<f64> {
+    let n = group.len() as f64;
+    match c {
+        Collective::AllReduce { bytes }
+        | Collective::Reduce { bytes, .. }
+        | Collective::ReduceScatter { bytes, .. } => Some((n + 1.0) * *bytes as f64),
+        Collective::Broadcast { .. } => None,
+        Collective::AllGather { shards } => {
+            let total: usize = shards.iter().sum();
+            let any_cpu = cpu_nodes(net).next().is_some();
+            Some(if any_cpu { 2.0 * total as f64 } else { 0.0 })
+        }
+        Collective::AllToAll { sends } => {
+            let k = group.len();
+            let received = |j: usize| (0..k).map(|i| sends[i * k + j]).sum::<usize>();
+            let pieces = |j: usize| (0..k).filter(|i| sends[i * k + j] > 0).count();
+            // Per CPU, the largest result of a rank on it that a concat
+            // writes (pieces from two ranks or more).
+            let per_node = cpu_nodes(net).map(|d| {
+                (0..k)
+                    .filter(|j| group[*j] == *d && pieces(*j) >= 2)
+                    .map(received)
+                    .max()
+                    .unwrap_or(0)
+            });
+            Some(2.0 * per_node.sum::<usize>() as f64)
+        }
+    }
+    .filter(|b| *b > 0.0)
+}
+
+/// The CPUs among the group's devices (the relay aside).
+fn cpu_nodes(net: &Network) -> impl Iterator<Item = &Device> {
+    net.devices[..net.nodes()].iter().filter(|d| d.is_cpu())
+}
