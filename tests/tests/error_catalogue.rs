@@ -732,10 +732,16 @@ fn group_not_divisible() -> Outcome {
     group_err(group.reduce_scatter(&shards(&lg, &CPU01, &f32s(&[0])), ReduceOp::Sum, 0))
 }
 
-/// Three processes (threads on `HostDriver`) build a world group, process
-/// 2 with one device and the others with two; process 0's error.
-fn world_device_count() -> Outcome {
-    let id = driver_group("catalogue-world");
+/// Three processes (threads on `HostDriver`) join a world group in group
+/// `name`, each through `join(rank, communicator)`; what each gave back.
+fn world_joins(
+    name: &str,
+    join: fn(
+        usize,
+        &fuel_collective::DriverCommunicator<HostDriver>,
+    ) -> Option<fuel_collective::CollectiveError>,
+) -> Vec<Option<fuel_collective::CollectiveError>> {
+    let id = driver_group(name);
     let ranks: Vec<_> = (0..3)
         .map(|rank| {
             std::thread::spawn(move || {
@@ -745,42 +751,38 @@ fn world_device_count() -> Outcome {
                 let dev = HostDriver::open(Device::cpu(0)).unwrap();
                 let c =
                     fuel_collective::DriverCommunicator::<HostDriver>::new(comm, dev, DRIVER_WAIT);
-                let devs: Vec<Device> = (0..if rank == 2 { 1 } else { 2 })
-                    .map(Device::cpu)
-                    .collect();
-                fuel_collective::WorldGroup::new(&c, devs)
-                    .err()
-                    .map(|e| e.to_string())
+                join(rank, &c)
             })
         })
         .collect();
-    let mut errs: Vec<Option<String>> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
-    Ok(errs.swap_remove(0).expect("process 0 must fail"))
+    ranks.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// Process 2 with one device and the others with two; process 0's error.
+fn world_device_count() -> Outcome {
+    let mut errs = world_joins("catalogue-world", |rank, c| {
+        let devs: Vec<Device> = (0..if rank == 2 { 1 } else { 2 })
+            .map(Device::cpu)
+            .collect();
+        fuel_collective::WorldGroup::new(c, devs).err()
+    });
+    Ok(errs
+        .swap_remove(0)
+        .expect("process 0 must fail")
+        .to_string())
 }
 
 fn world_topology() -> Outcome {
-    let id = driver_group("catalogue-world-topology");
-    let ranks: Vec<_> = (0..3)
-        .map(|rank| {
-            std::thread::spawn(move || {
-                let comm =
-                    HostDriver::join_with(id, 3, rank, JoinOptions::with_timeout(DRIVER_WAIT))
-                        .unwrap();
-                let dev = HostDriver::open(Device::cpu(0)).unwrap();
-                let c =
-                    fuel_collective::DriverCommunicator::<HostDriver>::new(comm, dev, DRIVER_WAIT);
-                // Process 2 was given another topology file.
-                let file = if rank == 2 {
-                    "link host-host bandwidth=20 latency=1\n"
-                } else {
-                    "link host-host bandwidth=10 latency=1\n"
-                };
-                let topo = Topology::parse(file).unwrap();
-                fuel_collective::WorldGroup::with_topology(&c, [Device::cpu(0)], &topo).err()
-            })
-        })
-        .collect();
-    let mut errs: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut errs = world_joins("catalogue-world-topology", |rank, c| {
+        // Process 2 was given another topology file.
+        let file = if rank == 2 {
+            "link host-host bandwidth=20 latency=1\n"
+        } else {
+            "link host-host bandwidth=10 latency=1\n"
+        };
+        let topo = Topology::parse(file).unwrap();
+        fuel_collective::WorldGroup::with_topology(c, [Device::cpu(0)], &topo).err()
+    });
     assert!(errs.iter().all(Option::is_some), "every process must fail");
     Ok(coded(&errs.swap_remove(0).expect("process 0 must fail")))
 }
