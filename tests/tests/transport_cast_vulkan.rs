@@ -46,7 +46,7 @@ fn check(src: &str, inputs: &BTreeMap<String, HostTensor>) {
     let exe = fuel_test_support::compile_env(&g, &[Device::vulkan(0)]).unwrap();
     let want = interpret(&g, inputs).unwrap();
     let got = exe.run_host(inputs).unwrap();
-    let lines: Vec<&str> = src.lines().filter(|l| l.contains("cast")).collect();
+    let lines: Vec<&str> = src.lines().filter(|l| l.contains("= cast")).collect();
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         let (gb, wb) = (g.bytes(), w.bytes());
         assert_eq!(gb.len(), wb.len());
