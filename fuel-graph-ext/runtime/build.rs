@@ -1,7 +1,8 @@
 //! Compiles the WGSL compute shaders to SPIR-V with naga, into
 //! `$OUT_DIR/<name>.spv`: the element-wise template once per element type
 //! that WGSL has, `elementwise_bf16` (bf16 as halves of 32-bit words, with
-//! the f32 max/min pasted in), and the `cast` and `div` kernels once. The Vulkan backend embeds them
+//! the f32 max/min pasted in), and the `cast`, `transport_cast` (one entry
+//! point per transport cast) and `div` kernels once. The Vulkan backend embeds them
 //! with `include_bytes!`, so no shader compiler is needed at run time.
 //! Without the `vulkan` feature there is no Vulkan backend, naga is not a
 //! build-dependency, and this script does nothing.
@@ -33,7 +34,7 @@ enum Floats {
 
 /// The kernels that are one module each, with no template.
 #[cfg(feature = "vulkan")]
-const SINGLE: &[&str] = &["cast", "div"];
+const SINGLE: &[&str] = &["cast", "transport_cast", "div"];
 
 #[cfg(not(feature = "vulkan"))]
 fn main() {}

@@ -3,7 +3,9 @@
 // conversions (their rounding mode and subnormal handling are the
 // implementation's choice in Vulkan). Integers wrap (the low bits of the
 // sign- or zero-extended value); floats round to nearest, ties to even,
-// with subnormals, overflow to infinity, and NaN kept a (quiet) NaN.
+// with subnormals, overflow to infinity, and NaN kept a quiet NaN: made
+// quiet when widened, and when narrowed to f16 or bf16 the quiet NaN of
+// its sign with no payload, as the interpreter gives.
 //
 // Codes: 0 f32, 1 f16, 2 f64, 3 i32, 4 u32, 5 i64, 6 u64, 7 bf16
 // (kernels.rs). Binding 0 is the source and binding 8 the result, both
@@ -50,7 +52,8 @@ fn f16_to_f32(h: u32) -> u32 {
     let e = (h >> 10u) & 0x1fu;
     let f = h & 0x3ffu;
     if (e == 0x1fu) {
-        return sign | 0x7f800000u | (f << 13u);
+        // Infinity, or a NaN made quiet (as the interpreter's widening is).
+        return sign | 0x7f800000u | select(0u, 0x400000u | (f << 13u), f != 0u);
     }
     if (e == 0u) {
         if (f == 0u) {
@@ -69,7 +72,9 @@ fn f32_to_f16(x: u32) -> u32 {
     let e = (x >> 23u) & 0xffu;
     let f = x & 0x7fffffu;
     if (e == 0xffu) {
-        return sign | 0x7c00u | select(0u, 0x200u | (f >> 13u), f != 0u);
+        // Infinity, or the quiet NaN of that sign, with no payload (the
+        // interpreter's bits).
+        return sign | 0x7c00u | select(0u, 0x200u, f != 0u);
     }
     if (e == 0u) {
         // An f32 subnormal is below 2^-126, far under half of f16's
@@ -116,11 +121,12 @@ fn bf16_to_f32(h: u32) -> u32 {
 // of bf16's last place, plus one when that place is odd, carries into it
 // exactly when the rest is past half, or half with an odd place. The carry
 // runs on into the exponent as it should (to infinity past bf16's largest
-// value), and subnormals need nothing apart. A NaN stays a (quiet) NaN,
-// however low its payload.
+// value), and subnormals need nothing apart. A NaN, however low its
+// payload, becomes the quiet NaN of its sign with no payload, the bits the
+// interpreter gives.
 fn f32_to_bf16(x: u32) -> u32 {
     if ((x & 0x7fffffffu) > 0x7f800000u) {
-        return (x >> 16u) | 0x40u;
+        return ((x >> 16u) & 0x8000u) | 0x7fc0u;
     }
     return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
 }

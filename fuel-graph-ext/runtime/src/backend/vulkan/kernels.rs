@@ -1,8 +1,8 @@
 //! Compute kernels: one WGSL element-wise pipeline per dtype (compiled to
 //! SPIR-V by naga in `build.rs`; bf16, which WGSL lacks, has its own
 //! shader over 32-bit words, two elements each), its dispatch, the n-ary fold (chained
-//! past [`MAX_ARITY`] operands), region copies, and the `div` and `cast`
-//! kernels, one pipeline each for every dtype, written with 32-bit integer
+//! past [`MAX_ARITY`] operands), region copies, and the `div` and generic
+//! `cast` kernels, one pipeline each for every dtype, written with 32-bit integer
 //! arithmetic only so that they are exact on any device. Each checks that
 //! every buffer it binds is its own `VkDevice`'s, and no buffer is bound
 //! twice in one dispatch: a fold onto its destination reads the
@@ -154,7 +154,7 @@ impl VkDev {
     }
 
     /// `n` elements as the 32-bit count a kernel takes.
-    fn elems32(&self, n: usize, op: &str) -> Result<u32, ExecError> {
+    pub(super) fn elems32(&self, n: usize, op: &str) -> Result<u32, ExecError> {
         u32::try_from(n).map_err(|_| ExecError::Device {
             device: self.device,
             op: op.into(),
@@ -384,10 +384,31 @@ impl VkDev {
 }
 
 impl VkDev {
-    /// `dst = src` converted from `from` to `to` elements (`cast.wgsl`,
-    /// integer arithmetic only). Both dtypes are ones the device holds
-    /// (`supports`), which are exactly those the kernel converts.
+    /// `dst = src` converted from `from` to `to` elements, integer
+    /// arithmetic only: the transport casts (f32 to bf16 or f16 and back)
+    /// by their own kernel (`transport_cast.rs`), every other pair by
+    /// [`VkDev::cast_generic`]. Both give the same bits.
     pub fn cast(
+        &self,
+        from: DType,
+        to: DType,
+        src: &VkBuf,
+        dst: &VkBuf,
+        n: usize,
+        faults: &Faults,
+    ) -> Result<(), ExecError> {
+        match self.transport_cast(from, to) {
+            Some(pipe) => self.cast_transport(pipe, src, dst, n, faults),
+            None => self.cast_generic(from, to, src, dst, n, faults),
+        }
+    }
+
+    /// [`VkDev::cast`] through the generic kernel (`cast.wgsl`, integer
+    /// arithmetic only), whatever the pair: every other cast runs here,
+    /// and the tests and the bench compare the transport kernel with it.
+    /// Both dtypes are ones the device holds (`supports`), which are
+    /// exactly those the kernel converts.
+    pub fn cast_generic(
         &self,
         from: DType,
         to: DType,
@@ -452,6 +473,17 @@ pub(super) fn make_pipeline(
     layout: vk::PipelineLayout,
     spv: &[u8],
 ) -> Result<Pipeline, String> {
+    make_pipeline_at(dev, layout, spv, c"main")
+}
+
+/// A pipeline of the entry point `entry` of `spv` (a module of several,
+/// as `transport_cast.wgsl` is, is made once per pipeline).
+pub(super) fn make_pipeline_at(
+    dev: &ash::Device,
+    layout: vk::PipelineLayout,
+    spv: &[u8],
+    entry: &std::ffi::CStr,
+) -> Result<Pipeline, String> {
     let words = ash::util::read_spv(&mut std::io::Cursor::new(spv))
         .map_err(|e| format!("embedded SPIR-V is malformed: {e}"))?;
     // SAFETY: valid SPIR-V, produced and validated by naga (in build.rs,
@@ -464,7 +496,7 @@ pub(super) fn make_pipeline(
     let stage = vk::PipelineShaderStageCreateInfo::default()
         .stage(vk::ShaderStageFlags::COMPUTE)
         .module(module)
-        .name(c"main");
+        .name(entry);
     let ci = [vk::ComputePipelineCreateInfo::default()
         .stage(stage)
         .layout(layout)];

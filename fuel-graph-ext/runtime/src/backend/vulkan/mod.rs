@@ -28,7 +28,8 @@
 //! (creating and destroying a `VkDevice`), `memory` (memory types, the
 //! buffer pool, the staging buffer), `submit` (command buffers and fences),
 //! `buffer` ([`VkBuf`] and host transfers), `kernels` (pipelines, dispatch,
-//! fold, div, region copies). This file holds [`VkDev`] itself.
+//! fold, div, cast, region copies), `transport_cast` (the f32/bf16/f16
+//! casts' own kernel). This file holds [`VkDev`] itself.
 
 mod buffer;
 mod extern_pipelines;
@@ -37,6 +38,7 @@ mod instance;
 mod kernels;
 mod memory;
 mod submit;
+mod transport_cast;
 mod vkdev;
 
 pub use buffer::VkBuf;
@@ -181,6 +183,8 @@ pub struct VkDev {
     pipes: Vec<(DType, Pipeline)>,
     /// The `cast` kernel (integer arithmetic, any device).
     cast: Pipeline,
+    /// The transport casts' kernels, one per pair of `transport_cast::PAIRS`.
+    transport_casts: Vec<Pipeline>,
     /// The `div` kernel (integer arithmetic, any device).
     divide: Pipeline,
     counter: AllocCounter,
@@ -349,7 +353,7 @@ impl VkDev {
 mod tests {
     use super::*;
 
-    fn instance_or_skip(test: &str) -> Option<Arc<Instance>> {
+    pub(super) fn instance_or_skip(test: &str) -> Option<Arc<Instance>> {
         match Instance::open() {
             Ok(i) => Some(i),
             Err(u) => {

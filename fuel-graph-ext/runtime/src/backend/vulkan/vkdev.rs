@@ -5,11 +5,12 @@
 //! made ([`Partial`]).
 
 use super::kernels::{
-    make_pipeline, Params, Pipeline, SPV_BF16, SPV_CAST, SPV_DIV, SPV_F16, SPV_F32, SPV_F64,
-    SPV_I32, SPV_I64, SPV_U32, SPV_U64,
+    make_pipeline, make_pipeline_at, Params, Pipeline, SPV_BF16, SPV_CAST, SPV_DIV, SPV_F16,
+    SPV_F32, SPV_F64, SPV_I32, SPV_I64, SPV_U32, SPV_U64,
 };
 use super::memory::{mapped_memory_type, BufPool};
 use super::submit::Submitter;
+use super::transport_cast::{PAIRS, SPV_TRANSPORT_CAST};
 use super::*;
 
 impl VkDev {
@@ -90,7 +91,8 @@ impl VkDev {
         let compute = unsafe { new_submitter(&dev, family, &mut partial)? };
         let copy = unsafe { new_submitter(&dev, family, &mut partial)? };
         let (set_layout, layout) = partial.layouts()?;
-        let (pipes, cast, divide) = partial.pipelines(layout, (f16, f64, i64))?;
+        let (pipes, (cast, transport_casts), divide) =
+            partial.pipelines(layout, (f16, f64, i64))?;
         partial.dev = None;
         let import = import.map(|align| super::import::Importer {
             ext: ash::ext::external_memory_host::Device::new(vi, &dev),
@@ -118,6 +120,7 @@ impl VkDev {
             layout,
             pipes,
             cast,
+            transport_casts,
             divide,
             counter: AllocCounter::default(),
             staging: Mutex::new(None),
@@ -164,6 +167,7 @@ impl Drop for VkDev {
                 .iter()
                 .map(|(_, p)| p)
                 .chain([&self.cast, &self.divide])
+                .chain(&self.transport_casts)
             {
                 self.dev.destroy_pipeline(p.pipeline, None);
                 self.dev.destroy_shader_module(p.module, None);
@@ -294,14 +298,15 @@ impl Partial {
     }
 
     /// One element-wise pipeline per dtype the device can run (f16, f64
-    /// and 64-bit integers only where it has them), then `cast` and `div`,
-    /// kept for destruction on failure.
+    /// and 64-bit integers only where it has them), then `cast` with the
+    /// transport casts' pipelines, and `div`, kept for destruction on
+    /// failure.
     #[allow(clippy::type_complexity)]
     fn pipelines(
         &mut self,
         layout: vk::PipelineLayout,
         (f16, f64, i64): (bool, bool, bool),
-    ) -> Result<(Vec<(DType, Pipeline)>, Pipeline, Pipeline), String> {
+    ) -> Result<(Vec<(DType, Pipeline)>, (Pipeline, Vec<Pipeline>), Pipeline), String> {
         let dev = self.dev.clone().ok_or("no device")?;
         let mut keep = |p: Pipeline| {
             self.pipes.push(p.pipeline);
@@ -324,8 +329,13 @@ impl Partial {
             }
         }
         let cast = keep(make_pipeline(&dev, layout, SPV_CAST)?);
+        let mut transport = Vec::new();
+        for (_, _, entry) in PAIRS {
+            let p = make_pipeline_at(&dev, layout, SPV_TRANSPORT_CAST, entry)?;
+            transport.push(keep(p));
+        }
         let divide = keep(make_pipeline(&dev, layout, SPV_DIV)?);
-        Ok((pipes, cast, divide))
+        Ok((pipes, (cast, transport), divide))
     }
 }
 
