@@ -35,6 +35,9 @@ enum Floats {
 /// The kernels that are one module each, with no template.
 #[cfg(feature = "vulkan")]
 const SINGLE: &[&str] = &["cast", "transport_cast", "div"];
+/// The kernels of `SINGLE` that convert between f32 and the 16-bit floats,
+/// which get `shaders/half_bits.wgsl` appended.
+const CONVERTS: &[&str] = &["cast", "transport_cast"];
 
 #[cfg(not(feature = "vulkan"))]
 fn main() {}
@@ -71,8 +74,15 @@ fn main() {
             (name.to_string(), src)
         })
         .collect();
+    // WGSL has no include: the kernels that convert floats get the shared
+    // conversions appended.
+    let half_bits = read("shaders/half_bits.wgsl");
     for name in SINGLE {
-        sources.push((name.to_string(), read(&format!("shaders/{name}.wgsl"))));
+        let mut src = read(&format!("shaders/{name}.wgsl"));
+        if CONVERTS.contains(name) {
+            src.push_str(&half_bits);
+        }
+        sources.push((name.to_string(), src));
     }
     // WGSL has no bf16: its kernel is its own file, computing in f32.
     let bf16 = read("shaders/elementwise_bf16.wgsl").replace("FLOATS", &minmax_f32);
