@@ -37,6 +37,7 @@ enum Floats {
 const SINGLE: &[&str] = &["cast", "transport_cast", "div"];
 /// The kernels of `SINGLE` that convert between f32 and the 16-bit floats,
 /// which get `shaders/half_bits.wgsl` appended.
+#[cfg(feature = "vulkan")]
 const CONVERTS: &[&str] = &["cast", "transport_cast"];
 
 #[cfg(not(feature = "vulkan"))]
