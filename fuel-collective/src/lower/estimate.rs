@@ -39,71 +39,29 @@ pub(super) struct Scratch {
 }
 
 impl Scratch {
-    /// The scratch graph for `site` in `g`: the collective's operands and
-    /// the copies of them that `g` already has (so a shard staged for an
-    /// earlier collective is credited, as in the real lowering). Copying the
-    /// whole graph per candidate instead made `auto` quadratic.
+    /// The scratch graph for `site` in `g` (see [`EstimateKey::read`]).
+    #[cfg(test)]
     pub fn new(g: &Graph, site: &CollectiveSite) -> Result<Scratch, PassError> {
+        Ok(Scratch::of(&EstimateKey::read(g, site)?))
+    }
+
+    /// The scratch graph `key` describes: its nodes added in order, so each
+    /// gets the index the key's operands already name.
+    pub fn of(key: &EstimateKey) -> Scratch {
         let mut graph = Graph::new("estimate");
-        // Original value -> its stand-in in the scratch graph.
-        let mut map: BTreeMap<ValueId, ValueId> = BTreeMap::new();
-        let mut vals: Vec<ValueId> = Vec::with_capacity(site.vals.len());
-        for (i, v) in site.vals.iter().enumerate() {
-            // Walk back through copies to the value they all carry...
-            let mut root = *v;
-            while let Some(src) = g
-                .node(root.node)
-                .filter(|n| matches!(n.op, Op::Copy { .. }))
-                .and_then(|n| n.operands.first().copied())
-            {
-                root = src;
-            }
-            if !map.contains_key(&root) {
-                let device = g
-                    .value_device(root)
-                    .ok_or_else(|| site.broken(format!("shard {i} has no device")))?;
-                let input = Op::Input {
-                    name: format!("s{i}"),
-                    device,
-                };
-                // Each shard's own type: `all_gather` shards may differ.
-                let ty = g.value_type(root).unwrap_or(&site.ty).clone();
-                let here = graph.add_value(input, &[], ty);
-                map.insert(root, here);
-                // ...then copy every chain hanging off it, breadth first.
-                let mut queue = vec![(root, here)];
-                while let Some((orig, here)) = queue.pop() {
-                    for (user, _) in g.users(orig) {
-                        let Some(n) = g.node(user) else { continue };
-                        if let Op::Copy { to } = n.op {
-                            let c = graph.add_value(Op::Copy { to }, &[here], n.ty.clone());
-                            let user_val = ValueId {
-                                node: user,
-                                result: 0,
-                            };
-                            map.insert(user_val, c);
-                            queue.push((user_val, c));
-                        }
-                    }
-                }
-            }
-            let here = map
-                .get(v)
-                .ok_or_else(|| site.broken(format!("shard {i} has no stand-in")))?;
-            vals.push(*here);
+        graph.reserve(key.nodes.len(), key.nodes.len());
+        for (i, (op, operands, ty)) in key.nodes.iter().enumerate() {
+            let v = graph.add_value(op.clone(), operands, ty.clone());
+            debug_assert_eq!(v, stand_in(i), "a fresh graph numbers nodes in order");
         }
-        let fresh = graph.node_count() == vals.len()
-            && graph.node_ids().all(|id| {
-                graph
-                    .node(id)
-                    .is_some_and(|n| matches!(n.op, Op::Input { .. }))
-            });
-        Ok(Scratch {
+        let fresh = key.nodes.len() == key.vals.len()
+            && key.nodes.iter().all(|n| matches!(n.0, Op::Input { .. }));
+        Scratch {
             graph,
-            vals,
+            vals: key.vals.clone(),
             fresh,
             stars: RefCell::default(),
-        })
+        }
     }
 
     /// The estimate of `site` lowered with `lowering`: in closed form where
@@ -194,22 +152,80 @@ pub(super) struct EstimateKey {
     nodes: Vec<(Op, Vec<ValueId>, TensorType)>,
 }
 
+/// The value of the `i`th node of a fresh graph.
+fn stand_in(i: usize) -> ValueId {
+    ValueId {
+        node: NodeId(petgraph::stable_graph::NodeIndex::new(i)),
+        result: 0,
+    }
+}
+
 impl EstimateKey {
-    /// The key of `site` estimated in `scratch`.
-    pub fn new(site: &CollectiveSite, scratch: &Scratch) -> EstimateKey {
-        let sg = &scratch.graph;
-        EstimateKey {
+    /// The key of `site` in `g`, read without building the scratch graph
+    /// (a chain of alike collectives builds it once, on the first miss):
+    /// the collective's operands and the copies of them that `g` already
+    /// has (so a shard staged for an earlier collective is credited, as in
+    /// the real lowering). Copying the whole graph per candidate instead
+    /// made `auto` quadratic.
+    pub fn read(g: &Graph, site: &CollectiveSite) -> Result<EstimateKey, PassError> {
+        let mut nodes: Vec<(Op, Vec<ValueId>, TensorType)> = Vec::new();
+        // Original value -> its stand-in in the scratch graph.
+        let mut map: BTreeMap<ValueId, ValueId> = BTreeMap::new();
+        let mut vals: Vec<ValueId> = Vec::with_capacity(site.vals.len());
+        for (i, v) in site.vals.iter().enumerate() {
+            // Walk back through copies to the value they all carry...
+            let mut root = *v;
+            while let Some(src) = g
+                .node(root.node)
+                .filter(|n| matches!(n.op, Op::Copy { .. }))
+                .and_then(|n| n.operands.first().copied())
+            {
+                root = src;
+            }
+            if !map.contains_key(&root) {
+                let device = g
+                    .value_device(root)
+                    .ok_or_else(|| site.broken(format!("shard {i} has no device")))?;
+                let input = Op::Input {
+                    name: format!("s{i}"),
+                    device,
+                };
+                // Each shard's own type: `all_gather` shards may differ.
+                let ty = g.value_type(root).unwrap_or(&site.ty).clone();
+                let here = stand_in(nodes.len());
+                nodes.push((input, Vec::new(), ty));
+                map.insert(root, here);
+                // ...then copy every chain hanging off it, breadth first.
+                let mut queue = vec![(root, here)];
+                while let Some((orig, here)) = queue.pop() {
+                    for (user, _) in g.users(orig) {
+                        let Some(n) = g.node(user) else { continue };
+                        if let Op::Copy { to } = n.op {
+                            let c = stand_in(nodes.len());
+                            nodes.push((Op::Copy { to }, vec![here], n.ty.clone()));
+                            let user_val = ValueId {
+                                node: user,
+                                result: 0,
+                            };
+                            map.insert(user_val, c);
+                            queue.push((user_val, c));
+                        }
+                    }
+                }
+            }
+            let here = map
+                .get(v)
+                .ok_or_else(|| site.broken(format!("shard {i} has no stand-in")))?;
+            vals.push(*here);
+        }
+        Ok(EstimateKey {
             op: site.op.clone(),
             ty: site.ty.clone(),
             narrow: site.narrow,
             devs: site.devs.clone(),
-            vals: scratch.vals.clone(),
-            nodes: sg
-                .node_ids()
-                .filter_map(|id| sg.node(id))
-                .map(|n| (n.op.clone(), n.operands.to_vec(), n.ty.clone()))
-                .collect(),
-        }
+            vals,
+            nodes,
+        })
     }
 }
 
