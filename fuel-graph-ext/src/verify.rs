@@ -21,9 +21,10 @@
 
 use crate::dtype::{TensorType, MAX_TENSOR_BYTES};
 use crate::graph::{Graph, Node, NodeId, ValueId};
-use crate::op::{infer_type, result_types, Op};
+use crate::op::{infer_type, result_types_of, Op};
 use crate::text::{excerpt, print_lines, Numbering};
 use crate::topology::Topology;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -159,12 +160,13 @@ fn collect(g: &Graph, level: Level, topo: &Topology) -> Vec<VerifyError> {
 /// to address is reported by the caller, once).
 fn check_type(g: &Graph, id: NodeId, n: &Node, push: &mut impl FnMut(Option<NodeId>, String)) {
     if !matches!(n.op, Op::Input { .. }) && n.ty.fits() {
-        let tys: Vec<_> = n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
+        let tys: SmallVec<[&TensorType; 8]> =
+            n.operands.iter().filter_map(|v| g.value_type(*v)).collect();
         match infer_type(&n.op, &tys) {
             Ok(t) => {
                 // One type for every result, or one per result where
                 // they differ (an uneven reduce_scatter).
-                let want = result_types(&n.op, &tys).ok().flatten();
+                let want = result_types_of(&n.op, &tys, &t).ok().flatten();
                 let ok = match &want {
                     None => t == n.ty && n.result_tys.is_empty(),
                     Some(each) => *each == n.result_tys,

@@ -15,7 +15,7 @@ mod typing;
 pub use extern_op::{CostHint, ExternAttr, ExternOp};
 pub use typing::{
     all_to_all_pieces, cast_defined, comm_split_type, comm_type, infer_type, result_types,
-    scatter_extents, TypeError,
+    result_types_of, scatter_extents, TypeError,
 };
 
 use crate::device::Device;

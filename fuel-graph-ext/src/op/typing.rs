@@ -437,6 +437,16 @@ pub fn result_types(
     operands: &[&TensorType],
 ) -> Result<Option<Vec<TensorType>>, TypeError> {
     let t = infer_type(op, operands)?;
+    result_types_of(op, operands, &t)
+}
+
+/// [`result_types`] where `t` is [`infer_type`]'s type, already known (the
+/// verifier needs both, and inferring twice was a tenth of its work).
+pub fn result_types_of(
+    op: &Op,
+    operands: &[&TensorType],
+    t: &TensorType,
+) -> Result<Option<Vec<TensorType>>, TypeError> {
     if let Op::AllToAll { axis, split } = op {
         let pieces = all_to_all_pieces(split.as_deref(), *axis, operands)?;
         let got: Vec<usize> = (0..operands.len())
