@@ -20,17 +20,14 @@ use fuel_graph_ext::{DType, Device, ReduceOp, TensorType};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "common/launch.rs"]
+mod launch;
+use launch::env_usize;
+
 type Res<T> = Result<T, String>;
 type Dev = Arc<fuel_runtime::backend::cpu::Arena>;
 
 const T: Duration = Duration::from_secs(60);
-
-fn env(name: &str) -> Res<usize> {
-    std::env::var(name)
-        .map_err(|_| format!("not launched by mpirun (no {name})"))?
-        .parse()
-        .map_err(|e| format!("bad {name}: {e}"))
-}
 
 fn e(x: DriverError) -> String {
     x.to_string()
@@ -409,7 +406,8 @@ fn missing_rank(c: &Ctx) -> Res<()> {
 }
 
 fn run() -> Res<usize> {
-    let (rank, n) = (env("OMPI_COMM_WORLD_RANK")?, env("OMPI_COMM_WORLD_SIZE")?);
+    let rank = env_usize(&["OMPI_COMM_WORLD_RANK"])?;
+    let n = env_usize(&["OMPI_COMM_WORLD_SIZE"])?;
     if n < 2 {
         return Err("run on at least 2 processes".into());
     }

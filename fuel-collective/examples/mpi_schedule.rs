@@ -27,6 +27,10 @@ use fuel_runtime::exec::{Dispatch, RuntimeOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+#[path = "common/launch.rs"]
+mod launch;
+use launch::env_usize;
+
 type Res<T> = Result<T, String>;
 
 const LAYERS: usize = 3;
@@ -38,13 +42,6 @@ fn width(l: usize) -> usize {
     8 + 4 * l
 }
 const T: Duration = Duration::from_secs(60);
-
-fn env(name: &str) -> Res<usize> {
-    std::env::var(name)
-        .map_err(|_| format!("not launched by mpirun (no {name})"))?
-        .parse()
-        .map_err(|e| format!("bad {name}: {e}"))
-}
 
 /// `--topology FILE`, else the documented defaults.
 fn topology() -> Res<Topology> {
@@ -183,7 +180,8 @@ fn run(rank: usize, n: usize) -> Res<String> {
 }
 
 fn main() {
-    let res = env("OMPI_COMM_WORLD_RANK").and_then(|r| Ok((r, env("OMPI_COMM_WORLD_SIZE")?)));
+    let res = env_usize(&["OMPI_COMM_WORLD_RANK"])
+        .and_then(|r| Ok((r, env_usize(&["OMPI_COMM_WORLD_SIZE"])?)));
     let (rank, n) = match res {
         Ok(p) => p,
         Err(msg) => {

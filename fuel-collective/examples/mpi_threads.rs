@@ -19,18 +19,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+#[path = "common/launch.rs"]
+mod launch;
+use launch::env_usize;
+
 /// All-reduces per thread.
 const ITERS: usize = 400;
 /// Elements per all-reduce.
 const COUNT: usize = 4;
-
-fn env_usize(a: &str, b: &str) -> Result<usize, String> {
-    std::env::var(a)
-        .or_else(|_| std::env::var(b))
-        .map_err(|_| format!("not launched by mpirun (no {a})"))?
-        .parse()
-        .map_err(|e| format!("bad {a}: {e}"))
-}
 
 fn i64s(bytes: &[u8]) -> Vec<i64> {
     bytes
@@ -204,8 +200,8 @@ fn work(g: usize, rank: usize, n: usize, ov: &Overlap) -> Result<(), String> {
 }
 
 fn run() -> Result<String, String> {
-    let rank = env_usize("OMPI_COMM_WORLD_RANK", "PMI_RANK")?;
-    let n = env_usize("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")?;
+    let rank = env_usize(&["OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
+    let n = env_usize(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
     let ov = Arc::new(Overlap {
         inside: AtomicUsize::new(0),
         overlapped: AtomicUsize::new(0),

@@ -22,8 +22,8 @@ const VARIANTS: &[(&str, &str, &str, &str, Floats)] = &[
     ("elementwise_u64", "", "u64", "u64", Floats::None),
 ];
 
-/// Which max/min a variant compares with: the floats' (from
-/// `shaders/minmax_<ty>.wgsl`) or the integers' built-ins.
+/// Which max/min a variant compares with: the floats' (`shaders/minmax.wgsl`
+/// over the tests of `shaders/minmax_<ty>.wgsl`) or the integers' built-ins.
 #[cfg(feature = "vulkan")]
 #[derive(Clone, Copy)]
 enum Floats {
@@ -55,8 +55,11 @@ fn main() {
         println!("cargo:rerun-if-changed={path}");
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
     };
-    let minmax_f32 = read("shaders/minmax_f32.wgsl");
-    let minmax_f64 = read("shaders/minmax_f64.wgsl");
+    // Each float type's NaN and sign tests, then the max and min written
+    // once in terms of them.
+    let minmax = read("shaders/minmax.wgsl");
+    let minmax_f32 = read("shaders/minmax_f32.wgsl") + &minmax;
+    let minmax_f64 = read("shaders/minmax_f64.wgsl") + &minmax;
     let mut sources: Vec<(String, String)> = VARIANTS
         .iter()
         .map(|(name, enable, ty, cty, floats)| {

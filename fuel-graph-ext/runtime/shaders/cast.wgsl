@@ -46,7 +46,9 @@ fn load(j: u32) -> vec2<u32> {
     }
 }
 
-// The four 16-bit conversions are `half_bits.wgsl`'s (build.rs appends it).
+// The four 16-bit conversions are `half_bits.wgsl`'s (build.rs appends it),
+// and so are `round_even` and `pack_narrowed`, which f64_to_f32 rounds
+// and packs its result with as f32_to_f16 does.
 
 // f32 bits to f64 bits (exact).
 fn f32_to_f64(x: u32) -> vec2<u32> {
@@ -135,14 +137,10 @@ fn f64_to_f32(v: vec2<u32>, odd: bool) -> u32 {
         if (guard == 1u || sticky) {
             q = q | 1u;
         }
-    } else if (guard == 1u && (sticky || (q & 1u) == 1u)) {
-        q = q + 1u;
+    } else {
+        q = round_even(q, guard, sticky);
     }
-    var bits = q;
-    if (te > 0) {
-        bits = (u32(te - 1) << 23u) + q;
-    }
-    return sign | min(bits, 0x7f800000u);
+    return sign | pack_narrowed(q, te, 23u, 0x7f800000u);
 }
 
 // Element `j` converted, for a 16-bit result (f16 or bf16).

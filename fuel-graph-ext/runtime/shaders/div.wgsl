@@ -130,65 +130,39 @@ fn div_round(m: vec2<u32>, ex: i32, d: u32, prec: u32, min_lsb: i32) -> Rounded 
     return Rounded(mant, ex - k + shift);
 }
 
-fn div_f32(x: u32, d: u32) -> u32 {
-    let sign = x & 0x80000000u;
-    let e = (x >> 23u) & 0xffu;
-    let f = x & 0x7fffffu;
-    if (e == 0xffu || (e == 0u && f == 0u) || d <= 1u) {
+// A float of at most 32 bits divided by `d`: `sign` is its sign bit,
+// `frac` the width of its fraction, `emax` its exponent field at its
+// largest (infinity and NaN) and `min_lsb` the weight of a subnormal's last
+// bit (f32: -149, f16: -24, bf16: -133). A zero, an infinity, a NaN and a
+// divisor of 1 give `x` back.
+fn div_float(x: u32, d: u32, sign: u32, frac: u32, emax: u32, min_lsb: i32) -> u32 {
+    let e = (x >> frac) & emax;
+    let f = x & ((1u << frac) - 1u);
+    if (e == emax || (e == 0u && f == 0u) || d <= 1u) {
         return x;
     }
     var m = f;
-    var ex = -149;
+    var ex = min_lsb;
     if (e != 0u) {
-        m = f | 0x800000u;
-        ex = i32(e) - 150;
+        m = f | (1u << frac);
+        ex = i32(e) + min_lsb - 1;
     }
-    let r = div_round(vec2<u32>(m, 0u), ex, d, 24u, -149);
-    // The exponent field is lsb + 149 plus the implicit bit the
+    let r = div_round(vec2<u32>(m, 0u), ex, d, frac + 1u, min_lsb);
+    // The exponent field is lsb - min_lsb plus the implicit bit the
     // significand carries (none for a subnormal).
-    return sign | ((u32(r.lsb + 149) << 23u) + r.mant.x);
+    return (x & sign) | ((u32(r.lsb - min_lsb) << frac) + r.mant.x);
 }
 
-fn div_f16(h: u32, d: u32) -> u32 {
-    let sign = h & 0x8000u;
-    let e = (h >> 10u) & 0x1fu;
-    let f = h & 0x3ffu;
-    if (e == 0x1fu || (e == 0u && f == 0u) || d <= 1u) {
-        return h;
-    }
-    var m = f;
-    var ex = -24;
-    if (e != 0u) {
-        m = f | 0x400u;
-        ex = i32(e) - 25;
-    }
-    let r = div_round(vec2<u32>(m, 0u), ex, d, 11u, -24);
-    return sign | ((u32(r.lsb + 24) << 10u) + r.mant.x);
-}
-
-fn div_bf16(h: u32, d: u32) -> u32 {
-    let sign = h & 0x8000u;
-    let e = (h >> 7u) & 0xffu;
-    let f = h & 0x7fu;
-    if (e == 0xffu || (e == 0u && f == 0u) || d <= 1u) {
-        return h;
-    }
-    var m = f;
-    var ex = -133;
-    if (e != 0u) {
-        m = f | 0x80u;
-        ex = i32(e) - 134;
-    }
-    let r = div_round(vec2<u32>(m, 0u), ex, d, 8u, -133);
-    return sign | ((u32(r.lsb + 133) << 7u) + r.mant.x);
+fn div_f32(x: u32, d: u32) -> u32 {
+    return div_float(x, d, 0x80000000u, 23u, 0xffu, -149);
 }
 
 // A 16-bit float (f16 or bf16, as `p.dtype` says) divided by `d`.
 fn div16(h: u32, d: u32) -> u32 {
     if (p.dtype == 7u) {
-        return div_bf16(h, d);
+        return div_float(h, d, 0x8000u, 7u, 0xffu, -133);
     }
-    return div_f16(h, d);
+    return div_float(h, d, 0x8000u, 10u, 0x1fu, -24);
 }
 
 fn div_f64(v: vec2<u32>, d: u32) -> vec2<u32> {

@@ -13,7 +13,8 @@
 // `elementwise.wgsl`: bindings 0..7 are the operands (unused ones repeat
 // operand 0), binding 8 the result, `op` is 0 add, 1 mul, 2 max, 3 min,
 // and with `onto` = 1 the fold starts from the result's own elements.
-// build.rs pastes `minmax_f32.wgsl` (fmax, fmin) in below the bindings.
+// build.rs pastes `minmax_f32.wgsl` and `minmax.wgsl` (fmax, fmin) in
+// below the bindings.
 alias C = f32;
 
 struct Params { n: u32, row_stride: u32, count: u32, op: u32, elems: u32, onto: u32 }

@@ -54,17 +54,33 @@ fn f32_to_f16(x: u32) -> u32 {
         // Below half the smallest subnormal.
         return sign;
     }
-    var q = m >> shift;
     let guard = (m >> (shift - 1u)) & 1u;
     let sticky = (m & ((1u << (shift - 1u)) - 1u)) != 0u;
+    return sign | pack_narrowed(round_even(m >> shift, guard, sticky), te, 10u, 0x7c00u);
+}
+
+// `q` rounded to nearest, ties to even, given the first bit cut from below
+// it (`guard`) and whether any bit below that was set (`sticky`): one
+// more where the cut part is past half, or half and `q` odd.
+fn round_even(q: u32, guard: u32, sticky: bool) -> u32 {
     if (guard == 1u && (sticky || (q & 1u) == 1u)) {
-        q = q + 1u;
+        return q + 1u;
     }
+    return q;
+}
+
+// The bits below the sign of a float with a `frac`-bit fraction, from its
+// rounded significand `q` (with the leading one where the biased exponent
+// `te` is above 0; `te` 0 is a subnormal). A rounding that carried out of
+// the significand runs on into the exponent, and anything past the
+// largest finite value is `inf`. f32_to_f16 here and cast.wgsl's
+// f64_to_f32 narrow through it.
+fn pack_narrowed(q: u32, te: i32, frac: u32, inf: u32) -> u32 {
     var bits = q;
     if (te > 0) {
-        bits = (u32(te - 1) << 10u) + q;
+        bits = (u32(te - 1) << frac) + q;
     }
-    return sign | min(bits, 0x7c00u);
+    return min(bits, inf);
 }
 
 // bf16 bits to f32 bits (exact: bf16 is the top half of an f32). A NaN

@@ -32,15 +32,12 @@ pub fn vendor_color(kind: DeviceKind) -> &'static str {
 fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if c.is_control() => {}
-            c => out.push(c),
+    // The other control characters are left out.
+    crate::text::push_backslashed(&mut out, s, |out, c| {
+        if !c.is_control() {
+            out.push(c);
         }
-    }
+    });
     out.push('"');
     out
 }

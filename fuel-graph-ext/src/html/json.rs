@@ -11,22 +11,17 @@ use std::fmt::Write;
 pub fn push_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    crate::text::push_backslashed(out, s, |out, c| match c {
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
         }
-    }
+        c if (c as u32) < 0x20 || c == '\u{7f}' => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => out.push(c),
+    });
     out.push('"');
 }
 

@@ -13,4 +13,5 @@ mod print;
 
 pub use cursor::ParseError;
 pub use parse::parse;
+pub(crate) use print::push_backslashed;
 pub use print::{print, print_lines, Numbering};

@@ -289,16 +289,30 @@ fn push_type(s: &mut String, t: &TensorType) {
 
 /// Escapes `"` and `\` (and control characters) in an input name.
 pub(crate) fn push_escaped(out: &mut String, name: &str) {
-    for c in name.chars() {
+    push_backslashed(out, name, |out, c| match c {
+        '\t' => out.push_str("\\t"),
+        c if c.is_control() => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+        c => out.push(c),
+    });
+}
+
+/// Appends `s` with `"`, `\` and newlines backslash-escaped, as the text
+/// IR's, DOT's (`dot`) and JSON's (`html::json`) string literals all write
+/// them, and every other character as `other` writes it: where the three
+/// differ (tabs, the other control characters, what HTML must not see).
+pub(crate) fn push_backslashed(
+    out: &mut String,
+    s: &str,
+    mut other: impl FnMut(&mut String, char),
+) {
+    for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
+            c => other(out, c),
         }
     }
 }

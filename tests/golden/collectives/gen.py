@@ -29,11 +29,14 @@ def pipeline(alg, extra=""):
 
 
 def case(path, passes, why, name, devs, ty, body_op, results, topology=None):
+    """Writes one .fir: shard i on devs[i], of type `ty`, or of type ty[i]
+    where `ty` is a list (uneven shards)."""
+    tys = ty if isinstance(ty, list) else [ty] * len(devs)
     lines = [f"// RUN: --passes {passes}" + (f" --topology {topology}" if topology else "")]
     lines += [f"// {w}" for w in why]
     lines.append(f"graph @{name} {{")
-    for i, d in enumerate(devs):
-        lines.append(f'  %{i} = input "s{i}" @{d} : {ty}')
+    for i, (d, t) in enumerate(zip(devs, tys)):
+        lines.append(f'  %{i} = input "s{i}" @{d} : {t}')
     lines.append(body_op)
     lines.append(f"  return {results}")
     lines.append("}")
@@ -41,6 +44,15 @@ def case(path, passes, why, name, devs, ty, body_op, results, topology=None):
     os.makedirs(os.path.dirname(full), exist_ok=True)
     with open(full, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def group_options(gname, alg=None):
+    """(extra pass option, topology file, notes) of a group: mix8 is lowered
+    against peer01.topo, where cuda:0 and cuda:1 are peers (and its file
+    says so), and its tree with arity=3; the other groups take none."""
+    if gname != "mix8":
+        return "", None, []
+    return ("arity=3" if alg == "tree" else ""), "peer01.topo", ["cuda:0 and cuda:1 are peers here (peer01.topo)."]
 
 
 def shards(n):
@@ -55,13 +67,12 @@ def outs(node, n):
 for gname, devs in GROUPS.items():
     n = len(devs)
     for alg in ALGS:
-        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
-        topo = "peer01.topo" if gname == "mix8" else None
+        extra, topo, peers = group_options(gname, alg)
         case(
             f"all-reduce/{gname}-{alg}.fir",
             pipeline(alg, extra),
             [f"all_reduce.sum over [{', '.join(devs)}] with algorithm={alg}."]
-            + (["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []),
+            + peers,
             f"all_reduce_{gname.replace('-', '_')}_{alg}",
             devs,
             "f32[8]",
@@ -122,28 +133,30 @@ for dt, (devs, ty, acc) in WIDE.items():
              f"mean_{dt}_{alg}", devs, ty,
              f"  %{n}:{n} = all_reduce.mean {shards(n)} : {ty}", outs(n, n))
 
-# 4. options and corner cases.
-case("options/star-reduce-at-cuda0.fir", "lower-collectives{algorithm=star, reduce_at=cuda:0}",
+# 4. options and corner cases: (file, passes, why, name, devices, type, op)
+# of one all_reduce.
+OPTIONS = [
+    ("star-reduce-at-cuda0", "lower-collectives{algorithm=star, reduce_at=cuda:0}",
      ["reduce_at forces the star's point: vulkan:0 stages through cpu:0 both ways."],
-     "star_reduce_at", ["cpu:0", "cuda:0", "vulkan:0"], "f32[8]",
-     "  %3:3 = all_reduce.min %0, %1, %2 : f32[8]", outs(3, 3))
-case("options/ring-uneven-chunks.fir", "lower-collectives{algorithm=ring}",
+     "star_reduce_at", ["cpu:0", "cuda:0", "vulkan:0"], "f32[8]", "min"),
+    ("ring-uneven-chunks", "lower-collectives{algorithm=ring}",
      ["10 entries over 3 ranks: chunks of 4, 3 and 3."],
-     "ring_uneven", ["cpu:0", "cpu:1", "cuda:0"], "f32[10]",
-     "  %3:3 = all_reduce.sum %0, %1, %2 : f32[10]", outs(3, 3))
-case("options/ring-falls-back.fir", "lower-collectives{algorithm=ring}",
+     "ring_uneven", ["cpu:0", "cpu:1", "cuda:0"], "f32[10]", "sum"),
+    ("ring-falls-back", "lower-collectives{algorithm=ring}",
      ["A 2-entry tensor cannot be cut for 3 ranks: the ring falls back to the tree."],
-     "ring_fallback", ["cpu:0", "cuda:0", "vulkan:0"], "f32[2]",
-     "  %3:3 = all_reduce.sum %0, %1, %2 : f32[2]", outs(3, 3))
-case("options/repeated-device.fir", "lower-collectives",
+     "ring_fallback", ["cpu:0", "cuda:0", "vulkan:0"], "f32[2]", "sum"),
+    ("repeated-device", "lower-collectives",
      ["Two shards on cpu:0: no copy between them is needed."],
-     "repeated_device", ["cpu:0", "cpu:0", "cuda:0"], "i32[4]",
-     "  %3:3 = all_reduce.sum %0, %1, %2 : i32[4]", outs(3, 3))
-case("options/large-auto.fir", "lower-collectives",
+     "repeated_device", ["cpu:0", "cpu:0", "cuda:0"], "i32[4]", "sum"),
+    ("large-auto", "lower-collectives",
      ["A 4 MiB tensor over 4 CPUs: host arenas share one memory system (one",
       "resource in the cost model), so ring's parallel links buy nothing; auto picks star."],
-     "large_auto", ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], "f32[1048576]",
-     "  %4:4 = all_reduce.sum %0, %1, %2, %3 : f32[1048576]", outs(4, 4))
+     "large_auto", ["cpu:0", "cpu:1", "cpu:2", "cpu:3"], "f32[1048576]", "sum"),
+]
+for file, passes, why, name, devs, ty, op in OPTIONS:
+    n = len(devs)
+    case(f"options/{file}.fir", passes, why, name, devs, ty,
+         f"  %{n}:{n} = all_reduce.{op} {shards(n)} : {ty}", outs(n, n))
 
 # 5. several collectives in one graph share the pass's copy cache.
 with open(os.path.join(HERE, "options/shared-staging.fir"), "w") as f:
@@ -161,35 +174,18 @@ graph @shared_staging {
 """)
 
 
-def case_typed(path, passes, why, name, devs, tys, body_op, results, topology=None):
-    """Like `case`, but shard i has type tys[i] (uneven shards)."""
-    lines = [f"// RUN: --passes {passes}" + (f" --topology {topology}" if topology else "")]
-    lines += [f"// {w}" for w in why]
-    lines.append(f"graph @{name} {{")
-    for i, (d, ty) in enumerate(zip(devs, tys)):
-        lines.append(f'  %{i} = input "s{i}" @{d} : {ty}')
-    lines.append(body_op)
-    lines.append(f"  return {results}")
-    lines.append("}")
-    full = os.path.join(HERE, path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as f:
-        f.write("\n".join(lines) + "\n")
-
-
 # 5. all_gather of uneven shards on every group with every algorithm: rank i
 # holds i % 3 rows (rank 0 holds none), and every rank gets all of them.
 for gname, devs in GROUPS.items():
     n = len(devs)
     rows = [i % 3 for i in range(n)]
     for alg in ALGS:
-        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
-        topo = "peer01.topo" if gname == "mix8" else None
-        case_typed(
+        extra, topo, peers = group_options(gname, alg)
+        case(
             f"uneven/all-gather-{gname}-{alg}.fir",
             pipeline(alg, extra),
             [f"all_gather of uneven shards ({rows} rows) over [{', '.join(devs)}] with algorithm={alg}."]
-            + (["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []),
+            + peers,
             f"all_gather_uneven_{gname.replace('-', '_')}_{alg}",
             devs,
             [f"i32[{r},3]" for r in rows],
@@ -207,9 +203,7 @@ for gname, devs in GROUPS.items():
     rows = sum(split)
     default = [7 // n] * (n - 1) + [7 - (7 // n) * (n - 1)]
     for alg in ALGS:
-        extra = "arity=3" if (alg == "tree" and gname == "mix8") else ""
-        topo = "peer01.topo" if gname == "mix8" else None
-        peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+        extra, topo, peers = group_options(gname, alg)
         g = gname.replace("-", "_")
         tys = ", ".join(f"i32[{r},3]" for r in split)
         case(
@@ -245,15 +239,14 @@ for gname, devs in GROUPS.items():
 # (so the shards are uneven too), and the default cut of 5 rows.
 for gname, devs in GROUPS.items():
     n = len(devs)
-    topo = "peer01.topo" if gname == "mix8" else None
-    peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+    _, topo, peers = group_options(gname)
     g = gname.replace("-", "_")
     split = [[0 if j == 0 else (i + j) % 3 + (1 if n == 1 else 0) for j in range(n)] for i in range(n)]
     rows = [sum(r) for r in split]
     got = [sum(split[i][j] for i in range(n)) for j in range(n)]
     flat = ", ".join(str(e) for r in split for e in r)
     tys = ", ".join(f"i32[{r},2]" for r in got) if len(set(got)) > 1 else f"i32[{got[0]},2]"
-    case_typed(
+    case(
         f"uneven/all-to-all-split-{gname}-auto.fir",
         pipeline("auto"),
         [f"all_to_all with split={split} over [{', '.join(devs)}]: rank 0 receives nothing."] + peers,
@@ -285,8 +278,7 @@ for gname, devs in GROUPS.items():
 for gname in ["cuda0-vulkan0", "cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
     devs = GROUPS[gname]
     n = len(devs)
-    topo = "peer01.topo" if gname == "mix8" else None
-    peers = ["cuda:0 and cuda:1 are peers here (peer01.topo)."] if topo else []
+    _, topo, peers = group_options(gname)
     g = gname.replace("-", "_")
     split = [[0 if j == 0 else (i + j) % 3 for j in range(n)] for i in range(n)]
     rows = [sum(r) for r in split]
@@ -294,7 +286,7 @@ for gname in ["cuda0-vulkan0", "cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
     flat = ", ".join(str(e) for r in split for e in r)
     tys = ", ".join(f"i32[{r},2]" for r in got) if len(set(got)) > 1 else f"i32[{got[0]},2]"
     for ex in ["direct", "packed"]:
-        case_typed(
+        case(
             f"uneven/all-to-all-split-{gname}-{ex}.fir",
             f"lower-collectives{{exchange={ex}}}",
             [f"all_to_all with split={split} over [{', '.join(devs)}], exchange={ex}."] + peers,
