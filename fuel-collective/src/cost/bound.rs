@@ -19,8 +19,20 @@
 //!   relay: a node with no bytes of its own whose intake is its one worker
 //!   (its node capacity), and each cut is tried with it on either side.
 //!   The term is the largest bytes-over-intake over every split: all
-//!   `2^n` of them up to [`ENUMERATE_MAX`] devices; above that, the splits
-//!   that cut off one device, all but one, or one device kind.
+//!   `2^n` of them up to [`ENUMERATE_MAX`] devices. Above that, the splits
+//!   that minimum cuts propose ([`flow`]): with every link at its capacity,
+//!   a max-flow between each ordered pair of devices (one pair per pair of
+//!   twin classes: devices that swap without changing the network or the
+//!   demand) gives the side of a minimum cut that holds the second, and
+//!   the side and the rest are tried; so are the splits that cut off one
+//!   device, all but one, or one device kind. Each is priced by the
+//!   intake above (a cut's sum of capacities is at least the intake, so
+//!   the minimum cuts are proposals, never the figure), so the term stays
+//!   a lower bound, looser than every split's can be. The max-flows get a
+//!   budget of a few milliseconds: a group with too many classes for
+//!   every pair gets those to and from one device (a root, else the
+//!   first); one too large for those gets the other splits alone.
+//!   [`Splits`] and the note say which.
 //! - **The latency term.** Every result depends on some input on another
 //!   device; the bytes take at least the fixed costs of the hops between
 //!   them: the longest, over such pairs, of the cheapest path's fixed
@@ -215,8 +227,18 @@ pub enum Binding {
 pub enum Splits {
     /// Every split of the group ([`ENUMERATE_MAX`] devices or fewer).
     Every,
-    /// A larger group: the splits that cut off one device, all but one, or
-    /// one device kind. Looser than every split; the note says so.
+    /// A larger group: the splits that minimum cuts between its devices
+    /// propose (a max-flow between each ordered pair of twin classes),
+    /// and those that cut off one device, all but one, or one device kind.
+    /// Looser than every split can be; the note says so.
+    MinCuts,
+    /// A larger group with too many classes of devices for a max-flow
+    /// between every pair: the minimum cuts to and from one device only
+    /// (a reduce's or broadcast's root, else the first), which include the
+    /// least cut of all, and the splits of [`Splits::MinCuts`]'s others.
+    MinCutsFromOne,
+    /// A group too large for max-flows at all: the splits that cut off
+    /// one device, all but one, or one device kind.
     Few,
 }
 
@@ -290,7 +312,7 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
     let splits = if net.nodes() <= ENUMERATE_MAX {
         Splits::Every
     } else {
-        Splits::Few
+        terms::large_splits(net, &demand)
     };
     let mut best = Bound {
         us: 0.0,
@@ -639,6 +661,7 @@ fn link_rate(
     }
 }
 
+mod flow;
 mod staged;
 mod terms;
 use terms::{cut_term, latency_term, Demand};
@@ -685,9 +708,12 @@ impl fmt::Display for Bound {
                 figure(*gbps)
             )?,
         }
-        if self.splits == Splits::Few {
-            f.write_str(" [over 16 devices: single-device, all-but-one and per-kind cuts only]")?;
-        }
+        f.write_str(match self.splits {
+            Splits::Every => "",
+            Splits::MinCuts => " [over 16 devices: splits from max-flow min cuts between every pair, plus single-device, all-but-one and per-kind cuts]",
+            Splits::MinCutsFromOne => " [over 16 devices: splits from max-flow min cuts to and from one device, plus single-device, all-but-one and per-kind cuts]",
+            Splits::Few => " [over 16 devices, too many for max-flows: single-device, all-but-one and per-kind cuts only]",
+        })?;
         Ok(())
     }
 }

@@ -1,7 +1,9 @@
 //! The cut and latency terms of [`super::bound`]: what each split of the
-//! group must take in, over what it can, tried over every split (or the
-//! few a large group gets), and the cheapest paths' fixed costs.
+//! group must take in, over what it can, tried over every split (or, for a
+//! large group, the splits that minimum cuts between its devices propose
+//! and a few more), and the cheapest paths' fixed costs.
 
+use super::flow::FlowNet;
 use super::{BoundError, Collective, Network, Splits};
 use fuel_graph_ext::Device;
 
@@ -127,6 +129,34 @@ impl Demand {
     }
 }
 
+impl Demand {
+    /// The node max-flows start from where not every pair gets one: a
+    /// reduce's or broadcast's root, else the first.
+    fn source(&self) -> usize {
+        match &self.kind {
+            Kind::ToRoot(_, root) | Kind::FromRoot(_, root) => *root,
+            _ => 0,
+        }
+    }
+
+    /// Whether swapping nodes `u` and `v` leaves every side's need as it
+    /// was.
+    fn alike(&self, u: usize, v: usize) -> bool {
+        let k = self.k;
+        match &self.kind {
+            Kind::Everyone(_) => true,
+            Kind::ToRoot(_, root) | Kind::FromRoot(_, root) => u != *root && v != *root,
+            Kind::Gather(s) | Kind::Scatter(s) => s[u] == s[v],
+            Kind::Exchange(m) => {
+                m[u * k + v] == m[v * k + u]
+                    && (0..k)
+                        .filter(|w| *w != u && *w != v)
+                        .all(|w| m[u * k + w] == m[v * k + w] && m[w * k + u] == m[w * k + v])
+            }
+        }
+    }
+}
+
 /// The tightest cut: microseconds, the receiving side's devices, its
 /// bytes and GB/s; `None` where no split needs bytes.
 pub(super) type Cut = (f64, Vec<Device>, f64, f64);
@@ -137,9 +167,46 @@ pub(super) fn cut_term(
     demand: &Demand,
     splits: Splits,
 ) -> Result<Option<Cut>, BoundError> {
-    match splits {
-        Splits::Every => cut_every(net, demand),
-        Splits::Few => cut_few(net, demand),
+    let from_one = match splits {
+        Splits::Every => return cut_every(net, demand),
+        Splits::Few => return cut_few(net, demand),
+        Splits::MinCuts => false,
+        Splits::MinCutsFromOne => true,
+    };
+    let pairs = flow_pairs(
+        &twin_classes(net, demand),
+        from_one.then(|| demand.source()),
+    );
+    let mut sides = few_splits(net, demand);
+    sides.extend(flow_splits(net, &pairs));
+    cut_over(net, demand, sides)
+}
+
+/// How much max-flow work the cut term of a large group may do: each
+/// max-flow counts the network's nodes squared (its arcs at most), a
+/// unit that took 2 to 7 ns on the development VM's release build, so a
+/// few milliseconds in all (2 to 8 measured). Every ordered pair of 32
+/// devices, no two of them twins, and a relay fits (1.08 million).
+const FLOW_WORK: usize = 1_100_000;
+
+/// Which splits a group over [`super::ENUMERATE_MAX`] devices tries: the
+/// minimum cuts between every pair of twin classes where their max-flows
+/// fit in [`FLOW_WORK`], else those to and from one device where they
+/// fit, else none (the few splits alone).
+pub(super) fn large_splits(net: &Network, demand: &Demand) -> Splits {
+    let n = net.devices.len();
+    let work = |flows: usize| flows.saturating_mul(n * n);
+    // Two max-flows at the least: a group this large skips the classes.
+    if work(2) > FLOW_WORK {
+        return Splits::Few;
+    }
+    let classes = twin_classes(net, demand);
+    if work(flow_pairs(&classes, None).len()) <= FLOW_WORK {
+        Splits::MinCuts
+    } else if work(flow_pairs(&classes, Some(demand.source())).len()) <= FLOW_WORK {
+        Splits::MinCutsFromOne
+    } else {
+        Splits::Few
     }
 }
 
@@ -282,8 +349,22 @@ impl Demand {
     }
 }
 
-/// The cut term over the few splits of a large group.
-fn cut_few(net: &Network, demand: &Demand) -> Result<Option<Cut>, BoundError> {
+/// The cut term over the few splits of a large group alone, without the
+/// minimum cuts' (what a group too large for max-flows gets).
+pub(super) fn cut_few(net: &Network, demand: &Demand) -> Result<Option<Cut>, BoundError> {
+    cut_over(net, demand, few_splits(net, demand))
+}
+
+/// The cut term over `sides` (each by node, the relay aside), in order:
+/// each split is a real one, its need and intake the model's, so the
+/// largest is a lower bound however the sides were chosen. The relay is
+/// tried on either side; a side that needs bytes and can take none in is
+/// [`BoundError::Unreachable`], naming its first device.
+fn cut_over(
+    net: &Network,
+    demand: &Demand,
+    sides: Vec<Vec<bool>>,
+) -> Result<Option<Cut>, BoundError> {
     let k = net.nodes();
     let n = net.devices.len();
     let mut best: Option<Cut> = None;
@@ -312,11 +393,88 @@ fn cut_few(net: &Network, demand: &Demand) -> Result<Option<Cut>, BoundError> {
         }
         Ok(())
     };
-    for side in few_splits(net, demand) {
+    for side in sides {
         inside[..k].copy_from_slice(&side);
         try_side(&mut inside)?;
     }
     Ok(best)
+}
+
+/// The ordered pairs of nodes to cut between, one per pair of twin
+/// classes: every pair (`from` `None`), or each class's to and from the
+/// node `from` (the global least cut separates `from` from some node, one
+/// way or the other, so it is among theirs). Within a class, its first
+/// node and its second (or `from` and another).
+fn flow_pairs(classes: &[Vec<usize>], from: Option<usize>) -> Vec<(usize, usize)> {
+    // The node of `class` to pair with `u`: its first, or another.
+    let other = |class: &[usize], u: usize| class.iter().copied().find(|v| *v != u);
+    let mut out = Vec::new();
+    match from {
+        None => {
+            for a in classes {
+                for b in classes {
+                    if let Some(v) = other(b, a[0]) {
+                        out.push((a[0], v));
+                    }
+                }
+            }
+        }
+        Some(s) => {
+            for class in classes {
+                if let Some(t) = other(class, s) {
+                    out.extend([(s, t), (t, s)]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The splits minimum cuts propose: for each pair `(u, v)`, the side of
+/// a minimum `u`-to-`v` cut that holds `v`, and the rest. The graph is
+/// the network's, every link at its capacity (the relay a node like any
+/// other), so a cut counts every link into the side where the model's
+/// intake counts each device's fastest: cuts rank sides roughly, and
+/// [`cut_over`] prices each by the model. A root's cuts (a reduce's, a
+/// broadcast's) are among the pairs: the root is a class of its own.
+fn flow_splits(net: &Network, pairs: &[(usize, usize)]) -> Vec<Vec<bool>> {
+    let k = net.nodes();
+    let mut graph = FlowNet::new(net.devices.len(), |u, v| net.cap(u, v));
+    let mut out: Vec<Vec<bool>> = Vec::with_capacity(2 * pairs.len());
+    for (u, v) in pairs {
+        let Some((_, sink_side)) = graph.min_cut(*u, *v) else {
+            continue;
+        };
+        let side = sink_side[..k].to_vec();
+        let rest: Vec<bool> = side.iter().map(|x| !x).collect();
+        out.extend([side, rest]);
+    }
+    out.retain(|side| side.iter().any(|x| *x) && !side.iter().all(|x| *x));
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The devices of a large group in classes of twins: two devices are
+/// twins where swapping them changes neither the network (one kind, the
+/// same peers besides each other) nor the demand ([`Demand::alike`]), so
+/// a minimum cut between a pair of nodes stands for the cuts between
+/// every pair of their classes. Each class lists its nodes in order.
+fn twin_classes(net: &Network, demand: &Demand) -> Vec<Vec<usize>> {
+    let peers_besides = |u: usize, v: usize| net.peer_nodes[u].iter().filter(move |w| **w != v);
+    let twins = |u: usize, v: usize| {
+        net.kind[u] == net.kind[v]
+            && peers_besides(u, v).eq(peers_besides(v, u))
+            && demand.alike(u, v)
+    };
+    let mut classes: Vec<Vec<usize>> = Vec::new();
+    for v in 0..net.nodes() {
+        match classes.iter_mut().find(|c| twins(c[0], v)) {
+            Some(class) => class.push(v),
+            None => classes.push(vec![v]),
+        }
+    }
+    classes
 }
 
 /// One node of each class of a large group: nodes of one kind with as
