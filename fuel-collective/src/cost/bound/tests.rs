@@ -177,11 +177,10 @@ fn peers_raise_the_cut() {
     assert!((b.us - M4 as f64 / 100e3).abs() < 1e-6, "{b}");
 }
 
-#[test]
-fn a_device_no_link_reaches_is_an_error_naming_it() {
-    let group = [d("cuda:0"), d("vulkan:0")];
-    let mut net = Network::new(&group, &Topology::default(), (M4, M4));
-    // Cut every link into vulkan:0.
+/// `group`'s network on the default topology with every link into a
+/// Vulkan device cut.
+fn without_links_into_vulkan(group: &[Device]) -> Network {
+    let mut net = Network::new(group, &Topology::default(), (M4, M4));
     let vulkan = DeviceKind::ALL
         .iter()
         .position(|k| *k == DeviceKind::Vulkan)
@@ -189,6 +188,13 @@ fn a_device_no_link_reaches_is_an_error_naming_it() {
     for from in &mut net.rates {
         from[vulkan] = [None, None];
     }
+    net
+}
+
+#[test]
+fn a_device_no_link_reaches_is_an_error_naming_it() {
+    let group = [d("cuda:0"), d("vulkan:0")];
+    let net = without_links_into_vulkan(&group);
     let e = bound_on(&net, &Collective::AllReduce { bytes: M4 }, &group).unwrap_err();
     assert_eq!(
         e,
@@ -209,14 +215,7 @@ fn a_device_no_link_reaches_in_a_large_group_is_an_error_naming_it() {
     // max-flow path names it too, with no panic and no infinite figure.
     let mut group: Vec<Device> = (0..19).map(Device::cuda).collect();
     group.push(d("vulkan:0"));
-    let mut net = Network::new(&group, &Topology::default(), (M4, M4));
-    let vulkan = DeviceKind::ALL
-        .iter()
-        .position(|k| *k == DeviceKind::Vulkan)
-        .unwrap();
-    for from in &mut net.rates {
-        from[vulkan] = [None, None];
-    }
+    let net = without_links_into_vulkan(&group);
     let demand = terms::Demand::new(&Collective::AllReduce { bytes: M4 }, &group, &net).unwrap();
     assert_eq!(terms::large_splits(&net, &demand), Splits::MinCuts);
     let e = bound_on(&net, &Collective::AllReduce { bytes: M4 }, &group).unwrap_err();
