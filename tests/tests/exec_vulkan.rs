@@ -6,6 +6,7 @@
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device};
 use fuel_runtime::exec::{self, FaultPoint};
+use fuel_test_support::graphs::kernels;
 use fuel_test_support::supported::{compile_error, compile_where_supported};
 use fuel_test_support::{assert_no_leaks, devices_or_skip, run_and_compare};
 
@@ -67,23 +68,7 @@ fn kernels_on_vulkan() {
     if !devices_or_skip("kernels_on_vulkan", &[V0]) {
         return;
     }
-    let src = "graph @k {
-  %0 = input \"a\" @vulkan:0 : i32[6,4]
-  %1 = slice %0 {axis=1, len=2, start=1} @vulkan:0 : i32[6,2]
-  %2 = slice %0 {axis=0, len=3, start=2} @vulkan:0 : i32[3,4]
-  %3 = concat %1, %0, %1 {axis=1} @vulkan:0 : i32[6,8]
-  %4 = div %3 {by=3} @vulkan:0 : i32[6,8]
-  %5 = input \"f\" @vulkan:0 : f32[300]
-  %6 = div %5 {by=4} @vulkan:0 : f32[300]
-  %7 = max %6, %5, %6 @vulkan:0 : f32[300]
-  %8 = min %5, %6 @vulkan:0 : f32[300]
-  %9 = mul %5, %5, %6 @vulkan:0 : f32[300]
-  %10 = add %5, %5, %5, %5, %5, %5, %5, %5, %5, %6, %6 @vulkan:0 : f32[300]
-  %11 = move %8 -> vulkan:0 : f32[300]
-  return %2, %4, %7, %11, %9, %10
-}
-";
-    run_and_compare(src, &[V0]);
+    run_and_compare(&kernels(V0, V0), &[V0]);
 }
 
 #[test]

@@ -71,6 +71,33 @@ pub fn pair_all_reduce(op: &str, ty: &str, a: Device, b: Device) -> String {
     )
 }
 
+/// The kernels every backend runs, in text, for the tests that run them
+/// on one backend and compare with the interpreter: on `a`, two slices of
+/// an `i32[6,4]` (columns and rows), a concat of three operands and a div,
+/// whose result is moved to `b` (`a` itself: a move in place); on `b`, an
+/// `f32[300]` divided and folded by max, min, mul and an add of eleven
+/// operands. `graph @k` returns one result of each kind.
+pub fn kernels(a: Device, b: Device) -> String {
+    format!(
+        "graph @k {{
+  %0 = input \"a\" @{a} : i32[6,4]
+  %1 = slice %0 {{axis=1, len=2, start=1}} @{a} : i32[6,2]
+  %2 = slice %0 {{axis=0, len=3, start=2}} @{a} : i32[3,4]
+  %3 = concat %1, %0, %1 {{axis=1}} @{a} : i32[6,8]
+  %4 = div %3 {{by=3}} @{a} : i32[6,8]
+  %5 = move %4 -> {b} : i32[6,8]
+  %6 = input \"f\" @{b} : f32[300]
+  %7 = div %6 {{by=4}} @{b} : f32[300]
+  %8 = max %7, %6, %7 @{b} : f32[300]
+  %9 = min %6, %7 @{b} : f32[300]
+  %10 = mul %6, %6, %7 @{b} : f32[300]
+  %11 = add %6, %6, %6, %6, %6, %6, %6, %6, %6, %7, %7 @{b} : f32[300]
+  return %2, %5, %8, %9, %10, %11
+}}
+"
+    )
+}
+
 /// The devices of `fuel-opt demo` on a machine with lavapipe: cpu:0..3
 /// and vulkan:0..1.
 pub const DEMO_DEVICES: [Device; 6] = [
