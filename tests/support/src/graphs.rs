@@ -1,6 +1,8 @@
 //! The graphs tests start from: one shard per device, a collective
-//! recorded through `DeviceGroup`, and a graph lowered by a pipeline, which
-//! runs through `fuel_collective::run_pipeline` as every caller's does.
+//! recorded through `DeviceGroup`, the text of graphs several tests run
+//! (a pair all-reduce, the kernels every backend runs, the demo's), and a
+//! graph lowered by a pipeline, which runs through
+//! `fuel_collective::run_pipeline` as every caller's does.
 
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::pass::DebugOptions;
