@@ -6,6 +6,7 @@
 use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{text, DType, Device, TensorType};
 use fuel_runtime::exec::{self, ExecError, FaultPoint};
+use fuel_test_support::graphs::kernels;
 use fuel_test_support::{assert_no_leaks, run_and_compare};
 use std::collections::BTreeMap;
 
@@ -107,22 +108,8 @@ fn large_tensors_use_threads_and_free_everything() {
 }
 
 #[test]
-fn slice_concat_div_on_cpu() {
-    let src = "graph @g {
-  %0 = input \"a\" @cpu:0 : i32[6,4]
-  %1 = slice %0 {axis=1, len=2, start=1} @cpu:0 : i32[6,2]
-  %2 = slice %0 {axis=0, len=3, start=2} @cpu:0 : i32[3,4]
-  %3 = concat %1, %0, %1 {axis=1} @cpu:0 : i32[6,8]
-  %4 = div %3 {by=3} @cpu:0 : i32[6,8]
-  %5 = copy %4 -> cpu:1 : i32[6,8]
-  %6 = input \"f\" @cpu:1 : f32[10]
-  %7 = div %6 {by=4} @cpu:1 : f32[10]
-  %8 = max %7, %6, %7 @cpu:1 : f32[10]
-  %9 = min %6, %7 @cpu:1 : f32[10]
-  return %2, %5, %8, %9
-}
-";
-    run_and_compare(src, &[Device::cpu(0), Device::cpu(1)]);
+fn kernels_on_cpu() {
+    run_and_compare(&kernels(CPUS[0], CPUS[1]), &CPUS[..2]);
 }
 
 #[test]

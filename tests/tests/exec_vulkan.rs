@@ -5,13 +5,48 @@
 
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
 use fuel_graph_ext::{text, Device};
-use fuel_runtime::exec::{self, FaultPoint};
+use fuel_runtime::exec;
+use fuel_test_support::graphs::kernels;
 use fuel_test_support::supported::{compile_error, compile_where_supported};
-use fuel_test_support::{assert_no_leaks, devices_or_skip, run_and_compare};
+use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point, run_and_compare};
 
 const V0: Device = Device::vulkan(0);
 const V1: Device = Device::vulkan(1);
 const C0: Device = Device::cpu(0);
+
+/// A graph of `ty` values whose sum on vulkan:0 (`%6`) adds `a` there,
+/// `b` from vulkan:1 staged through cpu:0, and `c` uploaded from cpu:0;
+/// then `rest`: the lines after `%6`, and the return.
+fn staged_sum(ty: &str, rest: &str) -> String {
+    format!(
+        "graph @staged {{
+  %0 = input \"a\" @vulkan:0 : {ty}
+  %1 = input \"b\" @vulkan:1 : {ty}
+  %2 = input \"c\" @cpu:0 : {ty}
+  %3 = copy %1 -> cpu:0 : {ty}
+  %4 = copy %3 -> vulkan:0 : {ty}
+  %5 = copy %2 -> vulkan:0 : {ty}
+  %6 = add %0, %4, %5 @vulkan:0 : {ty}
+{rest}}}
+"
+    )
+}
+
+/// A graph of `ty` values that folds `a` on vulkan:0 by `op` with `b`
+/// uploaded from cpu:0 and `a` again (`%3`), and divides that by `by`
+/// (`%4`); then `rest`: the lines after `%4`, and the return.
+fn fold_with_an_upload(ty: &str, op: &str, by: u32, rest: &str) -> String {
+    format!(
+        "graph @upload {{
+  %0 = input \"a\" @vulkan:0 : {ty}
+  %1 = input \"b\" @cpu:0 : {ty}
+  %2 = copy %1 -> vulkan:0 : {ty}
+  %3 = {op} %0, %2, %0 @vulkan:0 : {ty}
+  %4 = div %3 {{by={by}}} @vulkan:0 : {ty}
+{rest}}}
+"
+    )
+}
 
 #[test]
 fn all_reduce_cpu_and_vulkan() {
@@ -46,20 +81,14 @@ fn two_vulkan_devices_staged_through_the_host() {
     }
     // All-reduce over [vulkan:0, vulkan:1, cpu:0], reduced on vulkan:0; the
     // vulkan:1 shard travels vulkan:1 -> cpu:0 -> vulkan:0 and back.
-    let src = "graph @ar {
-  %0 = input \"a\" @vulkan:0 : f32[5000]
-  %1 = input \"b\" @vulkan:1 : f32[5000]
-  %2 = input \"c\" @cpu:0 : f32[5000]
-  %3 = copy %1 -> cpu:0 : f32[5000]
-  %4 = copy %3 -> vulkan:0 : f32[5000]
-  %5 = copy %2 -> vulkan:0 : f32[5000]
-  %6 = add %0, %4, %5 @vulkan:0 : f32[5000]
-  %7 = copy %6 -> cpu:0 : f32[5000]
+    let src = staged_sum(
+        "f32[5000]",
+        "  %7 = copy %6 -> cpu:0 : f32[5000]
   %8 = copy %7 -> vulkan:1 : f32[5000]
   return %6, %8, %7
-}
-";
-    run_and_compare(src, &[V0, V1, C0]);
+",
+    );
+    run_and_compare(&src, &[V0, V1, C0]);
 }
 
 #[test]
@@ -67,23 +96,7 @@ fn kernels_on_vulkan() {
     if !devices_or_skip("kernels_on_vulkan", &[V0]) {
         return;
     }
-    let src = "graph @k {
-  %0 = input \"a\" @vulkan:0 : i32[6,4]
-  %1 = slice %0 {axis=1, len=2, start=1} @vulkan:0 : i32[6,2]
-  %2 = slice %0 {axis=0, len=3, start=2} @vulkan:0 : i32[3,4]
-  %3 = concat %1, %0, %1 {axis=1} @vulkan:0 : i32[6,8]
-  %4 = div %3 {by=3} @vulkan:0 : i32[6,8]
-  %5 = input \"f\" @vulkan:0 : f32[300]
-  %6 = div %5 {by=4} @vulkan:0 : f32[300]
-  %7 = max %6, %5, %6 @vulkan:0 : f32[300]
-  %8 = min %5, %6 @vulkan:0 : f32[300]
-  %9 = mul %5, %5, %6 @vulkan:0 : f32[300]
-  %10 = add %5, %5, %5, %5, %5, %5, %5, %5, %5, %6, %6 @vulkan:0 : f32[300]
-  %11 = move %8 -> vulkan:0 : f32[300]
-  return %2, %4, %7, %11, %9, %10
-}
-";
-    run_and_compare(src, &[V0]);
+    run_and_compare(&kernels(V0, V0), &[V0]);
 }
 
 #[test]
@@ -91,19 +104,17 @@ fn f16_on_vulkan_where_supported() {
     if !devices_or_skip("f16_on_vulkan_where_supported", &[V0, C0]) {
         return;
     }
-    let src = "graph @h {
-  %0 = input \"a\" @vulkan:0 : f16[1000]
-  %1 = input \"b\" @cpu:0 : f16[1000]
-  %2 = copy %1 -> vulkan:0 : f16[1000]
-  %3 = add %0, %2, %0 @vulkan:0 : f16[1000]
-  %4 = div %3 {by=2} @vulkan:0 : f16[1000]
-  %5 = max %4, %0 @vulkan:0 : f16[1000]
+    let src = fold_with_an_upload(
+        "f16[1000]",
+        "add",
+        2,
+        "  %5 = max %4, %0 @vulkan:0 : f16[1000]
   return %3, %5
-}
-";
-    let g = text::parse(src).unwrap();
+",
+    );
+    let g = text::parse(&src).unwrap();
     if compile_where_supported("f16_on_vulkan_where_supported", &g, &[V0, C0]).is_some() {
-        run_and_compare(src, &[V0, C0]);
+        run_and_compare(&src, &[V0, C0]);
     }
 }
 
@@ -119,15 +130,9 @@ fn bf16_on_vulkan() {
     if !devices_or_skip("bf16_on_vulkan", &[V0, V1, C0]) {
         return;
     }
-    let src = "graph @bf {
-  %0 = input \"a\" @vulkan:0 : bf16[3001]
-  %1 = input \"b\" @vulkan:1 : bf16[3001]
-  %2 = input \"c\" @cpu:0 : bf16[3001]
-  %3 = copy %1 -> cpu:0 : bf16[3001]
-  %4 = copy %3 -> vulkan:0 : bf16[3001]
-  %5 = copy %2 -> vulkan:0 : bf16[3001]
-  %6 = add %0, %4, %5 @vulkan:0 : bf16[3001]
-  %7 = slice %6 {axis=0, len=1000, start=128} @vulkan:0 : bf16[1000]
+    let src = staged_sum(
+        "bf16[3001]",
+        "  %7 = slice %6 {axis=0, len=1000, start=128} @vulkan:0 : bf16[1000]
   %8 = slice %6 {axis=0, len=1001, start=7} @vulkan:0 : bf16[1001]
   %9 = mul %7, %7 @vulkan:0 : bf16[1000]
   %10 = concat %7, %8, %9 {axis=0} @vulkan:0 : bf16[3001]
@@ -141,10 +146,10 @@ fn bf16_on_vulkan() {
   %18 = copy %17 -> vulkan:1 : bf16[3001]
   %19 = add %18, %18 @vulkan:1 : bf16[3001]
   return %6, %7, %8, %9, %10, %11, %12, %13, %16, %19
-}
-";
-    let (exe, _) = run_and_compare(src, &[V0, V1, C0]);
-    let g = text::parse(src).unwrap();
+",
+    );
+    let (exe, _) = run_and_compare(&src, &[V0, V1, C0]);
+    let g = text::parse(&src).unwrap();
     let numbering = text::Numbering::new(&g);
     let viewed: Vec<usize> = exe
         .viewed_slices()
@@ -160,18 +165,17 @@ fn f64_and_i64_on_vulkan_where_supported() {
         return;
     }
     for dtype in ["f64", "i64", "u64", "u32"] {
-        let src = format!(
-            "graph @w {{
-  %0 = input \"a\" @vulkan:0 : {dtype}[3000]
-  %1 = input \"b\" @cpu:0 : {dtype}[3000]
-  %2 = copy %1 -> vulkan:0 : {dtype}[3000]
-  %3 = mul %0, %2, %0 @vulkan:0 : {dtype}[3000]
-  %4 = div %3 {{by=4}} @vulkan:0 : {dtype}[3000]
-  %5 = min %4, %0 @vulkan:0 : {dtype}[3000]
+        let t = format!("{dtype}[3000]");
+        let src = fold_with_an_upload(
+            &t,
+            "mul",
+            4,
+            &format!(
+                "  %5 = min %4, %0 @vulkan:0 : {t}
   %6 = slice %5 {{axis=0, len=1000, start=7}} @vulkan:0 : {dtype}[1000]
   return %3, %5, %6
-}}
 "
+            ),
         );
         let g = text::parse(&src).unwrap();
         let what = format!("f64_and_i64_on_vulkan_where_supported: {dtype}");
@@ -212,17 +216,7 @@ fn unsigned_folds_wrap_on_vulkan() {
     use fuel_graph_ext::{DType, TensorType};
     for (dtype, hi) in [(DType::U32, u32::MAX as f64), (DType::U64, 131072.0)] {
         for op in ["add", "mul", "max", "min"] {
-            let src = format!(
-                "graph @u {{
-  %0 = input \"a\" @vulkan:0 : {dtype}[8]
-  %1 = input \"b\" @cpu:0 : {dtype}[8]
-  %2 = copy %1 -> vulkan:0 : {dtype}[8]
-  %3 = {op} %0, %2, %0 @vulkan:0 : {dtype}[8]
-  %4 = div %3 {{by=3}} @vulkan:0 : {dtype}[8]
-  return %3, %4
-}}
-"
-            );
+            let src = fold_with_an_upload(&format!("{dtype}[8]"), op, 3, "  return %3, %4\n");
             let g = text::parse(&src).unwrap();
             let what = format!("unsigned_folds_wrap_on_vulkan: {dtype}");
             let Some(exe) = compile_where_supported(&what, &g, &[V0, C0]) else {
@@ -259,14 +253,17 @@ fn direct_vulkan_to_vulkan_copy_names_the_split_pass() {
     assert!(e.contains("split-cross-vendor-copies"), "{e}");
 }
 
+/// A fault at every point a run passes (uploads, the copy out, kernels on
+/// both sides, allocations) ends that run with its exact message and frees
+/// everything, and the next run is correct.
 #[test]
-fn fault_halfway_on_vulkan_then_a_clean_run() {
-    if !devices_or_skip("fault_halfway_on_vulkan_then_a_clean_run", &[V0, C0]) {
+fn every_fault_on_vulkan_then_a_clean_run() {
+    if !devices_or_skip("every_fault_on_vulkan_then_a_clean_run", &[V0, C0]) {
         return;
     }
-    // Under a page, so the input is uploaded and its copy moves bytes:
-    // every fault point below has a step to hit.
-    let src = "graph @f {
+    // Under a page, so the input is uploaded and its copy moves bytes.
+    let g = text::parse(
+        "graph @f {
   %0 = input \"a\" @vulkan:0 : f32[512]
   %1 = input \"b\" @cpu:0 : f32[512]
   %2 = copy %1 -> vulkan:0 : f32[512]
@@ -275,23 +272,12 @@ fn fault_halfway_on_vulkan_then_a_clean_run() {
   %5 = max %4, %1 @cpu:0 : f32[512]
   return %5
 }
-";
-    let g = text::parse(src).unwrap();
-    let exe = fuel_test_support::compile_env(&g, &[]).unwrap();
-    let inputs = deterministic_inputs(&g);
-    let want = interpret(&g, &inputs).unwrap();
-    for point in [
-        FaultPoint::Copy { nth: 1 },
-        FaultPoint::Kernel { nth: 0 },
-        FaultPoint::Alloc { nth: 3 },
-    ] {
-        exe.inject_fault(point);
-        let e = exe.run_host(&inputs).unwrap_err();
-        assert!(e.to_string().contains("injected"), "{e}");
-        assert_no_leaks(&exe);
-        assert_eq!(exe.run_host(&inputs).unwrap(), want);
-        assert_no_leaks(&exe);
-    }
+",
+    )
+    .unwrap();
+    let n = fail_at_every_point(&g, &[V0, C0]);
+    // Two copies and two kernels at the least, and their allocations.
+    assert!(n > 4, "only {n} fault points");
 }
 
 /// The star all_reduce the bench times, over 1 MiB per rank, run several

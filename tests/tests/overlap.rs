@@ -6,12 +6,13 @@
 //! order computes what the graph did (on the interpreter and on the
 //! devices, in order), that it is deterministic, and its errors.
 
-use fuel_graph_ext::interp::{deterministic_inputs, interpret, register_reference};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, register_reference, HostTensor};
 use fuel_graph_ext::text::{parse, print};
 use fuel_graph_ext::{Graph, Topology};
 use fuel_runtime::exec::{self, Dispatch, RuntimeOptions};
 use fuel_runtime::kernels::register_cpu;
 use fuel_test_support::{assert_no_leaks, lower};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -56,34 +57,12 @@ fn dispatch_orders(kernels: &[(&'static str, u64)], src: &str, want: &[(Dispatch
     }
     let g = parse(src).unwrap();
     for (dispatch, order) in want {
-        assert_eq!(run_logged(&g, *dispatch, log), *order, "{dispatch:?}");
+        assert_eq!(
+            run_logged(&g, *dispatch, log),
+            *order,
+            "{dispatch:?} on\n{src}"
+        );
     }
-}
-
-/// On cpu:0, step %3 reads what cpu:1's slow kernel sends, and step %4
-/// is ready at once. FIFO runs %4 first; in order, the lane waits for %3.
-#[test]
-fn in_order_dispatch_keeps_each_lane_to_the_schedule_order() {
-    dispatch_orders(
-        &[("io_slow_source", 80), ("io_first", 0), ("io_second", 0)],
-        "graph @order {
-  %0 = input \"a\" @cpu:1 : f32[4]
-  %1 = extern \"io_slow_source\" %0 @cpu:1 : f32[4]
-  %2 = copy %1 -> cpu:0 : f32[4]
-  %3 = extern \"io_first\" %2 @cpu:0 : f32[4]
-  %4 = input \"b\" @cpu:0 : f32[4]
-  %5 = extern \"io_second\" %4 @cpu:0 : f32[4]
-  return %3, %5
-}
-",
-        &[
-            (Dispatch::Fifo, ["io_second", "io_slow_source", "io_first"]),
-            (
-                Dispatch::InOrder,
-                ["io_slow_source", "io_first", "io_second"],
-            ),
-        ],
-    );
 }
 
 /// Priority dispatch: cpu:0 has two steps out (its first kernel running,
@@ -141,15 +120,42 @@ fn priority_dispatch_takes_the_first_ready_step_in_schedule_order() {
     assert_eq!(in_order, [block, filler, late, early]);
 }
 
-/// cpu:1's quick kernel feeds a copy to cpu:2, whose kernel logs; cpu:0's
-/// kernel is slow. FIFO lets cpu:2 run at once; after compute, the copy
-/// waits for cpu:0's kernel, and the kernel that reads the copy (which
-/// reads something communicated) is not waited for.
+/// Each case: the logging kernels (name, milliseconds each sleeps), a
+/// graph of them, and the order each dispatch runs them in.
 #[test]
-fn after_compute_dispatch_holds_communication_until_the_compute_is_done() {
-    dispatch_orders(
-        &[("ac_slow", 80), ("ac_quick", 0), ("ac_reader", 0)],
-        "graph @after {
+fn each_dispatch_runs_the_kernels_in_its_order() {
+    let cases = [
+        // On cpu:0, step %3 reads what cpu:1's slow kernel sends, and step
+        // %4 is ready at once. FIFO runs %4 first; in order, the lane
+        // waits for %3.
+        (
+            &[("io_slow_source", 80), ("io_first", 0), ("io_second", 0)],
+            "graph @order {
+  %0 = input \"a\" @cpu:1 : f32[4]
+  %1 = extern \"io_slow_source\" %0 @cpu:1 : f32[4]
+  %2 = copy %1 -> cpu:0 : f32[4]
+  %3 = extern \"io_first\" %2 @cpu:0 : f32[4]
+  %4 = input \"b\" @cpu:0 : f32[4]
+  %5 = extern \"io_second\" %4 @cpu:0 : f32[4]
+  return %3, %5
+}
+",
+            &[
+                (Dispatch::Fifo, ["io_second", "io_slow_source", "io_first"]),
+                (
+                    Dispatch::InOrder,
+                    ["io_slow_source", "io_first", "io_second"],
+                ),
+            ],
+        ),
+        // cpu:1's quick kernel feeds a copy to cpu:2, whose kernel logs;
+        // cpu:0's kernel is slow. FIFO lets cpu:2 run at once; after
+        // compute, the copy waits for cpu:0's kernel, and the kernel that
+        // reads the copy (which reads something communicated) is not
+        // waited for.
+        (
+            &[("ac_slow", 80), ("ac_quick", 0), ("ac_reader", 0)],
+            "graph @after {
   %0 = input \"a\" @cpu:0 : f32[4]
   %1 = extern \"ac_slow\" %0 @cpu:0 : f32[4]
   %2 = input \"b\" @cpu:1 : f32[4]
@@ -159,40 +165,47 @@ fn after_compute_dispatch_holds_communication_until_the_compute_is_done() {
   return %1, %5
 }
 ",
-        &[
-            (Dispatch::Fifo, ["ac_quick", "ac_reader", "ac_slow"]),
-            (Dispatch::AfterCompute, ["ac_quick", "ac_slow", "ac_reader"]),
-        ],
-    );
+            &[
+                (Dispatch::Fifo, ["ac_quick", "ac_reader", "ac_slow"]),
+                (Dispatch::AfterCompute, ["ac_quick", "ac_slow", "ac_reader"]),
+            ],
+        ),
+    ];
+    for (kernels, src, want) in cases {
+        dispatch_orders(kernels, src, want);
+    }
 }
 
-/// Compiles `g` with `dispatch` (and `topo`), runs it `runs` times on
-/// `inputs`, checks every result against `want`, and that no buffer is left.
+/// Compiles `g` with each of `dispatches` (and `topo`), runs it `runs`
+/// times on `inputs`, checks every result against `want`, and that no
+/// buffer is left.
 fn runs_right(
     g: &Graph,
-    dispatch: Dispatch,
+    dispatches: &[Dispatch],
     topo: &Topology,
-    inputs: &std::collections::BTreeMap<String, fuel_graph_ext::interp::HostTensor>,
-    want: &[fuel_graph_ext::interp::HostTensor],
+    inputs: &BTreeMap<String, HostTensor>,
+    want: &[HostTensor],
     runs: usize,
 ) {
-    let runtime = RuntimeOptions {
-        dispatch,
-        ..RuntimeOptions::default()
-    };
-    let exe = exec::Compiler::new(g)
-        .topology(topo)
-        .runtime(runtime)
-        .compile()
-        .unwrap();
-    for _ in 0..runs {
-        let got = exe.run_host(inputs).unwrap();
-        for (a, b) in got.iter().zip(want) {
-            a.check_same(b)
-                .unwrap_or_else(|e| panic!("{dispatch:?}: {e}"));
+    for &dispatch in dispatches {
+        let runtime = RuntimeOptions {
+            dispatch,
+            ..RuntimeOptions::default()
+        };
+        let exe = exec::Compiler::new(g)
+            .topology(topo)
+            .runtime(runtime)
+            .compile()
+            .unwrap();
+        for _ in 0..runs {
+            let got = exe.run_host(inputs).unwrap();
+            for (a, b) in got.iter().zip(want) {
+                a.check_same(b)
+                    .unwrap_or_else(|e| panic!("{dispatch:?}: {e}"));
+            }
         }
+        assert_no_leaks(&exe);
     }
-    assert_no_leaks(&exe);
 }
 
 const PIPELINE: &str = "simplify-collectives,combine-collectives,lower-collectives,insert-cross-device-copies,split-cross-vendor-copies,cse,dce";
@@ -243,16 +256,15 @@ fn the_scheduled_ddp_step_computes_what_the_graph_did_in_order_on_the_cpus() {
         let inputs = deterministic_inputs(&g);
         let want = interpret(&g, &inputs).unwrap();
         assert_eq!(interpret(&scheduled, &inputs).unwrap(), want);
-        for dispatch in [Dispatch::Priority, Dispatch::InOrder] {
-            runs_right(
-                &scheduled,
-                dispatch,
-                &Topology::default(),
-                &inputs,
-                &want,
-                3,
-            );
-        }
+        let in_order = [Dispatch::Priority, Dispatch::InOrder];
+        runs_right(
+            &scheduled,
+            &in_order,
+            &Topology::default(),
+            &inputs,
+            &want,
+            3,
+        );
         // A pure function of the graph and topology: the same text twice.
         assert_eq!(print(&lower(&g, &scheduled_pipeline(""))), text);
     }
@@ -274,21 +286,13 @@ fn the_scheduled_ddp_step_runs_in_every_order_on_cpu_and_vulkan() {
     assert!(print(&scheduled).contains("schedule-collectives: chose "));
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
-    for dispatch in [
+    let every = [
         Dispatch::Priority,
         Dispatch::InOrder,
         Dispatch::AfterCompute,
         Dispatch::Fifo,
-    ] {
-        runs_right(
-            &scheduled,
-            dispatch,
-            &Topology::default(),
-            &inputs,
-            &want,
-            2,
-        );
-    }
+    ];
+    runs_right(&scheduled, &every, &Topology::default(), &inputs, &want, 2);
 }
 
 /// The 4-CPU step with its all_reduces carried out by the host driver
@@ -309,7 +313,7 @@ fn a_scheduled_step_with_driver_islands_runs_in_order() {
     assert!(text.contains("schedule-collectives: chose "), "{text}");
     let inputs = deterministic_inputs(&g);
     let want = interpret(&g, &inputs).unwrap();
-    runs_right(&scheduled, Dispatch::Priority, &topo, &inputs, &want, 3);
+    runs_right(&scheduled, &[Dispatch::Priority], &topo, &inputs, &want, 3);
 }
 
 #[test]

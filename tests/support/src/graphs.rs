@@ -1,6 +1,8 @@
 //! The graphs tests start from: one shard per device, a collective
-//! recorded through `DeviceGroup`, and a graph lowered by a pipeline, which
-//! runs through `fuel_collective::run_pipeline` as every caller's does.
+//! recorded through `DeviceGroup`, the text of graphs several tests run
+//! (a pair all-reduce, the kernels every backend runs, the demo's), and a
+//! graph lowered by a pipeline, which runs through
+//! `fuel_collective::run_pipeline` as every caller's does.
 
 use fuel_collective::DeviceGroup;
 use fuel_graph_ext::pass::DebugOptions;
@@ -66,6 +68,33 @@ pub fn pair_all_reduce(op: &str, ty: &str, a: Device, b: Device) -> String {
   %3 = {op} %0, %2 @{a} : {ty}
   %4 = copy %3 -> {b} : {ty}
   return %3, %4
+}}
+"
+    )
+}
+
+/// The kernels every backend runs, in text, for the tests that run them
+/// on one backend and compare with the interpreter: on `a`, two slices of
+/// an `i32[6,4]` (columns and rows), a concat of three operands and a div,
+/// whose result is moved to `b` (`a` itself: a move in place); on `b`, an
+/// `f32[300]` divided and folded by max, min, mul and an add of eleven
+/// operands. `graph @k` returns one result of each kind.
+pub fn kernels(a: Device, b: Device) -> String {
+    format!(
+        "graph @k {{
+  %0 = input \"a\" @{a} : i32[6,4]
+  %1 = slice %0 {{axis=1, len=2, start=1}} @{a} : i32[6,2]
+  %2 = slice %0 {{axis=0, len=3, start=2}} @{a} : i32[3,4]
+  %3 = concat %1, %0, %1 {{axis=1}} @{a} : i32[6,8]
+  %4 = div %3 {{by=3}} @{a} : i32[6,8]
+  %5 = move %4 -> {b} : i32[6,8]
+  %6 = input \"f\" @{b} : f32[300]
+  %7 = div %6 {{by=4}} @{b} : f32[300]
+  %8 = max %7, %6, %7 @{b} : f32[300]
+  %9 = min %6, %7 @{b} : f32[300]
+  %10 = mul %6, %6, %7 @{b} : f32[300]
+  %11 = add %6, %6, %6, %6, %6, %6, %6, %6, %6, %7, %7 @{b} : f32[300]
+  return %2, %5, %8, %9, %10, %11
 }}
 "
     )
