@@ -35,7 +35,11 @@ doc=docs/performance.md
 target="${CARGO_TARGET_DIR:-target}/release"
 
 echo "# perf-check: $(date -u +%Y-%m-%d) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $reps runs per figure, margin $margin"
-cargo build --release -q -p fuel-opt -p fuel-collective --example lower_chain || exit 2
+# Two builds: with `--example`, cargo builds only the named targets, so one
+# call with `-p fuel-opt` would leave fuel-opt's binary unbuilt on a fresh
+# checkout.
+cargo build --release -q -p fuel-opt || exit 2
+cargo build --release -q -p fuel-collective --example lower_chain || exit 2
 
 # ratio ARGS...: the median over $reps runs of the `ratio` column of
 # `fuel-opt bench ARGS --csv` (one size).
