@@ -427,6 +427,9 @@ impl Graph {
     /// algorithm, i.e. whether the graph is acyclic (one pass for callers
     /// such as the verifier that need both).
     pub fn topo_order_acyclic(&self) -> (Vec<NodeId>, bool) {
+        if let Some(order) = self.index_order_if_topological() {
+            return (order, true);
+        }
         // In-degrees indexed by node index; `usize::MAX` marks a free slot.
         let bound = petgraph::visit::NodeIndexable::node_bound(&self.g);
         let mut indeg: Vec<usize> = vec![usize::MAX; bound];
@@ -474,6 +477,25 @@ impl Graph {
             );
         }
         (order, acyclic)
+    }
+
+    /// The live nodes in index order, when every operand of every node has
+    /// a smaller index than the node. Then a node is ready as soon as every
+    /// smaller one is taken, so this is the order Kahn's algorithm with the
+    /// smallest ready index first gives, found in one pass in memory order
+    /// with no heap. It holds for a graph as parsed, recorded, rebuilt
+    /// ([`Graph::rebuilt_in`]) or lowered (`lower-collectives` appends what
+    /// it emits); `None` otherwise, and the caller runs Kahn's algorithm.
+    fn index_order_if_topological(&self) -> Option<Vec<NodeId>> {
+        let mut order = Vec::with_capacity(self.node_count());
+        for id in self.g.node_indices() {
+            let n = self.nodes.get(id.index())?;
+            if n.operands.iter().any(|v| v.node.0 >= id) {
+                return None;
+            }
+            order.push(NodeId(id));
+        }
+        Some(order)
     }
 
     /// True if the operands form no cycle. Kahn's algorithm, as
@@ -601,5 +623,92 @@ mod tests {
         let order = g.topo_order();
         let pos = |id| order.iter().position(|x| *x == id).unwrap();
         assert!(pos(c.node) < pos(s.node));
+    }
+
+    /// Kahn's algorithm taking the smallest ready index first, written the
+    /// slow and obvious way: the order `topo_order` must give.
+    fn smallest_ready_first(g: &Graph) -> Vec<NodeId> {
+        let mut left: Vec<NodeId> = g.node_ids().collect();
+        let mut done = BTreeSet::new();
+        let mut out = Vec::new();
+        while let Some(i) = left.iter().position(|id| {
+            g.node(*id).is_some_and(|n| {
+                n.operands
+                    .iter()
+                    .all(|v| !g.contains(v.node) || done.contains(&v.node))
+            })
+        }) {
+            let id = left.remove(i);
+            done.insert(id);
+            out.push(id);
+        }
+        out.extend(left);
+        out
+    }
+
+    /// A node that refills a freed slot below its operand: index order is
+    /// no longer topological, the fast path declines, and Kahn's algorithm
+    /// puts the operand first.
+    #[test]
+    fn a_refilled_slot_below_its_operand_is_ordered_after_it() {
+        let t = TensorType::new(DType::F32, &[1]);
+        let mut g = Graph::new("t");
+        let input = |name: &str| Op::Input {
+            name: name.into(),
+            device: Device::cpu(0),
+        };
+        let a = g.add_value(input("a"), &[], t.clone());
+        let b = g.add_value(input("b"), &[], t.clone());
+        assert_eq!(g.index_order_if_topological(), Some(vec![a.node, b.node]));
+        g.remove_node(a.node);
+        let add = Op::Elementwise {
+            kind: ElementwiseOp::Add,
+            device: Device::cpu(0),
+        };
+        let c = g.add_value(add, &[b, b], t);
+        assert_eq!(c.node, a.node, "the graph refills the freed slot");
+        assert_eq!(g.index_order_if_topological(), None);
+        assert_eq!(g.topo_order_acyclic(), (vec![b.node, c.node], true));
+    }
+
+    proptest::proptest! {
+        /// On graphs grown and pruned at random (a pruned node's slot is
+        /// refilled by later nodes), the topological order is Kahn's with
+        /// the smallest ready index first, whether or not index order is
+        /// topological.
+        #[test]
+        fn topo_order_takes_the_smallest_ready_index(
+            steps in proptest::collection::vec(
+                (proptest::bool::weighted(0.3), proptest::collection::vec(0usize..64, 0..3)),
+                1..80,
+            )
+        ) {
+            let t = TensorType::new(DType::F32, &[1]);
+            let mut g = Graph::new("p");
+            for (prune, picks) in &steps {
+                let live: Vec<NodeId> = g.node_ids().collect();
+                let pick = |p: &usize| live[p % live.len()];
+                if *prune && !live.is_empty() {
+                    // Only a node nothing reads, so no operand dangles.
+                    let id = picks.first().map_or(live[0], pick);
+                    if g.petgraph().edges_directed(id.0, Direction::Outgoing).next().is_none() {
+                        g.remove_node(id);
+                    }
+                    continue;
+                }
+                let operands: Vec<ValueId> = if live.is_empty() {
+                    Vec::new()
+                } else {
+                    picks.iter().map(|p| ValueId { node: pick(p), result: 0 }).collect()
+                };
+                let op = if operands.is_empty() {
+                    Op::Input { name: "x".into(), device: Device::cpu(0) }
+                } else {
+                    Op::Elementwise { kind: ElementwiseOp::Add, device: Device::cpu(0) }
+                };
+                g.add_node(op, &operands, t.clone());
+            }
+            proptest::prop_assert_eq!(g.topo_order_acyclic(), (smallest_ready_first(&g), true));
+        }
     }
 }
