@@ -85,7 +85,7 @@ use super::{algorithm, choose, Decision, Exchange};
 use fuel_graph_ext::graph::{NodeId, ValueId};
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassManager, PassOptions};
 use fuel_graph_ext::passes::Transfers;
-use fuel_graph_ext::{Device, Graph, Topology};
+use fuel_graph_ext::{Device, Graph, Op, TensorType, Topology};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -260,6 +260,35 @@ impl LowerCollectives {
     }
 }
 
+/// Fills the slot that lowering `id` just freed with a placeholder (an
+/// input with no name, no operands and no users) and returns it; `None`,
+/// with the placeholder removed again, if the graph put it anywhere else.
+///
+/// The graph refills the most recently freed slot first. Without the
+/// placeholder the next collective's first emitted node would land in this
+/// slot, below the values it reads, and the lowered graph's index order
+/// would stop being topological. Held until the pass ends, every emitted
+/// node is appended, so [`Graph::topo_order`] and every whole-graph walk
+/// after it (the verifier, printing, planning) run in memory order: on the
+/// 20k-collective chain lowering plus verifying took 2.1-2.2 times as long
+/// as 10k, and takes 2.0 with the slots held.
+fn hold_slot(g: &mut Graph, id: NodeId, ty: TensorType) -> Option<NodeId> {
+    let placeholder = g.add_node(
+        Op::Input {
+            name: String::new(),
+            device: Device::cpu(0),
+        },
+        &[],
+        ty,
+    );
+    if placeholder == id {
+        Some(placeholder)
+    } else {
+        g.remove_node(placeholder);
+        None
+    }
+}
+
 /// The nodes added since `bound` and `vacant` were read (every index at
 /// `bound` or above, and the vacant slots below it that are now filled),
 /// and the new bound and vacant slots. Reading only those keeps the
@@ -335,52 +364,68 @@ impl Pass for LowerCollectives {
         // with its piece count: cut once every collective is lowered.
         let mut piped: std::collections::BTreeMap<NodeId, usize> = Default::default();
         let mut piped_count = 0;
-        for id in &targets {
-            let site = CollectiveSite::read(g, *id).map_err(fail)?;
-            let (site, widened) = super::widen::widen_mean(g, site).map_err(fail)?;
-            if let Some(note) = widened {
-                g.add_note(note);
+        // Each lowered collective's slot, held by a placeholder until every
+        // collective is lowered (see `hold_slot`).
+        let mut held: Vec<NodeId> = Vec::new();
+        let mut lower_all = || -> Result<(), PassError> {
+            for id in &targets {
+                let site = CollectiveSite::read(g, *id).map_err(fail)?;
+                let (site, widened) = super::widen::widen_mean(g, site).map_err(fail)?;
+                if let Some(note) = widened {
+                    g.add_note(note);
+                }
+                let decision =
+                    choose::choose(g, &site, &self.opts, &self.topo, &costs, &mut cache)?;
+                let note = notes.of(&decision);
+                tracing::info!(target: "lower-collectives", lowering = %decision.lowering, "{note}");
+                let results = Emitter {
+                    g: &mut *g,
+                    tx: &mut tx,
+                    topo: &self.topo,
+                    site: &site,
+                }
+                .lower(&decision.lowering)?;
+                if results.len() != site.num_results {
+                    return Err(fail(format!(
+                        "lowering {} gave {} results for {}",
+                        site.op.mnemonic(),
+                        results.len(),
+                        site.num_results
+                    )));
+                }
+                check_result_types(g, *id, &site, &results)?;
+                for (i, r) in results.into_iter().enumerate() {
+                    g.replace_all_uses(
+                        ValueId {
+                            node: *id,
+                            result: i as u32,
+                        },
+                        r,
+                    );
+                }
+                let slot_ty = g.node(*id).map(|n| n.ty.clone());
+                g.remove_node(*id);
+                let (added, now) = added_since(g, bound, &mut vacant);
+                match slot_ty.and_then(|ty| hold_slot(g, *id, ty)) {
+                    Some(placeholder) => held.push(placeholder),
+                    None => vacant.push(id.0.index()),
+                }
+                if let algorithm::Lowering::Piped(p) = decision.lowering {
+                    piped.extend(added.iter().map(|n| (*n, p.k)));
+                    piped_count += 1;
+                }
+                self.provenance.extend(added.into_iter().map(|n| (n, *id)));
+                bound = now;
+                g.add_note(&*note);
+                self.decisions.push(decision);
             }
-            let decision = choose::choose(g, &site, &self.opts, &self.topo, &costs, &mut cache)?;
-            let note = notes.of(&decision);
-            tracing::info!(target: "lower-collectives", lowering = %decision.lowering, "{note}");
-            let results = Emitter {
-                g: &mut *g,
-                tx: &mut tx,
-                topo: &self.topo,
-                site: &site,
-            }
-            .lower(&decision.lowering)?;
-            if results.len() != site.num_results {
-                return Err(fail(format!(
-                    "lowering {} gave {} results for {}",
-                    site.op.mnemonic(),
-                    results.len(),
-                    site.num_results
-                )));
-            }
-            check_result_types(g, *id, &site, &results)?;
-            for (i, r) in results.into_iter().enumerate() {
-                g.replace_all_uses(
-                    ValueId {
-                        node: *id,
-                        result: i as u32,
-                    },
-                    r,
-                );
-            }
-            g.remove_node(*id);
-            let (added, now) = added_since(g, bound, &mut vacant);
-            if let algorithm::Lowering::Piped(p) = decision.lowering {
-                piped.extend(added.iter().map(|n| (*n, p.k)));
-                piped_count += 1;
-            }
-            self.provenance.extend(added.into_iter().map(|n| (n, *id)));
-            vacant.push(id.0.index());
-            bound = now;
-            g.add_note(&*note);
-            self.decisions.push(decision);
+            Ok(())
+        };
+        let lowered = lower_all();
+        for placeholder in held {
+            g.remove_node(placeholder);
         }
+        lowered?;
         if let Some(t) = self.opts.transport {
             let made = g.node_ids().filter(|id| !before.contains(id)).collect();
             let topo = &self.topo;
@@ -519,6 +564,44 @@ mod tests {
         // where the next folds best), so equal notes are not neighbours.
         assert_eq!(want[3], want[7]);
         assert_ne!(want[3], want[5]);
+    }
+
+    /// A lowered chain of collectives keeps index order topological: each
+    /// emitted node is appended (the lowered collectives' slots are held
+    /// until the pass ends, `hold_slot`), and no placeholder is left.
+    #[test]
+    fn a_lowered_chain_appends_what_it_emits() {
+        let mut src = String::from("graph @c {\n");
+        src += "  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = input \"b\" @vulkan:0 : f32[4]\n";
+        src += "  %2 = input \"c\" @cuda:0 : f32[4]\n";
+        let mut last = ["%0", "%1", "%2"].map(String::from);
+        for i in 3..9 {
+            src += &format!("  %{i}:3 = all_reduce.sum {} : f32[4]\n", last.join(", "));
+            last = [0, 1, 2].map(|r| format!("%{i}#{r}"));
+        }
+        src += &format!("  return {}\n}}\n", last.join(", "));
+        let mut g = fuel_graph_ext::text::parse(&src).unwrap();
+        crate::run_pipeline(
+            &mut g,
+            "lower-collectives",
+            Default::default(),
+            Default::default(),
+        )
+        .unwrap();
+        let mut inputs = 0;
+        for id in g.node_ids() {
+            let n = g.node(id).unwrap();
+            assert!(
+                n.operands.iter().all(|v| v.node < id),
+                "{n:?} reads a later node"
+            );
+            if let fuel_graph_ext::Op::Input { name, .. } = &n.op {
+                assert!(!name.is_empty(), "a placeholder was left");
+                inputs += 1;
+            }
+        }
+        assert_eq!(inputs, 3);
+        assert_eq!(g.topo_order(), g.node_ids().collect::<Vec<_>>());
     }
 
     fn id(i: u32) -> NodeId {
