@@ -25,6 +25,13 @@ pub(super) trait Algorithm: fmt::Display {
     /// by device (staging CPUs included).
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken>;
 
+    /// Where an `all_gather`'s shards are joined once before the result
+    /// spreads, or `None` (the default) where each target joins its own
+    /// copies of the shards.
+    fn join_at(&self) -> Option<Device> {
+        None
+    }
+
     /// The results, in result order, of the collective that `em` lowers,
     /// which combines its shards with `op` (`all_reduce`, `reduce`,
     /// `reduce_scatter`). An algorithm that reduces to one point combines

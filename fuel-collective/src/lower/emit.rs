@@ -265,6 +265,20 @@ impl Emitter<'_> {
                 if live.is_empty() {
                     live.push(site.first);
                 }
+                if let Some(at) = alg.join_at() {
+                    // Every shard to `at`, one join there, and the joined
+                    // result spread to every target.
+                    let held = live
+                        .iter()
+                        .map(|v| alg.spread(self, *v, &[at]))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let joined = self.join(&held, *axis, &[at])?;
+                    let total = *joined
+                        .first()
+                        .ok_or_else(|| site.broken("an all_gather joined nowhere"))?;
+                    let held = alg.spread(self, total, &targets)?;
+                    return Ok(pick(&held, &targets));
+                }
                 let held = live
                     .iter()
                     .map(|v| alg.spread(self, *v, &targets))

@@ -52,7 +52,9 @@
 //! Per kind: `reduce` is the all-reduce without the way back (ring:
 //! reduce-scatter, then each chunk to the root). `broadcast` and
 //! `all_gather` have nothing to combine, so the algorithm only shapes how
-//! copies spread: star sends straight to every target, hierarchical via one
+//! copies spread: star sends straight to every target (or, for
+//! `all_gather`, every shard to one point, joined there once, and the result
+//! straight to every target: `star@cpu:0`), hierarchical via one
 //! member per island, tree down a tree, and ring as a chain (for
 //! `all_gather`, each shard travels its own chain and every rank
 //! concatenates). `reduce_scatter` reduces as the algorithm says, slices at
@@ -112,7 +114,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "reduce_at",
-        "the device where star and hierarchical combine, e.g. cpu:0",
+        "the device where star and hierarchical combine (and where star joins an all_gather once), e.g. cpu:0",
     ),
     (
         "transport",

@@ -297,3 +297,29 @@ for gname in ["cuda0-vulkan0", "cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
             outs(n, n),
             topo,
         )
+
+# 9. all_gather joined once: on four CPUs `auto` joins at one point and the
+# other CPUs share the result (one concat, not four); `reduce_at` names the
+# point of a star.
+case(
+    "kinds/all-gather-cpu4-auto.fir",
+    pipeline("auto"),
+    ["all_gather along axis 0 over four CPUs: the shards meet at one CPU, are joined",
+     "there once, and the other CPUs' copies share the joined buffer."],
+    "all_gather_cpu4_auto",
+    ["cpu:0", "cpu:1", "cpu:2", "cpu:3"],
+    "f32[256,64]",
+    "  %4:4 = all_gather %0, %1, %2, %3 {axis=0} : f32[1024,64]",
+    outs(4, 4),
+)
+case(
+    "options/all-gather-join-at-vulkan0.fir",
+    pipeline("star", "reduce_at=vulkan:0"),
+    ["all_gather joined once at vulkan:0 (reduce_at): cuda:0's shard stages through",
+     "cpu:0, and the joined result goes back out to cpu:0 and, staged, to cuda:0."],
+    "all_gather_join_at_vulkan0",
+    ["cpu:0", "cuda:0", "vulkan:0"],
+    "i32[6,4]",
+    "  %3:3 = all_gather %0, %1, %2 {axis=1} : i32[6,12]",
+    outs(3, 3),
+)
