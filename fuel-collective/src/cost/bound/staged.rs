@@ -2,7 +2,7 @@
 //! reads or writes in host memory, counted as the cost model counts them
 //! (`cost::placement`), over twice the host-to-host figure.
 //!
-//! Two counts, and the term is the larger:
+//! Three counts, and the term is the largest:
 //!
 //! - **Staged bytes**, in any group of a few devices ([`ENUMERATE_MAX`] or
 //!   fewer). Split the group's GPUs into *islands*: the CUDA devices
@@ -33,6 +33,16 @@
 //!   twice its bytes) and shared by the other CPUs; an all-to-all's result
 //!   of each CPU that takes pieces from two ranks or more is written by a
 //!   concat; a broadcast's result is shared or imported (nothing).
+//! - **An all-gather's result on the group's CPUs**, in any group with a
+//!   CPU: the CPUs share one result buffer, and a copy into a CPU is never
+//!   shared or imported, so its bytes are written there at least once
+//!   (whichever step writes them: a concat, a copy, a GPU's copy out). The
+//!   reads of the staged count still happen, since no write stands in for
+//!   them: a host-memory island's copies out, and a CUDA island's copies
+//!   in, or the CPUs' own shards if they are more (each is read at least
+//!   once, by a copy into the result or by one that takes it to a GPU
+//!   that writes it back). On `[cuda:0, vulkan:0, cpu:0]` that is 3 + 2
+//!   shards where the staged count has 4.
 //!
 //! Host outputs share one buffer (`plan::Options::share_host_outputs`), so
 //! a result that reaches another CPU by a copy costs nothing: no count
@@ -140,6 +150,7 @@ pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand
         .iter()
         .map(|x| x.0 * (1.0 + f64::from(u8::from(x.2))) + taken_in(x))
         .sum();
+    let staged = staged.max(gathered_on_cpus(c, group, &cross));
     if !(net.host_only || net.cpu_driver) {
         return staged;
     }
@@ -151,6 +162,38 @@ pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand
         None => 0.0,
     };
     staged.max(folded)
+}
+
+/// The third count of the module's doc: an all-gather's result on the
+/// group's CPUs, for any network; 0 for other collectives and groups with
+/// no CPU (or a CPU driver, which moves its own bytes).
+fn gathered_on_cpus(c: &Collective, group: &[Device], cross: &[(f64, f64, bool, bool)]) -> f64 {
+    let Collective::AllGather { shards } = c else {
+        return 0.0;
+    };
+    if !group.iter().any(|d| d.is_cpu()) {
+        return 0.0;
+    }
+    let total: usize = shards.iter().sum();
+    let on_cpus: usize = shards
+        .iter()
+        .zip(group)
+        .filter(|(_, d)| d.is_cpu())
+        .map(|(b, _)| *b)
+        .sum();
+    // Reads that no write stands in for: what a host-memory island's
+    // copies out read there, and what a CUDA island takes out of host
+    // memory, or the CPUs' own shards if more (a CPU's shard may reach the
+    // result by way of a GPU, read once by the copy that takes it there).
+    let (mut sent_reads, mut taken_reads) = (0.0, 0.0);
+    for (sent, taken, host, vulkan) in cross {
+        let h = f64::from(u8::from(*host));
+        sent_reads += sent * h;
+        if !vulkan {
+            taken_reads += taken * (1.0 + h);
+        }
+    }
+    total as f64 + sent_reads + taken_reads.max(on_cpus as f64)
 }
 
 /// The second count of the module's doc, for a network whose every node

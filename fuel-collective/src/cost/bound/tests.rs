@@ -69,6 +69,37 @@ fn bytes_staged_through_the_host_bind_a_mixed_group() {
 }
 
 #[test]
+fn an_all_gathers_result_on_a_cpu_is_written_in_host_memory() {
+    // [cuda:0, vulkan:0, cpu:0] at the default figures: cpu:0's result
+    // (3 shards) is written there, and cuda:0 reads vulkan:0's and cpu:0's
+    // shards out of it: 5 shards, where the staged count alone has 4.
+    let group = [d("cuda:0"), d("vulkan:0"), d("cpu:0")];
+    let gather = Collective::AllGather {
+        shards: vec![M4; 3],
+    };
+    let b = bound(&gather, &group, &Topology::default()).unwrap();
+    assert!((b.us - 5.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // [cpu:0, cuda:0]: cpu:0's shard can reach its result through cuda:0,
+    // read once by the copy up, and the joined result written back: 2
+    // shards written, 1 read (found by `bound_props`: 4 was above the
+    // star at cuda:0).
+    let pair = [d("cpu:0"), d("cuda:0")];
+    let gather = Collective::AllGather {
+        shards: vec![M4; 2],
+    };
+    let b = bound(&gather, &pair, &Topology::default()).unwrap();
+    assert!((b.us - 3.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // No CPU in the group, so no result in host memory: the staged count,
+    // each shard out (3) and cuda:0 reading the Vulkan devices' two.
+    let gpus = [d("cuda:0"), d("vulkan:0"), d("vulkan:1")];
+    let gather = Collective::AllGather {
+        shards: vec![M4; 3],
+    };
+    let b = bound(&gather, &gpus, &Topology::default()).unwrap();
+    assert!((b.us - 5.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
 fn cpus_are_bound_by_host_memory_unless_a_driver_moves_the_bytes() {
     // Host arenas share buffers, results included: no cut costs anything.
     // With folds fast enough not to bind, the fold reads 4 shards and
