@@ -18,13 +18,14 @@ bin=${2:-target/release/fuel-opt}
 groups=${DEVICE_GROUPS:-"cpu:0,cpu:1,cpu:2,cpu:3 cpu:0,cpu:1,vulkan:0,vulkan:1 vulkan:0,vulkan:1,cpu:0"}
 sizes=${SIZES:-4K..16M}
 iters=${ITERS:-10}
+warmup=${WARMUP:-3}
 topo=()
 if [ -n "${TOPOLOGY:-}" ]; then topo=(--topology "$TOPOLOGY"); fi
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for r in $(seq "$runs"); do
   for g in $groups; do
-    "$bin" bench --validate --devices "$g" --sizes "$sizes" --iters "$iters" --csv "${topo[@]}" 2>/dev/null |
+    "$bin" bench --validate --devices "$g" --sizes "$sizes" --iters "$iters" --warmup "$warmup" --csv "${topo[@]}" 2>/dev/null |
       grep -v '^size' | sed "s/^/$g;$r;/" >>"$tmp"
   done
 done
