@@ -443,7 +443,7 @@ fn main() {
     match res {
         Ok(rank) => println!("PROOF rank {rank} ok: 13 dtypes x 5 ops through all_reduce/reduce_scatter(_v)/reduce, all_gather(_v)/broadcast/all_to_all_v exact; float results rank-identical; no fallback fold; disagreements (driver and world) fail every rank; join names exactly the missing rank"),
         Err(msg) => {
-            eprintln!("FAIL: {msg}");
+            launch::say_err(&format!("FAIL: {msg}"));
             std::process::exit(1);
         }
     }

@@ -14,17 +14,13 @@ use fuel_graph_ext::interp::HostTensor;
 use fuel_graph_ext::{DType, Device, LazyGraph, ReduceOp, TensorType};
 use std::time::Duration;
 
+#[path = "common/launch.rs"]
+mod launch;
+use launch::env_usize;
+
 fn run() -> Result<usize, String> {
-    let rank: usize = std::env::var("OMPI_COMM_WORLD_RANK")
-        .or_else(|_| std::env::var("PMI_RANK"))
-        .map_err(|_| "not launched by mpirun (no OMPI_COMM_WORLD_RANK)".to_string())?
-        .parse()
-        .map_err(|e| format!("bad rank: {e}"))?;
-    let n: usize = std::env::var("OMPI_COMM_WORLD_SIZE")
-        .or_else(|_| std::env::var("PMI_SIZE"))
-        .map_err(|e| e.to_string())?
-        .parse()
-        .map_err(|e| format!("bad size: {e}"))?;
+    let rank = env_usize(&["OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
+    let n = env_usize(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
     let e = |x: fuel_collective::DriverError| x.to_string();
     let id = MpiDriver::group_id(&CommunicationId::new("mpi-check")).map_err(e)?;
     let comm = MpiDriver::join(id, n, rank).map_err(e)?;
@@ -230,7 +226,7 @@ fn main() {
     match res {
         Ok(rank) => println!("PROOF rank {rank} ok: all_reduce (5 ops, 13 types, in place), send/recv ring, all_gather_uneven/reduce_scatter_uneven, spmd all_reduce/all_gather/broadcast/barrier/all_to_all (even and uneven)"),
         Err(msg) => {
-            eprintln!("FAIL: {msg}");
+            launch::say_err(&format!("FAIL: {msg}"));
             std::process::exit(1);
         }
     }

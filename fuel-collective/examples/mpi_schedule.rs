@@ -185,7 +185,7 @@ fn main() {
     let (rank, n) = match res {
         Ok(p) => p,
         Err(msg) => {
-            eprintln!("FAIL: {msg}");
+            launch::say_err(&format!("FAIL: {msg}"));
             std::process::exit(1);
         }
     };
@@ -193,12 +193,12 @@ fn main() {
     // before finalize, so every rank says it before any exits.
     let res = run(rank, n);
     if let Err(msg) = &res {
-        eprintln!("FAIL rank {rank} of {n}: {msg}");
+        launch::say_err(&format!("FAIL rank {rank} of {n}: {msg}"));
     }
     match (res, MpiDriver::finalize()) {
         (Ok(said), Ok(())) => println!("PROOF rank {rank} of {n}: {said}"),
         (Ok(_), Err(e)) => {
-            eprintln!("FAIL rank {rank} of {n}: finalize: {e}");
+            launch::say_err(&format!("FAIL rank {rank} of {n}: finalize: {e}"));
             std::process::exit(1);
         }
         (Err(_), _) => std::process::exit(1),

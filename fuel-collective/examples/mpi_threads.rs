@@ -248,7 +248,7 @@ fn main() {
     match run() {
         Ok(line) => println!("{line}"),
         Err(msg) => {
-            eprintln!("FAIL: {msg}");
+            launch::say_err(&format!("FAIL: {msg}"));
             std::process::exit(1);
         }
     }

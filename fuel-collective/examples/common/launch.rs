@@ -15,3 +15,15 @@ pub fn env_usize(names: &[&str]) -> Result<usize, String> {
         .parse()
         .map_err(|e| format!("bad {first}: {e}"))
 }
+
+/// Writes `line` and a newline to standard error in one write, so that the
+/// launcher, which merges every rank's output, never cuts one rank's line
+/// with another's (`eprintln!` writes each formatted piece on its own to
+/// the unbuffered stream, and two ranks failing at once interleaved).
+pub fn say_err(line: &str) {
+    use std::io::Write;
+    let mut all = String::with_capacity(line.len() + 1);
+    all.push_str(line);
+    all.push('\n');
+    let _ = std::io::stderr().lock().write_all(all.as_bytes());
+}
