@@ -174,3 +174,42 @@ fn host_outputs_share_beside_a_vulkan_output_on_the_threaded_runner() {
         assert!(same_bytes(&outs, a, b), "the two host outputs were copied");
     }
 }
+
+#[test]
+fn vulkan_imports_of_a_host_result_come_back_as_its_clones() {
+    // A star at cpu:0 over two Vulkan devices: each Vulkan result imports
+    // cpu:0's result buffer, so the three outputs are one set of bytes,
+    // read back once (`plan::ReadOut::CloneOf`), not downloaded each.
+    let devices = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
+    if !devices_or_skip("vulkan_imports_of_a_host_result", &devices) {
+        return;
+    }
+    let g = all_reduce_graph(&devices, DType::F32, 1 << 14, ReduceOp::Sum);
+    let lowered = lower(
+        &g,
+        &fuel_collective::pipeline_with("algorithm=star, reduce_at=cpu:0"),
+    );
+    let exe = exec::compile(&lowered, &devices).unwrap();
+    let (inputs, want) = inputs_and_want(&g);
+    let imported = exe.imported_copies().len();
+    let mut outs = Vec::new();
+    for round in 0..3 {
+        exe.run_into(&inputs, &mut outs).unwrap();
+        assert_close(&host(&outs), &want, &format!("run {round}"));
+        if imported == 2 {
+            assert!(
+                same_bytes(&outs, 0, 1) && same_bytes(&outs, 0, 2),
+                "an imported result was downloaded on its own"
+            );
+        } else {
+            println!("SKIP: the sharing check: this Vulkan device imports no host memory ({imported} imports)");
+        }
+    }
+    // Copy-on-write: a caller's write to one output shows in no other,
+    // and the next run is right again.
+    outs[0].copy_from_slice(&vec![-7.0f32; 1 << 14]).unwrap();
+    assert_eq!(outs[0].to_vec::<f32>().unwrap(), vec![-7.0f32; 1 << 14]);
+    assert_close(&host(&outs[1..]), &want[1..], "the clones after a write");
+    exe.run_into(&inputs, &mut outs).unwrap();
+    assert_close(&host(&outs), &want, "the run after a write");
+}

@@ -70,13 +70,18 @@ pub fn plan_steps(
     }
     if io {
         // How the runner hands each output back (`plan::ReadOut`): a host
-        // output the caller already holds, or a clone of an earlier one,
-        // costs nothing; one whose buffer stays the arena's is copied out.
+        // output the caller already holds, or a clone of an earlier one
+        // (a GPU's import of a returned host buffer included), costs
+        // nothing; one whose buffer stays the arena's is copied out.
         let reads = plan.read_outs(&plan.lent_to_imports());
         for (&slot, read) in plan.outputs.iter().zip(reads) {
             let Some(s) = plan.steps.get(slot) else {
                 continue;
             };
+            if matches!(read, ReadOut::CloneOf(_)) {
+                // A clone of an earlier output: nothing moves.
+                continue;
+            }
             let kind = StepKind::Output {
                 device: s.device,
                 bytes: s.ty.size_bytes(),

@@ -10,7 +10,10 @@
 //! `cpu:0` and its shared copies on `cpu:1..3`, or one value returned
 //! twice) come back as tensors over one set of bytes: every one after the
 //! first is a clone of the first, which is safe because a `Tensor`'s bytes
-//! are copy-on-write. An output on a GPU is read back.
+//! are copy-on-write. An output on a GPU is read back, unless it imports a
+//! host buffer that an earlier output holds too (a star's result on
+//! `cpu:0` imported by `vulkan:0` and `vulkan:1`): then it is a clone of
+//! that output, and the bytes are read back once for all of them.
 
 use super::schedule::{Schedule, Work};
 use super::work::DeviceWork;
@@ -62,7 +65,23 @@ impl Schedule {
                 continue;
             };
             if !step.device.is_cpu() {
-                reads.push(ReadOut::Download);
+                // A GPU's import of a host buffer holds that buffer's
+                // bytes: it comes back as a clone of an output that holds
+                // them too, read back once between them.
+                let read = match (&step.work, step.operands.first()) {
+                    (Work::Import { .. }, Some(&src)) => {
+                        let root = self.share_root(src);
+                        let j = *first.entry(root).or_insert(k);
+                        let same_type = self.steps[self.outputs[j]].ty == step.ty;
+                        if j != k && same_type {
+                            ReadOut::CloneOf(j)
+                        } else {
+                            ReadOut::Download
+                        }
+                    }
+                    _ => ReadOut::Download,
+                };
+                reads.push(read);
                 continue;
             }
             let root = self.share_root(o);
@@ -99,6 +118,42 @@ mod tests {
     fn reads(src: &str) -> Vec<ReadOut> {
         let plan = Schedule::new(&text::parse(src).unwrap()).unwrap();
         plan.read_outs(&plan.lent_to_imports())
+    }
+
+    /// Outputs read back when the devices' capabilities are assumed
+    /// (Vulkan imports host buffers).
+    fn reads_assumed(src: &str) -> Vec<ReadOut> {
+        use crate::plan::{Caps, Options};
+        let g = text::parse(src).unwrap();
+        let options = Options::default();
+        let mut plan = Schedule::new_with(&g, &options).unwrap();
+        let topo = crate::Topology::default();
+        plan.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
+        plan.read_outs(&plan.lent_to_imports())
+    }
+
+    #[test]
+    fn imports_of_a_returned_host_buffer_are_its_clones() {
+        // A star's result on cpu:0, imported by two Vulkan devices: read
+        // back once, by whichever output comes first.
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[1024]\n  %1 = input \"b\" @vulkan:1 : f32[1024]\n  %2 = input \"c\" @cpu:0 : f32[1024]\n  %3 = copy %0 -> cpu:0 : f32[1024]\n  %4 = copy %1 -> cpu:0 : f32[1024]\n  %5 = add %3, %4, %2 @cpu:0 : f32[1024]\n  %6 = copy %5 -> vulkan:0 : f32[1024]\n  %7 = copy %5 -> vulkan:1 : f32[1024]\n  return %6, %7, %5\n}\n";
+        assert_eq!(
+            reads_assumed(src),
+            [ReadOut::Download, ReadOut::CloneOf(0), ReadOut::CloneOf(0)]
+        );
+        // The host output first: it is copied out of the arena (an import
+        // views its buffer) and the imports are its clones.
+        let host_first = src.replace("return %6, %7, %5", "return %5, %6, %7");
+        assert_eq!(
+            reads_assumed(&host_first),
+            [ReadOut::CopiedOut, ReadOut::CloneOf(0), ReadOut::CloneOf(0)]
+        );
+        // Without imports (copies to the GPUs), each is read back.
+        let plan = Schedule::new(&text::parse(src).unwrap()).unwrap();
+        assert_eq!(
+            plan.read_outs(&plan.lent_to_imports()),
+            [ReadOut::Download, ReadOut::Download, ReadOut::InPlace]
+        );
     }
 
     #[test]

@@ -202,7 +202,11 @@ impl Executable {
             let step = &self.plan.steps[o];
             if let Some(j) = self.same_as[k] {
                 let oj = self.plan.outputs[j];
-                let same = matches!((&t[o], &t[oj]), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+                // One buffer, or a GPU's import of the other's host buffer
+                // (the plan's `ReadOut::CloneOf`; an import that fell back
+                // to a copy at run time is read back as usual).
+                let same = matches!((&t[o], &t[oj]),
+                    (Some(a), Some(b)) if Arc::ptr_eq(bytes_owner(a), bytes_owner(b)));
                 if same && j < outputs.len() {
                     let tensor = outputs[j].clone();
                     put(outputs, k, tensor);
@@ -286,4 +290,15 @@ fn host_bytes(n: usize, device: fuel_graph_ext::device::Device) -> Result<Arc<[u
         })?;
     drop(probe);
     Ok(std::iter::repeat_n(0u8, n).collect())
+}
+
+/// The buffer whose bytes `b` holds: the host buffer a GPU's import views
+/// whole, else `b` itself. Two output slots that hold the same bytes this
+/// way come back as one tensor and its clone.
+fn bytes_owner(b: &Arc<Buf>) -> &Arc<Buf> {
+    match &**b {
+        #[cfg(feature = "vulkan")]
+        Buf::Vulkan(v) => v.host_viewed().unwrap_or(b),
+        _ => b,
+    }
 }

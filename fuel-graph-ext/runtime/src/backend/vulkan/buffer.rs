@@ -168,6 +168,15 @@ impl VkBuf {
         &self.dev
     }
 
+    /// The host buffer whose memory this buffer imports whole
+    /// ([`VkDev::view_of_host`]), if it is such a view: its bytes are that
+    /// buffer's.
+    pub fn host_viewed(&self) -> Option<&Arc<crate::backend::Buf>> {
+        self.view_of
+            .as_ref()
+            .filter(|h| self.offset == 0 && h.as_cpu().is_some())
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.len
