@@ -64,31 +64,28 @@ impl Schedule {
                 reads.push(ReadOut::CopiedOut);
                 continue;
             };
-            if !step.device.is_cpu() {
-                // A GPU's import of a host buffer holds that buffer's
-                // bytes: it comes back as a clone of an output that holds
-                // them too, read back once between them.
-                let read = match (&step.work, step.operands.first()) {
-                    (Work::Import { .. }, Some(&src)) => {
-                        let root = self.share_root(src);
-                        let j = *first.entry(root).or_insert(k);
-                        let same_type = self.steps[self.outputs[j]].ty == step.ty;
-                        if j != k && same_type {
-                            ReadOut::CloneOf(j)
-                        } else {
-                            ReadOut::Download
-                        }
-                    }
-                    _ => ReadOut::Download,
-                };
-                reads.push(read);
+            // The buffer whose bytes the output holds: a host output's
+            // through shared copies, and a GPU's import's host buffer (a
+            // GPU's other outputs hold bytes of their own).
+            let root = match (&step.work, step.operands.first()) {
+                _ if step.device.is_cpu() => Some(self.share_root(o)),
+                (Work::Import { .. }, Some(&src)) => Some(self.share_root(src)),
+                _ => None,
+            };
+            let Some(root) = root else {
+                reads.push(ReadOut::Download);
                 continue;
-            }
-            let root = self.share_root(o);
+            };
+            // Outputs that hold one buffer come back as clones of the first,
+            // read back once between them.
             let j = *first.entry(root).or_insert(k);
             let same_type = self.steps[self.outputs[j]].ty == step.ty;
             if j != k && same_type {
                 reads.push(ReadOut::CloneOf(j));
+                continue;
+            }
+            if !step.device.is_cpu() {
+                reads.push(ReadOut::Download);
                 continue;
             }
             let root_step = &self.steps[root];
