@@ -8,7 +8,9 @@ use fuel_graph_ext::{text, Device};
 use fuel_runtime::exec;
 use fuel_test_support::graphs::kernels;
 use fuel_test_support::supported::{compile_error, compile_where_supported};
-use fuel_test_support::{assert_no_leaks, devices_or_skip, fail_at_every_point, run_and_compare};
+use fuel_test_support::{
+    assert_no_leaks, devices_or_skip, fail_at_every_point, run_and_compare, runs_exactly,
+};
 
 const V0: Device = Device::vulkan(0);
 const V1: Device = Device::vulkan(1);
@@ -330,7 +332,7 @@ fn pooled_buffers_carry_new_inputs_across_runs() {
     }
 }
 
-/// Deferred copies (`exec::Options::defer_gpu_copies_into_folds`) in every
+/// Deferred copies (`exec::Options::defer_gpu_copies`) in every
 /// position of a fold, on both sides: a Vulkan fold taking host operands
 /// first, between and after its own (uploaded into the result, then into
 /// one scratch buffer and folded in place, in chunks past 8 operands), and
@@ -390,5 +392,70 @@ fn folds_with_deferred_operands_in_every_position() {
             .count();
         assert_eq!(plan_defers, 10, "every crossing copy is deferred");
         run_and_compare(&src, &[V0, C0]);
+    }
+}
+
+/// Copies into the host deferred into the concat that reads them
+/// (`exec::Options::defer_gpu_copies`), from two Vulkan devices, read
+/// where they lie (mapped) and downloaded (staging): along the first axis
+/// each operand lands whole in one region and is downloaded straight into
+/// it; along the second it lands in one region per row, through a scratch
+/// buffer when it cannot be read in place. Results equal the
+/// interpreter's, every allocator is back at zero, and the allocations
+/// equal the plan's count (`Executable::planned_events`).
+#[test]
+fn concats_with_deferred_operands_mapped_and_staged() {
+    if !devices_or_skip(
+        "concats_with_deferred_operands_mapped_and_staged",
+        &[V0, V1, C0],
+    ) {
+        return;
+    }
+    let src = "graph @joined {
+  %0 = input \"a\" @vulkan:0 : i32[6,5]
+  %1 = input \"b\" @cpu:0 : i32[6,5]
+  %2 = input \"c\" @vulkan:1 : i32[6,5]
+  %3 = copy %0 -> cpu:0 : i32[6,5]
+  %4 = copy %2 -> cpu:0 : i32[6,5]
+  %5 = concat %3, %1, %4 {axis=0} @cpu:0 : i32[18,5]
+  %6 = copy %0 -> cpu:0 : i32[6,5]
+  %7 = copy %2 -> cpu:0 : i32[6,5]
+  %8 = concat %1, %6, %7 {axis=1} @cpu:0 : i32[6,15]
+  return %5, %8
+}
+";
+    let g = text::parse(src).unwrap();
+    for mapped in [true, false] {
+        let runtime = exec::RuntimeOptions {
+            vulkan_mapped: mapped,
+            ..exec::RuntimeOptions::default()
+        };
+        let exe = exec::Compiler::new(&g)
+            .devices(&[V0, V1, C0])
+            .runtime(runtime)
+            .compile()
+            .unwrap();
+        let defers = exec::schedule::Schedule::new(&g)
+            .unwrap()
+            .steps
+            .iter()
+            .filter(|s| matches!(s.work, exec::schedule::Work::Defer { .. }))
+            .count();
+        assert_eq!(defers, 4, "every copy is deferred into its concat");
+        let all = |exe: &exec::Executable| -> usize {
+            let devices = exe.devices();
+            devices
+                .iter()
+                .map(|d| exe.memory(*d).unwrap().allocations)
+                .sum()
+        };
+        let before = all(&exe);
+        // On cpu:0: the input `b`, the two results, and one scratch buffer
+        // per Vulkan operand of the second concat when they are downloaded
+        // (the first concat downloads each straight into its place).
+        let on_host = runs_exactly(&g, &exe, C0, &format!("mapped: {mapped}"));
+        assert_eq!(on_host, if mapped { 3 } else { 5 }, "mapped: {mapped}");
+        let planned = exe.planned_events().unwrap().allocs;
+        assert_eq!((all(&exe) - before) / 3, planned, "mapped: {mapped}");
     }
 }

@@ -228,7 +228,7 @@ fn run_reuses_dropped_outputs_in_mixed_groups() {
 
 /// Two Vulkan ranks and a host root on lavapipe: the root's fold downloads
 /// its GPU operands one at a time into one scratch buffer
-/// (`exec::Options::defer_gpu_copies_into_folds`), so it holds its result and
+/// (`exec::Options::defer_gpu_copies`), so it holds its result and
 /// that scratch: 2x. With deferring off it holds both downloads and the
 /// result (3x), pinned below. Tree's root here is vulkan:0, whose fold
 /// uploads its host operands itself, one at a time, into one scratch buffer
@@ -262,7 +262,7 @@ fn vulkan_group_extra_memory_is_at_most_twice_the_rank_bytes() {
         &devs,
         "star",
         exec::Options {
-            defer_gpu_copies_into_folds: false,
+            defer_gpu_copies: false,
             ..Default::default()
         },
     );
@@ -335,7 +335,7 @@ fn planned_allocations_match_the_allocator_counters() {
     let unshared = exec::Options {
         share_host_copies: false,
         share_host_outputs: false,
-        defer_gpu_copies_into_folds: false,
+        defer_gpu_copies: false,
         import_host_buffers: false,
         view_slices: false,
         divide_in_folds: false,

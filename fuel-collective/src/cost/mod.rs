@@ -91,6 +91,19 @@ pub enum StepKind {
         /// Bytes per tensor.
         bytes: usize,
     },
+    /// A concat on the host that takes some operands deferred: its result
+    /// is `bytes`, but it copies only `copied` of them itself; each
+    /// deferred operand lands in its place as a transfer of its own
+    /// ([`price::deferred`]). Priced as [`StepKind::layout`] of `copied`
+    /// bytes, while [`working_bytes`] still reads the result's size.
+    Join {
+        /// The host arena it runs on.
+        device: Device,
+        /// Bytes of its result.
+        bytes: usize,
+        /// Bytes it copies from operands on its own device.
+        copied: usize,
+    },
     /// One rank's share of an all-reduce that a collective driver runs over
     /// `ranks` devices of `device`'s kind.
     Driver {
@@ -163,10 +176,26 @@ impl StepKind {
         }
     }
 
-    /// The bytes it moves, or of each tensor it reads.
+    /// A concat of `bytes` on `device` that copies `copied` of them itself
+    /// (the rest arrive as deferred operands): [`StepKind::Join`] where it
+    /// takes any, else [`StepKind::layout`].
+    pub fn join(device: Device, bytes: usize, copied: usize) -> StepKind {
+        if copied < bytes && device.is_cpu() {
+            StepKind::Join {
+                device,
+                bytes,
+                copied,
+            }
+        } else {
+            StepKind::layout(device, bytes)
+        }
+    }
+
+    /// The bytes it moves, or of each tensor it reads (a join: its result).
     pub fn bytes(&self) -> usize {
         match *self {
             StepKind::Transfer { bytes, .. }
+            | StepKind::Join { bytes, .. }
             | StepKind::Compute { bytes, .. }
             | StepKind::Extern { bytes, .. }
             | StepKind::Driver { bytes, .. }
@@ -185,6 +214,7 @@ impl StepKind {
         match *self {
             StepKind::Transfer { to, mode, .. } => mode != CopyMode::Shared && !to.is_cpu(),
             StepKind::Compute { device, .. }
+            | StepKind::Join { device, .. }
             | StepKind::Extern { device, .. }
             | StepKind::Driver { device, .. } => !device.is_cpu(),
             StepKind::Input {
@@ -300,6 +330,9 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
             inputs,
             bytes,
         } => topo.compute(device.kind).time_us_at(inputs, bytes, working) + step,
+        StepKind::Join { device, copied, .. } => {
+            topo.compute(device.kind).time_us_at(1, copied, working) + step
+        }
         StepKind::Extern { us: Some(us), .. } => us + step,
         StepKind::Extern { device, bytes, .. } => {
             topo.compute(device.kind).time_us_at(1, bytes, working) + step
@@ -425,6 +458,9 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
             on(device),
             host(device, inputs.saturating_add(1).saturating_mul(bytes)),
         ),
+        StepKind::Join { device, copied, .. } => {
+            (on(device), host(device, copied.saturating_mul(2)))
+        }
         StepKind::Driver { device, .. } => (on(device), 0),
         StepKind::Extern { device, bytes, .. } => {
             (on(device), host(device, bytes.saturating_mul(2)))

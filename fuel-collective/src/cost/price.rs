@@ -6,7 +6,7 @@
 //! [`Schedule::fit_to_devices`] as the runtime does with the opened
 //! devices' own. [`plan_steps`] then maps each scheduled step to what it
 //! costs: a copy by the mode the plan gave it (a real copy, a shared
-//! buffer, an operand deferred into its fold, an import), a slice by
+//! buffer, an operand deferred into its fold or concat, an import), a slice by
 //! whether the plan made it a view, an input by whether it is read in
 //! place, a host output by whether the runner must copy it out. No rule of
 //! how a graph runs is restated here: an execution trick added to the plan
@@ -15,7 +15,8 @@
 use super::{runner_of, Step, StepKind};
 use fuel_graph_ext::graph::NodeId;
 use fuel_graph_ext::plan::{
-    Caps, CopyMode, DeviceWork, Kernel, Options, ReadOut, Schedule, Work, INPUT_IN_PLACE_MIN,
+    Caps, CopyMode, DeviceWork, Kernel, Options, ReadOut, Schedule, SoleReader, Work,
+    INPUT_IN_PLACE_MIN,
 };
 use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{Device, DeviceKind, Graph, PlanError, Topology};
@@ -118,11 +119,20 @@ fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<
         }
         Work::Device(DeviceWork::Copy { src, .. }) => transfer(*src, bytes, CopyMode::Moves),
         Work::Share { src } => transfer(*src, bytes, CopyMode::Shared),
-        Work::Defer { src } => transfer(*src, bytes, CopyMode::Deferred),
+        Work::Defer { src } => deferred(*src, device, bytes, plan.sole_reader(slot)),
         // An import and a view move no bytes: the dispatcher's bookkeeping.
         Work::Import { src } => transfer(*src, 0, CopyMode::Shared),
         Work::View { .. } => transfer(device, 0, CopyMode::Shared),
-        Work::Device(DeviceWork::Kernel(Kernel::Gather { .. })) => StepKind::layout(device, bytes),
+        Work::Device(DeviceWork::Kernel(Kernel::Gather { .. })) => {
+            let deferred: usize = s
+                .operands
+                .iter()
+                .filter_map(|&o| plan.steps.get(o))
+                .filter(|o| matches!(o.work, Work::Defer { .. }))
+                .map(|o| o.ty.size_bytes())
+                .sum();
+            StepKind::join(device, bytes, joined_bytes(bytes, deferred))
+        }
         Work::Device(DeviceWork::Kernel(Kernel::Extern { op, .. })) => StepKind::Extern {
             device,
             bytes,
@@ -165,6 +175,36 @@ fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<
             }
         }
     })
+}
+
+/// What a copy of `bytes` `from -> to` deferred into its one reader
+/// (`reader`) costs. A fold moves the bytes itself, at the link's deferred
+/// rate. A concat on the host copies the operand straight into its place
+/// in the result (out of a mapped buffer, or by a download), which is the
+/// copy a plain copy would make, so it is priced as one; the concat's own
+/// step then copies only its other operands ([`StepKind::Join`],
+/// [`joined_bytes`]).
+/// The closed forms (`lower/closed_form.rs`) price their deferred copies
+/// through this too.
+pub fn deferred(from: Device, to: Device, bytes: usize, reader: SoleReader) -> StepKind {
+    let mode = if reader == SoleReader::Join && to.is_cpu() {
+        CopyMode::Moves
+    } else {
+        CopyMode::Deferred
+    };
+    StepKind::Transfer {
+        from,
+        to,
+        bytes,
+        mode,
+    }
+}
+
+/// The bytes a concat of `total` bytes copies itself when `deferred` of
+/// them arrive as deferred operands, which [`deferred`] prices as copies
+/// into their place.
+pub fn joined_bytes(total: usize, deferred: usize) -> usize {
+    total.saturating_sub(deferred)
 }
 
 /// Whether the runtime reads an input of `bytes` on `device` where the

@@ -415,3 +415,43 @@ fn a_host_output_copied_out_is_a_memcpy_not_a_worker_step() {
         assert!(grew < t.runner(Runner::Threaded).step_us, "no hand-off");
     }
 }
+
+/// A copy into the host read only by a concat is deferred into it
+/// (`plan::SoleReader::Join`): priced as the copy that lands it in its
+/// place, while the concat copies only its own operand, and the run's
+/// working size is still the concat's whole result.
+#[test]
+fn a_concat_prices_its_deferred_operands_once() {
+    let t = Topology::default();
+    let (h, v) = (Device::cpu(0), Device::vulkan(0));
+    let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[1024]\n  %1 = input \"b\" @cpu:0 : f32[1024]\n  %2 = copy %0 -> cpu:0 : f32[1024]\n  %3 = concat %2, %1 {axis=0} @cpu:0 : f32[2048]\n  return %3\n}\n";
+    let g = fuel_graph_ext::text::parse(src).unwrap();
+    let plan = price::plan_for(&g, &t).unwrap();
+    let steps = price::plan_steps(&plan, &t, &std::collections::BTreeSet::new(), false);
+    let kinds: Vec<StepKind> = steps.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            StepKind::Transfer {
+                from: v,
+                to: h,
+                bytes: 4096,
+                mode: CopyMode::Moves
+            },
+            StepKind::Join {
+                device: h,
+                bytes: 8192,
+                copied: 4096
+            }
+        ]
+    );
+    assert_eq!(working_bytes(&steps), 8192);
+    // Without deferral: a copy, then a concat that copies both operands.
+    let plain = fuel_graph_ext::plan::Options {
+        defer_gpu_copies: false,
+        ..Default::default()
+    };
+    let plan = price::plan_for_with(&g, &t, &plain).unwrap();
+    let steps = price::plan_steps(&plan, &t, &std::collections::BTreeSet::new(), false);
+    assert_eq!(steps[1].kind, StepKind::layout(h, 8192));
+}

@@ -22,9 +22,9 @@
 use super::algorithm::Lowering;
 use super::arrange;
 use super::site::CollectiveSite;
-use crate::cost::{runner_for, Estimate, Priced, StepKind, Tally};
+use crate::cost::{price, runner_for, Estimate, Priced, StepKind, Tally};
 use fuel_graph_ext::plan::{
-    divides_in_fold, slice_is_view, CopyMode, CopySite, Options, HOST_PAGE,
+    divides_in_fold, slice_is_view, CopyMode, CopySite, Options, SoleReader, HOST_PAGE,
 };
 use fuel_graph_ext::topology::{Route, Runner};
 use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
@@ -107,12 +107,12 @@ pub(super) fn star_class(site: &CollectiveSite, at: Device, topo: &Topology) -> 
 }
 
 /// How the executor runs a copy `src -> dst`.
-fn mode(src: Device, dst: Device, is_output: bool, one_fold_reader: bool) -> CopyMode {
+fn mode(src: Device, dst: Device, is_output: bool, reader: SoleReader) -> CopyMode {
     CopySite {
         src,
         dst,
         is_output,
-        one_fold_reader,
+        reader,
     }
     .mode(&Options::default())
 }
@@ -167,10 +167,26 @@ fn hop(from: Device, to: Device, bytes: usize, mode: CopyMode, imported: bool) -
     }
 }
 
+/// [`hop`] for a copy whose one reader is `reader`: a deferred copy is
+/// priced as the plan's pricing prices it ([`price::deferred`]).
+fn hop_into(
+    (from, to, bytes): (Device, Device, usize),
+    mode: CopyMode,
+    imported: bool,
+    reader: SoleReader,
+) -> StepKind {
+    if mode == CopyMode::Deferred && !imported {
+        price::deferred(from, to, bytes, reader)
+    } else {
+        hop(from, to, bytes, mode, imported)
+    }
+}
+
 /// Adds `bytes` going `from -> to` as the lowering moves them, staged
 /// through `topo.staging` where the route says so, starting at `start`.
-/// `last` is the mode of the copy into `to` (the first hop of a staged pair
-/// only feeds the second, so it always moves). `src` says what the value
+/// `last` is the mode of the copy into `to`, whose one reader is `reader`
+/// (the first hop of a staged pair only feeds the second, so it always
+/// moves). `src` says what the value
 /// is, which decides whether a direct host-to-Vulkan copy of it is an
 /// import ([`imported`]); the second hop of a staged pair copies the
 /// first's result, which is always computed.
@@ -179,7 +195,7 @@ fn move_to(
     tally: &mut Tally<'_>,
     topo: &Topology,
     (from, to, bytes): (Device, Device, usize),
-    last: CopyMode,
+    (last, reader): (CopyMode, SoleReader),
     start: f64,
     src: Source,
 ) -> f64 {
@@ -189,11 +205,13 @@ fn move_to(
     match topo.route(from, to) {
         Route::Direct => {
             let imported = imported(topo, src, from, to, bytes);
-            tally.add(&hop(from, to, bytes, last, imported), start)
+            let step = hop_into((from, to, bytes), last, imported, reader);
+            tally.add(&step, start)
         }
         Route::Staged(s) => {
             let mid = tally.add(&hop(from, s, bytes, CopyMode::Moves, false), start);
-            tally.add(&hop(s, to, bytes, last, imports(to, bytes)), mid)
+            let step = hop_into((s, to, bytes), last, imports(to, bytes), reader);
+            tally.add(&step, mid)
         }
     }
 }
@@ -264,7 +282,8 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     // reader.
     let mut ready: f64 = 0.0;
     for &d in &site.devs {
-        let into = mode(last_src(topo, d, at), at, false, true);
+        let into = mode(last_src(topo, d, at), at, false, SoleReader::Fold);
+        let into = (into, SoleReader::Fold);
         let arrives = move_to(&mut tally, topo, (d, at, bytes), into, 0.0, Source::Caller);
         ready = ready.max(arrives);
     }
@@ -292,7 +311,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     &mut tally,
                     topo,
                     (at, d, bytes),
-                    mode(at, d, true, false),
+                    (mode(at, d, true, SoleReader::Other), SoleReader::Other),
                     total,
                     Source::Computed,
                 );
@@ -321,7 +340,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                 };
                 let cut = tally.add(&slice, total);
                 let src = if view { Source::View } else { Source::Computed };
-                let last = mode(at, d, true, false);
+                let last = (mode(at, d, true, SoleReader::Other), SoleReader::Other);
                 move_to(&mut tally, topo, (at, d, part), last, cut, src);
             }
         }
@@ -336,7 +355,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                     at,
                     to,
                     bytes,
-                    mode(at, to, true, false),
+                    mode(at, to, true, SoleReader::Other),
                     imported(topo, Source::Computed, at, to, bytes),
                 )
             };
@@ -463,6 +482,30 @@ impl<'a> RingShape<'a> {
         })
     }
 
+    /// The mode of the copy that brings the chunk ending at `end` to the
+    /// root's concat (its one reader), or `None` where it ends there.
+    fn mode_to_root(&self, end: usize, root: Device) -> Option<CopyMode> {
+        let from = self.dev(end);
+        (from != root).then(|| {
+            mode(
+                last_src(self.topo, from, root),
+                root,
+                false,
+                SoleReader::Join,
+            )
+        })
+    }
+
+    /// Bytes of the chunks the root's concat takes deferred.
+    fn deferred_into_root(&self, root: Device) -> usize {
+        self.ends
+            .iter()
+            .zip(&self.chunks)
+            .filter(|(&end, _)| self.mode_to_root(end, root) == Some(CopyMode::Deferred))
+            .map(|(_, &(_, len))| self.bytes(len))
+            .sum()
+    }
+
     /// The device at ring position `pos` (mod n).
     fn dev(&self, pos: usize) -> Device {
         self.site.devs[self.order[pos % self.n]]
@@ -492,17 +535,17 @@ impl<'a> RingShape<'a> {
                     match topo.route(prev, d) {
                         Route::Direct => {
                             let imported = imported(topo, src, prev, d, bytes);
-                            let m = mode(prev, d, false, true);
-                            vec![tally.price(&hop(prev, d, bytes, m, imported))]
+                            let m = mode(prev, d, false, SoleReader::Fold);
+                            let fold = SoleReader::Fold;
+                            vec![tally.price(&hop_into((prev, d, bytes), m, imported, fold))]
                         }
                         Route::Staged(s) => vec![
                             tally.price(&hop(prev, s, bytes, CopyMode::Moves, false)),
-                            tally.price(&hop(
-                                s,
-                                d,
-                                bytes,
-                                mode(s, d, false, true),
+                            tally.price(&hop_into(
+                                (s, d, bytes),
+                                mode(s, d, false, SoleReader::Fold),
                                 imports(d, bytes),
+                                SoleReader::Fold,
                             )),
                         ],
                     }
@@ -577,13 +620,18 @@ impl<'a> RingShape<'a> {
         let topo = self.topo;
         let mut ready: f64 = 0.0;
         for (&(t, end), &(_, len)) in reduced.iter().zip(&self.chunks) {
-            let from = self.dev(end);
             // Each chunk's only reader is the concat on the root.
-            let last = mode(last_src(topo, from, root), root, false, false);
-            let hop = (from, root, self.bytes(len));
+            let Some(last) = self.mode_to_root(end, root) else {
+                ready = ready.max(t);
+                continue;
+            };
+            let hop = (self.dev(end), root, self.bytes(len));
+            let last = (last, SoleReader::Join);
             ready = ready.max(move_to(tally, topo, hop, last, t, Source::Computed));
         }
-        tally.add(&StepKind::layout(root, self.site.ty.size_bytes()), ready);
+        let full = self.site.ty.size_bytes();
+        let joined = price::joined_bytes(full, self.deferred_into_root(root));
+        tally.add(&StepKind::join(root, full, joined), ready);
     }
 
     /// All-gather: each reduced chunk goes on around the ring from its end
@@ -592,7 +640,7 @@ impl<'a> RingShape<'a> {
     /// numbered: the targets in first-seen order, then the staging CPU if
     /// it is not one of them.
     fn all_gather(&self, tally: &mut Tally<'_>, reduced: &[(f64, usize)]) -> Option<()> {
-        let (n, topo) = (self.n, self.topo);
+        let topo = self.topo;
         let mut slots: FxHashMap<Device, usize> = FxHashMap::default();
         let mut targets: Vec<Device> = Vec::new();
         for &d in &self.site.devs {
@@ -602,62 +650,120 @@ impl<'a> RingShape<'a> {
             });
         }
         let staging = *slots.entry(topo.staging).or_insert(targets.len());
-        let pos_slot: Vec<usize> = (0..n)
+        let pos_slot: Vec<usize> = (0..self.n)
             .map(|pos| slots.get(&self.dev(pos)).copied())
             .collect::<Option<Vec<_>>>()?;
-        // `seen[k] == c + 1`: chunk c is on slot k, since `at[k]`.
+        let ways = Ways {
+            slots: &slots,
+            pos_slot: &pos_slot,
+            staging,
+        };
         let slot_count = targets.len() + 1;
-        let mut seen: Vec<usize> = vec![0; slot_count];
         let mut at: Vec<f64> = vec![0.0; slot_count];
         let mut ready: Vec<f64> = vec![0.0; targets.len()];
-        for (c, (&(t, end), &(_, len))) in reduced.iter().zip(&self.chunks).enumerate() {
+        let mut readers: Vec<usize> = vec![0; slot_count];
+        // Bytes each target's concat takes as deferred operands.
+        let mut deferred: Vec<usize> = vec![0; slot_count];
+        for (&(t, end), &(_, len)) in reduced.iter().zip(&self.chunks) {
             let bytes = self.bytes(len);
-            // Every value passed on is computed (the reduced chunk, or a
-            // copy of it), so a host-to-Vulkan hop is an import.
-            let copy = |from: Device, to: Device| {
-                let imported = imported(topo, Source::Computed, from, to, bytes);
-                hop(from, to, bytes, mode(from, to, false, false), imported)
-            };
-            let mark = c + 1;
-            seen[pos_slot[end]] = mark;
+            let hops = self.chunk_hops(end, &ways, slot_count);
+            // Who reads the copy on each slot: the hops that pass it on,
+            // and the concat of a target.
+            readers.fill(0);
+            for h in &hops {
+                readers[h.from.1] += 1;
+            }
             at[pos_slot[end]] = t;
-            let mut prev = (self.dev(end), t);
-            for step in 1..n {
-                let (pos, d) = ((end + step) % n, self.dev(end + step));
-                let k = pos_slot[pos];
-                if seen[k] == mark {
-                    prev = (d, at[k]);
-                    continue;
-                }
-                let done = match topo.route(prev.0, d) {
-                    Route::Direct => tally.add(&copy(prev.0, d), prev.1),
-                    Route::Staged(s) => {
-                        let sk = slots.get(&s).copied().unwrap_or(staging);
-                        let mid = if seen[sk] == mark {
-                            at[sk]
-                        } else {
-                            let m = tally.add(&copy(prev.0, s), prev.1);
-                            seen[sk] = mark;
-                            at[sk] = m;
-                            m
-                        };
-                        tally.add(&copy(s, d), mid)
-                    }
+            let mut done: Vec<f64> = Vec::with_capacity(hops.len());
+            for h in &hops {
+                let ((from, _), (to, k)) = (h.from, h.to);
+                let start = h.after.map_or(t, |i| done[i]);
+                let reader = if k < targets.len() && readers[k] == 0 {
+                    SoleReader::Join
+                } else {
+                    SoleReader::Other
                 };
-                seen[k] = mark;
-                at[k] = done;
-                prev = (d, done);
+                // Every value passed on is computed (the reduced chunk, or
+                // a copy of it), so a host-to-Vulkan hop is an import.
+                let imported = imported(topo, Source::Computed, from, to, bytes);
+                let m = mode(from, to, false, reader);
+                if m == CopyMode::Deferred {
+                    deferred[k] += bytes;
+                }
+                let step = hop_into((from, to, bytes), m, imported, reader);
+                let arrived = tally.add(&step, start);
+                done.push(arrived);
+                at[k] = arrived;
             }
             for (k, r) in ready.iter_mut().enumerate() {
                 *r = r.max(at[k]);
             }
         }
         let full = self.site.ty.size_bytes();
-        for (&d, &r) in targets.iter().zip(&ready) {
-            tally.add(&StepKind::layout(d, full), r);
+        for ((&d, &r), &taken) in targets.iter().zip(&ready).zip(&deferred) {
+            tally.add(
+                &StepKind::join(d, full, price::joined_bytes(full, taken)),
+                r,
+            );
         }
         Some(())
     }
+
+    /// The copies that carry the chunk reduced at position `end` around
+    /// the ring, in the order the lowering emits them, each after the copy
+    /// whose result it reads (`None`: the reduced chunk itself).
+    fn chunk_hops(&self, end: usize, ways: &Ways<'_>, slot_count: usize) -> Vec<ChunkHop> {
+        // How the value on each slot came to be: `Some(None)` for the
+        // reduced chunk, `Some(Some(i))` for hop `i`'s copy.
+        let mut made: Vec<Option<Option<usize>>> = vec![None; slot_count];
+        let mut hops: Vec<ChunkHop> = Vec::new();
+        let push = |hops: &mut Vec<ChunkHop>, made: &mut [Option<Option<usize>>], from, to| {
+            let (_, f): (Device, usize) = from;
+            let (_, k): (Device, usize) = to;
+            hops.push(ChunkHop {
+                from,
+                to,
+                after: made[f].flatten(),
+            });
+            made[k] = Some(Some(hops.len() - 1));
+        };
+        made[ways.pos_slot[end]] = Some(None);
+        let mut prev = (self.dev(end), ways.pos_slot[end]);
+        for step in 1..self.n {
+            let (pos, d) = ((end + step) % self.n, self.dev(end + step));
+            let k = ways.pos_slot[pos];
+            if made[k].is_none() {
+                match self.topo.route(prev.0, d) {
+                    Route::Direct => push(&mut hops, &mut made, prev, (d, k)),
+                    Route::Staged(s) => {
+                        let sk = ways.slots.get(&s).copied().unwrap_or(ways.staging);
+                        if made[sk].is_none() {
+                            push(&mut hops, &mut made, prev, (s, sk));
+                        }
+                        push(&mut hops, &mut made, (s, sk), (d, k));
+                    }
+                }
+            }
+            prev = (d, k);
+        }
+        hops
+    }
+}
+
+/// Where the ring's devices sit among the all_gather's slots: each
+/// device's slot, each position's, and the staging CPU's.
+struct Ways<'a> {
+    slots: &'a FxHashMap<Device, usize>,
+    pos_slot: &'a [usize],
+    staging: usize,
+}
+
+/// One copy of an all_gather chunk: `from` and `to` as (device, slot), and
+/// the earlier copy of the same chunk it reads, if any.
+struct ChunkHop {
+    from: (Device, usize),
+    to: (Device, usize),
+    after: Option<usize>,
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ fn work(w: &Work) -> String {
             ),
         },
         Work::Share { src } => format!("share {src}'s buffer"),
-        Work::Defer { src } => format!("deferred from {src} into its fold"),
+        Work::Defer { src } => format!("deferred from {src} into its reader"),
         Work::Import { src } => format!("import {src}'s buffer"),
         Work::View { offset } => format!("view at +{offset} B"),
         // The op itself is the line's mnemonic.

@@ -9,6 +9,7 @@
 //! (which alignment a device binds views at, whether it imports host
 //! memory) come in as values.
 
+mod copies;
 mod fold_div;
 pub mod lanes;
 pub mod listing;
@@ -23,7 +24,7 @@ pub use region::{
     try_region_list, Region,
 };
 pub use returned::ReadOut;
-pub use schedule::{CopyMode, CopySite, Island, Schedule, Step, Work};
+pub use schedule::{CopyMode, CopySite, Island, Schedule, SoleReader, Step, Work};
 pub use views::{slice_is_view, Caps, ASSUMED_VIEW_ALIGN, INPUT_IN_PLACE_MIN};
 pub use work::{chained_launches, divides_in_fold, DeviceWork, Kernel};
 
@@ -84,15 +85,19 @@ pub struct Options {
     /// so the next call finds every shard its own and allocates nothing.
     pub share_host_outputs: bool,
     /// A copy between a GPU and the host whose one reader is an element-wise
-    /// fold on the destination (host, or Vulkan), and which is not a graph
-    /// output, is done by the fold itself, one operand at a time, in operand
-    /// order: the host reads a mapped Vulkan buffer in place or downloads
-    /// into one scratch buffer; a Vulkan fold uploads into one scratch
-    /// buffer and folds it in place. A root of n ranks then holds its result
-    /// and at most one scratch buffer instead of n - 1 copies and its
-    /// result. The transfer waits for the fold's other operands, so it no
-    /// longer overlaps them. Default `true`.
-    pub defer_gpu_copies_into_folds: bool,
+    /// fold on the destination (host, or Vulkan), or a concat on the host,
+    /// and which is not a graph output, is done by that
+    /// reader itself, one operand at a time, in operand order: the host
+    /// reads a mapped Vulkan buffer in place or downloads it (a fold into
+    /// one scratch buffer, a concat straight into its result where the
+    /// operand lands whole in one region); a Vulkan fold uploads into one
+    /// scratch buffer and folds it in place. A root of n ranks then holds
+    /// its result and at most one scratch buffer instead of n - 1 copies
+    /// and its result, and an all_gather joined on the host reads each GPU
+    /// shard once instead of copying it first. The transfer waits for the
+    /// reader's other operands, so it no longer overlaps them. Default
+    /// `true`.
+    pub defer_gpu_copies: bool,
     /// A `copy` or `move` from a host arena to a Vulkan device that imports
     /// host memory (`VK_EXT_external_memory_host`; see
     /// `fuel-opt devices`), whose result is not a graph output and whose
@@ -125,7 +130,7 @@ impl Default for Options {
         Options {
             share_host_copies: true,
             share_host_outputs: true,
-            defer_gpu_copies_into_folds: true,
+            defer_gpu_copies: true,
             import_host_buffers: true,
             view_slices: true,
             divide_in_folds: true,

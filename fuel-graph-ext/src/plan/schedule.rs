@@ -10,10 +10,13 @@
 //! shares its source's buffer and nothing is copied or allocated (a graph
 //! output too: the runtime returns host outputs over one buffer as tensors
 //! over one set of copy-on-write bytes). A copy between a GPU and the host whose
-//! one reader is an element-wise fold on the destination becomes
-//! [`Work::Defer`]: the fold moves it itself, one operand at a time, so a
-//! root never holds all its copies at once. Nothing here touches a device.
+//! one reader is an element-wise fold on the destination, or a concat on
+//! the host, becomes [`Work::Defer`]: that reader moves it itself, one
+//! operand at a time, so a root never holds all its copies at once (the
+//! rule is [`CopySite::mode`], in `copies.rs`). Nothing here touches a
+//! device.
 
+pub use super::copies::{CopyMode, CopySite, SoleReader};
 use super::fold_div::HeldFolds;
 use super::region::{concat_regions_into, slice_regions_into, try_region_list, Region};
 use super::work::{DeviceWork, Kernel};
@@ -113,66 +116,6 @@ impl Work {
         match self {
             Work::Device(DeviceWork::Copy { src, .. }) => Some(*src),
             _ => None,
-        }
-    }
-}
-
-/// How the executor runs one `copy` or `move`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CopyMode {
-    /// A real copy into a buffer of its own, on the destination's worker.
-    Moves,
-    /// [`Work::Share`]: the slot holds its source's buffer; nothing moves.
-    Shared,
-    /// [`Work::Defer`]: the fold that reads it moves the bytes.
-    Deferred,
-}
-
-/// What decides how a copy runs: its ends, whether it is a graph output,
-/// and whether its one and only read is by an element-wise fold on its
-/// destination. The cost model reads the same rule
-/// (`fuel_collective::cost`), so its estimates follow what the executor
-/// does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CopySite {
-    /// Where the bytes are.
-    pub src: Device,
-    /// Where they go (the step's device).
-    pub dst: Device,
-    /// The copy's result is a graph output (outputs across the host/GPU
-    /// line always copy; between host arenas they share like any copy).
-    pub is_output: bool,
-    /// Its only read is by an element-wise fold on `dst`.
-    pub one_fold_reader: bool,
-}
-
-impl CopySite {
-    /// The mode [`Schedule::new_with`] gives this copy under `options`:
-    /// host-to-host copies are shared, graph outputs included (the runtime
-    /// returns them as tensors over one set of copy-on-write bytes); a copy
-    /// between a GPU and the host that is not an output and whose one
-    /// reader is a fold on a host or Vulkan destination is deferred into
-    /// that fold.
-    pub fn mode(&self, options: &Options) -> CopyMode {
-        let (src, dst) = (self.src, self.dst);
-        if src.is_cpu() && dst.is_cpu() {
-            let shares = !self.is_output || options.share_host_outputs;
-            return if options.share_host_copies && shares {
-                CopyMode::Shared
-            } else {
-                CopyMode::Moves
-            };
-        }
-        if self.is_output {
-            return CopyMode::Moves;
-        }
-        // Only the host and Vulkan folds take deferred operands.
-        let across = src.is_cpu() != dst.is_cpu();
-        let folds_deferred = dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan;
-        if across && folds_deferred && self.one_fold_reader && options.defer_gpu_copies_into_folds {
-            CopyMode::Deferred
-        } else {
-            CopyMode::Moves
         }
     }
 }
@@ -521,8 +464,16 @@ impl Schedule {
         Ok(plan)
     }
 
+    /// What reads slot `i`, as [`CopySite::mode`] cares ([`SoleReader`]).
+    pub fn sole_reader(&self, i: usize) -> SoleReader {
+        match (self.reads.get(i), self.dependents.get(i)) {
+            (Some(&reads), Some(deps)) => SoleReader::of(&self.steps, i, reads, deps),
+            _ => SoleReader::Other,
+        }
+    }
+
     /// Gives each copy the mode [`CopySite::mode`] says under `options`:
-    /// shared, deferred into its one fold, or a real copy.
+    /// shared, deferred into its one reader, or a real copy.
     fn assign_copy_modes(&mut self, options: &Options) {
         let mut is_output = vec![false; self.steps.len()];
         for &o in &self.outputs {
@@ -535,19 +486,12 @@ impl Schedule {
                 continue;
             };
             let dst = self.steps[i].device;
-            let one_fold_reader = match self.dependents[i].as_slice() {
-                [r] => {
-                    self.reads[i] == 1
-                        && self.steps[*r].device == dst
-                        && self.steps[*r].work.kernel().is_some_and(Kernel::is_fold)
-                }
-                _ => false,
-            };
+            let reader = self.sole_reader(i);
             let copy = CopySite {
                 src,
                 dst,
                 is_output: out,
-                one_fold_reader,
+                reader,
             };
             match copy.mode(options) {
                 CopyMode::Moves => {}
@@ -781,7 +725,36 @@ mod tests {
         let plain = Schedule::new_with(
             &g,
             &Options {
-                defer_gpu_copies_into_folds: false,
+                defer_gpu_copies: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(plain
+            .steps
+            .iter()
+            .all(|s| !matches!(s.work, Work::Defer { .. })));
+    }
+
+    #[test]
+    fn gpu_copies_read_once_by_a_host_concat_are_deferred() {
+        // %3 and %4 are read only by the host concat: deferred. %5 is the
+        // same copy into vulkan:1, whose concat takes no deferred operand,
+        // and %6 is read by the concat and returned: both stay copies.
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[4]\n  %1 = input \"b\" @cpu:0 : f32[4]\n  %2 = input \"c\" @vulkan:1 : f32[4]\n  %3 = copy %0 -> cpu:0 : f32[4]\n  %4 = copy %2 -> cpu:0 : f32[4]\n  %5 = concat %3, %1, %4 {axis=0} @cpu:0 : f32[12]\n  %6 = copy %1 -> vulkan:1 : f32[4]\n  %7 = concat %2, %6 {axis=0} @vulkan:1 : f32[8]\n  %8 = copy %0 -> cpu:0 : f32[4]\n  %9 = concat %8, %1 {axis=0} @cpu:0 : f32[8]\n  return %5, %7, %8, %9\n}\n";
+        let g = crate::text::parse(src).unwrap();
+        let p = Schedule::new(&g).unwrap();
+        let deferred: Vec<usize> = p
+            .steps
+            .iter()
+            .filter(|s| matches!(s.work, Work::Defer { .. }))
+            .map(|s| s.node.0.index())
+            .collect();
+        assert_eq!(deferred, [3, 4]);
+        let plain = Schedule::new_with(
+            &g,
+            &Options {
+                defer_gpu_copies: false,
                 ..Default::default()
             },
         )

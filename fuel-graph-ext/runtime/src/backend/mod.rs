@@ -11,6 +11,7 @@ pub mod copy;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod deferred;
 pub mod fault;
 mod fold_onto;
 pub mod pages;
@@ -23,7 +24,6 @@ use fuel_graph_ext::device::{Device, DeviceKind};
 use fuel_graph_ext::dtype::DType;
 use fuel_graph_ext::dtype::TensorType;
 pub use fuel_graph_ext::limits;
-use fuel_graph_ext::op::ElementwiseOp;
 /// The plan's vocabulary for device work, which every backend carries out.
 pub use fuel_graph_ext::plan::{
     chained_launches, concat_regions, concat_regions_into, slice_regions, slice_regions_into,
@@ -34,6 +34,10 @@ use alloc::MemStats;
 use cpu::{Arena, CpuBuf};
 #[cfg(feature = "cuda")]
 use cuda::{CudaBuf, CudaDev};
+#[cfg(feature = "vulkan")]
+use deferred::staged_vulkan_fold;
+pub use deferred::{scratch_buffers, Operand};
+use deferred::{staged_fold, staged_gather};
 use fault::{Event, Faults};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -630,10 +634,12 @@ pub fn gather(
     regions: &[Region],
     ins: &[Arc<Buf>],
     out: &mut Buf,
-    #[allow(unused_variables)] // with the Vulkan backend compiled out
     faults: &Faults,
 ) -> Result<(), ExecError> {
     match (out, ctx) {
+        (Buf::Cpu(d), Ctx::Cpu(arena)) if ins.iter().any(|b| b.as_cpu().is_none()) => {
+            staged_gather(arena, regions, ins, d, faults)
+        }
         (Buf::Cpu(d), Ctx::Cpu(_)) => {
             cpu::gather(regions, &locals(ins, Buf::as_cpu, op)?, d).map_err(ExecError::Internal)
         }
@@ -657,142 +663,4 @@ fn locals<'a, T>(
     ins.iter()
         .map(|b| local(b).ok_or_else(|| wrong(op)))
         .collect()
-}
-
-/// A fold's operands in order, cut into runs of buffers on the fold's own
-/// backend (picked by `local`) and the single foreign buffers between them.
-enum Piece<'a, T> {
-    Local(Vec<&'a T>),
-    Foreign(&'a Buf),
-}
-
-fn pieces<'a, T>(
-    ins: &'a [Arc<Buf>],
-    local: impl Fn(&'a Buf) -> Option<&'a T>,
-) -> Vec<Piece<'a, T>> {
-    let mut out: Vec<Piece<'a, T>> = Vec::new();
-    for b in ins {
-        match (local(b), out.last_mut()) {
-            (Some(x), Some(Piece::Local(run))) => run.push(x),
-            (Some(x), _) => out.push(Piece::Local(vec![x])),
-            (None, _) => out.push(Piece::Foreign(b)),
-        }
-    }
-    out
-}
-
-/// One operand of a kernel, as [`scratch_buffers`] needs to know it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operand {
-    /// A buffer on the kernel's own device.
-    Local,
-    /// A deferred copy's source on the other side of the host/GPU line
-    /// (`schedule::Work::Defer`); `mapped` when the host reads it in place.
-    Deferred { mapped: bool },
-}
-
-/// How many buffers kernel `k` allocates on `ctx` besides its result, for
-/// operands of the kinds `operands` gives, by the rules `kernel` and the
-/// staged folds follow: a host fold takes one scratch buffer if any
-/// deferred operand is not mapped; a Vulkan fold one if a deferred operand
-/// comes after its first; a GPU fold longer than one launch one more per
-/// extra launch ([`chained_launches`]).
-pub fn scratch_buffers(ctx: &Ctx, k: &Kernel, operands: &[Operand]) -> usize {
-    if !k.is_fold() {
-        return 0;
-    }
-    match ctx {
-        Ctx::Cpu(_) => usize::from(operands.contains(&Operand::Deferred { mapped: false })),
-        #[cfg(feature = "cuda")]
-        Ctx::Cuda(_) => chained_launches(operands.len(), cuda::ptx::MAX_ARITY),
-        #[cfg(feature = "vulkan")]
-        Ctx::Vulkan(_) => {
-            // The leading run of device operands folds in chained launches;
-            // every later run folds onto the result without allocating.
-            let deferred = |o: &Operand| matches!(o, Operand::Deferred { .. });
-            let lead = operands.iter().take_while(|o| !deferred(o)).count();
-            let later_upload = operands.iter().skip(1).any(deferred);
-            chained_launches(lead, vulkan::MAX_ARITY) + usize::from(later_upload)
-        }
-    }
-}
-
-/// A host fold whose operands include GPU buffers (deferred copies, see
-/// `schedule::Work::Defer`): runs of host operands fold straight into `out`, and
-/// each GPU operand is folded in where it lies when the host can read it
-/// there (a mapped Vulkan buffer), else downloaded into one scratch buffer
-/// first; in operand order, so the result equals the plain n-ary fold.
-fn staged_fold(
-    arena: &Arc<Arena>,
-    dtype: DType,
-    kind: ElementwiseOp,
-    ins: &[Arc<Buf>],
-    out: &mut CpuBuf,
-    faults: &Faults,
-) -> Result<(), ExecError> {
-    let mut scratch: Option<CpuBuf> = None;
-    for (i, piece) in pieces(ins, Buf::as_cpu).into_iter().enumerate() {
-        // Every piece after the first folds onto the partial result.
-        let onto = i > 0;
-        let gpu = match piece {
-            Piece::Local(run) => {
-                cpu::fold_into(dtype, kind, &run, out, onto);
-                continue;
-            }
-            Piece::Foreign(b) => b,
-        };
-        #[cfg(feature = "vulkan")]
-        if let Buf::Vulkan(v) = gpu {
-            let fold = |bytes: &[u8]| cpu::fold_bytes(dtype, kind, &[bytes], out.bytes_mut(), onto);
-            match v.with_mapped(fold) {
-                Some(Ok(true)) => continue,
-                Some(Err(e)) => return Err(e),
-                // Not mapped, or not aligned for the element type.
-                Some(Ok(false)) | None => {}
-            }
-        }
-        let s = match &mut scratch {
-            Some(s) => s,
-            None => scratch.insert(arena.alloc(out.bytes().len(), faults)?),
-        };
-        gpu.download_into(s.bytes_mut())?;
-        cpu::fold_into(dtype, kind, &[&*s], out, onto);
-    }
-    Ok(())
-}
-
-#[cfg(feature = "vulkan")]
-/// A Vulkan fold whose operands include host buffers (deferred uploads, see
-/// `schedule::Work::Defer`): in operand order, runs of device operands fold into
-/// `out` (in place once it holds a partial result), a host operand first in
-/// line is uploaded straight into `out`, and any later one is uploaded into
-/// one scratch buffer and folded in. The device holds the result and at
-/// most one scratch buffer instead of every upload at once.
-fn staged_vulkan_fold(
-    v: &Arc<VkDev>,
-    dtype: DType,
-    kind: ElementwiseOp,
-    ins: &[Arc<Buf>],
-    out: &mut VkBuf,
-    n: usize,
-    faults: &Faults,
-) -> Result<(), ExecError> {
-    let mut scratch: Option<VkBuf> = None;
-    for (i, piece) in pieces(ins, Buf::as_vulkan).into_iter().enumerate() {
-        match piece {
-            Piece::Local(run) if i == 0 => v.fold(dtype, kind, &run, out, n, faults)?,
-            Piece::Local(run) => v.fold_onto(dtype, kind, out, &run, n, faults)?,
-            Piece::Foreign(Buf::Cpu(h)) if i == 0 => v.upload(h.bytes(), out)?,
-            Piece::Foreign(Buf::Cpu(h)) => {
-                let s = match &mut scratch {
-                    Some(s) => s,
-                    None => scratch.insert(v.alloc(h.bytes().len(), faults)?),
-                };
-                v.upload(h.bytes(), s)?;
-                v.fold_onto(dtype, kind, out, &[&*s], n, faults)?;
-            }
-            Piece::Foreign(_) => return Err(wrong("fold")),
-        }
-    }
-    Ok(())
 }

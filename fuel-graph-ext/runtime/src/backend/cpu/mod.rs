@@ -673,6 +673,20 @@ pub fn div(dtype: DType, by: u64, input: &CpuBuf, out: &mut CpuBuf) {
     with_scalar!(dtype, T => div_typed::<T>(by, input, out))
 }
 
+/// Copies `regions` of one operand, whose bytes are `src`, into `dst`.
+pub fn copy_regions(regions: &[&Region], src: &[u8], dst: &mut [u8]) -> Result<(), String> {
+    for r in regions {
+        let from = src
+            .get(r.src..r.src + r.len)
+            .ok_or("region outside its operand")?;
+        let to = dst
+            .get_mut(r.dst..r.dst + r.len)
+            .ok_or("region outside the result")?;
+        copy_bytes(from, to);
+    }
+    Ok(())
+}
+
 /// Copies byte regions of `ins` into `out` (slice and concat).
 pub fn gather(regions: &[Region], ins: &[&CpuBuf], out: &mut CpuBuf) -> Result<(), String> {
     let dst = out.bytes_mut();
