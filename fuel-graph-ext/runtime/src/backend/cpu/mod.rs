@@ -691,16 +691,10 @@ pub fn copy_regions(regions: &[&Region], src: &[u8], dst: &mut [u8]) -> Result<(
 pub fn gather(regions: &[Region], ins: &[&CpuBuf], out: &mut CpuBuf) -> Result<(), String> {
     let dst = out.bytes_mut();
     for r in regions {
-        let src = ins
-            .get(r.operand)
-            .and_then(|b| b.bytes().get(r.src..r.src + r.len))
-            .ok_or("region outside its operand")?;
-        let to = dst
-            .get_mut(r.dst..r.dst + r.len)
-            .ok_or("region outside the result")?;
+        let src = ins.get(r.operand).ok_or("region outside its operand")?;
         // A large region splits over the pool as a copy does (an
         // all_gather's regions are whole shards).
-        copy_bytes(src, to);
+        copy_regions(&[r], src.bytes(), dst)?;
     }
     Ok(())
 }
