@@ -66,7 +66,8 @@ pub(super) struct StarClass {
     /// A CUDA device with a declared peer is a class of its own.
     peered_cuda: Option<u32>,
     /// For a `reduce_scatter`: the shares `at` keeps (their lengths, and
-    /// whether each slice is a view), hashed. Shares differ with a split
+    /// whether each slice is a view), hashed; for an uneven `all_gather`,
+    /// the sizes of the shards on `at`, hashed. Shares differ with a split
     /// or the default partition's remainder, and a view costs less than a
     /// slice that copies, so two points of one kind are alike only when
     /// they keep alike shares (the others' shares are the rest).
@@ -81,6 +82,21 @@ pub(super) fn star_class(site: &CollectiveSite, at: Device, topo: &Topology) -> 
             .iter()
             .any(|d| d.kind == at.kind && *d != at && topo.has_peer(at.index, d.index));
     let kept_shares = match site.scatter() {
+        // An uneven all_gather: the sizes of the shards `at` holds (the
+        // others arrive, and every point joins the same whole).
+        Ok(None) if !site.uneven.is_empty() => {
+            let mut kept: Vec<usize> = site
+                .devs
+                .iter()
+                .zip(&site.uneven)
+                .filter(|(d, _)| **d == at)
+                .map(|(_, t)| t.size_bytes())
+                .collect();
+            kept.sort_unstable();
+            let mut h = rustc_hash::FxHasher::default();
+            kept.hash(&mut h);
+            h.finish()
+        }
         Ok(Some((axis, shares))) => {
             let mut kept: Vec<(usize, bool)> = site
                 .devs

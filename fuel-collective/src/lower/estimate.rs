@@ -34,7 +34,8 @@ pub(super) struct Scratch {
     /// Every operand is a distinct value with no copies yet, so the closed
     /// forms ([`super::closed_form`]) apply.
     fresh: bool,
-    /// Closed-form star estimates, one per class of equivalent points.
+    /// Star estimates, one per class of equivalent points (closed forms,
+    /// and an all_gather's join points).
     stars: RefCell<FxHashMap<StarClass, Estimate>>,
 }
 
@@ -73,24 +74,31 @@ impl Scratch {
         lowering: &Lowering,
         topo: &Topology,
     ) -> Result<Estimate, PassError> {
-        if self.fresh {
-            let class = match lowering {
-                Lowering::Star(Star { at: Some(at) }) if site.reduce_op().is_some() => {
-                    Some(closed::star_class(site, *at, topo))
-                }
-                _ => None,
-            };
-            if let Some(e) = class.and_then(|c| self.stars.borrow().get(&c).copied()) {
-                return Ok(e);
-            }
-            if let Some(e) = closed::estimate(site, lowering, topo) {
-                if let Some(c) = class {
-                    self.stars.borrow_mut().insert(c, e);
-                }
-                return Ok(e);
-            }
+        if !self.fresh {
+            return self.estimate_by_graph(site, lowering, topo);
         }
-        self.estimate_by_graph(site, lowering, topo)
+        // Star points of one class cost the same (`closed::StarClass`):
+        // a combining collective's, priced in closed form, and an
+        // all_gather's join points, priced by graph, once per class.
+        let class = match lowering {
+            Lowering::Star(Star { at: Some(at) })
+                if site.reduce_op().is_some() || matches!(site.op, Op::AllGather { .. }) =>
+            {
+                Some(closed::star_class(site, *at, topo))
+            }
+            _ => None,
+        };
+        if let Some(e) = class.and_then(|c| self.stars.borrow().get(&c).copied()) {
+            return Ok(e);
+        }
+        let e = match closed::estimate(site, lowering, topo) {
+            Some(e) => e,
+            None => self.estimate_by_graph(site, lowering, topo)?,
+        };
+        if let Some(c) = class {
+            self.stars.borrow_mut().insert(c, e);
+        }
+        Ok(e)
     }
 
     /// The estimate of `site` lowered with `lowering` into a copy of the

@@ -202,3 +202,64 @@ proptest! {
         prop_assert!(checked >= lowerings.len() - 1);
     }
 }
+
+/// An all_gather over `devs` of `f32[rows, cols]` shards, or, `uneven`,
+/// of shards whose row counts differ by rank.
+fn all_gather_source(devs: &[Device], rows: usize, cols: usize, uneven: bool) -> String {
+    let n = devs.len();
+    let rows_of = |i: usize| if uneven { rows + i % 3 } else { rows };
+    let mut s = String::from("graph @g {\n");
+    for (i, d) in devs.iter().enumerate() {
+        s += &format!(
+            "  %{i} = input \"s{i}\" @{d} : f32[{},{cols}]\n",
+            rows_of(i)
+        );
+    }
+    let args: Vec<String> = (0..n).map(|i| format!("%{i}")).collect();
+    let total: usize = (0..n).map(rows_of).sum();
+    s += &format!(
+        "  %{n}:{n} = all_gather {} {{axis=0}} : f32[{total},{cols}]\n",
+        args.join(", ")
+    );
+    let rets: Vec<String> = (0..n).map(|i| format!("%{n}#{i}")).collect();
+    s + &format!("  return {}\n}}\n", rets.join(", "))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// An all_gather's join points of one class (`StarClass`) cost the
+    /// same: the estimate the pass uses for each (the first of its class,
+    /// priced by graph) equals the graph's estimate for that point.
+    #[test]
+    fn all_gather_join_points_of_one_class_cost_the_same(
+        picks in prop::collection::vec(0..POOL.len(), 2..=7),
+        rows in 1usize..4,
+        cols in 1usize..9,
+        wide in any::<bool>(),
+        uneven in any::<bool>(),
+        peers in any::<bool>(),
+        staging in 0u32..3,
+        scale in prop::sample::select(vec![0.05, 1.0, 20.0]),
+    ) {
+        let devs: Vec<Device> = picks.iter().map(|i| POOL[*i]).collect();
+        let cols = if wide { cols * 1024 } else { cols };
+        let g = text::parse(&all_gather_source(&devs, rows, cols, uneven)).unwrap();
+        let id = g
+            .node_ids()
+            .find(|id| g.node(*id).is_some_and(|x| x.op.is_collective()))
+            .unwrap();
+        let site = CollectiveSite::read(&g, id).unwrap();
+        let topo = topology(peers, staging, scale);
+        let scratch = Scratch::new(&g, &site).unwrap();
+        for d in arrange::unique(&devs).into_iter().chain([topo.staging]) {
+            let l = Lowering::Star(Star { at: Some(d) });
+            let graph = scratch.estimate_by_graph(&site, &l, &topo).unwrap();
+            let used = scratch.estimate(&site, &l, &topo).unwrap();
+            prop_assert!(
+                close(used.total_us(), graph.total_us()) && used.transfers == graph.transfers,
+                "{l} over {devs:?} (uneven {uneven}): used {used:?}, graph {graph:?}"
+            );
+        }
+    }
+}
