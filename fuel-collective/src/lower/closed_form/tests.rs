@@ -135,6 +135,17 @@ fn topology(peers: bool, staging: u32, scale: f64) -> Topology {
     t
 }
 
+/// The graph `src` parses to, and its one collective.
+fn parsed(src: &str) -> (fuel_graph_ext::Graph, CollectiveSite) {
+    let g = text::parse(src).unwrap();
+    let id = g
+        .node_ids()
+        .find(|id| g.node(*id).is_some_and(|x| x.op.is_collective()))
+        .unwrap();
+    let site = CollectiveSite::read(&g, id).unwrap();
+    (g, site)
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
@@ -163,12 +174,7 @@ proptest! {
         // are read in place.
         let cols = if wide { cols * 1024 } else { cols };
         let shape = if kind >= 2 { vec![n * rows, cols] } else { vec![rows * 3, cols] };
-        let g = text::parse(&source(&devs, kind, mean, &shape)).unwrap();
-        let id = g
-            .node_ids()
-            .find(|id| g.node(*id).is_some_and(|x| x.op.is_collective()))
-            .unwrap();
-        let site = CollectiveSite::read(&g, id).unwrap();
+        let (g, site) = parsed(&source(&devs, kind, mean, &shape));
         let topo = topology(peers, staging, scale);
         let scratch = Scratch::new(&g, &site).unwrap();
         let mut lowerings: Vec<Lowering> = arrange::unique(&devs)
@@ -244,12 +250,7 @@ proptest! {
     ) {
         let devs: Vec<Device> = picks.iter().map(|i| POOL[*i]).collect();
         let cols = if wide { cols * 1024 } else { cols };
-        let g = text::parse(&all_gather_source(&devs, rows, cols, uneven)).unwrap();
-        let id = g
-            .node_ids()
-            .find(|id| g.node(*id).is_some_and(|x| x.op.is_collective()))
-            .unwrap();
-        let site = CollectiveSite::read(&g, id).unwrap();
+        let (g, site) = parsed(&all_gather_source(&devs, rows, cols, uneven));
         let topo = topology(peers, staging, scale);
         let scratch = Scratch::new(&g, &site).unwrap();
         for d in arrange::unique(&devs).into_iter().chain([topo.staging]) {
