@@ -302,8 +302,18 @@ pub fn bound_widened(
 ) -> Result<Bound, BoundError> {
     let ceiling = collective.ceiling().saturating_mul(widen.max(1));
     let sizes = (collective.floor(), ceiling);
-    let net = Network::new(group, topo, sizes);
+    let net = Network::new(group, topo, sizes, drivers_for(collective, topo));
     bound_on(&net, collective, group)
+}
+
+/// The collective drivers that may serve `c` on `topo`: the topology's,
+/// for an all-reduce (the only collective a driver runs, `lower/driver.rs`);
+/// none for any other, whose every byte then moves by copies and folds.
+fn drivers_for(c: &Collective, topo: &Topology) -> Vec<DeviceKind> {
+    match c {
+        Collective::AllReduce { .. } => topo.drivers.iter().copied().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// [`bound`] on a network already built (the tests build one by hand).
@@ -368,8 +378,8 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
                     take(us, Binding::Memory { bytes, gbps });
                 }
             }
-            (true, _) => {}
-            (false, _) => take(us, Binding::Memory { bytes, gbps }),
+            // `cpu_driver` is set for all-reduces alone ([`drivers_for`]).
+            _ => take(us, Binding::Memory { bytes, gbps }),
         }
     }
     Ok(best)
@@ -416,9 +426,9 @@ struct Network {
     peers: Vec<u32>,
     /// The staging CPU's node.
     staging: usize,
-    /// Every node is a CPU and the host driver serves them: its traffic is
-    /// its own, so the host-memory term is no larger than the driver's
-    /// least time.
+    /// Every node is a CPU and the host driver serves them (an all-reduce
+    /// on a topology that declares it): its traffic is its own, so the
+    /// host-memory term is no larger than the driver's least time.
     cpu_driver: bool,
 }
 
@@ -442,8 +452,14 @@ impl Network {
     /// The network of `group` on `topo`, rates at their best over the
     /// working sizes its steps can be priced at (`sizes`: the smallest
     /// and the largest; host memory from the smallest up, since its
-    /// figure is taken at the size of all the traffic).
-    fn new(group: &[Device], topo: &Topology, sizes: (usize, usize)) -> Network {
+    /// figure is taken at the size of all the traffic), with the
+    /// collective drivers `drivers` ([`drivers_for`]).
+    fn new(
+        group: &[Device],
+        topo: &Topology,
+        sizes: (usize, usize),
+        drivers: Vec<DeviceKind>,
+    ) -> Network {
         let (floor, ceiling) = sizes;
         let steps = (floor, Some(ceiling));
         let mut devices: Vec<Device> = Vec::with_capacity(group.len() + 1);
@@ -514,19 +530,14 @@ impl Network {
             .map(|d| best_in(&topo.compute(d.kind).gbps, steps))
             .collect();
         let all_cpus = devices.iter().all(|d| d.is_cpu());
-        let cpu_driver = all_cpus && topo.drivers.contains(&DeviceKind::Cpu);
+        let cpu_driver = all_cpus && drivers.contains(&DeviceKind::Cpu);
         let host_only = devices
             .iter()
-            .all(|d| topo.in_host_memory(d.kind) && !topo.drivers.contains(&d.kind));
-        let islands = staged::islands(
-            &devices,
-            n - usize::from(relay),
-            &peer_nodes,
-            &topo.drivers.iter().copied().collect::<Vec<_>>(),
-        );
+            .all(|d| topo.in_host_memory(d.kind) && !drivers.contains(&d.kind));
+        let islands = staged::islands(&devices, n - usize::from(relay), &peer_nodes, &drivers);
         Network {
             host_only,
-            driven: devices.iter().any(|d| topo.drivers.contains(&d.kind)),
+            driven: devices.iter().any(|d| drivers.contains(&d.kind)),
             hmem: devices
                 .iter()
                 .map(|d| topo.in_host_memory(d.kind))

@@ -166,8 +166,7 @@ pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand
 
 /// The third count of the module's doc: an all-gather's result on the
 /// group's CPUs, for any network; 0 for other collectives and groups with
-/// no CPU. (Where the CPU driver serves an all-CPU group, [`super::bound`]
-/// leaves the whole host-memory term out.)
+/// no CPU.
 fn gathered_on_cpus(c: &Collective, group: &[Device], cross: &[(f64, f64, bool, bool)]) -> f64 {
     let Collective::AllGather { shards } = c else {
         return 0.0;

@@ -137,6 +137,40 @@ fn cpus_are_bound_by_host_memory_unless_a_driver_moves_the_bytes() {
 }
 
 #[test]
+fn a_driver_serves_only_all_reduce_so_other_bounds_ignore_it() {
+    // The host driver runs all-reduces alone: every other collective over
+    // CPUs moves its bytes by copies and folds in host memory whether or
+    // not the topology declares the driver, so its bound is the same.
+    // (It was once left without its host-memory term: a reduce-scatter
+    // over 4 CPUs bound at its folds alone, 2.5x below the host memory's
+    // count, and an all-gather's bound was 0.)
+    let group = [d("cpu:0"), d("cpu:1"), d("cpu:2"), d("cpu:3")];
+    let plain = Topology::parse("reduce cpu 1000").unwrap();
+    let driven = Topology::parse("driver cpu\nreduce cpu 1000").unwrap();
+    let cases = [
+        Collective::ReduceScatter {
+            bytes: M4,
+            shares: vec![M4 / 4; 4],
+        },
+        Collective::AllGather {
+            shards: vec![M4; 4],
+        },
+        Collective::AllToAll {
+            sends: vec![M4 / 4; 16],
+        },
+    ];
+    for c in &cases {
+        let (a, b) = (
+            bound(c, &group, &plain).unwrap(),
+            bound(c, &group, &driven).unwrap(),
+        );
+        assert!(a.us > 0.0, "{c:?}: {a}");
+        assert_eq!(a.us, b.us, "{c:?}: {a} against {b}");
+        assert!(matches!(b.binding, Binding::Memory { .. }), "{c:?}: {b}");
+    }
+}
+
+#[test]
 fn host_memory_is_priced_at_the_size_of_its_traffic() {
     // The model prices host memory at half the run's traffic or more, so
     // a curve that falls with size is read there: 5 shards of 4 MiB
@@ -211,7 +245,7 @@ fn peers_raise_the_cut() {
 /// `group`'s network on the default topology with every link into a
 /// Vulkan device cut.
 fn without_links_into_vulkan(group: &[Device]) -> Network {
-    let mut net = Network::new(group, &Topology::default(), (M4, M4));
+    let mut net = Network::new(group, &Topology::default(), (M4, M4), Vec::new());
     let vulkan = DeviceKind::ALL
         .iter()
         .position(|k| *k == DeviceKind::Vulkan)
@@ -336,7 +370,12 @@ fn the_few_splits_of_a_large_group_never_bound_above_every_split() {
         },
     ];
     for c in cases {
-        let net = Network::new(&group, &topo, (c.floor(), c.ceiling()));
+        let net = Network::new(
+            &group,
+            &topo,
+            (c.floor(), c.ceiling()),
+            drivers_for(&c, &topo),
+        );
         let demand = terms::Demand::new(&c, &group, &net).unwrap();
         let every = terms::cut_term(&net, &demand, Splits::Every).unwrap();
         let few = terms::cut_few(&net, &demand).unwrap();
@@ -357,7 +396,7 @@ fn the_few_splits_of_a_large_group_never_bound_above_every_split() {
 type Cuts = [Result<Option<terms::Cut>, BoundError>; 3];
 
 fn three_cuts(c: &Collective, group: &[Device], topo: &Topology) -> Cuts {
-    let net = Network::new(group, topo, (c.floor(), c.ceiling()));
+    let net = Network::new(group, topo, (c.floor(), c.ceiling()), drivers_for(c, topo));
     let demand = terms::Demand::new(c, group, &net).unwrap();
     let every = if net.nodes() <= ENUMERATE_MAX {
         terms::cut_term(&net, &demand, Splits::Every)
@@ -488,7 +527,12 @@ fn larger_groups_cut_from_one_device_then_not_at_all() {
         ),
         "{b}"
     );
-    let net = Network::new(&group, &Topology::default(), (c.floor(), c.ceiling()));
+    let net = Network::new(
+        &group,
+        &Topology::default(),
+        (c.floor(), c.ceiling()),
+        Vec::new(),
+    );
     let demand = terms::Demand::new(&c, &group, &net).unwrap();
     let from_one = terms::cut_term(&net, &demand, Splits::MinCutsFromOne).unwrap();
     let few = terms::cut_few(&net, &demand).unwrap();
