@@ -31,8 +31,11 @@
 //!   one's read is already among the folds' reads). An all-gather's
 //!   result is written once (by a concat or a copy, which reads as much:
 //!   twice its bytes) and shared by the other CPUs; an all-to-all's result
-//!   of each CPU that takes pieces from two ranks or more is written by a
-//!   concat; a broadcast's result is shared or imported (nothing).
+//!   of each rank that takes pieces from two ranks or more is written
+//!   once in host memory (by a concat or region copies on its device, or
+//!   on another and imported: a `host-memory` Vulkan device's result is
+//!   host memory too), reading as much; a broadcast's result is shared or
+//!   imported (nothing).
 //! - **An all-gather's result on the group's CPUs**, in any group with a
 //!   CPU: the CPUs share one result buffer, and a copy into a CPU is never
 //!   shared or imported, so its bytes are written there at least once
@@ -214,9 +217,12 @@ fn folds_and_results(net: &Network, c: &Collective, group: &[Device]) -> Option<
             let k = group.len();
             let received = |j: usize| (0..k).map(|i| sends[i * k + j]).sum::<usize>();
             let pieces = |j: usize| (0..k).filter(|i| sends[i * k + j] > 0).count();
-            // Per CPU, the largest result of a rank on it that a concat
-            // writes (pieces from two ranks or more).
-            let per_node = cpu_nodes(net).map(|d| {
+            // Per node in host memory, the largest result of a rank on it
+            // that must be written (pieces from two ranks or more): by a
+            // concat or region copies there, or on another node in host
+            // memory and imported (a Vulkan device's `host-memory` arena
+            // is host memory as much as a CPU's).
+            let per_node = hmem_nodes(net).map(|d| {
                 (0..k)
                     .filter(|j| group[*j] == *d && pieces(*j) >= 2)
                     .map(received)
@@ -232,4 +238,14 @@ fn folds_and_results(net: &Network, c: &Collective, group: &[Device]) -> Option<
 /// The CPUs among the group's devices (the relay aside).
 fn cpu_nodes(net: &Network) -> impl Iterator<Item = &Device> {
     net.devices[..net.nodes()].iter().filter(|d| d.is_cpu())
+}
+
+/// The group's devices that keep their data in host memory (the relay
+/// aside): the CPUs and any `host-memory` kind.
+fn hmem_nodes(net: &Network) -> impl Iterator<Item = &Device> {
+    net.devices[..net.nodes()]
+        .iter()
+        .zip(&net.hmem)
+        .filter(|(_, h)| **h)
+        .map(|(d, _)| d)
 }

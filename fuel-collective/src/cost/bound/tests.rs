@@ -69,6 +69,41 @@ fn bytes_staged_through_the_host_bind_a_mixed_group() {
 }
 
 #[test]
+fn an_all_to_alls_results_in_host_memory_are_each_written_once() {
+    // [vulkan:0, vulkan:1, cpu:0], the Vulkan devices' memory the host's
+    // (lavapipe): every rank takes a 1 MiB piece from each of the three,
+    // so each of the three 3 MiB results is written once in host memory,
+    // by whatever step, and as much is read: 6 results' bytes at twice
+    // the host-to-host figure: 18 MiB. (Counting only the CPU's result
+    // gave 6 MiB, under the staged count's 8: a bound 2.25x too low.)
+    let group = [d("vulkan:0"), d("vulkan:1"), d("cpu:0")];
+    let lavapipe = Topology::parse("host-memory vulkan").unwrap();
+    let c = Collective::AllToAll {
+        sends: vec![1 << 20; 9],
+    };
+    let b = bound(&c, &group, &lavapipe).unwrap();
+    assert!(matches!(b.binding, Binding::Memory { .. }), "{b}");
+    assert!((b.us - 6.0 * (3 << 20) as f64 / 22e3).abs() < 1e-6, "{b}");
+    // A rank that takes one piece alone may view or import it: a result
+    // written by nobody. Here vulkan:1 takes only its own piece.
+    let c = Collective::AllToAll {
+        sends: vec![
+            1 << 20,
+            0,
+            1 << 20,
+            1 << 20,
+            1 << 20,
+            1 << 20,
+            1 << 20,
+            0,
+            1 << 20,
+        ],
+    };
+    let b = bound(&c, &group, &lavapipe).unwrap();
+    assert!((b.us - 2.0 * (6 << 20) as f64 / 22e3).abs() < 1e-6, "{b}");
+}
+
+#[test]
 fn an_all_gathers_result_on_a_cpu_is_written_in_host_memory() {
     // [cuda:0, vulkan:0, cpu:0] at the default figures: cpu:0's result
     // (3 shards) is written there, and cuda:0 reads vulkan:0's and cpu:0's
