@@ -415,6 +415,9 @@ struct Network {
     host_only: bool,
     /// A collective driver serves one of the nodes' kinds.
     driven: bool,
+    /// The host driver serves the CPUs: it folds their shards with no
+    /// host-memory traffic the model counts (`cost::placement`).
+    cpus_driven: bool,
     /// Whether each node keeps its data in host memory.
     hmem: Vec<bool>,
     /// The GPU islands ([`staged::islands`]).
@@ -538,6 +541,7 @@ impl Network {
         Network {
             host_only,
             driven: devices.iter().any(|d| drivers.contains(&d.kind)),
+            cpus_driven: drivers.contains(&DeviceKind::Cpu),
             hmem: devices
                 .iter()
                 .map(|d| topo.in_host_memory(d.kind))

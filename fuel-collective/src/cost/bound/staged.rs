@@ -20,7 +20,11 @@
 //!   share, only Vulkan imports). What the island needs from the rest
 //!   comes in by copies out of a CPU: a CUDA device reads each byte from
 //!   host memory (`1 + h`), while a Vulkan device may import the host's
-//!   buffer or take it deferred into its fold and count nothing. Distinct
+//!   buffer or take it deferred into its fold and count nothing. In a
+//!   reduction whose every rank outside the island keeps its data in host
+//!   memory, the island reads its part of each outside shard, not only
+//!   of their sum: a host fold that sums them first reads and writes host
+//!   memory itself (`unfolded_intake`). Distinct
 //!   islands' copies are distinct steps (a copy out has its source in the
 //!   island, a copy in has a CPU for source), so the counts add up.
 //! - **Folds and results in host memory**, where every device keeps its
@@ -122,17 +126,47 @@ fn crossings(net: &Network, demand: &Demand) -> Vec<(f64, f64, bool, bool)> {
         .map(|island| {
             let mut inside = vec![false; n];
             island.iter().for_each(|v| inside[*v] = true);
-            let taken = demand.need(&inside);
-            let mut rest = vec![false; n];
-            (0..k).for_each(|v| rest[v] = !inside[v]);
-            let sent = demand.need(&rest);
             let host = island.iter().all(|v| net.hmem[*v]);
             let vulkan = island
                 .iter()
                 .all(|v| net.devices[*v].kind == DeviceKind::Vulkan);
+            let taken = match unfolded_intake(net, demand, &inside) {
+                Some(t) if !vulkan => t.max(demand.need(&inside)),
+                _ => demand.need(&inside),
+            };
+            let mut rest = vec![false; n];
+            (0..k).for_each(|v| rest[v] = !inside[v]);
+            let sent = demand.need(&rest);
             (sent, taken, host, vulkan)
         })
         .collect()
+}
+
+/// What a reduction's island `inside` must read out of host memory to take
+/// in its part of the other ranks' shards, where every node outside it
+/// keeps its data in host memory (so any fold there reads and writes host
+/// memory too); `None` elsewhere, or for a collective that folds nothing.
+///
+/// Per byte of the island's part (`p`, [`Demand::per_contributor`]), each
+/// outside CPU's shard costs one read, whether the copy into the island
+/// reads it or a host fold does (a fold also writes its result, which the
+/// copy then reads: folding CPU shards first never saves). A `host-memory`
+/// GPU's shard leaves its device by a copy the staged count already
+/// charges a write and a read; folding such shards on the host first
+/// costs 2 per byte (the fold's result written, then read by the copy in)
+/// however many there are, so they cost the fewer of their count and 2.
+/// Where the host driver serves the CPUs, it folds their shards into one
+/// with no traffic the model counts, so the CPUs cost 1 together.
+fn unfolded_intake(net: &Network, demand: &Demand, inside: &[bool]) -> Option<f64> {
+    let p = demand.per_contributor(inside)?;
+    let outside = || (0..net.nodes()).filter(|v| !inside[*v]);
+    if !outside().all(|v| net.hmem[v]) {
+        return None;
+    }
+    let cpus = outside().filter(|v| net.devices[*v].is_cpu()).count();
+    let others = outside().count() - cpus;
+    let cpus = if net.cpus_driven { cpus.min(1) } else { cpus };
+    Some(p * (cpus + others.min(2)) as f64)
 }
 
 /// Bytes `c` reads or writes in host memory under any schedule on `net`

@@ -130,6 +130,26 @@ impl Demand {
 }
 
 impl Demand {
+    /// For a reduction, the bytes the side `inside` needs from each node
+    /// outside it before any fold combines them (every outside node's
+    /// shard holds a part of what the side's results sum); `None` for a
+    /// collective that folds nothing, whose [`Demand::need`] is that
+    /// already.
+    pub(super) fn per_contributor(&self, inside: &[bool]) -> Option<f64> {
+        let k = self.k;
+        if !inside[..k].iter().any(|x| *x) || inside[..k].iter().all(|x| *x) {
+            return Some(0.0);
+        }
+        match &self.kind {
+            Kind::Everyone(b) => Some(*b),
+            Kind::ToRoot(b, root) => Some(if inside[*root] { *b } else { 0.0 }),
+            Kind::Scatter(s) => Some((0..k).filter(|v| inside[*v]).map(|v| s[v]).sum()),
+            Kind::FromRoot(..) | Kind::Gather(_) | Kind::Exchange(_) => None,
+        }
+    }
+}
+
+impl Demand {
     /// The node max-flows start from where not every pair gets one: a
     /// reduce's or broadcast's root, else the first.
     fn source(&self) -> usize {

@@ -52,10 +52,21 @@ fn bytes_staged_through_the_host_bind_a_mixed_group() {
         "{b}"
     );
     // A Vulkan device whose memory is the host's writes and reads each
-    // byte it sends there: 4 shards.
+    // byte it sends there, and cuda:0 reads both other shards out of host
+    // memory (a host fold of them first would write its result and read
+    // cpu:0's shard too): 5 shards, what the star at cuda:0 moves.
     let igpu = Topology::parse("host-memory vulkan").unwrap();
     let b = bound(&all_reduce, &group, &igpu).unwrap();
-    assert!((b.us - 4.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    assert!((b.us - 5.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // A second CPU's shard is one more read for cuda:0, unless the host
+    // driver folds the CPUs' shards (which the model counts no host
+    // traffic for) and cuda:0 reads their sum: 6 shards, or 5.
+    let four = [d("cuda:0"), d("vulkan:0"), d("cpu:0"), d("cpu:1")];
+    let b = bound(&all_reduce, &four, &igpu).unwrap();
+    assert!((b.us - 6.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    let driven = Topology::parse("host-memory vulkan\ndriver cpu").unwrap();
+    let b = bound(&all_reduce, &four, &driven).unwrap();
+    assert!((b.us - 5.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
     // CUDA devices that are peers stage nothing between themselves: two
     // peers and a CPU stage the island's 2 shards, not 4.
     let peers = Topology::default().with_peer(0, 1);
