@@ -2,7 +2,10 @@
 //! reads or writes in host memory, counted as the cost model counts them
 //! (`cost::placement`), over twice the host-to-host figure.
 //!
-//! Three counts, and the term is the largest:
+//! Three counts, and the term is the largest (the first with an
+//! all-to-all's own pieces added, `own_pieces`: a rank in host memory
+//! whose result takes pieces from two ranks or more copies its own piece
+//! into it, a copy that crosses no island's border):
 //!
 //! - **Staged bytes**, in any group of a few devices ([`ENUMERATE_MAX`] or
 //!   fewer). Split the group's GPUs into *islands*: the CUDA devices
@@ -187,7 +190,7 @@ pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand
         .iter()
         .map(|x| x.0 * (1.0 + f64::from(u8::from(x.2))) + taken_in(x))
         .sum();
-    let staged = staged.max(gathered_on_cpus(c, group, &cross));
+    let staged = staged.max(gathered_on_cpus(c, group, &cross)) + own_pieces(net, c, group);
     if !(net.host_only || net.cpu_driver) {
         return staged;
     }
@@ -231,6 +234,29 @@ fn gathered_on_cpus(c: &Collective, group: &[Device], cross: &[(f64, f64, bool, 
         }
     }
     total as f64 + sent_reads + taken_reads.max(on_cpus as f64)
+}
+
+/// What an all-to-all's ranks in host memory copy of their own pieces:
+/// a rank that takes pieces from two ranks or more has a result of its
+/// own, which some step writes there with its own piece too (read where
+/// it lies, in host memory), and that piece crosses no island's border,
+/// so no other count has it: twice its bytes. 0 for other collectives.
+fn own_pieces(net: &Network, c: &Collective, group: &[Device]) -> f64 {
+    let Collective::AllToAll { sends } = c else {
+        return 0.0;
+    };
+    let n = group.len();
+    let hmem = |d: &Device| {
+        net.devices
+            .iter()
+            .position(|x| x == d)
+            .is_some_and(|v| net.hmem[v])
+    };
+    (0..n)
+        .filter(|j| hmem(&group[*j]))
+        .filter(|j| (0..n).filter(|i| sends[i * n + j] > 0).count() >= 2)
+        .map(|j| 2.0 * sends[j * n + j] as f64)
+        .sum()
 }
 
 /// The second count of the module's doc, for a network whose every node

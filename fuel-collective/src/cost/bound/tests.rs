@@ -115,6 +115,33 @@ fn an_all_to_alls_results_in_host_memory_are_each_written_once() {
 }
 
 #[test]
+fn an_all_to_alls_own_pieces_in_host_memory_are_copied_into_its_result() {
+    // [cuda:0, vulkan:0, cpu:0] at the default figures (a discrete Vulkan
+    // device), 1 MiB pieces: the staged count has each GPU's 2 pieces out
+    // and cuda:0's 2 pieces in (6 MiB). cpu:0's result is a buffer of its
+    // own, into which some step copies cpu:0's own piece out of host
+    // memory: 2 MiB more, which no crossing counts.
+    let group = [d("cuda:0"), d("vulkan:0"), d("cpu:0")];
+    let c = Collective::AllToAll {
+        sends: vec![1 << 20; 9],
+    };
+    let memory = |c: &Collective| match bound(c, &group, &Topology::default()).unwrap() {
+        Bound {
+            binding: Binding::Memory { bytes, .. },
+            ..
+        } => bytes,
+        b => panic!("expected host memory to bind: {b}"),
+    };
+    assert_eq!(memory(&c), (8 << 20) as f64);
+    // A CPU rank that takes its own piece alone may view it: the 4 MiB of
+    // the staged count alone.
+    let mut sends = vec![1 << 20; 9];
+    sends[2] = 0;
+    sends[5] = 0;
+    assert_eq!(memory(&Collective::AllToAll { sends }), (4 << 20) as f64);
+}
+
+#[test]
 fn an_all_gathers_result_on_a_cpu_is_written_in_host_memory() {
     // [cuda:0, vulkan:0, cpu:0] at the default figures: cpu:0's result
     // (3 shards) is written there, and cuda:0 reads vulkan:0's and cpu:0's
