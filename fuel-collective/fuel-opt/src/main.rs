@@ -117,7 +117,8 @@ enum Emit {
     Dot,
     /// The execution plan: one line per step with its device, work, bytes
     /// and slots, as the executor would run it (no device is opened: the
-    /// devices' capabilities are assumed from the topology).
+    /// devices' capabilities are assumed from the topology); under it, the
+    /// cost model's estimate of one run, step by step, and what binds it.
     Plan,
 }
 
@@ -338,11 +339,14 @@ fn plan_text(g: &fuel_graph_ext::Graph, topo: &Topology, shown: &str) -> Result<
     let mut plan = fuel_graph_ext::Schedule::new_with(g, &options)
         .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
     plan.fit_to_devices(&options, |d| fuel_graph_ext::plan::Caps::assumed(d, topo));
-    Ok(fuel_graph_ext::plan::listing::print(
+    let mut text = fuel_graph_ext::plan::listing::print(
         &plan,
         g,
         "assumed from the topology (no device opened)",
-    ))
+    );
+    // What the cost model makes of the same plan, step by step.
+    text.push_str(&fuel_collective::cost::priced_run::priced_run(&plan, topo).render());
+    Ok(text)
 }
 
 /// Writes the pass viewer page to `path`.

@@ -106,19 +106,37 @@ fn emit_plan_lists_every_step_and_refuses_an_unlowered_graph() {
         .lines()
         .filter(|l| l.trim_start().starts_with('%'))
         .count();
-    let lines: Vec<&str> = plan.lines().collect();
+    // The plan, then the cost model's timeline of the same steps.
+    let (listing, timeline) = plan
+        .split_once("estimate of one run: ")
+        .unwrap_or_else(|| panic!("no estimate under the plan:\n{plan}"));
+    let lines: Vec<&str> = listing.lines().collect();
     assert!(lines[0].starts_with("plan @mixed: "), "{plan}");
     assert!(lines[0].contains("no device opened"), "{plan}");
-    let steps = lines
-        .iter()
-        .filter(|l| l.trim_start().starts_with('s'))
-        .count();
+    let is_step = |l: &str| {
+        l.trim_start()
+            .strip_prefix('s')
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    let steps = lines.iter().filter(|l| is_step(l)).count();
     assert_eq!(steps, nodes, "one step per node:\n{plan}");
     assert!(plan.contains("input \""), "{plan}");
     assert!(
         lines.last().unwrap().trim_start().starts_with("outputs ["),
         "{plan}"
     );
+    // One priced row per step, and one per output handed back at most.
+    let priced: Vec<&str> = timeline.lines().collect();
+    assert!(priced[1].trim_start().starts_with("binds: "), "{plan}");
+    assert_eq!(
+        priced.iter().filter(|l| is_step(l)).count(),
+        nodes,
+        "{plan}"
+    );
+    let outs = priced
+        .iter()
+        .filter(|l| l.trim_start().starts_with("out s"));
+    assert!(outs.count() <= 4, "{plan}");
     // Before lowering there is no plan: the message names the fix.
     let out = fuel_opt(&["-", "--emit", "plan"], Some(&src));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));

@@ -62,11 +62,13 @@
 
 pub mod bound;
 pub mod price;
+pub mod priced_run;
 
 use fuel_graph_ext::plan::CopyMode;
 use fuel_graph_ext::topology::{LinkClass, Runner};
 use fuel_graph_ext::{Device, DeviceKind, Topology};
 use rustc_hash::FxHashMap;
+use std::fmt;
 
 /// What one step does.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -524,7 +526,7 @@ pub struct Tally<'a> {
     workers: FxHashMap<Device, f64>,
     /// Bytes read or written in host memory, by every step so far.
     host_bytes: f64,
-    /// Work on the host's cores (see [`Tally::finish`]).
+    /// Work on the host's cores (see [`Tally::cores_load_us`]).
     cores_us: f64,
     est: Estimate,
 }
@@ -635,33 +637,84 @@ impl<'a> Tally<'a> {
 
     /// The estimate of every step added.
     pub fn finish(mut self) -> Estimate {
-        // Host memory moves twice the host-to-host copy bandwidth (a copy
-        // reads and writes each byte), at the size of the data the run
-        // streams through it: about half its traffic, each byte written
-        // once and read once (a copy of `s` bytes, as calibrated, streams
-        // `s`). A run whose tensors are each small but that touches more
-        // than the caches hold runs at the larger size's figure.
-        let memory = if self.host_bytes > 0.0 {
+        self.est.dispatcher_us = self.dispatcher;
+        self.est.busiest_us = self.workers.values().fold(
+            self.caller
+                .max(self.memory_load_us())
+                .max(self.cores_load_us()),
+            |a, b| a.max(*b),
+        );
+        self.est
+    }
+
+    /// Each resource's total work so far, in microseconds: the caller's
+    /// thread, each device's worker (by device), host memory and the
+    /// host's cores (the dispatcher aside, which [`Estimate`] adds to the
+    /// critical path). The largest is [`Estimate::busiest_us`].
+    pub fn loads(&self) -> Vec<(Load, f64)> {
+        let mut workers: Vec<(Load, f64)> = self
+            .workers
+            .iter()
+            .map(|(d, us)| (Load::Worker(*d), *us))
+            .collect();
+        workers.sort_by_key(|(l, _)| *l);
+        let mut loads = vec![(Load::Caller, self.caller)];
+        loads.extend(workers);
+        loads.push((Load::HostMemory, self.memory_load_us()));
+        loads.push((Load::Cores, self.cores_load_us()));
+        loads
+    }
+
+    /// Host memory's work: every byte read or written there, at twice the
+    /// host-to-host copy bandwidth (a copy reads and writes each byte), at
+    /// the size of the data the run streams through it: about half its
+    /// traffic, each byte written once and read once (a copy of `s` bytes,
+    /// as calibrated, streams `s`). A run whose tensors are each small but
+    /// that touches more than the caches hold runs at the larger size's
+    /// figure.
+    fn memory_load_us(&self) -> f64 {
+        if self.host_bytes > 0.0 {
             let streamed = (self.host_bytes / 2.0).min(usize::MAX as f64) as usize;
             let hh = self.topo.link(LinkClass::HostHost).bandwidth;
             self.host_bytes / (2.0 * hh.at(self.working.max(streamed)) * 1e3)
         } else {
             0.0
-        };
-        self.est.dispatcher_us = self.dispatcher;
+        }
+    }
 
-        // With the threaded runner the workers, the dispatcher and a
-        // host-memory device's kernels share the host's cores: more of them
-        // busy at once than there are cores take turns.
-        let cores = match (self.runner, self.topo.host_cores()) {
+    /// The host's cores' work: with the threaded runner the workers, the
+    /// dispatcher and a host-memory device's kernels share them, so more
+    /// of them busy at once than there are cores take turns.
+    fn cores_load_us(&self) -> f64 {
+        match (self.runner, self.topo.host_cores()) {
             (Runner::Threaded, Some(n)) => self.cores_us / f64::from(n),
             _ => 0.0,
-        };
-        self.est.busiest_us = self
-            .workers
-            .values()
-            .fold(self.caller.max(memory).max(cores), |a, b| a.max(*b));
-        self.est
+        }
+    }
+}
+
+/// What a run's work is counted against ([`Tally::loads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Load {
+    /// The caller's thread (the inline runner's every step).
+    Caller,
+    /// A device's worker thread.
+    Worker(Device),
+    /// Host memory, at twice the host-to-host copy figure.
+    HostMemory,
+    /// The host's cores, shared by the workers, the dispatcher and
+    /// host-side kernels (where the topology gives their count).
+    Cores,
+}
+
+impl fmt::Display for Load {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Load::Caller => f.write_str("the caller's thread"),
+            Load::Worker(d) => write!(f, "{d}'s worker"),
+            Load::HostMemory => f.write_str("host memory"),
+            Load::Cores => f.write_str("the host's cores"),
+        }
     }
 }
 

@@ -51,6 +51,27 @@ pub fn plan_steps(
     skip: &BTreeSet<NodeId>,
     io: bool,
 ) -> Vec<Step> {
+    plan_steps_from(plan, topo, skip, io, |_| ())
+}
+
+/// Where a model step comes from ([`plan_steps_from`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The scheduled step in this slot.
+    Slot(usize),
+    /// Handing back the graph output held in this slot.
+    Output(usize),
+}
+
+/// [`plan_steps`], calling `origin` with where each step comes from, in
+/// the order of the steps.
+pub fn plan_steps_from(
+    plan: &Schedule,
+    topo: &Topology,
+    skip: &BTreeSet<NodeId>,
+    io: bool,
+    mut origin: impl FnMut(Origin),
+) -> Vec<Step> {
     // Schedule slot -> model step, for the slots that are priced.
     let mut index: Vec<Option<usize>> = vec![None; plan.steps.len()];
     let mut steps = Vec::with_capacity(plan.steps.len());
@@ -68,6 +89,7 @@ pub fn plan_steps(
             .collect();
         index[slot] = Some(steps.len());
         steps.push(Step { kind, deps });
+        origin(Origin::Slot(slot));
     }
     if io {
         // How the runner hands each output back (`plan::ReadOut`): a host
@@ -90,6 +112,7 @@ pub fn plan_steps(
             };
             let deps = index.get(slot).copied().flatten().into_iter().collect();
             steps.push(Step { kind, deps });
+            origin(Origin::Output(slot));
         }
     }
     steps
