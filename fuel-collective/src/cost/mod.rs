@@ -724,15 +724,20 @@ pub fn estimate_with(topo: &Topology, runner: Runner, steps: &[Step]) -> Estimat
     let mut finish: Vec<f64> = Vec::with_capacity(steps.len());
     let mut tally = Tally::new(topo, runner, working_bytes(steps));
     for (i, s) in steps.iter().enumerate() {
-        let start = s
-            .deps
-            .iter()
-            .filter(|d| **d < i)
-            .filter_map(|d| finish.get(*d))
-            .fold(0.0, |a: f64, b| a.max(*b));
-        finish.push(tally.add(&s.kind, start));
+        finish.push(tally.add(&s.kind, start_of(s, i, &finish)));
     }
     tally.finish()
+}
+
+/// When step `i` may start: when the earlier steps it waits for are done
+/// (`finish`, by step). Dependencies that do not point to an earlier
+/// step are ignored.
+pub(crate) fn start_of(step: &Step, i: usize, finish: &[f64]) -> f64 {
+    step.deps
+        .iter()
+        .filter(|d| **d < i)
+        .filter_map(|d| finish.get(*d))
+        .fold(0.0, |a: f64, b| a.max(*b))
 }
 
 /// Estimates a lowering from its steps, with the runner the executor would

@@ -8,7 +8,7 @@
 //! plan, so a user sees why an estimate is what it is.
 
 use super::price::{plan_steps_from, Origin};
-use super::{runner_of, working_bytes, Estimate, Load, Resource, Tally};
+use super::{runner_of, start_of, working_bytes, Estimate, Load, Resource, Tally};
 use fuel_graph_ext::topology::Runner;
 use fuel_graph_ext::{Schedule, Topology};
 use std::collections::BTreeSet;
@@ -52,12 +52,7 @@ pub fn priced_run(plan: &Schedule, topo: &Topology) -> PricedRun {
     let mut finish: Vec<f64> = Vec::with_capacity(steps.len());
     let mut rows = Vec::with_capacity(steps.len());
     for (i, (step, origin)) in steps.iter().zip(origins).enumerate() {
-        let start = step
-            .deps
-            .iter()
-            .filter(|d| **d < i)
-            .filter_map(|d| finish.get(*d))
-            .fold(0.0, |a: f64, b| a.max(*b));
+        let start = start_of(step, i, &finish);
         let priced = tally.price(&step.kind);
         finish.push(tally.add_priced(&priced, start));
         rows.push(Row {
