@@ -310,7 +310,7 @@ fn all_to_all_check(
 #[test]
 fn all_to_all_on_cpus() {
     let devs = [Device::cpu(0), Device::cpu(1), Device::cpu(2)];
-    for x in [None, Some("direct"), Some("packed")] {
+    for x in [None, Some("direct"), Some("packed"), Some("joined")] {
         // Rank 1 receives nothing; rank 2 sends everything to rank 0.
         all_to_all_check(&devs, &[3, 2, 4], Some(&[1, 0, 2, 1, 0, 1, 4, 0, 0]), x);
         all_to_all_check(&devs, &[7, 7, 7], None, x);
@@ -329,7 +329,7 @@ fn all_to_all_across_cpu_and_vulkan() {
         return;
     }
     let split = [0, 1, 2, 0, 0, 2, 1, 1, 0, 0, 0, 3, 0, 1, 1, 0];
-    for x in [None, Some("direct"), Some("packed")] {
+    for x in [None, Some("direct"), Some("packed"), Some("joined")] {
         all_to_all_check(&devs, &[3, 4, 3, 2], Some(&split), x);
         all_to_all_check(&devs, &[5, 5, 5, 5], None, x);
     }

@@ -158,6 +158,7 @@ fn every_collective_algorithm_and_empty_axis_keeps_its_result_types() {
                         .map(|a| format!("lower-collectives{{algorithm={a}}}"))
                         .collect();
                     pipelines.push("lower-collectives{exchange=packed}".into());
+                    pipelines.push("lower-collectives{exchange=joined}".into());
                     pipelines.push(fuel_collective::DEFAULT_PIPELINE.into());
                     for p in &pipelines {
                         let ctx = format!("{what} of {dtype}{shape:?} over {devs:?} by {p}");

@@ -220,3 +220,57 @@ fn bad_options_are_errors_that_say_what_to_write() {
         "{e}"
     );
 }
+
+/// A 3-rank all_to_all of 1 MiB pieces over `[vulkan:0, vulkan:1, cpu:0]`.
+const A2A_VK: &str = "graph @a2a {
+  %0 = input \"x0\" @vulkan:0 : f32[786432]
+  %1 = input \"x1\" @vulkan:1 : f32[786432]
+  %2 = input \"x2\" @cpu:0 : f32[786432]
+  %3:3 = all_to_all %0, %1, %2 {axis=0} : f32[786432], f32[786432], f32[786432]
+  return %3#0, %3#1, %3#2
+}
+";
+
+#[test]
+fn all_to_all_joins_a_host_memory_gpus_pieces_on_the_host() {
+    use fuel_collective::lower::Exchange;
+    let lower = |topo: Topology| {
+        let mut g = text::parse(A2A_VK).unwrap();
+        let pm = fuel_collective::run_pipeline(
+            &mut g,
+            "lower-collectives",
+            Arc::new(topo),
+            DebugOptions::verifying(),
+        )
+        .unwrap();
+        let d = decisions(&pm).into_iter().next().cloned().unwrap();
+        (g, d)
+    };
+    // Vulkan devices whose memory is the host's (lavapipe): `joined` is
+    // weighed and wins, each Vulkan rank's pieces meeting on cpu:0 and
+    // going over in one copy.
+    let (g, d) = lower(Topology::parse("host-kernels vulkan\ncores 2").unwrap());
+    assert_eq!(d.lowering, Lowering::AllToAll(Exchange::JOINED), "{d:?}");
+    let est = estimated(&d);
+    let of = |x: Exchange| {
+        est.iter()
+            .find(|(l, _)| *l == Lowering::AllToAll(x))
+            .map(|(_, us)| *us)
+            .unwrap()
+    };
+    assert!(of(Exchange::JOINED) < of(Exchange::DIRECT), "{est:?}");
+    let concats_on_cpu = g
+        .node_ids()
+        .filter_map(|id| g.node(id))
+        .filter(|n| matches!(n.op, Op::Concat { .. }) && n.op.device() == Some(Device::cpu(0)))
+        .count();
+    assert_eq!(concats_on_cpu, 3, "{}", text::print(&g));
+    // Discrete Vulkan devices (the defaults): not weighed.
+    let (_, d) = lower(Topology::default());
+    assert!(
+        estimated(&d)
+            .iter()
+            .all(|(l, _)| *l != Lowering::AllToAll(Exchange::JOINED)),
+        "{d:?}"
+    );
+}

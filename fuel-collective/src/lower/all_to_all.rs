@@ -15,17 +15,31 @@
 //!   The other pieces go as in `direct`. Fewer, larger transfers pay where
 //!   per-transfer latency dominates (small pieces), and cost a pack and an
 //!   unpack on the way.
+//! - `joined`: a rank on a GPU that receives pieces from two ranks or more
+//!   has them joined on the staging CPU, and the joined result goes to it
+//!   in one copy; the other ranks' pieces go as in `direct`. The host's
+//!   concat takes a piece that comes from a GPU where it lies (the copy is
+//!   deferred into it), and a Vulkan device whose memory is the host's
+//!   imports the joined buffer, so each byte of such a rank's result is
+//!   written once, where `direct` copies its pieces in and joins them again
+//!   on the device. `auto` weighs it only where a rank lies on a GPU
+//!   whose memory is the host's (`host-memory` in the topology: lavapipe,
+//!   an iGPU), the case it was built for; elsewhere the joined result's
+//!   last hop is a real upload, and offering it there (where the model
+//!   sometimes prices it lower for small pieces, since one copy replaces
+//!   several) was left for a change that reviews every GPU group's golden
+//!   again. `exchange=joined` asks for it anywhere.
 //!
-//! `algorithm=` does not apply: an `all_to_all` takes the cheaper estimate
-//! of the two, or the one `exchange=direct|packed` names; the note lists
-//! both.
+//! `algorithm=` does not apply: an `all_to_all` takes the cheapest estimate
+//! of its candidates, or the one `exchange=direct|packed|joined` names; the
+//! note lists them.
 
 use super::emit::{Emitter, Held};
-use super::site::Broken;
+use super::site::{Broken, CollectiveSite};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::op::all_to_all_pieces;
 use fuel_graph_ext::topology::Route;
-use fuel_graph_ext::{Device, Op, ReduceOp, TensorType};
+use fuel_graph_ext::{Device, Op, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -34,18 +48,34 @@ use std::fmt;
 pub struct Exchange {
     /// Pack the pieces bound for one staging CPU into one transfer.
     pub packed: bool,
+    /// Join each GPU rank's pieces on the staging CPU (never with
+    /// `packed`).
+    pub joined: bool,
 }
 
-/// Both lowerings, `direct` first (it wins ties).
-pub(super) const BOTH: [Exchange; 2] = [Exchange { packed: false }, Exchange { packed: true }];
-
 impl Exchange {
+    /// `direct`.
+    pub const DIRECT: Exchange = Exchange {
+        packed: false,
+        joined: false,
+    };
+    /// `packed`.
+    pub const PACKED: Exchange = Exchange {
+        packed: true,
+        joined: false,
+    };
+    /// `joined`.
+    pub const JOINED: Exchange = Exchange {
+        packed: false,
+        joined: true,
+    };
+
     /// The name the note prints.
     pub fn name(&self) -> &'static str {
-        if self.packed {
-            "packed"
-        } else {
-            "direct"
+        match (self.packed, self.joined) {
+            (true, _) => "packed",
+            (false, true) => "joined",
+            (false, false) => "direct",
         }
     }
 
@@ -65,7 +95,16 @@ impl Exchange {
         let refs: Vec<&TensorType> = tys.iter().collect();
         let pieces =
             all_to_all_pieces(split.as_deref(), axis, &refs).map_err(|e| site.broken(e))?;
-        // arrived[j][i]: piece (i, j) on rank j's device.
+        // Where rank j's pieces meet: the staging CPU for a GPU rank that
+        // takes pieces from two ranks or more (`joined`), else its device.
+        let mut meet = Vec::with_capacity(n);
+        for j in 0..n {
+            let dst = site.device(j)?;
+            let from = pieces.iter().filter(|row| row.get(j) > Some(&0)).count();
+            let joins = self.joined && !dst.is_cpu() && from >= 2;
+            meet.push(if joins { em.topo.staging } else { dst });
+        }
+        // arrived[j][i]: piece (i, j) where rank j's pieces meet.
         let mut arrived: Vec<Vec<Option<ValueId>>> = vec![vec![None; n]; n];
         for (i, row) in pieces.iter().enumerate() {
             let src = site.device(i)?;
@@ -89,7 +128,7 @@ impl Exchange {
                     }
                     _ => {
                         let piece = self.cut(em, site.vals[i], axis, at, len)?;
-                        arrived[j][i] = Some(em.to(piece, dst)?);
+                        arrived[j][i] = Some(em.to(piece, meet[j])?);
                     }
                 }
             }
@@ -134,10 +173,39 @@ impl Exchange {
                 // Nothing arrives: an empty slice of its own operand.
                 parts.push(em.slice(site.vals[j], axis, 0, 0)?);
             }
-            results.push(em.concat(&parts, axis, dst)?);
+            let joined = em.concat(&parts, axis, meet[j])?;
+            results.push(if meet[j] == dst {
+                joined
+            } else {
+                em.to(joined, dst)?
+            });
         }
         Ok(results)
     }
+}
+
+/// The lowerings estimated for `site` on `topo`, `direct` first (it wins
+/// ties): `direct` and `packed`, and `joined` where a rank lies on a GPU
+/// whose memory is the host's or where `exchange=joined` (`asked`) names
+/// it.
+pub(super) fn candidates(
+    site: &CollectiveSite,
+    topo: &Topology,
+    asked: Option<Exchange>,
+) -> Result<Vec<Exchange>, Broken> {
+    let mut out = vec![Exchange::DIRECT, Exchange::PACKED];
+    if asked == Some(Exchange::JOINED) {
+        out.push(Exchange::JOINED);
+        return Ok(out);
+    }
+    for r in 0..site.ranks() {
+        let d = site.device(r)?;
+        if !d.is_cpu() && topo.in_host_memory(d.kind) {
+            out.push(Exchange::JOINED);
+            break;
+        }
+    }
+    Ok(out)
 }
 
 impl Exchange {

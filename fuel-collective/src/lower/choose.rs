@@ -178,11 +178,10 @@ pub(super) fn choose(
     let candidates = match cache.get(&key) {
         Some(c) => c.clone(),
         None if matches!(site.op, Op::AllToAll { .. }) => {
-            // all_to_all has its own two lowerings; `algorithm=` is not
-            // asked.
+            // all_to_all has its own lowerings; `algorithm=` is not asked.
             let scratch = Scratch::of(&key);
             let mut out = Vec::new();
-            for x in all_to_all::BOTH {
+            for x in all_to_all::candidates(site, topo, opts.exchange)? {
                 let lowering = Lowering::AllToAll(x);
                 let estimate = scratch.estimate(site, &lowering, topo)?;
                 out.push(Candidate::Estimated { lowering, estimate });

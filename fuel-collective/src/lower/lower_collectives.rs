@@ -65,9 +65,9 @@
 //! `all_gather`'s shards may differ along its axis (one with no entries
 //! along the axis stays home), and a `reduce_scatter` slices each rank's share, its split or the
 //! default partition (the ring only where every share has an entry).
-//! `all_to_all` does not use the algorithms: its pieces go `direct`, or
-//! `packed` per staging CPU (`exchange=`, else the cheaper estimate; see
-//! `all_to_all.rs`). A group of one rank needs no exchange: results are the
+//! `all_to_all` does not use the algorithms: its pieces go `direct`,
+//! `packed` per staging CPU, or `joined` on the staging CPU for GPU ranks
+//! (`exchange=`, else the cheapest estimate; see `all_to_all.rs`). A group of one rank needs no exchange: results are the
 //! shard itself.
 //!
 //! Every choice is recorded as a [`Decision`] (the lowering, the reason,
@@ -110,7 +110,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "exchange",
-        "how all_to_all moves its pieces: direct or packed (default: the cheaper estimate)",
+        "how all_to_all moves its pieces: direct, packed or joined (default: the cheapest estimate)",
     ),
     (
         "reduce_at",
@@ -162,9 +162,10 @@ impl FromStr for ExchangeOption {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "direct" => Ok(ExchangeOption(Exchange { packed: false })),
-            "packed" => Ok(ExchangeOption(Exchange { packed: true })),
-            _ => Err("expected direct or packed".into()),
+            "direct" => Ok(ExchangeOption(Exchange::DIRECT)),
+            "packed" => Ok(ExchangeOption(Exchange::PACKED)),
+            "joined" => Ok(ExchangeOption(Exchange::JOINED)),
+            _ => Err("expected direct, packed or joined".into()),
         }
     }
 }
