@@ -5,7 +5,7 @@
 //! a derived `Debug` (a dump of the enum's fields) hid the message and its
 //! fix from anyone who used `?` at the top, as the README does. The
 //! error types of this workspace implement `Debug` with
-//! [`debug_as_message!`]: the `Display` message, then the catalogue's code
+//! `debug_as_message!`: the `Display` message, then the catalogue's code
 //! in brackets where one entry of it covers the error
 //! (`... pass exactly one shard per device [E0403]`). Each type has a
 //! `code` method that says which; an error that several entries share

@@ -1,7 +1,7 @@
 //! Standard output and files, written without panicking.
 //!
 //! `print!` panics when a write fails ("failed printing to stdout"), so
-//! `fuel-opt` writes through [`write`] (the [`out!`](crate::out) and
+//! `fuel-opt` writes through [`write()`] (the [`out!`](crate::out) and
 //! [`outln!`](crate::outln) macros), which turns a failure into a
 //! [`Failure`] that names where the output went: a full disk is `cannot
 //! write to standard output (/dev/full): No space left on device`.

@@ -20,7 +20,7 @@
 //!   (its node capacity), and each cut is tried with it on either side.
 //!   The term is the largest bytes-over-intake over every split: all
 //!   `2^n` of them up to [`ENUMERATE_MAX`] devices. Above that, the splits
-//!   that minimum cuts propose ([`flow`]): with every link at its capacity,
+//!   that minimum cuts propose (`bound/flow.rs`): with every link at its capacity,
 //!   a max-flow between each ordered pair of devices (one pair per pair of
 //!   twin classes: devices that swap without changing the network or the
 //!   demand) gives the side of a minimum cut that holds the second, and
@@ -37,7 +37,7 @@
 //!   device; the bytes take at least the fixed costs of the hops between
 //!   them: the longest, over such pairs, of the cheapest path's fixed
 //!   costs.
-//! - **The host-memory term** ([`staged`]'s doc). Every byte that leaves
+//! - **The host-memory term** (`bound/staged.rs`'s doc). Every byte that leaves
 //!   a GPU island (CUDA devices joined by peer links or a driver, or a
 //!   Vulkan device) goes into a CPU, and every byte a CUDA island takes in
 //!   comes out of one: the cuts around the islands say how many, and each

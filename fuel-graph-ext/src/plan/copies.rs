@@ -14,9 +14,9 @@ use crate::device::Device;
 pub enum CopyMode {
     /// A real copy into a buffer of its own, on the destination's worker.
     Moves,
-    /// [`Work::Share`]: the slot holds its source's buffer; nothing moves.
+    /// `Work::Share`: the slot holds its source's buffer; nothing moves.
     Shared,
-    /// [`Work::Defer`]: the fold that reads it moves the bytes.
+    /// `Work::Defer`: the fold that reads it moves the bytes.
     Deferred,
 }
 
@@ -74,7 +74,7 @@ pub struct CopySite {
 }
 
 impl CopySite {
-    /// The mode [`Schedule::new_with`] gives this copy under `options`:
+    /// The mode `Schedule::new_with` gives this copy under `options`:
     /// host-to-host copies are shared, graph outputs included (the runtime
     /// returns them as tensors over one set of copy-on-write bytes); a copy
     /// between a GPU and the host that is not an output is deferred into

@@ -4,7 +4,7 @@
 //! order. Step `i` writes buffer slot `i`; each slot records how many operand
 //! reads it will see, so the runner frees a buffer the moment its last reader
 //! finishes (graph outputs are kept until they are read back). Slices and
-//! concats become lists of byte [`Region`](Region)s, which every backend carries out
+//! concats become lists of byte [`Region`]s, which every backend carries out
 //! as plain copies. A copy between two host arenas becomes [`Work::Share`]:
 //! every host arena lives in this process's memory, so the step's slot
 //! shares its source's buffer and nothing is copied or allocated (a graph

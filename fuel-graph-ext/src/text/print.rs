@@ -93,7 +93,7 @@ pub fn print(g: &Graph) -> String {
 
 /// Prints the graph as lines, each tagged with the node it shows (if any),
 /// so that the verifier can put errors under the offending line. The lines
-/// are those of [`print`].
+/// are those of [`print()`].
 pub fn print_lines(g: &Graph) -> Vec<(Option<NodeId>, String)> {
     let order = g.topo_order();
     let num = Numbering::from_order(&order);

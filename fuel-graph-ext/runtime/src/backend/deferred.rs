@@ -56,7 +56,7 @@ pub enum Operand {
 /// operands of the kinds `operands` gives, by the rules `kernel` and the
 /// staged kernels follow: a host gather one per deferred operand that is
 /// not mapped and does not land whole in one region
-/// ([`staged_gather`]); a host fold one if any deferred operand is not
+/// (`staged_gather`); a host fold one if any deferred operand is not
 /// mapped; a Vulkan fold one if a deferred operand
 /// comes after its first; a GPU fold longer than one launch one more per
 /// extra launch ([`chained_launches`]).

@@ -30,8 +30,8 @@ pub struct RuntimeOptions {
     /// true), or stage each transfer.
     pub cuda_pin: bool,
     /// The order in which the threaded runner hands each lane its ready
-    /// steps (`FUEL_DISPATCH`; default [`Dispatch::Fifo`];
-    /// [`Dispatch::InOrder`] runs the order `schedule-collectives` chose).
+    /// steps (`FUEL_DISPATCH`; default `Dispatch::Fifo`;
+    /// `Dispatch::InOrder` runs the order `schedule-collectives` chose).
     pub dispatch: super::Dispatch,
 }
 

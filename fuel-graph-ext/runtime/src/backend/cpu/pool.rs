@@ -27,7 +27,7 @@ pub fn kernel_threads() -> usize {
     kernel_pool().map_or(1, rayon::ThreadPool::current_num_threads)
 }
 
-/// Runs `f` on the kernels' own pool (see [`par_chunks`]), so that rayon
+/// Runs `f` on the kernels' own pool (see `par_chunks`), so that rayon
 /// work inside it splits over the same threads as the host kernels: what
 /// `fuel-opt bench` times its host bound on. On the calling thread when
 /// that is a thread of another rayon pool or the pool could not start.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 /// It counts its writers as the host driver's timeline does, through CUDA's
 /// own ordering: a stream runs its work in order, so an event recorded after
 /// a write completes only when that write and everything enqueued on that
-/// stream before it have. Every write goes through [`NcclFence::write`],
+/// stream before it have. Every write goes through `NcclFence::write`,
 /// which, under the fence's lock, makes the writer's stream wait for the
 /// previous write's event, enqueues the write and records the new event. So
 /// the writes of one buffer land in the order they were issued, whatever
@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 /// Between `ncclGroupStart` and `ncclGroupEnd` NCCL only records a call and
 /// puts its kernel on the stream at `ncclGroupEnd`, so an event recorded
 /// right after the call could complete before the write. A write issued
-/// inside a group is therefore noted on this thread, and [`NcclDriver`]'s
+/// inside a group is therefore noted on this thread, and `NcclDriver`'s
 /// `group_end` records its event again once the group is launched: for a
 /// reader, a write inside a group is issued when the group ends.
 #[derive(Clone, Default)]
