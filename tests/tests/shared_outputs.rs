@@ -213,3 +213,47 @@ fn vulkan_imports_of_a_host_result_come_back_as_its_clones() {
     exe.run_into(&inputs, &mut outs).unwrap();
     assert_close(&host(&outs), &want, "the run after a write");
 }
+
+#[test]
+fn a_broadcast_roots_input_read_in_place_by_vulkan_comes_back_as_its_clones() {
+    // A broadcast from cpu:0's input to two Vulkan devices whose memory is
+    // the host's: each imports the caller's bytes where they lie, so every
+    // output is those bytes (`plan::ReadOut::CloneOf`). The runner used to
+    // download each Vulkan output into new bytes instead, which at 16 MiB
+    // took 15 ms a run (docs/performance.md).
+    let devices = [Device::cpu(0), Device::vulkan(0), Device::vulkan(1)];
+    if !devices_or_skip("a_broadcast_roots_input_read_in_place", &devices) {
+        return;
+    }
+    let n = 1 << 14;
+    let src = format!(
+        "graph @g {{\n  %0 = input \"x\" @cpu:0 : f32[{n}]\n  %1:3 = broadcast %0 -> [cpu:0, vulkan:0, vulkan:1] : f32[{n}]\n  return %1#0, %1#1, %1#2\n}}\n"
+    );
+    let lowered = lower(&parse(&src).unwrap(), fuel_collective::DEFAULT_PIPELINE);
+    let exe = exec::compile(&lowered, &devices).unwrap();
+    let xs: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let x = Tensor::from_slice(&[n], &xs).unwrap();
+    let inputs = BTreeMap::from([("x".to_string(), x.clone())]);
+    let imported = exe.imported_copies().len();
+    let mut outs = Vec::new();
+    for round in 0..3 {
+        exe.run_into(&inputs, &mut outs).unwrap();
+        for (k, o) in outs.iter().enumerate() {
+            assert_eq!(o.to_vec::<f32>().unwrap(), xs, "run {round}, output {k}");
+        }
+        if imported == 2 {
+            assert!(
+                same_bytes(&outs, 0, 1) && same_bytes(&outs, 0, 2),
+                "run {round}: a Vulkan output that reads the caller's bytes was downloaded"
+            );
+            assert!(Arc::ptr_eq(&outs[0].shared(), &x.shared()), "run {round}");
+        } else {
+            println!("SKIP: the sharing check: the Vulkan devices read no caller bytes in place ({imported} imports)");
+        }
+    }
+    // Copy-on-write: a write to one output leaves the caller's input and
+    // the other outputs alone.
+    outs[1].copy_from_slice(&vec![-1.0f32; n]).unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), xs);
+    assert_eq!(outs[2].to_vec::<f32>().unwrap(), xs);
+}

@@ -205,8 +205,15 @@ impl Executable {
                 // One buffer, or a GPU's import of the other's host buffer
                 // (the plan's `ReadOut::CloneOf`; an import that fell back
                 // to a copy at run time is read back as usual).
-                let same = matches!((&t[o], &t[oj]),
-                    (Some(a), Some(b)) if Arc::ptr_eq(bytes_owner(a), bytes_owner(b)));
+                let same = match (&t[o], &t[oj]) {
+                    (Some(a), Some(b)) => same_bytes(a, b),
+                    // The earlier output's slot became its tensor (the
+                    // caller's bytes, uncopied): compare with those.
+                    (Some(a), None) => outputs.get(j).is_some_and(|tj| {
+                        caller_bytes(a).is_some_and(|x| Arc::ptr_eq(x, &tj.shared()))
+                    }),
+                    _ => false,
+                };
                 if same && j < outputs.len() {
                     let tensor = outputs[j].clone();
                     put(outputs, k, tensor);
@@ -292,9 +299,29 @@ fn host_bytes(n: usize, device: fuel_graph_ext::device::Device) -> Result<Arc<[u
     Ok(std::iter::repeat_n(0u8, n).collect())
 }
 
+/// Whether two output slots hold the same bytes, so that they come back
+/// as one tensor and its clone: one buffer, a GPU's import of the other's
+/// host buffer, or the caller's bytes that a host slot holds and a GPU
+/// reads where they lie (a broadcast's root input imported by lavapipe).
+fn same_bytes(a: &Arc<Buf>, b: &Arc<Buf>) -> bool {
+    Arc::ptr_eq(bytes_owner(a), bytes_owner(b))
+        || matches!((caller_bytes(a), caller_bytes(b)), (Some(x), Some(y)) if Arc::ptr_eq(x, y))
+}
+
+/// The caller's bytes `b` holds as they are: a host buffer over them, or a
+/// GPU buffer that reads them in place.
+fn caller_bytes(b: &Buf) -> Option<&Arc<[u8]>> {
+    match b {
+        Buf::Cpu(c) => c.shared_bytes(),
+        #[cfg(feature = "vulkan")]
+        Buf::Vulkan(v) => v.caller_bytes(),
+        #[allow(unreachable_patterns)] // with every GPU backend compiled out
+        _ => None,
+    }
+}
+
 /// The buffer whose bytes `b` holds: the host buffer a GPU's import views
-/// whole, else `b` itself. Two output slots that hold the same bytes this
-/// way come back as one tensor and its clone.
+/// whole, else `b` itself.
 fn bytes_owner(b: &Arc<Buf>) -> &Arc<Buf> {
     match &**b {
         #[cfg(feature = "vulkan")]

@@ -177,6 +177,12 @@ impl VkBuf {
             .filter(|h| self.offset == 0 && h.as_cpu().is_some())
     }
 
+    /// The caller's bytes this buffer reads where they lie
+    /// ([`VkDev::input_in_place`]), if it does: its bytes are those.
+    pub fn caller_bytes(&self) -> Option<&Arc<[u8]>> {
+        self.caller.as_ref()
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.len
