@@ -710,10 +710,21 @@ pub enum Load {
 impl fmt::Display for Load {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Load::Caller => f.write_str("the caller's thread"),
-            Load::Worker(d) => write!(f, "{d}'s worker"),
-            Load::HostMemory => f.write_str("host memory"),
+            Load::Caller => Resource::Caller.fmt(f),
+            Load::Worker(d) => Resource::Worker(*d).fmt(f),
+            Load::HostMemory => Resource::HostMemory.fmt(f),
             Load::Cores => f.write_str("the host's cores"),
+        }
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resource::Caller => f.write_str("the caller's thread"),
+            Resource::Worker(d) => write!(f, "{d}'s worker"),
+            Resource::Dispatcher => f.write_str("the dispatcher"),
+            Resource::HostMemory => f.write_str("host memory"),
         }
     }
 }

@@ -120,12 +120,7 @@ impl PricedRun {
                 Origin::Slot(slot) => format!("s{slot}"),
                 Origin::Output(slot) => format!("out s{slot}"),
             };
-            let on = match r.resource {
-                Resource::Caller => "the caller's thread".to_string(),
-                Resource::Worker(d) => format!("{d}'s worker"),
-                Resource::Dispatcher => "the dispatcher".to_string(),
-                Resource::HostMemory => "host memory".to_string(),
-            };
+            let on = r.resource.to_string();
             let _ = writeln!(
                 s,
                 "  {what:<10} {:>10} {:>10} {:>10}  {on:<24} {:>10}",
