@@ -578,11 +578,21 @@ impl<'a> Tally<'a> {
         };
         let us = step_us(self.topo, self.runner, kind, self.working);
         // A worker's step costs its worker the work, not the hand-off: that
-        // is latency on the step's own chain, and dispatcher time.
-        let busy_us = match resource {
-            Resource::Worker(_) => (us - self.topo.runner(Runner::Threaded).step_us).max(0.0),
-            _ => us,
+        // is latency on the step's own chain, and dispatcher time. A
+        // deferred copy has no hand-off of its own (its reader moves it,
+        // and [`step_us`] adds none), so all of it is work.
+        let handoff_us = match (resource, kind) {
+            (
+                Resource::Worker(_),
+                StepKind::Transfer {
+                    mode: CopyMode::Deferred,
+                    ..
+                },
+            ) => 0.0,
+            (Resource::Worker(_), _) => self.topo.runner(Runner::Threaded).step_us,
+            _ => 0.0,
         };
+        let busy_us = (us - handoff_us).max(0.0);
         let core_us = match (resource, kind) {
             (Resource::Worker(d), StepKind::Compute { .. })
                 if self.topo.kernels_on_host_cores(d.kind) =>

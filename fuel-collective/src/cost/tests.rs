@@ -455,3 +455,38 @@ fn a_concat_prices_its_deferred_operands_once() {
     let steps = price::plan_steps(&plan, &t, &std::collections::BTreeSet::new(), false);
     assert_eq!(steps[1].kind, StepKind::layout(h, 8192));
 }
+
+/// A deferred copy adds no hand-off to its price ([`step_us`]), so its
+/// worker is busy for all of it. Its worker's load once left out a step's
+/// hand-off it never had, and two deferred pieces into one CPU then cost
+/// less than their bytes over the link (`bound_props` found it).
+#[test]
+fn a_deferred_copy_keeps_its_worker_busy_for_all_of_its_time() {
+    let mut t = Topology::default();
+    let threaded = t.runner(Runner::Threaded);
+    t.set_runner(
+        Runner::Threaded,
+        fuel_graph_ext::topology::RunnerCost {
+            step_us: 50.0,
+            ..threaded
+        },
+    );
+    let (h, c) = (Device::cpu(0), Device::cuda(0));
+    let bytes = 1 << 20;
+    let deferred = StepKind::Transfer {
+        from: c,
+        to: h,
+        bytes,
+        mode: CopyMode::Deferred,
+    };
+    let us = step_us(&t, Runner::Threaded, &deferred, bytes);
+    let mut tally = Tally::new(&t, Runner::Threaded, bytes);
+    tally.add(&deferred, 0.0);
+    tally.add(&deferred, 0.0);
+    let worker = tally
+        .loads()
+        .into_iter()
+        .find(|(l, _)| *l == Load::Worker(h))
+        .map(|(_, us)| us);
+    assert_eq!(worker, Some(2.0 * us));
+}
