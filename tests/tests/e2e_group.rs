@@ -12,7 +12,9 @@ use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
 use fuel_runtime::exec;
 use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on, shards};
 
-const ALGORITHMS: [&str; 5] = ["auto", "star", "hierarchical", "ring", "tree"];
+/// Every algorithm `algorithm=` names; `pairwise` lowers the
+/// reduce_scatter and falls back to the star for the rest.
+const ALGORITHMS: [&str; 6] = ["auto", "star", "hierarchical", "ring", "tree", "pairwise"];
 
 /// An all_reduce, and a reduce_scatter whose results feed an all_gather.
 fn record(devices: &[Device], ty: &TensorType, op: ReduceOp) -> Graph {
@@ -265,7 +267,10 @@ fn uneven_reduce_scatter_cpu_and_vulkan() {
     if !devices_or_skip("uneven_reduce_scatter_cpu_and_vulkan", &devs) {
         return;
     }
-    for alg in ALGORITHMS {
+    // Besides every algorithm: the CPUs' shares folded on the GPU, and the
+    // GPU's share folded on the staging CPU.
+    let pairwise_at = ["pairwise, reduce_at=vulkan:0", "pairwise, reduce_at=cpu:0"];
+    for alg in ALGORITHMS.into_iter().chain(pairwise_at) {
         uneven_scatter_check(&devs, 5, Some(&[2, 0, 3]), alg);
         uneven_scatter_check(&devs, 5, Some(&[0, 5, 0]), alg);
         uneven_scatter_check(&devs, 8, None, alg);

@@ -204,7 +204,7 @@ fn bad_options_are_errors_that_say_what_to_write() {
     let e = run(MIX8, "lower-collectives{algorithm=butterfly}").unwrap_err();
     assert!(
         e.to_string()
-            .contains("expected auto, star, hierarchical, ring, tree or driver"),
+            .contains("expected auto, star, hierarchical, ring, tree, driver or pairwise"),
         "{e}"
     );
     let e = run(MIX8, "lower-collectives{arity=1}").unwrap_err();

@@ -223,7 +223,7 @@ fn mean_case(dtype: DType, devs: [Device; 2], algorithm: &str) -> Result<(), Exe
     Ok(())
 }
 
-const ALGORITHMS: [&str; 5] = ["star", "hierarchical", "ring", "tree", "driver"];
+const ALGORITHMS: [&str; 6] = ["star", "hierarchical", "ring", "tree", "driver", "pairwise"];
 
 #[test]
 fn means_at_every_edge_with_every_algorithm_on_cpus() {
@@ -242,7 +242,11 @@ fn means_at_every_edge_with_every_algorithm_on_vulkan() {
         return;
     }
     for dtype in VULKAN {
-        for algorithm in ["star", "hierarchical", "ring", "tree"] {
+        let pairwise = ["pairwise, reduce_at=vulkan:0", "pairwise, reduce_at=cpu:0"];
+        for algorithm in ["star", "hierarchical", "ring", "tree"]
+            .into_iter()
+            .chain(pairwise)
+        {
             match mean_case(dtype, devs, algorithm) {
                 Ok(()) => {}
                 Err(ExecError::Unsupported { reason, .. }) => {

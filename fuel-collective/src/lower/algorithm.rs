@@ -13,7 +13,7 @@
 
 use super::emit::{Emitter, Held};
 use super::site::{Broken, CollectiveSite};
-use super::{all_to_all, driver, hierarchical, piped, ring, star, tree, LowerOptions};
+use super::{all_to_all, driver, hierarchical, pairwise, piped, ring, star, tree, LowerOptions};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ReduceOp, Topology};
 use std::fmt;
@@ -159,6 +159,9 @@ register_algorithms! {
     /// Collective drivers inside islands, then a hub.
     Driver(driver::Driver) =
         Family::new("driver", driver::candidates).falls_back_to("hierarchical", driver::UNFIT),
+    /// Each share of a reduce_scatter folded once, in parallel.
+    Pairwise(pairwise::Pairwise) =
+        Family::new("pairwise", pairwise::candidates).falls_back_to("star", pairwise::UNFIT),
 }
 
 impl fmt::Display for Lowering {

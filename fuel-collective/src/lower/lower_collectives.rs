@@ -43,6 +43,11 @@
 //! - `tree`: ranks form an `arity`-ary tree (root first, then the rest sorted
 //!   by vendor); each node combines its own shard with its children's
 //!   partials in one op, and the result comes back down the same tree.
+//! - `pairwise` (`reduce_scatter` only; elsewhere it falls back to the
+//!   star): each rank's share of every shard goes to one device and is
+//!   folded there, the shares side by side: on the rank itself, or across
+//!   the host/GPU line on `pairwise@<device>` (a CPU rank's share on a fast
+//!   GPU, a slow GPU's share on the staging CPU); see `pairwise.rs`.
 //! - `auto` (default): lowers with every candidate on a scratch copy,
 //!   estimates each with [`crate::cost`], and keeps the cheapest. Its
 //!   candidates include a star whose staged relays travel in pieces
@@ -98,7 +103,7 @@ pub const NAME: &str = "lower-collectives";
 pub const OPTIONS: &[(&str, &str)] = &[
     (
         "algorithm",
-        "auto (default, cheapest by the cost model), star, hierarchical, ring, tree or driver",
+        "auto (default, cheapest by the cost model), star, hierarchical, ring, tree, driver or pairwise",
     ),
     (
         "arity",
@@ -114,7 +119,7 @@ pub const OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "reduce_at",
-        "the device where star and hierarchical combine (and where star joins an all_gather once), e.g. cpu:0",
+        "the device where star and hierarchical combine (and where star joins an all_gather once, and pairwise folds the shares of the ranks across the host/GPU line from it), e.g. cpu:0",
     ),
     (
         "transport",

@@ -196,13 +196,13 @@ for gname, devs in GROUPS.items():
 
 # 6. reduce_scatter with a split (rank i gets i % 3 rows, so rank 0 gets
 # none) and with the default partition of 7 rows (7 // N each, the remainder
-# on the last rank), on every group with every algorithm.
+# on the last rank), on every group with every algorithm, pairwise too.
 for gname, devs in GROUPS.items():
     n = len(devs)
     split = [i % 3 for i in range(n)] if n > 1 else [2]
     rows = sum(split)
     default = [7 // n] * (n - 1) + [7 - (7 // n) * (n - 1)]
-    for alg in ALGS:
+    for alg in ALGS + ["pairwise"]:
         extra, topo, peers = group_options(gname, alg)
         g = gname.replace("-", "_")
         tys = ", ".join(f"i32[{r},3]" for r in split)
@@ -323,3 +323,37 @@ case(
     "  %3:3 = all_gather %0, %1, %2 {axis=1} : i32[6,12]",
     outs(3, 3),
 )
+
+# 10. pairwise reduce_scatter: each share folded once, side by side. On its
+# own ranks (the cheapest pairwise form here), and with reduce_at naming
+# where the shares of the ranks across the host/GPU line fold.
+for gname in ["cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
+    devs = GROUPS[gname]
+    n = len(devs)
+    extra, topo, peers = group_options(gname, "pairwise")
+    topo = topo and "../uneven/" + topo
+    g = gname.replace("-", "_")
+    case(
+        f"kinds/reduce-scatter-{gname}-pairwise.fir",
+        pipeline("pairwise", extra),
+        ["reduce_scatter.sum along axis 0, each rank's share folded once: the cheapest",
+         "pairwise form by the cost model."] + peers,
+        f"reduce_scatter_{g}_pairwise",
+        devs,
+        f"i32[{2 * n},4]",
+        f"  %{n}:{n} = reduce_scatter.sum {shards(n)} {{axis=0}} : i32[2,4]",
+        outs(n, n),
+        topo,
+    )
+for at in ["vulkan:0", "cpu:0"]:
+    case(
+        f"options/reduce-scatter-pairwise-at-{at.replace(':', '')}.fir",
+        pipeline("pairwise", f"reduce_at={at}"),
+        [f"reduce_scatter.sum, pairwise@{at}: the shares of the ranks across the",
+         f"host/GPU line from {at} fold on it, the others on their own ranks."],
+        f"reduce_scatter_pairwise_at_{at.replace(':', '')}",
+        ["cpu:0", "cuda:0", "vulkan:0", "cpu:1"],
+        "i32[8,4]",
+        "  %4:4 = reduce_scatter.sum %0, %1, %2, %3 {axis=0} : i32[2,4]",
+        outs(4, 4),
+    )

@@ -22,8 +22,9 @@ pub const DEVICE_POOL: [Device; 6] = [
 ];
 
 /// Every `lower-collectives` algorithm option the property and table
-/// tests lower with (`driver` falls back where no driver is declared).
-pub const ALGORITHMS: [&str; 7] = [
+/// tests lower with (`driver` falls back where no driver is declared,
+/// `pairwise` for every collective but a reduce_scatter).
+pub const ALGORITHMS: [&str; 8] = [
     "auto",
     "star",
     "hierarchical",
@@ -31,6 +32,7 @@ pub const ALGORITHMS: [&str; 7] = [
     "tree",
     "tree, arity=3",
     "driver",
+    "pairwise",
 ];
 
 /// One shard per device, all of type `ty`, in graph `g`: inputs named
