@@ -450,6 +450,11 @@ pub fn placement(topo: &Topology, runner: Runner, kind: &StepKind) -> (Resource,
         } => match mode {
             CopyMode::Moves => (on(to), host(from, bytes).saturating_add(host(to, bytes))),
             CopyMode::Shared => (dispatcher, 0),
+            // A host fold reads an operand in host memory where it lies (a
+            // mapped lavapipe buffer): its own read counts it. Else the
+            // operand lands in host memory first (a download into scratch,
+            // or an upload into a lavapipe buffer).
+            CopyMode::Deferred if to.is_cpu() && topo.in_host_memory(from.kind) => (on(to), 0),
             CopyMode::Deferred => (on(to), host(to, bytes)),
         },
         StepKind::Compute {

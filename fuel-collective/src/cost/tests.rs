@@ -490,3 +490,29 @@ fn a_deferred_copy_keeps_its_worker_busy_for_all_of_its_time() {
         .map(|(_, us)| us);
     assert_eq!(worker, Some(2.0 * us));
 }
+
+/// A host fold reads a mapped `host-memory` operand where it lies (the
+/// runtime's `fold_where_they_lie`), so a copy deferred into it from such
+/// a device writes nothing in host memory; from a CUDA device it is a
+/// download into scratch, written there before the fold reads it.
+#[test]
+fn a_deferred_copy_from_host_memory_into_a_host_fold_writes_nothing() {
+    let t = Topology::parse("host-memory vulkan\n").unwrap();
+    let deferred = |from| StepKind::Transfer {
+        from,
+        to: Device::cpu(0),
+        bytes: 4096,
+        mode: CopyMode::Deferred,
+    };
+    let mapped = placement(&t, Runner::Threaded, &deferred(Device::vulkan(0)));
+    assert_eq!(mapped, (Resource::Worker(Device::cpu(0)), 0));
+    let downloaded = placement(&t, Runner::Threaded, &deferred(Device::cuda(0)));
+    assert_eq!(downloaded, (Resource::Worker(Device::cpu(0)), 4096));
+    // Where Vulkan keeps its own memory, its deferred bytes land too.
+    let discrete = placement(
+        &Topology::default(),
+        Runner::Threaded,
+        &deferred(Device::vulkan(0)),
+    );
+    assert_eq!(discrete.1, 4096);
+}

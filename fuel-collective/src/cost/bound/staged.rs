@@ -19,23 +19,27 @@
 //!   reads it there too where the island's memory is the host's: `1 + h`
 //!   bytes per byte, `h` being 1 for a `host-memory` kind); a copy
 //!   deferred into a host fold writes it once and the fold reads it once
-//!   (2). A copy into a CPU is never shared or imported (only host arenas
+//!   (2), except from a `host-memory` island, whose mapped buffer the fold
+//!   reads where it lies: 1, and the fold writes its result, at least the
+//!   most bytes it takes from one island (a reduction's bytes out of such
+//!   islands cost their count plus the largest island's; copying them out
+//!   costs as much: 2 each). A copy into a CPU is never shared or imported (only host arenas
 //!   share, only Vulkan imports). What the island needs from the rest
 //!   comes in by copies out of a CPU: a CUDA device reads each byte from
 //!   host memory (`1 + h`), while a Vulkan device may import the host's
 //!   buffer or take it deferred into its fold and count nothing. In a
 //!   reduction whose every rank outside the island keeps its data in host
-//!   memory, the island reads its part of each outside shard, not only
-//!   of their sum: a host fold that sums them first reads and writes host
-//!   memory itself (`unfolded_intake`). Distinct
+//!   memory, the island reads its part of each outside CPU's shard, not
+//!   only of their sum: a host fold that sums them first reads and writes
+//!   host memory itself (`unfolded_intake`). Distinct
 //!   islands' copies are distinct steps (a copy out has its source in the
 //!   island, a copy in has a CPU for source), so the counts add up.
 //! - **Folds and results in host memory**, where every device keeps its
 //!   data there and no collective driver serves them (the CPU driver's
 //!   own case is [`super::bound`]'s): a reduction's folds read every
-//!   shard and write the result once (`n + 1` shards' bytes); each
-//!   Vulkan island's copies out write each byte once more (a deferred
-//!   one's read is already among the folds' reads). An all-gather's
+//!   shard and write the result once (`n + 1` shards' bytes); a Vulkan
+//!   island's bytes out add nothing, since a host fold reads its mapped
+//!   buffer where it lies (that read is among the folds'). An all-gather's
 //!   result is written once (by a concat or a copy, which reads as much:
 //!   twice its bytes) and shared by the other CPUs; an all-to-all's result
 //!   of each rank that takes pieces from two ranks or more is written
@@ -153,11 +157,10 @@ fn crossings(net: &Network, demand: &Demand) -> Vec<(f64, f64, bool, bool)> {
 /// Per byte of the island's part (`p`, [`Demand::per_contributor`]), each
 /// outside CPU's shard costs one read, whether the copy into the island
 /// reads it or a host fold does (a fold also writes its result, which the
-/// copy then reads: folding CPU shards first never saves). A `host-memory`
-/// GPU's shard leaves its device by a copy the staged count already
-/// charges a write and a read; folding such shards on the host first
-/// costs 2 per byte (the fold's result written, then read by the copy in)
-/// however many there are, so they cost the fewer of their count and 2.
+/// copy then reads: folding CPU shards first never saves). The
+/// `host-memory` GPUs' shards cost 1 together: the staged count already
+/// charges their reads where they lie and the write of the host fold (or
+/// copy) that takes them, whose result the copy in then reads once.
 /// Where the host driver serves the CPUs, it folds their shards into one
 /// with no traffic the model counts, so the CPUs cost 1 together.
 fn unfolded_intake(net: &Network, demand: &Demand, inside: &[bool]) -> Option<f64> {
@@ -169,7 +172,7 @@ fn unfolded_intake(net: &Network, demand: &Demand, inside: &[bool]) -> Option<f6
     let cpus = outside().filter(|v| net.devices[*v].is_cpu()).count();
     let others = outside().count() - cpus;
     let cpus = if net.cpus_driven { cpus.min(1) } else { cpus };
-    Some(p * (cpus + others.min(2)) as f64)
+    Some(p * (cpus + others.min(1)) as f64)
 }
 
 /// Bytes `c` reads or writes in host memory under any schedule on `net`
@@ -186,18 +189,32 @@ pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand
             taken * (1.0 + f64::from(u8::from(*host)))
         }
     };
-    let staged: f64 = cross
-        .iter()
-        .map(|x| x.0 * (1.0 + f64::from(u8::from(x.2))) + taken_in(x))
-        .sum();
+    // What leaves an island, per byte: a write into host memory, and a
+    // read too where the island's memory is the host's. But a reduction's
+    // bytes may go into a host fold that reads them where they lie (a
+    // mapped `host-memory` buffer): 1 per byte, and that fold writes its
+    // result, at least as many bytes as the most it reads of one island
+    // (`hmem_fold`; copying them out instead costs that much more too).
+    let folds = c.fold_bytes(group.len()) > 0.0;
+    let sent_out = |(sent, _, host, _): &(f64, f64, bool, bool)| match (host, folds) {
+        (true, false) => 2.0 * sent,
+        _ => *sent,
+    };
+    let hmem_fold = match folds {
+        true => cross
+            .iter()
+            .filter(|x| x.2)
+            .map(|x| x.0)
+            .fold(0.0, f64::max),
+        false => 0.0,
+    };
+    let staged: f64 = hmem_fold + cross.iter().map(|x| sent_out(x) + taken_in(x)).sum::<f64>();
     let staged = staged.max(gathered_on_cpus(c, group, &cross)) + own_pieces(net, c, group);
     if !(net.host_only || net.cpu_driver) {
         return staged;
     }
     let folded = match folds_and_results(net, c, group) {
-        Some(b) if c.fold_bytes(group.len()) > 0.0 => {
-            b + cross.iter().map(|x| x.0 + taken_in(x)).sum::<f64>()
-        }
+        Some(b) if folds => b + cross.iter().map(taken_in).sum::<f64>(),
         Some(b) => b,
         None => 0.0,
     };

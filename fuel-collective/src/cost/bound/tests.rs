@@ -79,6 +79,26 @@ fn bytes_staged_through_the_host_bind_a_mixed_group() {
     assert!((b.us - 2.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
 }
 
+/// A host fold reads a `host-memory` GPU's mapped shard where it lies, so
+/// such a shard costs its read (not a copy's write and read), and the fold
+/// that reads them writes its result once.
+#[test]
+fn a_host_fold_reads_host_memory_shards_where_they_lie() {
+    let all_reduce = Collective::AllReduce { bytes: M4 };
+    // Folds too fast to bind.
+    let igpu = Topology::parse("host-memory vulkan\nreduce cpu 1000\nreduce vulkan 1000").unwrap();
+    // Every device in host memory: one fold reads 3 shards and writes 1,
+    // and the Vulkan devices import its result (it was 6: two copies out).
+    let lavapipe = [d("vulkan:0"), d("vulkan:1"), d("cpu:0")];
+    let b = bound(&all_reduce, &lavapipe, &igpu).unwrap();
+    assert!((b.us - 4.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+    // With a CUDA device: the host folds the 3 shards in host memory (4),
+    // cuda:0 reads that sum (1) and writes the total back (1).
+    let mixed = [d("cuda:0"), d("vulkan:0"), d("vulkan:1"), d("cpu:0")];
+    let b = bound(&all_reduce, &mixed, &igpu).unwrap();
+    assert!((b.us - 6.0 * M4 as f64 / 22e3).abs() < 1e-6, "{b}");
+}
+
 #[test]
 fn an_all_to_alls_results_in_host_memory_are_each_written_once() {
     // [vulkan:0, vulkan:1, cpu:0], the Vulkan devices' memory the host's

@@ -93,10 +93,13 @@ pub fn scratch_buffers(ctx: &Ctx, k: &Kernel, operands: &[Operand]) -> usize {
 }
 
 /// A host fold whose operands include GPU buffers (deferred copies, see
-/// `schedule::Work::Defer`): runs of host operands fold straight into `out`, and
-/// each GPU operand is folded in where it lies when the host can read it
-/// there (a mapped Vulkan buffer), else downloaded into one scratch buffer
-/// first; in operand order, so the result equals the plain n-ary fold.
+/// `schedule::Work::Defer`). Where every GPU operand is a mapped Vulkan
+/// buffer, one n-ary fold reads them all where they lie
+/// ([`fold_where_they_lie`]). Otherwise runs of host operands fold straight
+/// into `out`, and each GPU operand is folded in where it lies when the
+/// host can read it there (a mapped Vulkan buffer), else downloaded into
+/// one scratch buffer first; in operand order, so the result equals the
+/// plain n-ary fold.
 pub(super) fn staged_fold(
     arena: &Arc<Arena>,
     dtype: DType,
@@ -105,6 +108,10 @@ pub(super) fn staged_fold(
     out: &mut CpuBuf,
     faults: &Faults,
 ) -> Result<(), ExecError> {
+    #[cfg(feature = "vulkan")]
+    if let Some(done) = fold_where_they_lie(dtype, kind, ins, out) {
+        return done;
+    }
     let mut scratch: Option<CpuBuf> = None;
     for (i, piece) in pieces(ins, Buf::as_cpu).into_iter().enumerate() {
         // Every piece after the first folds onto the partial result.
@@ -134,6 +141,46 @@ pub(super) fn staged_fold(
         cpu::fold_into(dtype, kind, &[&*s], out, onto);
     }
     Ok(())
+}
+
+/// A host fold whose GPU operands are all mapped Vulkan buffers, as one
+/// n-ary fold of every operand where it lies: each is read once and the
+/// result written once, where folding them onto the partial result one by
+/// one reads and writes it again for each. `None` where an operand is on
+/// another GPU or not mapped, or the bytes are not aligned for the element
+/// type (then [`staged_fold`] goes on as before).
+#[cfg(feature = "vulkan")]
+fn fold_where_they_lie(
+    dtype: DType,
+    kind: ElementwiseOp,
+    ins: &[Arc<Buf>],
+    out: &mut CpuBuf,
+) -> Option<Result<(), ExecError>> {
+    let mut gpu = Vec::with_capacity(ins.len());
+    for b in ins {
+        match &**b {
+            Buf::Cpu(_) => {}
+            Buf::Vulkan(v) => gpu.push(v),
+            #[allow(unreachable_patterns)]
+            _ => return None,
+        }
+    }
+    let folded = VkBuf::with_all_mapped(&gpu, |mapped| {
+        let mut mapped = mapped.iter();
+        let all: Vec<&[u8]> = ins
+            .iter()
+            .map(|b| match b.as_cpu() {
+                Some(c) => c.bytes(),
+                None => mapped.next().copied().unwrap_or_default(),
+            })
+            .collect();
+        cpu::fold_bytes(dtype, kind, &all, out.bytes_mut(), false)
+    })?;
+    match folded {
+        Ok(true) => Some(Ok(())),
+        Ok(false) => None,
+        Err(e) => Some(Err(e)),
+    }
 }
 
 #[cfg(feature = "vulkan")]
@@ -244,4 +291,84 @@ pub(super) fn staged_gather(
         copy(mine, s.bytes(), out.bytes_mut())?;
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "vulkan"))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::backend::vulkan::Instance;
+    use fuel_graph_ext::Device;
+
+    /// f32 bytes of `v`.
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// A host fold of host and mapped Vulkan operands, interleaved, on two
+    /// devices: one pass reads every operand where it lies, in operand
+    /// order (the sums round as the plain n-ary fold's do), and allocates
+    /// nothing. A CUDA or unmapped operand takes the staged path instead.
+    #[test]
+    fn a_host_fold_reads_every_mapped_operand_where_it_lies() {
+        let inst = match Instance::open() {
+            Ok(i) => i,
+            Err(u) => {
+                let test = "a_host_fold_reads_every_mapped_operand_where_it_lies";
+                fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, &u.reason);
+                return;
+            }
+        };
+        let (d0, d1) = (
+            inst.open_device(Device::vulkan(0)).unwrap(),
+            inst.open_device(Device::vulkan(1)).unwrap(),
+        );
+        let faults = Faults::new(None);
+        let arena = Arc::new(Arena::open(Device::cpu(0)));
+        // Each column's sum rounds differently in another order.
+        let rows: [[f32; 3]; 4] = [
+            [1.0e8, 1.0, 0.5],
+            [1.0, -1.0e8, 0.25],
+            [-1.0e8, 3.0, 1.0e-8],
+            [1.0e8, 1.0e8, -0.75],
+        ];
+        let host = |r: &[f32; 3]| {
+            let mut b = arena.alloc(12, &faults).unwrap();
+            b.bytes_mut().copy_from_slice(&f32s(r));
+            Arc::new(Buf::Cpu(b))
+        };
+        let vk = |d: &Arc<crate::backend::vulkan::VkDev>, r: &[f32; 3]| {
+            let mut b = d.alloc(12, &faults).unwrap();
+            d.upload(&f32s(r), &mut b).unwrap();
+            Arc::new(Buf::Vulkan(b))
+        };
+        let ins = [
+            host(&rows[0]),
+            vk(&d1, &rows[1]),
+            host(&rows[2]),
+            vk(&d0, &rows[3]),
+        ];
+        if !ins
+            .iter()
+            .all(|b| b.as_cpu().is_some() || matches!(&**b, Buf::Vulkan(v) if v.is_mapped()))
+        {
+            let test = "a_host_fold_reads_every_mapped_operand_where_it_lies";
+            let why = "the Vulkan buffers are not mapped (a discrete GPU)";
+            fuel_test_support::skip(test, fuel_test_support::Backend::Vulkan, why);
+            return;
+        }
+        let mut out = arena.alloc(12, &faults).unwrap();
+        let before = arena.stats().allocations;
+        let done = fold_where_they_lie(DType::F32, ElementwiseOp::Add, &ins, &mut out);
+        assert!(matches!(done, Some(Ok(()))), "{:?}", done.map(|r| r.err()));
+        assert_eq!(
+            arena.stats().allocations,
+            before,
+            "a fold in place needs no scratch"
+        );
+        let want: Vec<f32> = (0..3)
+            .map(|c| ((rows[0][c] + rows[1][c]) + rows[2][c]) + rows[3][c])
+            .collect();
+        assert_eq!(out.bytes(), &f32s(&want)[..]);
+    }
 }

@@ -266,6 +266,44 @@ impl VkBuf {
         let bytes = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), self.len) };
         Some(Ok(f(bytes)))
     }
+
+    /// [`VkBuf::with_mapped`] for several buffers at once: `f` gets each
+    /// one's bytes where they lie, in `bufs`' order, while every device
+    /// they belong to holds its submit locks; `None` when one is not
+    /// mapped. The devices are locked in one order (by name, then
+    /// address), so two such calls never wait on each other. Lets a host
+    /// fold read all its Vulkan operands in one pass.
+    pub fn with_all_mapped<R>(
+        bufs: &[&VkBuf],
+        f: impl FnOnce(&[&[u8]]) -> R,
+    ) -> Option<Result<R, ExecError>> {
+        let mut maps = Vec::with_capacity(bufs.len());
+        for b in bufs {
+            maps.push((b.map?, b.len));
+        }
+        let mut devs: Vec<&Arc<VkDev>> = bufs.iter().map(|b| &b.dev).collect();
+        devs.sort_by_key(|d| (d.device, Arc::as_ptr(d) as usize));
+        devs.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        let mut held = Vec::with_capacity(devs.len());
+        for d in devs {
+            match d.quiet() {
+                Ok(g) => held.push(g),
+                Err(e) => return Some(Err(e)),
+            }
+            if let Err(e) = d.check_alive("read") {
+                return Some(Err(e));
+            }
+        }
+        // SAFETY: as in `with_mapped`, for each buffer: its mapping covers
+        // `len` bytes while it lives (borrowed here), nothing writes it from
+        // the host without `&mut`, and its device's locks are held (`held`)
+        // with every earlier GPU command waited on and no device lost.
+        let bytes: Vec<&[u8]> = maps
+            .iter()
+            .map(|(m, len)| unsafe { std::slice::from_raw_parts(m.0.as_ptr(), *len) })
+            .collect();
+        Some(Ok(f(&bytes)))
+    }
 }
 
 impl Drop for VkBuf {
