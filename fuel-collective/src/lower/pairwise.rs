@@ -30,6 +30,7 @@ use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::arrange;
 use super::emit::{Emitter, Held};
 use super::site::Broken;
+use super::star::Star;
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, Op, ReduceOp};
 use std::fmt;
@@ -76,14 +77,10 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
 }
 
 impl Algorithm for Pairwise {
-    /// Straight to every target, as the star spreads (`pairwise` lowers
+    /// As the star spreads, straight to every target (`pairwise` lowers
     /// nothing that spreads; this serves the trait).
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
-        let (_, mut held, rest) = em.spread_start(v, targets)?;
-        for d in rest {
-            em.reach(&mut held, v, d)?;
-        }
-        Ok(held)
+        Star { at: None }.spread(em, v, targets)
     }
 
     fn combine(&self, em: &mut Emitter<'_>, op: ReduceOp) -> Result<Vec<ValueId>, Broken> {
@@ -208,10 +205,11 @@ mod tests {
     #[test]
     fn other_collectives_fall_back_to_the_star() {
         let src = "graph @g {
-  %0 = input \"a\" @cpu:0 : f32[8]
-  %1 = input \"b\" @cuda:0 : f32[8]
-  %2:2 = all_reduce.sum %0, %1 : f32[8]
-  return %2#0, %2#1
+  %0 = input \"a\" @cpu:0 : i32[3,2]
+  %1 = input \"b\" @cuda:0 : i32[3,2]
+  %2 = input \"c\" @vulkan:0 : i32[3,2]
+  %3 = reduce.max %0, %1, %2 {root=1} : i32[3,2]
+  return %3
 }
 ";
         let (g, _) = lowered(
