@@ -117,3 +117,50 @@ fn a_view_outlives_the_slot_it_views() {
     assert_eq!(exe.viewed_slices().len(), 1);
     runs_exactly(&g, &exe, Device::cpu(0), "outlive");
 }
+
+/// A Vulkan slice at an offset the device cannot bind (4 and 12 bytes in)
+/// is still a view where only copies into host arenas read it: deferred
+/// into a host fold (%2 into %4), or a plain copy (%6). It saves its
+/// buffer, and the host reads the right bytes through the mapping (or the
+/// transfer's offset), run after run, with a fault at every point leaking
+/// nothing. A slice a Vulkan kernel reads (%7) stays a copy.
+#[test]
+fn vulkan_slices_read_on_the_host_are_views_at_any_offset() {
+    let test = "vulkan_slices_read_on_the_host_are_views_at_any_offset";
+    let devs = [Device::vulkan(0), Device::cpu(0)];
+    if !devices_or_skip(test, &devs) {
+        return;
+    }
+    let src = "graph @host_views {
+  %0 = input \"a\" @vulkan:0 : f32[1024]
+  %1 = input \"b\" @cpu:0 : f32[1000]
+  %2 = slice %0 {axis=0, len=1000, start=3} @vulkan:0 : f32[1000]
+  %3 = copy %2 -> cpu:0 : f32[1000]
+  %4 = add %1, %3 @cpu:0 : f32[1000]
+  %5 = slice %0 {axis=0, len=1000, start=1} @vulkan:0 : f32[1000]
+  %6 = copy %5 -> cpu:0 : f32[1000]
+  %7 = slice %0 {axis=0, len=1000, start=5} @vulkan:0 : f32[1000]
+  %8 = mul %7, %7 @vulkan:0 : f32[1000]
+  return %4, %6, %8
+}
+";
+    let (g, on) = compiled(src, &devs, exec::Options::default());
+    let numbering = text::Numbering::new(&g);
+    let mut viewed: Vec<usize> = on
+        .viewed_slices()
+        .into_iter()
+        .filter_map(|n| numbering.number(n))
+        .collect();
+    viewed.sort();
+    assert_eq!(viewed, [2, 5], "the slices read only on the host are views");
+    let off_options = exec::Options {
+        view_slices: false,
+        ..Default::default()
+    };
+    let (_, off) = compiled(src, &devs, off_options);
+    let dev = Device::vulkan(0);
+    let made_on = runs_exactly(&g, &on, dev, "host views");
+    let made_off = runs_exactly(&g, &off, dev, "copies");
+    assert_eq!(made_off - made_on, 2, "each view saves its slice's buffer");
+    fail_at_every_point(&g, &devs);
+}

@@ -24,7 +24,8 @@ use super::arrange;
 use super::site::CollectiveSite;
 use crate::cost::{price, runner_for, Estimate, Priced, StepKind, Tally};
 use fuel_graph_ext::plan::{
-    divides_in_fold, slice_is_view, CopyMode, CopySite, Options, SoleReader, HOST_PAGE,
+    divides_in_fold, slice_is_view, slice_is_view_when, CopyMode, CopySite, Options, SoleReader,
+    HOST_PAGE,
 };
 use fuel_graph_ext::topology::{Route, Runner};
 use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
@@ -265,7 +266,7 @@ fn star_runner(site: &CollectiveSite, at: Device, topo: &Topology) -> Runner {
             };
             site.devs.iter().zip(&shares).any(|(&d, &(start, len))| {
                 let part = site.ty.with_dim(axis, len).size_bytes();
-                let computed = !slice_is_view(at, &site.ty, axis, start, len);
+                let computed = !slice_is_view_when(d != at, at, &site.ty, (axis, start, len));
                 d != at && delivery_on_gpu(d, part, computed)
             })
         }
@@ -342,8 +343,10 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
             for (&d, &(start, len)) in site.devs.iter().zip(&shares) {
                 let part = site.ty.with_dim(axis, len).size_bytes();
                 // A slice of one run is a view of the fold's result, which
-                // costs the runner's bookkeeping, as a shared copy does.
-                let view = slice_is_view(at, &site.ty, axis, start, len);
+                // costs the runner's bookkeeping, as a shared copy does; a
+                // share bound for another device is read only by its copy
+                // into a host arena (to a CPU, or through the staging one).
+                let view = slice_is_view_when(d != at, at, &site.ty, (axis, start, len));
                 let slice = if view {
                     StepKind::Transfer {
                         from: at,
@@ -596,8 +599,16 @@ impl<'a> RingShape<'a> {
                 by_len.push((len, self.price_positions(tally, self.bytes(len))));
             }
             let pos_of = &by_len.iter().find(|(l, _)| *l == len)?.1;
-            let is_view =
-                |pos: usize| slice_is_view(self.dev(pos), &site.ty, self.axis, start, len);
+            let first = (end + 1) % n;
+            // The first piece travels on to the next device, where one
+            // differs: read only by its copy into a host arena (straight to
+            // a CPU, or through the staging CPU), so any one run is a view.
+            // The others are read by the add on their own device.
+            let is_view = |pos: usize| {
+                let d = self.dev(pos);
+                let copied = pos == first && self.dev(pos + 1) != d;
+                slice_is_view_when(copied, d, &site.ty, (self.axis, start, len))
+            };
             // Each position's piece of the chunk: a view where it is one run.
             let slice = |pos: usize| {
                 let p = &pos_of[pos];
@@ -607,7 +618,6 @@ impl<'a> RingShape<'a> {
                     &p.slice
                 }
             };
-            let first = (end + 1) % n;
             let mut partial = tally.add_priced(slice(first), 0.0);
             for step in 1..n {
                 let p = &pos_of[(first + step) % n];

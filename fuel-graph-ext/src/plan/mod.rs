@@ -25,7 +25,7 @@ pub use region::{
 };
 pub use returned::ReadOut;
 pub use schedule::{CopyMode, CopySite, Island, Schedule, SoleReader, Step, Work};
-pub use views::{slice_is_view, Caps, ASSUMED_VIEW_ALIGN, INPUT_IN_PLACE_MIN};
+pub use views::{slice_is_view, slice_is_view_when, Caps, ASSUMED_VIEW_ALIGN, INPUT_IN_PLACE_MIN};
 pub use work::{chained_launches, divides_in_fold, DeviceWork, Kernel};
 
 use crate::device::Device;

@@ -70,8 +70,11 @@ pub enum Work {
     /// are [`Work::Share`]'s: every reader only reads. It may be a graph
     /// output: outputs are read back into the caller's own bytes. Planned
     /// by [`Schedule::view_slices`] once the devices are open, since a
-    /// device decides which offsets it can bind.
-    View { offset: usize },
+    /// device decides which offsets it can bind. `host_only`: a view at an
+    /// offset the device cannot bind, planned where every reader copies it
+    /// into a host arena ([`Schedule::read_on_host_only`]); the runtime
+    /// reads it through the mapping or a transfer and never binds it.
+    View { offset: usize, host_only: bool },
     /// An SPMD collective through the communicator handed to compile as
     /// `comm` (see the runtime's `exec::spmd`), on the worker of the step's device.
     Comm {
@@ -634,7 +637,11 @@ mod tests {
             src: Device::cpu(0)
         }
         .needs_device());
-        assert!(!Work::View { offset: 0 }.needs_device());
+        assert!(!Work::View {
+            offset: 0,
+            host_only: false
+        }
+        .needs_device());
         let copy = Work::Device(DeviceWork::Copy {
             src: vk,
             is_move: false,

@@ -99,6 +99,22 @@ pub fn slice_is_view(
     }
 }
 
+/// [`slice_is_view`], or where `only_copied` (every reader copies the
+/// slice into a host arena, [`Schedule::read_on_host_only`], and it is not
+/// an output) any one run on a Vulkan device, at any offset, since no
+/// kernel binds it: the rule the closed forms price by.
+pub fn slice_is_view_when(
+    only_copied: bool,
+    device: Device,
+    operand: &TensorType,
+    (axis, start, len): (usize, usize, usize),
+) -> bool {
+    slice_is_view(device, operand, axis, start, len)
+        || (only_copied
+            && device.kind == DeviceKind::Vulkan
+            && super::region::slice_run(operand, axis, start, len).is_some())
+}
+
 impl Schedule {
     /// Applies every rewrite that depends on what the devices can do, in
     /// the order the runtime needs them: slices that become views (with
@@ -239,6 +255,27 @@ impl Schedule {
         lent
     }
 
+    /// Whether step `i` has readers and every one is a copy of it into a
+    /// host arena (deferred into its reader, or a plain copy): the host
+    /// reads its bytes through the device's mapping or a transfer, at any
+    /// offset, and no kernel binds them. Such a slice may be a view where
+    /// the device could not bind one ([`Work::View`]'s `host_only`).
+    pub fn read_on_host_only(&self, i: usize) -> bool {
+        let readers = self.dependents.get(i).map_or(&[][..], Vec::as_slice);
+        !readers.is_empty()
+            && readers.iter().all(|&r| {
+                self.steps.get(r).is_some_and(|st| {
+                    st.device.is_cpu()
+                        && st.operands.iter().filter(|o| **o == i).count() == 1
+                        && matches!(
+                            st.work,
+                            Work::Defer { .. }
+                                | Work::Device(DeviceWork::Copy { is_move: false, .. })
+                        )
+                })
+            })
+    }
+
     /// Slot `i`, then the slots whose buffer it holds through shared host
     /// copies ([`Work::Share`]), in order: the last is the buffer's owner
     /// ([`Schedule::share_root`]). Views stop the chain: a view is not the
@@ -264,6 +301,7 @@ impl Schedule {
     /// slices became views.
     pub fn view_slices(&mut self, align: impl Fn(Device) -> Option<usize>) -> usize {
         let mut viewed = 0;
+        let returned = self.returned_counts();
         // Offset of each view step's bytes in its owning buffer.
         let mut base = vec![0usize; self.steps.len()];
         for i in 0..self.steps.len() {
@@ -290,9 +328,13 @@ impl Schedule {
                 .unwrap_or(0)
                 .saturating_add(r.src);
             let fits = a <= 1 || (at.is_multiple_of(a) && bytes.is_multiple_of(4));
-            if whole_run && same_device && a > 0 && fits {
+            let host_only = !fits && returned.get(i) == Some(&0) && self.read_on_host_only(i);
+            if whole_run && same_device && a > 0 && (fits || host_only) {
                 base[i] = at;
-                self.steps[i].work = Work::View { offset: r.src };
+                self.steps[i].work = Work::View {
+                    offset: r.src,
+                    host_only,
+                };
                 viewed += 1;
             }
         }
@@ -388,6 +430,56 @@ mod tests {
         assert_eq!(imported(&p), [at(2)]);
         let mut none = Schedule::new(&g).unwrap();
         assert_eq!(none.import_caller_copies(INPUT_IN_PLACE_MIN, |_| false), 0);
+    }
+
+    /// A Vulkan slice at an offset the device cannot bind is still a view
+    /// where only copies into host arenas read it (deferred into a host
+    /// fold, or plain): `host_only`, which the runtime never binds. Not
+    /// where a Vulkan kernel reads it too, nor where it is an output.
+    #[test]
+    fn slices_read_only_by_the_host_are_views_at_any_offset() {
+        // %1 (offset 12) feeds a host fold; %3 (offset 4) a Vulkan add and
+        // a copy; %5 (offset 8) is returned; %7 (offset 16) only a copy.
+        let src = "graph @g {
+  %0 = input \"a\" @vulkan:0 : f32[8]
+  %1 = slice %0 {axis=0, len=3, start=3} @vulkan:0 : f32[3]
+  %2 = copy %1 -> cpu:0 : f32[3]
+  %9 = input \"h\" @cpu:0 : f32[3]
+  %10 = add %2, %9 @cpu:0 : f32[3]
+  %3 = slice %0 {axis=0, len=3, start=1} @vulkan:0 : f32[3]
+  %4 = add %3, %3 @vulkan:0 : f32[3]
+  %11 = copy %3 -> cpu:1 : f32[3]
+  %5 = slice %0 {axis=0, len=3, start=2} @vulkan:0 : f32[3]
+  %7 = slice %0 {axis=0, len=3, start=4} @vulkan:0 : f32[3]
+  %8 = copy %7 -> cpu:1 : f32[3]
+  return %10, %4, %11, %5, %8
+}
+";
+        let g = crate::text::parse(src).unwrap();
+        let mut p = Schedule::new(&g).unwrap();
+        // Each slice step by its offset in %0 (12, 4, 8, 16 bytes).
+        let at: Vec<(usize, usize)> = (p.steps.iter().enumerate())
+            .filter_map(|(i, s)| match s.work.kernel() {
+                Some(Kernel::Gather { regions }) => Some((regions.first()?.src, i)),
+                _ => None,
+            })
+            .collect();
+        p.view_slices(|d| Some(if d.is_cpu() { 1 } else { 256 }));
+        let work_of = |offset: usize| {
+            let (_, i) = at.iter().find(|(o, _)| *o == offset).unwrap();
+            p.steps[*i].work.clone()
+        };
+        let host_view = |offset| Work::View {
+            offset,
+            host_only: true,
+        };
+        assert_eq!(work_of(12), host_view(12));
+        assert_eq!(work_of(16), host_view(16));
+        assert!(
+            !matches!(work_of(4), Work::View { .. }),
+            "a kernel reads %3"
+        );
+        assert!(!matches!(work_of(8), Work::View { .. }), "%5 is returned");
     }
 
     #[test]

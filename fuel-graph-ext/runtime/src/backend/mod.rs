@@ -515,11 +515,11 @@ pub fn import_host(
 /// device, holding `src` alive: a `slice` planned as
 /// [`Work::View`](fuel_graph_ext::plan::schedule::Work::View). Nothing moves or is
 /// allocated.
-pub fn view(src: &Arc<Buf>, at: usize, len: usize) -> Result<Buf, ExecError> {
+pub fn view(src: &Arc<Buf>, at: usize, len: usize, host_only: bool) -> Result<Buf, ExecError> {
     let made = match &**src {
         Buf::Cpu(_) => cpu::CpuBuf::view(src, at, len).map(Buf::Cpu),
         #[cfg(feature = "vulkan")]
-        Buf::Vulkan(_) => vulkan::VkBuf::view(src, at, len).map(Buf::Vulkan),
+        Buf::Vulkan(_) => vulkan::VkBuf::view(src, at, len, host_only).map(Buf::Vulkan),
         #[cfg(feature = "cuda")]
         Buf::Cuda(_) => None,
     };

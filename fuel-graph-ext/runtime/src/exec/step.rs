@@ -63,7 +63,7 @@ pub(super) fn execute(
                 .ok_or_else(|| ExecError::Internal("an import without a source".into()))?;
             backend::import_host(ctx, src, step.ty.size_bytes(), faults).map(Arc::new)
         }
-        Work::View { offset } => {
+        Work::View { offset, host_only } => {
             if faults.check(Event::Kernel) {
                 return Err(ExecError::Injected {
                     device: step.device,
@@ -73,7 +73,7 @@ pub(super) fn execute(
             let src = ins
                 .first()
                 .ok_or_else(|| ExecError::Internal("a view without a source".into()))?;
-            backend::view(src, *offset, step.ty.size_bytes()).map(Arc::new)
+            backend::view(src, *offset, step.ty.size_bytes(), *host_only).map(Arc::new)
         }
         Work::Device(work) => backend::run(
             ctx,

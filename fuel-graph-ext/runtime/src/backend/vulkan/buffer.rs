@@ -213,14 +213,22 @@ impl VkBuf {
     /// becomes (`Work::View`). Nothing is allocated or counted. `None` when
     /// `of` is not a Vulkan buffer, the run does not fit in it, or the
     /// offset is not a multiple of the device's storage-buffer offset
-    /// alignment (the schedule only plans views that are).
-    pub fn view(of: &Arc<crate::backend::Buf>, at: usize, len: usize) -> Option<VkBuf> {
+    /// alignment (the schedule only plans views that are), unless
+    /// `host_only`: a view that only the host reads (through the mapping,
+    /// or a transfer from its offset) and no kernel binds
+    /// (`Schedule::read_on_host_only`), which may start anywhere.
+    pub fn view(
+        of: &Arc<crate::backend::Buf>,
+        at: usize,
+        len: usize,
+        host_only: bool,
+    ) -> Option<VkBuf> {
         let crate::backend::Buf::Vulkan(b) = &**of else {
             return None;
         };
         let end = at.checked_add(len)?;
         let offset = b.offset.checked_add(at as u64)?;
-        if end > b.len || !offset.is_multiple_of(b.dev.view_align) {
+        if end > b.len || !(host_only || offset.is_multiple_of(b.dev.view_align)) {
             return None;
         }
         // SAFETY: `at + len <= b.len`, so the result stays inside the
