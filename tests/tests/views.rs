@@ -50,6 +50,16 @@ fn compiled(src: &str, devs: &[Device], options: exec::Options) -> (Graph, Execu
     (g, exe)
 }
 
+/// The `%` numbers of the slices `exe` runs as views, in order.
+fn viewed(g: &Graph, exe: &Executable) -> Vec<usize> {
+    let numbering = text::Numbering::new(g);
+    let mut v: Vec<usize> = (exe.viewed_slices().into_iter())
+        .filter_map(|n| numbering.number(n))
+        .collect();
+    v.sort();
+    v
+}
+
 fn views_on(dev: Device, other: Device) {
     let devs = [dev, other];
     for (dtype, to) in [("f32", "f64"), ("i32", "u32")] {
@@ -60,13 +70,7 @@ fn views_on(dev: Device, other: Device) {
             ..Default::default()
         };
         let (_, off) = compiled(&src, &devs, off_options);
-        let numbering = text::Numbering::new(&g);
-        let mut viewed: Vec<usize> = on
-            .viewed_slices()
-            .into_iter()
-            .filter_map(|n| numbering.number(n))
-            .collect();
-        viewed.sort();
+        let viewed = viewed(&g, &on);
         assert_eq!(viewed, [2, 3, 6, 9], "{dtype} on {dev}: viewed slices");
         assert!(off.viewed_slices().is_empty());
         let made_on = runs_exactly(&g, &on, dev, &format!("{dtype} on {dev}, views"));
@@ -145,14 +149,8 @@ fn vulkan_slices_read_on_the_host_are_views_at_any_offset() {
 }
 ";
     let (g, on) = compiled(src, &devs, exec::Options::default());
-    let numbering = text::Numbering::new(&g);
-    let mut viewed: Vec<usize> = on
-        .viewed_slices()
-        .into_iter()
-        .filter_map(|n| numbering.number(n))
-        .collect();
-    viewed.sort();
-    assert_eq!(viewed, [2, 5], "the slices read only on the host are views");
+    let made = viewed(&g, &on);
+    assert_eq!(made, [2, 5], "the slices read only on the host are views");
     let off_options = exec::Options {
         view_slices: false,
         ..Default::default()

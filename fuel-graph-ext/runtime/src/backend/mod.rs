@@ -515,6 +515,7 @@ pub fn import_host(
 /// device, holding `src` alive: a `slice` planned as
 /// [`Work::View`](fuel_graph_ext::plan::schedule::Work::View). Nothing moves or is
 /// allocated.
+#[cfg_attr(not(feature = "vulkan"), allow(unused_variables))]
 pub fn view(src: &Arc<Buf>, at: usize, len: usize, host_only: bool) -> Result<Buf, ExecError> {
     let made = match &**src {
         Buf::Cpu(_) => cpu::CpuBuf::view(src, at, len).map(Buf::Cpu),
