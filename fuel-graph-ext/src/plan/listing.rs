@@ -83,14 +83,10 @@ fn work(w: &Work) -> String {
         Work::Share { src } => format!("share {src}'s buffer"),
         Work::Defer { src } => format!("deferred from {src} into its reader"),
         Work::Import { src } => format!("import {src}'s buffer"),
-        Work::View {
-            offset,
-            host_only: false,
-        } => format!("view at +{offset} B"),
-        Work::View {
-            offset,
-            host_only: true,
-        } => format!("view at +{offset} B, read on the host"),
+        Work::View { offset, host_only } => {
+            let host = if *host_only { ", read on the host" } else { "" };
+            format!("view at +{offset} B{host}")
+        }
         // The op itself is the line's mnemonic.
         Work::Comm { comm, ranks, .. } => format!("collective on comm {comm}, {ranks} ranks"),
         Work::Island { island, rank } => format!("driver island {island}, rank {rank}"),

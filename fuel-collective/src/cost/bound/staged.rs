@@ -200,13 +200,14 @@ pub(super) fn host_bytes(net: &Network, c: &Collective, group: &[Device], demand
         (true, false) => 2.0 * sent,
         _ => *sent,
     };
-    let hmem_fold = match folds {
-        true => cross
+    let hmem_fold = if folds {
+        cross
             .iter()
             .filter(|x| x.2)
             .map(|x| x.0)
-            .fold(0.0, f64::max),
-        false => 0.0,
+            .fold(0.0, f64::max)
+    } else {
+        0.0
     };
     let staged: f64 = hmem_fold + cross.iter().map(|x| sent_out(x) + taken_in(x)).sum::<f64>();
     let staged = staged.max(gathered_on_cpus(c, group, &cross)) + own_pieces(net, c, group);

@@ -257,22 +257,9 @@ impl VkBuf {
     /// a host kernel read a Vulkan operand without downloading it first.
     /// `f` must not submit work to this buffer's device (the lock is held).
     pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<Result<R, ExecError>> {
-        let m = self.map.as_ref()?;
-        let _gpu = match self.dev.quiet() {
-            Ok(g) => g,
-            Err(e) => return Some(Err(e)),
-        };
-        if let Err(e) = self.dev.check_alive("read") {
-            return Some(Err(e));
-        }
-        // SAFETY: as in `VkDev::download`: `m` maps at least `self.len` bytes
-        // while `self` lives; host writes need `&mut VkBuf`, excluded by
-        // `&self`; GPU commands run only under the locks held here and were
-        // waited on (and made visible to the host) before it was released,
-        // unless a wait failed, which marked the device lost (checked just
-        // above, under the lock).
-        let bytes = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), self.len) };
-        Some(Ok(f(bytes)))
+        VkBuf::with_all_mapped(&[self], |bytes| {
+            f(bytes.first().copied().unwrap_or_default())
+        })
     }
 
     /// [`VkBuf::with_mapped`] for several buffers at once: `f` gets each
@@ -302,10 +289,13 @@ impl VkBuf {
                 return Some(Err(e));
             }
         }
-        // SAFETY: as in `with_mapped`, for each buffer: its mapping covers
-        // `len` bytes while it lives (borrowed here), nothing writes it from
-        // the host without `&mut`, and its device's locks are held (`held`)
-        // with every earlier GPU command waited on and no device lost.
+        // SAFETY: as in `VkDev::download`, for each buffer: its mapping
+        // covers `len` bytes while it lives (borrowed here); host writes
+        // need `&mut VkBuf`, excluded by `&`; GPU commands run only under
+        // the device locks held here (`held`) and were waited on (and made
+        // visible to the host) before they were released, unless a wait
+        // failed, which marked the device lost (checked above, under the
+        // lock).
         let bytes: Vec<&[u8]> = maps
             .iter()
             .map(|(m, len)| unsafe { std::slice::from_raw_parts(m.0.as_ptr(), *len) })
