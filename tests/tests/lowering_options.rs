@@ -274,3 +274,71 @@ fn all_to_all_joins_a_host_memory_gpus_pieces_on_the_host() {
         "{d:?}"
     );
 }
+
+/// On the 8-GPU box with an iGPU (`nvlink8-igpu.topo`), `joined` joins the
+/// iGPU's pieces on the host and leaves the CUDA ranks direct: their pieces
+/// from their peers come straight over NVLink, and a join on the host
+/// would cost them one more upload. Before that rule the CUDA ranks were
+/// joined too, `joined` priced 2.6x `direct`, and `auto`'s `direct` sat at
+/// 1.41x the bound.
+#[test]
+fn all_to_all_joined_leaves_cuda_ranks_direct() {
+    use fuel_collective::lower::Exchange;
+    let topo =
+        Topology::parse(include_str!("../../examples/topologies/nvlink8-igpu.topo")).unwrap();
+    // 4 MiB per rank over the box's ten ranks.
+    let devs: Vec<String> = (0..8)
+        .map(|i| format!("cuda:{i}"))
+        .chain(["vulkan:0".to_string(), "cpu:0".to_string()])
+        .collect();
+    let mut src = String::from("graph @a2a {\n");
+    for (i, d) in devs.iter().enumerate() {
+        src += &format!("  %{i} = input \"x{i}\" @{d} : f32[1048580]\n");
+    }
+    let ops: Vec<String> = (0..10).map(|i| format!("%{i}")).collect();
+    let tys = vec!["f32[1048580]"; 10].join(", ");
+    src += &format!(
+        "  %10:10 = all_to_all {} {{axis=0}} : {tys}\n",
+        ops.join(", ")
+    );
+    let rets: Vec<String> = (0..10).map(|i| format!("%10#{i}")).collect();
+    src += &format!("  return {}\n}}\n", rets.join(", "));
+    let before = text::parse(&src).unwrap();
+    let mut g = before.clone();
+    let pm = fuel_collective::run_pipeline(
+        &mut g,
+        "lower-collectives",
+        Arc::new(topo),
+        DebugOptions::verifying(),
+    )
+    .unwrap();
+    let d = decisions(&pm).into_iter().next().cloned().unwrap();
+    assert_eq!(d.lowering, Lowering::AllToAll(Exchange::JOINED), "{d:?}");
+    let note = g.notes().join("\n");
+    let ratio: f64 = note
+        .split("est/bound ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio <= 1.1, "{note}");
+    // Each CUDA rank joins its own pieces; the iGPU's and the CPU's meet on
+    // cpu:0.
+    let mut joins: Vec<Device> = g
+        .node_ids()
+        .filter_map(|id| g.node(id))
+        .filter(|n| matches!(n.op, Op::Concat { .. }))
+        .filter_map(|n| n.op.device())
+        .collect();
+    joins.sort();
+    let mut want: Vec<Device> = (0..8).map(Device::cuda).collect();
+    want.extend([Device::cpu(0), Device::cpu(0)]);
+    want.sort();
+    assert_eq!(joins, want, "{}", text::print(&g));
+    let inputs = fuel_graph_ext::interp::deterministic_inputs(&before);
+    assert_eq!(
+        fuel_graph_ext::interp::interpret(&g, &inputs).unwrap(),
+        fuel_graph_ext::interp::interpret(&before, &inputs).unwrap()
+    );
+}

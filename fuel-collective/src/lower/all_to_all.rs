@@ -15,20 +15,22 @@
 //!   The other pieces go as in `direct`. Fewer, larger transfers pay where
 //!   per-transfer latency dominates (small pieces), and cost a pack and an
 //!   unpack on the way.
-//! - `joined`: a rank on a GPU that receives pieces from two ranks or more
-//!   has them joined on the staging CPU, and the joined result goes to it
-//!   in one copy; the other ranks' pieces go as in `direct`. The host's
-//!   concat takes a piece that comes from a GPU where it lies (the copy is
-//!   deferred into it), and a Vulkan device whose memory is the host's
-//!   imports the joined buffer, so each byte of such a rank's result is
-//!   written once, where `direct` copies its pieces in and joins them again
-//!   on the device. `auto` weighs it only where a rank lies on a GPU
-//!   whose memory is the host's (`host-memory` in the topology: lavapipe,
-//!   an iGPU), the case it was built for; elsewhere the joined result's
-//!   last hop is a real upload, and offering it there (where the model
-//!   sometimes prices it lower for small pieces, since one copy replaces
-//!   several) was left for a change that reviews every GPU group's golden
-//!   again. `exchange=joined` asks for it anywhere.
+//! - `joined`: a Vulkan rank that receives pieces from two ranks or more
+//!   has them joined on the staging CPU, and the device imports the joined
+//!   buffer; the other ranks' pieces go as in `direct`. The host's concat
+//!   takes a piece that comes from a GPU where it lies (the copy is
+//!   deferred into it), so each byte of such a rank's result is written
+//!   once in host memory, where `direct` copies its pieces in and joins
+//!   them again on the device. A CUDA rank is never joined this way: its
+//!   joined result would cross to it in one more real upload, while its
+//!   pieces from its peers come straight over their links. `auto` weighs
+//!   it only where a rank lies on a GPU whose memory is the host's
+//!   (`host-memory` in the topology: lavapipe, an iGPU), the case it was
+//!   built for: on the 8-GPU box with an iGPU (`nvlink8-igpu.topo`) it
+//!   takes the all_to_all from 1.41x the bound to 1.04x. Elsewhere a
+//!   discrete Vulkan device reads the imported buffer over its bus, and
+//!   offering it there was left for a change that reviews every GPU
+//!   group's golden again. `exchange=joined` asks for it anywhere.
 //!
 //! `algorithm=` does not apply: an `all_to_all` takes the cheapest estimate
 //! of its candidates, or the one `exchange=direct|packed|joined` names; the
@@ -39,7 +41,7 @@ use super::site::{Broken, CollectiveSite};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::op::all_to_all_pieces;
 use fuel_graph_ext::topology::Route;
-use fuel_graph_ext::{Device, Op, ReduceOp, TensorType, Topology};
+use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, TensorType, Topology};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -48,7 +50,7 @@ use std::fmt;
 pub struct Exchange {
     /// Pack the pieces bound for one staging CPU into one transfer.
     pub packed: bool,
-    /// Join each GPU rank's pieces on the staging CPU (never with
+    /// Join each Vulkan rank's pieces on the staging CPU (never with
     /// `packed`).
     pub joined: bool,
 }
@@ -95,13 +97,14 @@ impl Exchange {
         let refs: Vec<&TensorType> = tys.iter().collect();
         let pieces =
             all_to_all_pieces(split.as_deref(), axis, &refs).map_err(|e| site.broken(e))?;
-        // Where rank j's pieces meet: the staging CPU for a GPU rank that
-        // takes pieces from two ranks or more (`joined`), else its device.
+        // Where rank j's pieces meet: the staging CPU for a Vulkan rank
+        // that takes pieces from two ranks or more (`joined`), else its
+        // device.
         let mut meet = Vec::with_capacity(n);
         for j in 0..n {
             let dst = site.device(j)?;
             let from = pieces.iter().filter(|row| row.get(j) > Some(&0)).count();
-            let joins = self.joined && !dst.is_cpu() && from >= 2;
+            let joins = self.joined && dst.kind == DeviceKind::Vulkan && from >= 2;
             meet.push(if joins { em.topo.staging } else { dst });
         }
         // arrived[j][i]: piece (i, j) where rank j's pieces meet.
