@@ -13,8 +13,18 @@ use fuel_runtime::exec;
 use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on, shards};
 
 /// Every algorithm `algorithm=` names; `pairwise` lowers the
-/// reduce_scatter and falls back to the star for the rest.
-const ALGORITHMS: [&str; 6] = ["auto", "star", "hierarchical", "ring", "tree", "pairwise"];
+/// reduce_scatter and falls back to the star for the rest; `split` lowers
+/// the all_reduce over two GPUs with no direct path (two Vulkan devices)
+/// and falls back to the star for the rest.
+const ALGORITHMS: [&str; 7] = [
+    "auto",
+    "star",
+    "hierarchical",
+    "ring",
+    "tree",
+    "pairwise",
+    "split",
+];
 
 /// An all_reduce, and a reduce_scatter whose results feed an all_gather.
 fn record(devices: &[Device], ty: &TensorType, op: ReduceOp) -> Graph {
@@ -94,6 +104,14 @@ fn two_vulkan_devices_staged_through_the_host() {
         lower_run_check(&devs, DType::F32, ReduceOp::Sum, alg);
     }
     lower_run_check(&devs, DType::F32, ReduceOp::Mean, "star");
+    // The all_reduce folded in two parts, one on each Vulkan device.
+    for (dtype, op) in [
+        (DType::F32, ReduceOp::Mean),
+        (DType::I32, ReduceOp::Max),
+        (DType::F16, ReduceOp::Mean),
+    ] {
+        lower_run_check(&devs, dtype, op, "split");
+    }
 }
 
 #[test]

@@ -204,7 +204,7 @@ fn bad_options_are_errors_that_say_what_to_write() {
     let e = run(MIX8, "lower-collectives{algorithm=butterfly}").unwrap_err();
     assert!(
         e.to_string()
-            .contains("expected auto, star, hierarchical, ring, tree, driver or pairwise"),
+            .contains("expected auto, star, hierarchical, ring, tree, driver, pairwise or split"),
         "{e}"
     );
     let e = run(MIX8, "lower-collectives{arity=1}").unwrap_err();
@@ -296,7 +296,7 @@ fn all_to_all_joined_leaves_cuda_ranks_direct() {
         src += &format!("  %{i} = input \"x{i}\" @{d} : f32[1048580]\n");
     }
     let ops: Vec<String> = (0..10).map(|i| format!("%{i}")).collect();
-    let tys = vec!["f32[1048580]"; 10].join(", ");
+    let tys = ["f32[1048580]"; 10].join(", ");
     src += &format!(
         "  %10:10 = all_to_all {} {{axis=0}} : {tys}\n",
         ops.join(", ")

@@ -223,7 +223,15 @@ fn mean_case(dtype: DType, devs: [Device; 2], algorithm: &str) -> Result<(), Exe
     Ok(())
 }
 
-const ALGORITHMS: [&str; 6] = ["star", "hierarchical", "ring", "tree", "driver", "pairwise"];
+const ALGORITHMS: [&str; 7] = [
+    "star",
+    "hierarchical",
+    "ring",
+    "tree",
+    "driver",
+    "pairwise",
+    "split",
+];
 
 #[test]
 fn means_at_every_edge_with_every_algorithm_on_cpus() {

@@ -46,7 +46,7 @@ pub struct DemoArgs {
     /// Reduce op: sum, prod, max, min or mean.
     #[arg(long, default_value = "sum")]
     pub(crate) op: String,
-    /// Algorithm for lower-collectives: auto, star, hierarchical, ring, tree, driver or pairwise.
+    /// Algorithm for lower-collectives: auto, star, hierarchical, ring, tree, driver, pairwise or split.
     #[arg(long, default_value = "auto")]
     algorithm: String,
     /// Where to write the dumps.

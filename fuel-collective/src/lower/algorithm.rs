@@ -13,7 +13,9 @@
 
 use super::emit::{Emitter, Held};
 use super::site::{Broken, CollectiveSite};
-use super::{all_to_all, driver, hierarchical, pairwise, piped, ring, star, tree, LowerOptions};
+use super::{
+    all_to_all, driver, hierarchical, pairwise, piped, ring, split, star, tree, LowerOptions,
+};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::{Device, ReduceOp, Topology};
 use std::fmt;
@@ -162,6 +164,8 @@ register_algorithms! {
     /// Each share of a reduce_scatter folded once, in parallel.
     Pairwise(pairwise::Pairwise) =
         Family::new("pairwise", pairwise::candidates).falls_back_to("star", pairwise::UNFIT),
+    /// An all_reduce folded in two parts on two GPUs at once.
+    Split(split::Split) = Family::new("split", split::candidates).falls_back_to("star", split::UNFIT),
 }
 
 impl fmt::Display for Lowering {

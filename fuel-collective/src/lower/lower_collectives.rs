@@ -48,6 +48,11 @@
 //!   folded there, the shares side by side: on the rank itself, or across
 //!   the host/GPU line on `pairwise@<device>` (a CPU rank's share on a fast
 //!   GPU, a slow GPU's share on the staging CPU); see `pairwise.rs`.
+//! - `split` (`all_reduce` only, over two GPUs with no direct path between
+//!   them; elsewhere it falls back to the star): the value is cut in two
+//!   parts that the two GPUs fold at once, joined once on the staging CPU,
+//!   from which every other device takes what it lacks
+//!   (`split@a+b{q/4}`, `b` folding `q` quarters); see `split.rs`.
 //! - `auto` (default): lowers with every candidate on a scratch copy,
 //!   estimates each with [`crate::cost`], and keeps the cheapest. Its
 //!   candidates include a star whose staged relays travel in pieces
@@ -103,7 +108,7 @@ pub const NAME: &str = "lower-collectives";
 pub const OPTIONS: &[(&str, &str)] = &[
     (
         "algorithm",
-        "auto (default, cheapest by the cost model), star, hierarchical, ring, tree, driver or pairwise",
+        "auto (default, cheapest by the cost model), star, hierarchical, ring, tree, driver, pairwise or split",
     ),
     (
         "arity",

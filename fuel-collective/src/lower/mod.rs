@@ -8,7 +8,7 @@
 //! closed form where it can), `emit.rs` holds the graph surgery
 //! every algorithm uses, [`arrange`] the pure planning helpers, and each
 //! algorithm has its own file (`star.rs`, `hierarchical.rs`, `ring.rs`,
-//! `tree.rs`, `driver.rs`, `pairwise.rs`), registered in `algorithm.rs`; `widen.rs` casts
+//! `tree.rs`, `driver.rs`, `pairwise.rs`, `split.rs`), registered in `algorithm.rs`; `widen.rs` casts
 //! the shards of a narrow `Mean` to its accumulator first; `all_to_all.rs`
 //! has `all_to_all`'s own two lowerings; `transport.rs` makes f32 copies
 //! travel as bf16/f16 (`transport=`), `chunks.rs` cuts values relayed
@@ -31,6 +31,7 @@ mod pairwise;
 mod piped;
 mod ring;
 mod site;
+mod split;
 mod star;
 mod transport;
 mod tree;
@@ -49,6 +50,7 @@ pub use lower_collectives::{decisions, provenance, LowerCollectives, LowerOption
 pub use pairwise::Pairwise;
 pub use piped::Piped;
 pub use ring::Ring;
+pub use split::Split;
 pub use star::Star;
 pub use transport::Transport;
 pub use tree::Tree;

@@ -357,3 +357,37 @@ for at in ["vulkan:0", "cpu:0"]:
         "  %4:4 = reduce_scatter.sum %0, %1, %2, %3 {axis=0} : i32[2,4]",
         outs(4, 4),
     )
+
+# 11. split all_reduce: the value cut in two parts that two GPUs with no
+# direct path between them fold side by side, joined once on the staging
+# CPU; the cheapest fraction by the cost model. With a Mean of f16 too,
+# folded wide and cast back on each GPU.
+for gname in ["cuda0-vulkan0", "cpu0-cuda0-vulkan0", "cuda2-vulkan2", "mix8"]:
+    devs = GROUPS[gname]
+    n = len(devs)
+    extra, topo, peers = group_options(gname, "split")
+    case(
+        f"all-reduce/{gname}-split.fir",
+        pipeline("split", extra),
+        [f"all_reduce.sum over [{', '.join(devs)}] with algorithm=split: the first",
+         "CUDA and Vulkan pair folds the two parts; the CPUs share the joined value,",
+         "a Vulkan device imports it, a CUDA device that folded a part takes the other."]
+        + peers,
+        f"all_reduce_{gname.replace('-', '_')}_split",
+        devs,
+        "f32[8]",
+        f"  %{n}:{n} = all_reduce.sum {shards(n)} : f32[8]",
+        outs(n, n),
+        topo,
+    )
+case(
+    "kinds/all-reduce-mean-f16-cpu0-cuda0-vulkan0-split.fir",
+    pipeline("split"),
+    ["all_reduce.mean of f16, split: each part summed in f32 on its GPU, divided",
+     "and cast back to f16 there, then joined on cpu:0."],
+    "all_reduce_mean_f16_cpu0_cuda0_vulkan0_split",
+    ["cpu:0", "cuda:0", "vulkan:0"],
+    "f16[5,3]",
+    "  %3:3 = all_reduce.mean %0, %1, %2 : f16[5,3]",
+    outs(3, 3),
+)

@@ -23,8 +23,9 @@ pub const DEVICE_POOL: [Device; 6] = [
 
 /// Every `lower-collectives` algorithm option the property and table
 /// tests lower with (`driver` falls back where no driver is declared,
-/// `pairwise` for every collective but a reduce_scatter).
-pub const ALGORITHMS: [&str; 8] = [
+/// `pairwise` for every collective but a reduce_scatter, `split` for
+/// every collective but an all_reduce over two GPUs with no direct path).
+pub const ALGORITHMS: [&str; 9] = [
     "auto",
     "star",
     "hierarchical",
@@ -33,6 +34,7 @@ pub const ALGORITHMS: [&str; 8] = [
     "tree, arity=3",
     "driver",
     "pairwise",
+    "split",
 ];
 
 /// One shard per device, all of type `ty`, in graph `g`: inputs named

@@ -64,7 +64,7 @@ pub struct BenchArgs {
     /// Element type.
     #[arg(long, default_value = "f32")]
     dtype: String,
-    /// Algorithm: auto, star, hierarchical, ring, tree, driver or pairwise.
+    /// Algorithm: auto, star, hierarchical, ring, tree, driver, pairwise or split.
     #[arg(long, default_value = "auto")]
     algorithm: String,
     /// Bytes per rank: a comma list (`64K,1M`) or a doubling range (`4K..64M`).
