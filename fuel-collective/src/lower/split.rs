@@ -14,8 +14,9 @@
 //! quarters, side by side. Each folded part is copied once into the
 //! staging CPU, where one `concat` joins them (the copies are deferred
 //! into it, so each byte is written once); that joined value is the CPU
-//! ranks' result, a Vulkan device imports it whole, and a CUDA device keeps
-//! the part it folded and takes the other part from it. On the PCIe
+//! ranks' result, a Vulkan device imports it whole, a CUDA device keeps
+//! the part it folded and takes the other part from it, and any other GPU
+//! takes the result from a peer that has it, or whole from the CPU. On the PCIe
 //! workstation (`pcie-cuda-vulkan.topo`) the model puts it at 1.17x the
 //! bound from 4 MiB up, where the best star was 1.33x.
 //!
@@ -129,13 +130,23 @@ impl Algorithm for Split {
         let mut out = Vec::with_capacity(n);
         for d in site.targets() {
             let folded_here = parts.iter().any(|p| p.2 == d);
+            // A GPU that holds the result already and has a direct link
+            // to `d` (a CUDA peer).
+            let peer = held
+                .iter()
+                .find(|(h, _)| !h.is_cpu() && em.topo.route(**h, d) == Route::Direct)
+                .map(|(_, v)| *v);
             let r = match held.get(&d) {
                 Some(v) => *v,
-                // A CPU shares the joined buffer, a Vulkan device imports
-                // it, and a GPU that folded no part takes it whole.
-                None if d.is_cpu() || d.kind == DeviceKind::Vulkan || !folded_here => {
-                    em.to(joined, d)?
-                }
+                // A CPU shares the joined buffer and a Vulkan device
+                // imports it.
+                None if d.is_cpu() || d.kind == DeviceKind::Vulkan => em.to(joined, d)?,
+                // A GPU that folded no part takes the result from a peer
+                // that has it, else whole from the joined value.
+                None if !folded_here => match peer {
+                    Some(v) => em.hop(v, d)?,
+                    None => em.to(joined, d)?,
+                },
                 None => {
                     let mut pieces = Vec::with_capacity(2);
                     for &(start, len, at, v) in &parts {
