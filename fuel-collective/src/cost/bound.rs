@@ -57,7 +57,9 @@
 //!   combines shards outside any fold); the folds cannot read faster than
 //!   every device that can fold, together (or one at a time, where every
 //!   device is a CPU: the executor then runs every step on the caller's
-//!   thread).
+//!   thread), each at the rate of a fold of as many inputs as there are
+//!   ranks (the model prices a fold of `k` inputs as `2 (k + 1) / 3`
+//!   two-input ones, so wider folds read faster).
 //!
 //! The figures are the cost model's own, at their best over the sizes a
 //! step of this collective can have: a copy's bandwidth or, where the
@@ -68,7 +70,7 @@
 //! candidate, which the property test `bound_props` checks, and the
 //! estimate over the bound says how much a better schedule could save.
 
-use fuel_graph_ext::topology::LinkClass;
+use fuel_graph_ext::topology::{fold_inputs, LinkClass};
 use fuel_graph_ext::{Device, DeviceKind, Topology};
 use std::fmt;
 
@@ -351,7 +353,10 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
         } else {
             fold * group.len() as f64 / (group.len() as f64 - 1.0)
         };
-        let gbps = net.fold_gbps();
+        // A fold of more inputs reads them faster (it writes one result
+        // for all of them, `fold_inputs`): at most as many as the ranks.
+        let n = group.len();
+        let gbps = net.fold_gbps() * n as f64 / fold_inputs(n);
         take(
             reads / (gbps * 1e3),
             Binding::Compute { bytes: reads, gbps },

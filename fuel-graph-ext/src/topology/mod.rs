@@ -150,9 +150,26 @@ impl ComputeCost {
     }
 
     /// [`ComputeCost::time_us`] within work whose data is `working` bytes
-    /// ([`Curve::us_at`]).
+    /// ([`Curve::us_at`]). A fold of more than two inputs moves its inputs
+    /// and its result, `inputs + 1` tensors, where the two-input fold the
+    /// rate is calibrated on moves three per two inputs read: it is priced
+    /// as `2 (inputs + 1) / 3` inputs (a four-input fold as 3.33, not 4).
+    /// Measured on the 2-core VM, the 4-CPU star's four-input fold ran at
+    /// 1.15x the two-input ring's rate per input at 16 MiB
+    /// (`docs/performance.md`). One and two inputs are priced per input.
     pub fn time_us_at(&self, inputs: usize, bytes: usize, working: usize) -> f64 {
-        self.fixed_us + inputs as f64 * self.gbps.us_at(bytes, working)
+        self.fixed_us + fold_inputs(inputs) * self.gbps.us_at(bytes, working)
+    }
+}
+
+/// What a step of `inputs` inputs costs in two-input-fold inputs
+/// ([`ComputeCost::time_us_at`]): `inputs` up to two, `2 (inputs + 1) / 3`
+/// past that.
+pub fn fold_inputs(inputs: usize) -> f64 {
+    if inputs <= 2 {
+        inputs as f64
+    } else {
+        2.0 * (inputs + 1) as f64 / 3.0
     }
 }
 

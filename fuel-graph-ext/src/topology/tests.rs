@@ -219,3 +219,19 @@ fn process_link_defaults_parse_and_round_trip() {
         "{e}"
     );
 }
+
+/// A fold of more than two inputs is priced by the tensors it moves (its
+/// inputs and its result) at the two-input fold's rate: four inputs as
+/// 3.33 two-input inputs, not 4; one and two inputs per input.
+#[test]
+fn a_wider_fold_is_priced_by_the_tensors_it_moves() {
+    let c = ComputeCost {
+        gbps: Curve::flat(10.0),
+        fixed_us: 1.0,
+    };
+    let per_input = 1e6 / 10e3;
+    for (inputs, moved) in [(1, 1.0), (2, 2.0), (3, 8.0 / 3.0), (4, 10.0 / 3.0), (8, 6.0)] {
+        let us = c.time_us(inputs, 1_000_000);
+        assert!((us - (1.0 + moved * per_input)).abs() < 1e-9, "{inputs}: {us}");
+    }
+}
