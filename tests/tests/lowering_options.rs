@@ -231,21 +231,25 @@ const A2A_VK: &str = "graph @a2a {
 }
 ";
 
+/// `src` (one collective) lowered by `auto` on `topo`, verified after
+/// each pass: the graph and the collective's decision.
+fn lowered_on(src: &str, topo: Topology) -> (fuel_graph_ext::Graph, Decision) {
+    let mut g = text::parse(src).unwrap();
+    let pm = fuel_collective::run_pipeline(
+        &mut g,
+        "lower-collectives",
+        Arc::new(topo),
+        DebugOptions::verifying(),
+    )
+    .unwrap();
+    let d = decisions(&pm).into_iter().next().cloned().unwrap();
+    (g, d)
+}
+
 #[test]
 fn all_to_all_joins_a_host_memory_gpus_pieces_on_the_host() {
     use fuel_collective::lower::Exchange;
-    let lower = |topo: Topology| {
-        let mut g = text::parse(A2A_VK).unwrap();
-        let pm = fuel_collective::run_pipeline(
-            &mut g,
-            "lower-collectives",
-            Arc::new(topo),
-            DebugOptions::verifying(),
-        )
-        .unwrap();
-        let d = decisions(&pm).into_iter().next().cloned().unwrap();
-        (g, d)
-    };
+    let lower = |topo: Topology| lowered_on(A2A_VK, topo);
     // Vulkan devices whose memory is the host's (lavapipe): `joined` is
     // weighed and wins, each Vulkan rank's pieces meeting on cpu:0 and
     // going over in one copy.
@@ -304,25 +308,9 @@ fn all_to_all_joined_leaves_cuda_ranks_direct() {
     let rets: Vec<String> = (0..10).map(|i| format!("%10#{i}")).collect();
     src += &format!("  return {}\n}}\n", rets.join(", "));
     let before = text::parse(&src).unwrap();
-    let mut g = before.clone();
-    let pm = fuel_collective::run_pipeline(
-        &mut g,
-        "lower-collectives",
-        Arc::new(topo),
-        DebugOptions::verifying(),
-    )
-    .unwrap();
-    let d = decisions(&pm).into_iter().next().cloned().unwrap();
+    let (g, d) = lowered_on(&src, topo);
     assert_eq!(d.lowering, Lowering::AllToAll(Exchange::JOINED), "{d:?}");
-    let note = g.notes().join("\n");
-    let ratio: f64 = note
-        .split("est/bound ")
-        .nth(1)
-        .and_then(|r| r.split(';').next())
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(ratio <= 1.1, "{note}");
+    assert!(d.over_bound().unwrap() <= 1.1, "{d}");
     // Each CUDA rank joins its own pieces; the iGPU's and the CPU's meet on
     // cpu:0.
     let mut joins: Vec<Device> = g

@@ -19,6 +19,8 @@
 mod algorithm;
 mod all_to_all;
 pub mod arrange;
+#[cfg(test)]
+mod checked;
 mod choose;
 mod chunks;
 mod closed_form;

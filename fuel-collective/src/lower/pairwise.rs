@@ -124,29 +124,13 @@ impl fmt::Display for Pairwise {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-    use fuel_graph_ext::{text, Device, Graph, Op, Topology};
-    use std::sync::Arc;
+    use crate::lower::checked;
+    use fuel_graph_ext::{Device, Graph, Topology};
 
     /// `src` lowered by `pipeline` on `topo`, checked against the
     /// interpreter; returns the graph and the devices its folds run on.
     fn lowered(src: &str, pipeline: &str, topo: Topology) -> (Graph, Vec<Device>) {
-        let before = text::parse(src).unwrap();
-        let mut g = before.clone();
-        crate::run_pipeline(&mut g, pipeline, Arc::new(topo), Default::default()).unwrap();
-        let inputs = deterministic_inputs(&before);
-        assert_eq!(
-            interpret(&g, &inputs).unwrap(),
-            interpret(&before, &inputs).unwrap(),
-            "{pipeline}: the lowering changed what the graph computes"
-        );
-        let mut folds: Vec<Device> = g
-            .node_ids()
-            .filter_map(|id| g.node(id))
-            .filter(|n| matches!(n.op, Op::Elementwise { .. }))
-            .map(|n| n.op.device().unwrap())
-            .collect();
-        folds.sort();
+        let (g, _, folds) = checked::lowered(src, pipeline, topo);
         (g, folds)
     }
 
@@ -241,20 +225,12 @@ mod tests {
   return %3#0, %3#1, %3#2
 }
 ";
-        let (g, folds) = lowered(src, "lower-collectives", topo);
-        let note = g.notes().join("\n");
-        assert!(note.contains("chose pairwise@vulkan:0"), "{note}");
+        let (_, d, folds) = checked::lowered(src, "lower-collectives", topo);
+        assert!(d.to_string().contains("chose pairwise@vulkan:0"), "{d}");
         assert_eq!(
             folds,
             vec![Device::cuda(0), Device::vulkan(0), Device::vulkan(0)]
         );
-        let ratio: f64 = note
-            .split("est/bound ")
-            .nth(1)
-            .and_then(|r| r.split(';').next())
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(ratio <= 1.5, "{note}");
+        assert!(d.over_bound().unwrap() <= 1.5, "{d}");
     }
 }

@@ -177,9 +177,8 @@ impl fmt::Display for Split {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::first_len;
-    use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-    use fuel_graph_ext::{text, Device, Op, Topology};
-    use std::sync::Arc;
+    use crate::lower::checked::lowered;
+    use fuel_graph_ext::{Device, Topology};
 
     /// The PCIe workstation's all_reduce of 4 MiB shards: the best star
     /// (at `cuda:0`, its relays in two pieces) was 1.33x the bound, host
@@ -200,38 +199,10 @@ mod tests {
   return %3#0, %3#1, %3#2
 }
 ";
-        let before = text::parse(src).unwrap();
-        let mut g = before.clone();
-        crate::run_pipeline(
-            &mut g,
-            "lower-collectives",
-            Arc::new(topo),
-            Default::default(),
-        )
-        .unwrap();
-        let note = g.notes().join("\n");
-        assert!(note.contains("chose split@cuda:0+vulkan:0"), "{note}");
-        let ratio: f64 = note
-            .split("est/bound ")
-            .nth(1)
-            .and_then(|r| r.split(';').next())
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(ratio <= 1.25, "{note}");
-        let mut folds: Vec<Device> = g
-            .node_ids()
-            .filter_map(|id| g.node(id))
-            .filter(|n| matches!(n.op, Op::Elementwise { .. }))
-            .map(|n| n.op.device().unwrap())
-            .collect();
-        folds.sort();
+        let (_, d, folds) = lowered(src, "lower-collectives", topo);
+        assert!(d.to_string().contains("chose split@cuda:0+vulkan:0"), "{d}");
+        assert!(d.over_bound().unwrap() <= 1.25, "{d}");
         assert_eq!(folds, vec![Device::cuda(0), Device::vulkan(0)]);
-        let inputs = deterministic_inputs(&before);
-        assert_eq!(
-            interpret(&g, &inputs).unwrap(),
-            interpret(&before, &inputs).unwrap()
-        );
     }
 
     /// Each part has at least one entry, and the second about the asked

@@ -230,8 +230,17 @@ fn a_wider_fold_is_priced_by_the_tensors_it_moves() {
         fixed_us: 1.0,
     };
     let per_input = 1e6 / 10e3;
-    for (inputs, moved) in [(1, 1.0), (2, 2.0), (3, 8.0 / 3.0), (4, 10.0 / 3.0), (8, 6.0)] {
+    for (inputs, moved) in [
+        (1, 1.0),
+        (2, 2.0),
+        (3, 8.0 / 3.0),
+        (4, 10.0 / 3.0),
+        (8, 6.0),
+    ] {
         let us = c.time_us(inputs, 1_000_000);
-        assert!((us - (1.0 + moved * per_input)).abs() < 1e-9, "{inputs}: {us}");
+        assert!(
+            (us - (1.0 + moved * per_input)).abs() < 1e-9,
+            "{inputs}: {us}"
+        );
     }
 }
