@@ -16,9 +16,9 @@
 //! into it, so each byte is written once); that joined value is the CPU
 //! ranks' result, a Vulkan device imports it whole, a CUDA device keeps
 //! the part it folded and takes the other part from it, and any other GPU
-//! takes the result from a peer that has it, or whole from the CPU. On the PCIe
-//! workstation (`pcie-cuda-vulkan.topo`) the model puts it at 1.17x the
-//! bound from 4 MiB up, where the best star was 1.33x.
+//! takes the result from a peer that has it, or whole from the CPU. On
+//! the PCIe workstation (`pcie-cuda-vulkan.topo`) the model puts it at
+//! 1.17x the bound from 4 MiB up, where the best star was 1.33x.
 //!
 //! It has candidates for an `all_reduce` whose group holds two GPUs with no
 //! direct path between them (the first such pair, in rank order), whose
