@@ -130,23 +130,28 @@ impl Algorithm for Split {
         let mut out = Vec::with_capacity(n);
         for d in site.targets() {
             let folded_here = parts.iter().any(|p| p.2 == d);
-            // A GPU that holds the result already and has a direct link
-            // to `d` (a CUDA peer).
-            let peer = held
-                .iter()
-                .find(|(h, _)| !h.is_cpu() && em.topo.route(**h, d) == Route::Direct)
-                .map(|(_, v)| *v);
             let r = match held.get(&d) {
                 Some(v) => *v,
                 // A CPU shares the joined buffer and a Vulkan device
                 // imports it.
                 None if d.is_cpu() || d.kind == DeviceKind::Vulkan => em.to(joined, d)?,
-                // A GPU that folded no part takes the result from a peer
-                // that has it, else whole from the joined value.
-                None if !folded_here => match peer {
-                    Some(v) => em.hop(v, d)?,
-                    None => em.to(joined, d)?,
-                },
+                // A GPU that folded no part takes the result from a
+                // folding GPU with a direct link to it (a CUDA peer) once
+                // that one holds it, else whole from the joined value. Only
+                // the two folding GPUs are asked, so a large group costs
+                // two route lookups per rank, not one per rank already
+                // served.
+                None if !folded_here => {
+                    let peer = [self.a, self.b].into_iter().find_map(|g| {
+                        held.get(&g)
+                            .filter(|_| em.topo.route(g, d) == Route::Direct)
+                            .copied()
+                    });
+                    match peer {
+                        Some(v) => em.hop(v, d)?,
+                        None => em.to(joined, d)?,
+                    }
+                }
                 None => {
                     let mut pieces = Vec::with_capacity(2);
                     for &(start, len, at, v) in &parts {
