@@ -111,12 +111,7 @@ fn pieces_are_not_listed_where_host_memory_binds() {
         .collect();
     let (_, d) = lower(&all_reduce(&devices, 1 << 20), "lower-collectives", &topo);
     assert!(d.candidates.iter().all(|c| piped(c).is_none()), "{d}");
-    assert_eq!(
-        d.lowering,
-        Lowering::Star(Star {
-            at: Some(Device::cuda(0))
-        })
-    );
+    assert_eq!(d.lowering, Lowering::Star(Star::at(Some(Device::cuda(0)))));
 }
 
 #[test]

@@ -93,7 +93,7 @@ fn decisions_record_the_choice_and_every_estimate() {
     // The all_reduce combines: every star candidate has a point.
     assert!(estimated(&decisions[0])
         .iter()
-        .all(|(l, _)| !matches!(l, Lowering::Star(Star { at: None }))));
+        .all(|(l, _)| !matches!(l, Lowering::Star(Star { at: None, .. }))));
     let body: Vec<&str> = fir.lines().filter(|l| !l.starts_with("  //")).collect();
     assert!(
         body.iter()
@@ -107,9 +107,7 @@ fn reduce_at_picks_the_star_point() {
     let (fir, _, d) = run(MIX8, "lower-collectives{algorithm=star, reduce_at=cuda:1}").unwrap();
     assert_eq!(
         d[0].lowering,
-        Lowering::Star(Star {
-            at: Some(Device::cuda(1))
-        })
+        Lowering::Star(Star::at(Some(Device::cuda(1))))
     );
     assert_eq!(d[0].reason, Reason::Asked("star"));
     assert!(

@@ -34,6 +34,14 @@ pub(super) trait Algorithm: fmt::Display {
         None
     }
 
+    /// Whether target `d` of an `all_gather` joined at [`join_at`]
+    /// (Self::join_at) builds its result from the shards it lacks
+    /// ([`Emitter::gather_lacking`]) rather than taking the joined result;
+    /// no target does by default.
+    fn joins_parts_on(&self, _d: Device) -> bool {
+        false
+    }
+
     /// The results, in result order, of the collective that `em` lowers,
     /// which combines its shards with `op` (`all_reduce`, `reduce`,
     /// `reduce_scatter`). An algorithm that reduces to one point combines

@@ -276,7 +276,23 @@ impl Emitter<'_> {
                     let total = *joined
                         .first()
                         .ok_or_else(|| site.broken("an all_gather joined nowhere"))?;
-                    let held = alg.spread(self, total, &targets)?;
+                    let whole: Vec<Device> = targets
+                        .iter()
+                        .copied()
+                        .filter(|d| !alg.joins_parts_on(*d))
+                        .collect();
+                    let mut held = if whole.is_empty() {
+                        Held::new()
+                    } else {
+                        alg.spread(self, total, &whole)?
+                    };
+                    let mut slices = BTreeMap::new();
+                    for t in arrange::unique(&targets) {
+                        if alg.joins_parts_on(t) {
+                            let own = self.gather_lacking(&live, *axis, total, t, &mut slices)?;
+                            held.insert(t, own);
+                        }
+                    }
                     return Ok(pick(&held, &targets));
                 }
                 let held = live
@@ -290,6 +306,61 @@ impl Emitter<'_> {
             }
             op => Err(site.broken(format!("`{}` is not a collective", op.mnemonic()))),
         }
+    }
+
+    /// `t`'s result of an all_gather of `live` along `axis` whose shards
+    /// were joined in `total` (on a CPU), built from the shards `t` lacks:
+    /// its own where it has it, each one straight from its rank where the
+    /// route is direct, the rest sliced out of `total` (views on the host;
+    /// neighbours in one slice, each slice made once for every target
+    /// through `slices`), all joined on `t`.
+    pub fn gather_lacking(
+        &mut self,
+        live: &[ValueId],
+        axis: usize,
+        total: ValueId,
+        t: Device,
+        slices: &mut BTreeMap<(usize, usize), ValueId>,
+    ) -> Result<ValueId, Broken> {
+        let mut parts = Vec::with_capacity(live.len());
+        // The run of neighbouring shards still to slice out of `total`.
+        let mut run: Option<(usize, usize)> = None;
+        let mut start = 0;
+        for v in live {
+            let len = self.ty(*v)?.shape.get(axis).copied().ok_or_else(|| {
+                self.site
+                    .broken(format!("a shard to gather has no axis {axis}"))
+            })?;
+            if self.topo.route(self.dev(*v)?, t) == Route::Direct {
+                if let Some(r) = run.take() {
+                    parts.push(self.slice_once(total, axis, r, slices)?);
+                }
+                parts.push(*v);
+            } else {
+                run = Some(run.map_or((start, len), |(s, l)| (s, l + len)));
+            }
+            start += len;
+        }
+        if let Some(r) = run {
+            parts.push(self.slice_once(total, axis, r, slices)?);
+        }
+        self.concat(&parts, axis, t)
+    }
+
+    /// `slice {axis, start, len}` of `v`, made once per `(start, len)`.
+    fn slice_once(
+        &mut self,
+        v: ValueId,
+        axis: usize,
+        (start, len): (usize, usize),
+        made: &mut BTreeMap<(usize, usize), ValueId>,
+    ) -> Result<ValueId, Broken> {
+        if let Some(s) = made.get(&(start, len)) {
+            return Ok(*s);
+        }
+        let s = self.slice(v, axis, start, len)?;
+        made.insert((start, len), s);
+        Ok(s)
     }
 
     /// On each device of `targets`, the pieces `held` has there joined

@@ -36,7 +36,7 @@ pub(super) struct Scratch {
     fresh: bool,
     /// Star estimates, one per class of equivalent points (closed forms,
     /// and an all_gather's join points).
-    stars: RefCell<FxHashMap<StarClass, Estimate>>,
+    stars: RefCell<FxHashMap<(StarClass, bool), Estimate>>,
 }
 
 impl Scratch {
@@ -81,10 +81,11 @@ impl Scratch {
         // a combining collective's, priced in closed form, and an
         // all_gather's join points, priced by graph, once per class.
         let class = match lowering {
-            Lowering::Star(Star { at: Some(at) })
-                if site.reduce_op().is_some() || matches!(site.op, Op::AllGather { .. }) =>
-            {
-                Some(closed::star_class(site, *at, topo))
+            Lowering::Star(Star {
+                at: Some(at),
+                parts,
+            }) if site.reduce_op().is_some() || matches!(site.op, Op::AllGather { .. }) => {
+                Some((closed::star_class(site, *at, topo), *parts))
             }
             _ => None,
         };

@@ -130,7 +130,7 @@ pub(super) fn propose(
         .iter()
         .filter_map(|c| match c {
             Candidate::Estimated {
-                lowering: Lowering::Star(s @ Star { at: Some(at) }),
+                lowering: Lowering::Star(s @ Star { at: Some(at), .. }),
                 estimate,
             } => Some((*s, *at, estimate.total_us())),
             _ => None,
@@ -235,12 +235,7 @@ mod tests {
         let Lowering::Piped(p) = d.lowering else {
             panic!("{d}");
         };
-        assert_eq!(
-            p.star,
-            Star {
-                at: Some(Device::cuda(0))
-            }
-        );
+        assert_eq!(p.star, Star::at(Some(Device::cuda(0))));
         let est = d.estimate().unwrap().total_us();
         let emitted = estimate_graph(&g, &t).unwrap().total_us();
         assert!((est - emitted).abs() < 1e-6, "{est} vs {emitted}");

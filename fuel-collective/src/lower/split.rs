@@ -101,7 +101,7 @@ impl Algorithm for Split {
     /// As the star spreads, straight to every target (`split` lowers
     /// nothing that spreads; this serves the trait).
     fn spread(&self, em: &mut Emitter<'_>, v: ValueId, targets: &[Device]) -> Result<Held, Broken> {
-        Star { at: None }.spread(em, v, targets)
+        Star::at(None).spread(em, v, targets)
     }
 
     fn combine(&self, em: &mut Emitter<'_>, op: ReduceOp) -> Result<Vec<ValueId>, Broken> {

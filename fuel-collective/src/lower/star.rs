@@ -9,14 +9,20 @@
 //! to that device, is joined there once, and the joined result goes
 //! straight to every target. Between host arenas the second form pays one
 //! concat instead of one per CPU, since the copies of the result share its
-//! buffer.
+//! buffer. Joined at a CPU, it has a third form (`star@cpu:0{parts}`):
+//! every CUDA target takes only the shards it lacks (each straight from
+//! its rank where a direct path leads there, else sliced out of the joined
+//! result) and joins them itself, so the result does not cross its link
+//! whole, its own shard included, and the shards already on the host
+//! start up at once. A CPU shares the joined result and a Vulkan device
+//! imports it, as in the second form.
 
 use super::algorithm::{name_at, Algorithm, Ask, Lowering};
 use super::arrange;
 use super::emit::{Emitter, Held};
 use super::site::Broken;
 use fuel_graph_ext::graph::ValueId;
-use fuel_graph_ext::{Device, Op, ReduceOp};
+use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp};
 use std::fmt;
 
 /// Every shard to one point.
@@ -26,6 +32,16 @@ pub struct Star {
     /// `None` for a broadcast, and for an `all_gather` that every target
     /// joins itself.
     pub at: Option<Device>,
+    /// For an `all_gather` joined at `at` (a CPU): each CUDA target joins
+    /// the shards it lacks itself instead of taking the joined result.
+    pub parts: bool,
+}
+
+impl Star {
+    /// Every shard to `at` (or, with `None`, the form with no point).
+    pub fn at(at: Option<Device>) -> Star {
+        Star { at, parts: false }
+    }
 }
 
 /// Every point where the shards may meet, or the one point for a
@@ -34,7 +50,7 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
     let Ask { site, opts, topo } = *ask;
     let gathers = matches!(site.op, Op::AllGather { .. });
     if site.reduce_op().is_none() && !gathers {
-        return Ok(vec![Lowering::Star(Star { at: None })]);
+        return Ok(vec![Lowering::Star(Star::at(None))]);
     }
     let points = match opts.reduce_at {
         Some(d) => vec![d],
@@ -48,12 +64,21 @@ pub(super) fn candidates(ask: &Ask<'_>) -> Result<Vec<Lowering>, String> {
     };
     // An all_gather that every target joins itself comes first, so that
     // it stays `auto`'s pick on a tie, and `reduce_at` leaves it out.
-    let own = (gathers && opts.reduce_at.is_none()).then_some(Star { at: None });
-    Ok(own
-        .into_iter()
-        .chain(points.into_iter().map(|d| Star { at: Some(d) }))
-        .map(Lowering::Star)
-        .collect())
+    let own = (gathers && opts.reduce_at.is_none()).then_some(Star::at(None));
+    // The parts form where a CUDA rank would otherwise take the joined
+    // result whole from a CPU.
+    let cuda = site.devs.iter().any(|d| d.kind == DeviceKind::Cuda);
+    let mut out: Vec<Lowering> = own.into_iter().map(Lowering::Star).collect();
+    for d in points {
+        out.push(Lowering::Star(Star::at(Some(d))));
+        if gathers && cuda && d.is_cpu() {
+            out.push(Lowering::Star(Star {
+                at: Some(d),
+                parts: true,
+            }));
+        }
+    }
+    Ok(out)
 }
 
 impl Algorithm for Star {
@@ -69,6 +94,10 @@ impl Algorithm for Star {
         self.at
     }
 
+    fn joins_parts_on(&self, d: Device) -> bool {
+        self.parts && d.kind == DeviceKind::Cuda && Some(d) != self.at
+    }
+
     fn combine(&self, em: &mut Emitter<'_>, op: ReduceOp) -> Result<Vec<ValueId>, Broken> {
         let at = self
             .at
@@ -81,7 +110,11 @@ impl Algorithm for Star {
 
 impl fmt::Display for Star {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        name_at(f, "star", self.at)
+        name_at(f, "star", self.at)?;
+        if self.parts {
+            f.write_str("{parts}")?;
+        }
+        Ok(())
     }
 }
 
@@ -157,5 +190,122 @@ mod tests {
         );
         let (_, joins) = lowered(&mixed, "lower-collectives");
         assert!(joins.len() == 1 || joins.len() == 4, "{joins:?}");
+    }
+
+    /// The shipped PCIe workstation, whose Vulkan device binds views at 4
+    /// bytes.
+    fn pcie() -> fuel_graph_ext::Topology {
+        fuel_graph_ext::Topology::parse(include_str!(
+            "../../../examples/topologies/pcie-cuda-vulkan.topo"
+        ))
+        .unwrap()
+    }
+
+    /// The bytes copied into `d`, and from where.
+    fn copies_into(g: &Graph, d: Device) -> Vec<(Device, usize)> {
+        let mut into: Vec<(Device, usize)> = g
+            .node_ids()
+            .filter_map(|id| g.node(id))
+            .filter(|n| matches!(n.op, Op::Copy { to, .. } if to == d))
+            .map(|n| {
+                let src = n.operands[0];
+                let bytes = g.value_type(src).unwrap().size_bytes();
+                (g.value_device(src).unwrap(), bytes)
+            })
+            .collect();
+        into.sort();
+        into
+    }
+
+    /// The estimate of the candidate named `name`.
+    fn estimate_of(d: &crate::lower::Decision, name: &str) -> Option<f64> {
+        d.candidates.iter().find_map(|c| match c {
+            crate::lower::Candidate::Estimated { lowering, estimate }
+                if lowering.to_string() == name =>
+            {
+                Some(estimate.total_us())
+            }
+            _ => None,
+        })
+    }
+
+    const PCIE_GATHER: &str = "graph @g {
+  %0 = input \"a\" @cuda:0 : f32[262144,4]
+  %1 = input \"b\" @vulkan:0 : f32[262144,4]
+  %2 = input \"c\" @cpu:0 : f32[262144,4]
+  %3:3 = all_gather %0, %1, %2 {axis=0} : f32[786432,4]
+  return %3#0, %3#1, %3#2
+}
+";
+
+    /// On the PCIe box the joined result crossing to `cuda:0` whole (its
+    /// own shard included) kept `auto` at 1.41x the bound; with `{parts}`
+    /// `cuda:0` takes the two shards it lacks, the CPU's straight from its
+    /// rank, and `auto` is within 1.25x.
+    #[test]
+    fn a_cuda_rank_takes_only_the_shards_it_lacks() {
+        let (g, d, _) = crate::lower::checked::lowered(PCIE_GATHER, "lower-collectives", pcie());
+        assert_eq!(d.lowering.to_string(), "star@cpu:0{parts}", "{d}");
+        let ratio = d.over_bound().unwrap();
+        assert!(ratio <= 1.25, "est/bound {ratio:.2}: {d}");
+        let shard = 262144 * 4 * 4;
+        // One shard from the joined result on cpu:0 (vulkan:0's), one
+        // straight from cpu:0's input; the two buffers differ.
+        assert_eq!(
+            copies_into(&g, Device::cuda(0)),
+            vec![(Device::cpu(0), shard), (Device::cpu(0), shard)]
+        );
+        assert_eq!(
+            copies_into(&g, Device::vulkan(0)),
+            vec![(Device::cpu(0), 3 * shard)]
+        );
+        let whole = estimate_of(&d, "star@cpu:0").unwrap();
+        assert!(whole > d.estimate().unwrap().total_us(), "{d}");
+    }
+
+    /// A CUDA rank takes a peer's shard over the peer link, and neighbouring
+    /// shards with no direct path in one slice of the joined result, made
+    /// once for every rank that needs it.
+    #[test]
+    fn peers_shards_come_straight_and_host_slices_are_shared() {
+        let src = "graph @g {
+  %0 = input \"a\" @cuda:0 : f32[65536,4]
+  %1 = input \"b\" @cuda:1 : f32[65536,4]
+  %2 = input \"c\" @vulkan:0 : f32[65536,4]
+  %3 = input \"d\" @vulkan:1 : f32[65536,4]
+  %4 = input \"e\" @cpu:0 : f32[65536,4]
+  %5:5 = all_gather %0, %1, %2, %3, %4 {axis=0} : f32[327680,4]
+  return %5#0, %5#1, %5#2, %5#3, %5#4
+}
+";
+        let topo = pcie().with_peer(0, 1);
+        let (g, d, _) = crate::lower::checked::lowered(
+            src,
+            "lower-collectives{algorithm=star, reduce_at=cpu:0}",
+            topo,
+        );
+        let shard = 65536 * 4 * 4;
+        assert_eq!(d.lowering.to_string(), "star@cpu:0{parts}", "{d}");
+        assert!(estimate_of(&d, "star@cpu:0").is_some(), "{d}");
+        for (me, peer) in [(0, 1), (1, 0)] {
+            assert_eq!(
+                copies_into(&g, Device::cuda(me)),
+                vec![
+                    (Device::cpu(0), shard),
+                    (Device::cpu(0), 2 * shard),
+                    (Device::cuda(peer), shard)
+                ],
+                "cuda:{me}"
+            );
+        }
+        let slices = g
+            .node_ids()
+            .filter_map(|id| g.node(id))
+            .filter(|n| matches!(n.op, Op::Slice { .. }))
+            .count();
+        assert_eq!(
+            slices, 1,
+            "the two Vulkan shards, sliced once for both CUDA ranks"
+        );
     }
 }

@@ -391,3 +391,26 @@ case(
     "  %3:3 = all_reduce.mean %0, %1, %2 : f16[5,3]",
     outs(3, 3),
 )
+
+# 12. all_gather joined at the staging CPU, each CUDA rank joining the
+# shards it lacks itself (star@cpu:0{parts}): `auto`'s pick on the shipped
+# PCIe workstation at 4 MiB per shard. The CPU's own shard goes straight
+# up; the GPUs' shards, which have no direct path to the CUDA rank, are
+# sliced out of the joined result on the host.
+PCIE = "../../../../examples/topologies/pcie-cuda-vulkan.topo"
+for devs in [["cuda:0", "vulkan:0", "cpu:0"], ["cuda:0", "cuda:1", "vulkan:0", "cpu:0"]]:
+    n = len(devs)
+    gname = "-".join(d.replace(":", "") for d in devs)
+    case(
+        f"kinds/all-gather-{gname}-parts.fir",
+        pipeline("auto"),
+        [f"all_gather of 4 MiB shards over [{', '.join(devs)}] on the PCIe workstation",
+         "(examples/topologies/pcie-cuda-vulkan.topo): the shards are joined once on",
+         "cpu:0, vulkan:0 imports the result, and each CUDA rank joins what it lacks."],
+        f"all_gather_{gname.replace('-', '_')}_parts",
+        devs,
+        "f32[262144,4]",
+        f"  %{n}:{n} = all_gather {shards(n)} {{axis=0}} : f32[{262144 * n},4]",
+        outs(n, n),
+        PCIE,
+    )

@@ -180,7 +180,7 @@ proptest! {
         let mut lowerings: Vec<Lowering> = arrange::unique(&devs)
             .into_iter()
             .chain([topo.staging])
-            .map(|d| Lowering::Star(Star { at: Some(d) }))
+            .map(|d| Lowering::Star(Star::at(Some(d))))
             .collect();
         lowerings.push(Lowering::Ring(Ring));
         let mut checked = 0;
@@ -235,8 +235,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(100))]
 
     /// An all_gather's join points of one class (`StarClass`) cost the
-    /// same: the estimate the pass uses for each (the first of its class,
-    /// priced by graph) equals the graph's estimate for that point.
+    /// same, in either form (the joined result whole, or `{parts}`): the
+    /// estimate the pass uses for each (the first of its class, priced by
+    /// graph) equals the graph's estimate for that point.
     #[test]
     fn all_gather_join_points_of_one_class_cost_the_same(
         picks in prop::collection::vec(0..POOL.len(), 2..=7),
@@ -253,8 +254,12 @@ proptest! {
         let (g, site) = parsed(&all_gather_source(&devs, rows, cols, uneven));
         let topo = topology(peers, staging, scale);
         let scratch = Scratch::new(&g, &site).unwrap();
-        for d in arrange::unique(&devs).into_iter().chain([topo.staging]) {
-            let l = Lowering::Star(Star { at: Some(d) });
+        let points = arrange::unique(&devs).into_iter().chain([topo.staging]);
+        // Each point whole, and a CPU point with the CUDA ranks joining
+        // the shards they lack themselves.
+        let stars = points.flat_map(|d| [(d, false), (d, true)]).filter(|(d, parts)| !parts || d.is_cpu());
+        for (d, parts) in stars {
+            let l = Lowering::Star(Star { at: Some(d), parts });
             let graph = scratch.estimate_by_graph(&site, &l, &topo).unwrap();
             let used = scratch.estimate(&site, &l, &topo).unwrap();
             prop_assert!(
