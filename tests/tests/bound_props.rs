@@ -61,10 +61,15 @@ fn topology() -> impl Strategy<Value = String> {
         prop::collection::vec((curve(), figure(0.1, 50.0)), 3),
         (figure(0.05, 20.0), figure(0.05, 20.0), figure(0.05, 5.0)),
         (any::<bool>(), any::<bool>(), any::<bool>(), 0..3usize),
-        (any::<bool>(), any::<bool>(), prop::option::of(1..8u32)),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop::option::of(1..8u32),
+            prop::option::of(0..9u32),
+        ),
     )
         .prop_map(
-            |(links, folds, runner, (p01, p12, staging1, drivers), (hm, hk, cores))| {
+            |(links, folds, runner, (p01, p12, staging1, drivers), (hm, hk, cores, align))| {
                 let mut s = String::new();
                 let classes = [
                     "same-device",
@@ -109,6 +114,9 @@ fn topology() -> impl Strategy<Value = String> {
                 }
                 if let Some(n) = cores {
                     s += &format!("cores {n} handoff=1\n");
+                }
+                if let Some(k) = align {
+                    s += &format!("view-align vulkan {}\n", 1u32 << k);
                 }
                 s
             },

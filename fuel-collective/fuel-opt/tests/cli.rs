@@ -559,6 +559,55 @@ fn note(stdout: &str) -> String {
         .to_string()
 }
 
+/// Calibrating a Vulkan device writes the offset multiple it binds views
+/// at, so the cost model counts the views the run makes.
+#[test]
+fn calibrate_writes_the_vulkan_view_alignment() {
+    let test = "calibrate_writes_the_vulkan_view_alignment";
+    let devices = [
+        fuel_graph_ext::Device::cpu(0),
+        fuel_graph_ext::Device::vulkan(0),
+    ];
+    if !fuel_test_support::devices::devices_or_skip(test, &devices) {
+        return;
+    }
+    let cache = empty_cache();
+    let out_file = cache.join("written.topo");
+    let args = [
+        "calibrate",
+        "--devices",
+        "cpu:0,vulkan:0",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "--passes",
+        "1",
+        "--out",
+        out_file.to_str().unwrap(),
+    ];
+    let out = fuel_opt_cached(&args, None, &cache);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&out_file).unwrap();
+    let align: usize = written
+        .lines()
+        .find_map(|l| l.strip_prefix("view-align vulkan "))
+        .unwrap_or_else(|| panic!("no view-align line:\n{written}"))
+        .parse()
+        .unwrap();
+    assert!(align.is_power_of_two() && align <= 256, "{align}");
+    assert!(
+        stdout.contains(&format!("view-align vulkan {align}: ")),
+        "{stdout}"
+    );
+    let topo = fuel_graph_ext::Topology::parse(&written).unwrap();
+    assert_eq!(
+        topo.view_align(fuel_graph_ext::DeviceKind::Vulkan),
+        Some(align)
+    );
+}
+
 #[test]
 fn calibrate_writes_the_cache_that_lowering_then_reads() {
     let cache = empty_cache();

@@ -104,7 +104,9 @@ pub(super) fn star_class(site: &CollectiveSite, at: Device, topo: &Topology) -> 
                 .iter()
                 .zip(&shares)
                 .filter(|(d, _)| **d == at)
-                .map(|(_, &(start, len))| (len, slice_is_view(at, &site.ty, axis, start, len)))
+                .map(|(_, &(start, len))| {
+                    (len, slice_is_view(topo, at, &site.ty, axis, start, len))
+                })
                 .collect();
             kept.sort_unstable();
             let mut h = rustc_hash::FxHasher::default();
@@ -266,7 +268,7 @@ fn star_runner(site: &CollectiveSite, at: Device, topo: &Topology) -> Runner {
             };
             site.devs.iter().zip(&shares).any(|(&d, &(start, len))| {
                 let part = site.ty.with_dim(axis, len).size_bytes();
-                let computed = !slice_is_view_when(d != at, at, &site.ty, (axis, start, len));
+                let computed = !slice_is_view_when(topo, d != at, at, &site.ty, (axis, start, len));
                 d != at && delivery_on_gpu(d, part, computed)
             })
         }
@@ -346,7 +348,7 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
                 // costs the runner's bookkeeping, as a shared copy does; a
                 // share bound for another device is read only by its copy
                 // into a host arena (to a CPU, or through the staging one).
-                let view = slice_is_view_when(d != at, at, &site.ty, (axis, start, len));
+                let view = slice_is_view_when(topo, d != at, at, &site.ty, (axis, start, len));
                 let slice = if view {
                     StepKind::Transfer {
                         from: at,
@@ -607,7 +609,7 @@ impl<'a> RingShape<'a> {
             let is_view = |pos: usize| {
                 let d = self.dev(pos);
                 let copied = pos == first && self.dev(pos + 1) != d;
-                slice_is_view_when(copied, d, &site.ty, (self.axis, start, len))
+                slice_is_view_when(self.topo, copied, d, &site.ty, (self.axis, start, len))
             };
             // Each position's piece of the chunk: a view where it is one run.
             let slice = |pos: usize| {

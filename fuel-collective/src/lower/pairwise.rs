@@ -233,4 +233,32 @@ mod tests {
         );
         assert!(d.over_bound().unwrap() <= 1.5, "{d}");
     }
+
+    /// The same workstation's thirds start at 1398104 and 2796208 bytes:
+    /// multiples of 4, where the Vulkan card binds a view (`view-align
+    /// vulkan 4`), not of the 256 assumed without that line. As views,
+    /// `vulkan:0`'s own shares cost no copy, and the pick is within 1.25x
+    /// of the bound (1.31x assuming 256).
+    #[test]
+    fn views_at_the_cards_own_alignment_bring_the_pcie_reduce_scatter_within_target() {
+        let text = include_str!("../../../examples/topologies/pcie-cuda-vulkan.topo");
+        let src = "graph @g {
+  %0 = input \"a\" @cuda:0 : f32[1048578]
+  %1 = input \"b\" @vulkan:0 : f32[1048578]
+  %2 = input \"c\" @cpu:0 : f32[1048578]
+  %3:3 = reduce_scatter.sum %0, %1, %2 {axis=0} : f32[349526]
+  return %3#0, %3#1, %3#2
+}
+";
+        let ratio = |text: &str| {
+            let (_, d, _) =
+                checked::lowered(src, "lower-collectives", Topology::parse(text).unwrap());
+            assert!(d.to_string().contains("chose pairwise@vulkan:0"), "{d}");
+            d.over_bound().unwrap()
+        };
+        let own = ratio(text);
+        assert!(own <= 1.25, "{own:.3}");
+        let assumed = ratio(&text.replace("view-align vulkan 4", ""));
+        assert!(assumed > 1.25, "{assumed:.3}");
+    }
 }

@@ -13,6 +13,7 @@ use super::Options;
 use crate::device::{Device, DeviceKind};
 use crate::dtype::TensorType;
 use crate::topology::Topology;
+pub use crate::topology::ASSUMED_VIEW_ALIGN;
 
 /// What one device can do that changes how a plan runs on it. The runtime
 /// reads each opened device's own; the cost model assumes them from the
@@ -34,21 +35,22 @@ pub struct Caps {
 impl Caps {
     /// The capabilities the cost model assumes for `device` before any
     /// device is open: a host arena binds views anywhere; a Vulkan device
-    /// binds them at [`ASSUMED_VIEW_ALIGN`], imports host memory, and reads
+    /// binds them at the topology's alignment ([`Topology::view_align`]:
+    /// [`ASSUMED_VIEW_ALIGN`] unless a `view-align` line or the calibrator
+    /// says), imports host memory, and reads
     /// callers' inputs in place where the topology says its memory is the
     /// host's (calibration writes that for lavapipe); CUDA has none of it.
     pub fn assumed(device: Device, topo: &Topology) -> Caps {
         match device.kind {
-            DeviceKind::Cpu => Caps {
-                view_align: Some(1),
-                ..Caps::default()
-            },
             DeviceKind::Vulkan => Caps {
-                view_align: Some(ASSUMED_VIEW_ALIGN),
+                view_align: topo.view_align(device.kind),
                 imports_host: true,
                 reads_inputs_in_place: topo.in_host_memory(DeviceKind::Vulkan),
             },
-            _ => Caps::default(),
+            kind => Caps {
+                view_align: topo.view_align(kind),
+                ..Caps::default()
+            },
         }
     }
 }
@@ -65,21 +67,18 @@ impl Caps {
 /// cheap as the import (about 0.1 us on lavapipe).
 pub const INPUT_IN_PLACE_MIN: usize = super::HOST_PAGE;
 
-/// The storage-buffer offset alignment the cost model assumes for a
-/// Vulkan view: 256 bytes, the largest a Vulkan device may ask for, so an
-/// estimate never counts a view that runs as a copy.
-pub const ASSUMED_VIEW_ALIGN: usize = 256;
-
 /// Whether a `slice {axis, start, len}` of an `operand` tensor on `device`
 /// will run as a [`Work::View`], read off the graph alone (before any
 /// device is open): its bytes are one run of the operand's
 /// ([`super::region::slice_run`]), and the device binds views there: any
-/// host arena; a Vulkan device when the run starts at a multiple of
-/// [`ASSUMED_VIEW_ALIGN`] and is whole 4-byte words; never CUDA. The cost
+/// host arena; a Vulkan device when the run starts at a multiple of the
+/// topology's alignment ([`Topology::view_align`]) and is whole 4-byte
+/// words; never CUDA. The cost
 /// model prices such a slice as a view; [`Schedule::view_slices`], with
 /// each device's real alignment, may make more slices views, never fewer
 /// for a slice of a buffer of its own.
 pub fn slice_is_view(
+    topo: &Topology,
     device: Device,
     operand: &TensorType,
     axis: usize,
@@ -90,12 +89,10 @@ pub fn slice_is_view(
         return false;
     };
     let bytes = operand.with_dim(axis, len).size_bytes();
-    match device.kind {
-        crate::device::DeviceKind::Cpu => true,
-        crate::device::DeviceKind::Vulkan => {
-            at.is_multiple_of(ASSUMED_VIEW_ALIGN) && bytes.is_multiple_of(4)
-        }
-        _ => false,
+    match (device.kind, topo.view_align(device.kind)) {
+        (DeviceKind::Cpu, _) => true,
+        (_, Some(align)) => at.is_multiple_of(align) && bytes.is_multiple_of(4),
+        (_, None) => false,
     }
 }
 
@@ -104,12 +101,13 @@ pub fn slice_is_view(
 /// an output) any one run on a Vulkan device, at any offset, since no
 /// kernel binds it: the rule the closed forms price by.
 pub fn slice_is_view_when(
+    topo: &Topology,
     only_copied: bool,
     device: Device,
     operand: &TensorType,
     (axis, start, len): (usize, usize, usize),
 ) -> bool {
-    slice_is_view(device, operand, axis, start, len)
+    slice_is_view(topo, device, operand, axis, start, len)
         || (only_copied
             && device.kind == DeviceKind::Vulkan
             && super::region::slice_run(operand, axis, start, len).is_some())
@@ -512,6 +510,38 @@ mod tests {
         // Aligned to 64: %2's offset in the buffer it views (80) is not.
         let sixty_four = |d: Device| Some(if d.is_cpu() { 1 } else { 64 });
         assert_eq!(viewed(&sixty_four), [1, 7]);
+    }
+
+    /// The model assumes the alignment the topology gives (256 unless a
+    /// `view-align` line says), in its caps and in the closed forms' rule.
+    #[test]
+    fn the_model_binds_vulkan_views_at_the_topologys_alignment() {
+        let v = Device::vulkan(0);
+        let ty = TensorType::new(crate::dtype::DType::F32, &[1_048_578]);
+        // A third of it: 349526 entries, at 1398104 bytes (a multiple of
+        // 4 and 8, not of 16).
+        let third = |t: &Topology| slice_is_view(t, v, &ty, 0, 349_526, 349_526);
+        let default = Topology::default();
+        assert_eq!(
+            Caps::assumed(v, &default).view_align,
+            Some(ASSUMED_VIEW_ALIGN)
+        );
+        assert!(!third(&default));
+        for (align, view) in [(4, true), (8, true), (16, false)] {
+            let t = Topology::parse(&format!("view-align vulkan {align}")).unwrap();
+            assert_eq!(Caps::assumed(v, &t).view_align, Some(align));
+            assert_eq!(third(&t), view, "aligned to {align}");
+        }
+        // The first third starts at 0 under any alignment; CUDA has none.
+        assert!(slice_is_view(&default, v, &ty, 0, 0, 349_526));
+        assert!(!slice_is_view(
+            &default,
+            Device::cuda(0),
+            &ty,
+            0,
+            0,
+            349_526
+        ));
     }
 
     #[test]

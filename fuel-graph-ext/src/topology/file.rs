@@ -9,6 +9,7 @@ impl Topology {
     /// Parses a topology file. Lines (with `#` comments):
     /// `peer cuda:0 cuda:1`, `staging cpu:1`, `driver cuda`,
     /// `link host-cuda bandwidth=25 latency=10 deferred=25`,
+    /// `view-align vulkan 16`,
     /// `reduce cpu 20 fixed=0.1`, `runner threaded step=15 run=20`,
     /// `process bandwidth=12 latency=5` (between the processes of a world).
     ///
@@ -81,6 +82,7 @@ impl Topology {
                 self.host_kernels.insert(k);
                 self.host_memory.insert(k);
             }
+            ["view-align", k, n] => self.apply_view_align(k, n, at)?,
             ["cores", n, rest @ ..] => self.apply_cores(n, rest, at)?,
             ["driver", k] => {
                 let k = at.kind(k)?;
@@ -97,12 +99,27 @@ impl Topology {
             ["process", rest @ ..] => self.apply_process(rest, at)?,
             _ => {
                 return Err(at.err(
-                    "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `host-kernels KIND`, `cores N [handoff=US]`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
+                    "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `host-kernels KIND`, `view-align vulkan BYTES`, `cores N [handoff=US]`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
                         .into(),
                 ))
             }
         }
         Ok(())
+    }
+
+    /// `view-align vulkan BYTES`: the Vulkan devices' storage-buffer offset
+    /// alignment, the one kind whose views have one to give.
+    fn apply_view_align(&mut self, k: &str, n: &str, at: &mut Line<'_>) -> Result<(), String> {
+        if at.kind(k)? != DeviceKind::Vulkan {
+            return Err(at.err(format!(
+                "`view-align` takes vulkan: a cpu binds a view at any byte and cuda has none, found `{k}`"
+            )));
+        }
+        let align = n
+            .parse::<usize>()
+            .map_err(|_| at.err(format!("bad view alignment `{n}`: expected a whole number of bytes, e.g. `view-align vulkan 16`")))?;
+        at.set("the Vulkan view alignment".into(), align.to_string())?;
+        self.set_vulkan_view_align(align).map_err(|why| at.err(why))
     }
 
     /// `cores N [handoff=US]`.
@@ -292,6 +309,9 @@ impl Topology {
         }
         for k in &self.host_kernels {
             let _ = writeln!(s, "host-kernels {k}");
+        }
+        if self.vulkan_view_align != ASSUMED_VIEW_ALIGN {
+            let _ = writeln!(s, "view-align vulkan {}", self.vulkan_view_align);
         }
         if let Some(n) = self.cores {
             if self.handoff_cpu_us > 0.0 {

@@ -245,6 +245,11 @@ pub struct Topology {
     /// report back), microseconds: the part of the runner's `step` cost
     /// that keeps a core busy rather than waiting (`cores N handoff=US`).
     handoff_cpu_us: f64,
+    /// The storage-buffer offset alignment a Vulkan device binds a view at
+    /// (its `minStorageBufferOffsetAlignment`; a `view-align vulkan N`
+    /// line, which the calibrator writes from the devices it opened), or
+    /// [`ASSUMED_VIEW_ALIGN`] where no line says.
+    vulkan_view_align: usize,
     /// The link between two processes of a world (`fuel_collective::world`):
     /// what one inter-process message costs, whatever carries it (shared
     /// memory on one machine, a network between machines).
@@ -334,11 +339,18 @@ impl Default for Topology {
             host_kernels: BTreeSet::new(),
             cores: None,
             handoff_cpu_us: 0.0,
+            vulkan_view_align: ASSUMED_VIEW_ALIGN,
             process: LinkCost::new(DEFAULT_PROCESS_LINK.0, DEFAULT_PROCESS_LINK.1),
             source: Source::Defaults,
         }
     }
 }
+
+/// The storage-buffer offset alignment the cost model assumes for a
+/// Vulkan view where the topology does not give the device's own: 256
+/// bytes, the largest the Vulkan specification lets a device ask for, so
+/// an estimate never counts a view that runs as a copy.
+pub const ASSUMED_VIEW_ALIGN: usize = 256;
 
 /// The device kinds that have a collective driver: the host driver for
 /// CPUs, NCCL for CUDA. Vulkan has none.
@@ -381,6 +393,29 @@ impl Topology {
     /// the kinds a `host-memory` line names).
     pub fn in_host_memory(&self, kind: DeviceKind) -> bool {
         kind == DeviceKind::Cpu || self.host_memory.contains(&kind)
+    }
+
+    /// The offset multiple at which a device of `kind` binds a view of a
+    /// buffer: 1 for a host arena, the `view-align` figure for Vulkan
+    /// ([`ASSUMED_VIEW_ALIGN`] by default), `None` for CUDA (no views).
+    pub fn view_align(&self, kind: DeviceKind) -> Option<usize> {
+        match kind {
+            DeviceKind::Cpu => Some(1),
+            DeviceKind::Vulkan => Some(self.vulkan_view_align),
+            _ => None,
+        }
+    }
+
+    /// Sets the Vulkan devices' [`view_align`](Self::view_align): a power
+    /// of two up to [`ASSUMED_VIEW_ALIGN`], or an error saying so.
+    pub fn set_vulkan_view_align(&mut self, align: usize) -> Result<(), String> {
+        if !align.is_power_of_two() || align > ASSUMED_VIEW_ALIGN {
+            return Err(format!(
+                "bad view alignment {align}: a Vulkan device's storage-buffer offset alignment is a power of two up to {ASSUMED_VIEW_ALIGN} bytes, e.g. `view-align vulkan 16`"
+            ));
+        }
+        self.vulkan_view_align = align;
+        Ok(())
     }
 
     /// True if the host's cores run `kind`'s kernels (a `host-kernels`

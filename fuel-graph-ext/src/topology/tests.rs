@@ -86,6 +86,34 @@ fn host_kernels_imply_host_memory_and_round_trip() {
 }
 
 #[test]
+fn the_vulkan_view_alignment_is_read_written_and_checked() {
+    let d = Topology::default();
+    assert_eq!(d.view_align(DeviceKind::Vulkan), Some(ASSUMED_VIEW_ALIGN));
+    assert_eq!(d.view_align(DeviceKind::Cpu), Some(1));
+    assert_eq!(d.view_align(DeviceKind::Cuda), None);
+    assert!(!d.to_text().contains("view-align"));
+    let t = Topology::parse("view-align vulkan 16\nview-align vulkan 16\n").unwrap();
+    assert_eq!(t.view_align(DeviceKind::Vulkan), Some(16));
+    assert!(t.to_text().contains("view-align vulkan 16\n"));
+    assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+    for (bad, says) in [
+        ("view-align cpu 4", "`view-align` takes vulkan"),
+        ("view-align cuda 4", "`view-align` takes vulkan"),
+        ("view-align vulkan 24", "a power of two up to 256"),
+        ("view-align vulkan 512", "a power of two up to 256"),
+        ("view-align vulkan 0", "a power of two up to 256"),
+        ("view-align vulkan four", "a whole number of bytes"),
+        (
+            "view-align vulkan 4\nview-align vulkan 16",
+            "line 1 set it to 4",
+        ),
+    ] {
+        let e = Topology::parse(bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn every_figure_round_trips() {
     let text = "staging cpu:2\npeer cuda:0 cuda:1\ndriver cpu\nhost-memory vulkan\nrunner inline step=0.25 run=1.5\nrunner threaded step=12 run=30 dispatch=1.5\nreduce vulkan 0.5 fixed=70\nlink host-vulkan bandwidth=6.5 latency=44 deferred=20\n";
     let t = Topology::parse(text).unwrap();

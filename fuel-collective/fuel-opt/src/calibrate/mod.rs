@@ -207,13 +207,14 @@ fn deferred_graph(gpu: Device, bytes: usize) -> String {
     )
 }
 
-/// Whether a Vulkan device of the group sits on an adapter whose memory is
-/// the host's, and whether on one whose kernels the host's cores run (a
-/// CPU device: lavapipe).
-fn host_side_vulkan(devices: &[Device]) -> (bool, bool) {
+/// What the group's Vulkan adapters say about themselves: whether one's
+/// memory is the host's, whether one is a CPU device (lavapipe, whose
+/// kernels the host's cores run), and the largest offset multiple at which
+/// one binds a view (`None` without a Vulkan device).
+fn host_side_vulkan(devices: &[Device]) -> (bool, bool, Option<u64>) {
     use fuel_runtime::backend::vulkan::{devices_per_adapter, Instance};
     let Ok(inst) = Instance::open() else {
-        return (false, false);
+        return (false, false, None);
     };
     let adapters = inst.adapters();
     let of = |d: &Device| {
@@ -228,6 +229,7 @@ fn host_side_vulkan(devices: &[Device]) -> (bool, bool) {
     (
         devices.iter().filter_map(of).any(|a| a.host_memory),
         devices.iter().filter_map(of).any(|a| a.cpu_device),
+        devices.iter().filter_map(of).map(|a| a.view_align).max(),
     )
 }
 
@@ -260,12 +262,18 @@ pub fn measure(
     }
     let m = merge(first, others);
     let mut base = base.clone();
-    let (host_memory, host_kernels) = host_side_vulkan(devices);
+    let (host_memory, host_kernels, view_align) = host_side_vulkan(devices);
     if host_memory {
         base.host_memory.insert(DeviceKind::Vulkan);
     }
     if host_kernels {
         base.host_kernels.insert(DeviceKind::Vulkan);
+    }
+    // The model binds views where the devices do; a figure the topology
+    // cannot hold (a driver reporting more than 256) keeps the default.
+    let align = view_align.and_then(|a| usize::try_from(a).ok());
+    if let Some(a) = align.filter(|a| base.set_vulkan_view_align(*a).is_ok()) {
+        say(format!("view-align vulkan {a}: the Vulkan devices bind a view of a buffer at any multiple of {a} bytes"));
     }
     let mut topo = fit::fit(&m, &base);
     // The calibration graphs are single chains, which the cores do not

@@ -87,8 +87,9 @@ fn source(devs: &[Device], kind: usize, mean: bool, shape: &[usize]) -> String {
     s + &format!("  return {}\n}}\n", rets.join(", "))
 }
 
-fn topology(peers: bool, staging: u32, scale: f64) -> Topology {
+fn topology(peers: bool, staging: u32, scale: f64, align: usize) -> Topology {
     let mut t = Topology::default();
+    t.set_vulkan_view_align(align).unwrap();
     if peers {
         t = t.with_peer(0, 1);
     }
@@ -165,6 +166,7 @@ proptest! {
         peers in any::<bool>(),
         staging in 0u32..3,
         scale in prop::sample::select(vec![0.05, 1.0, 20.0]),
+        align in prop::sample::select(vec![4usize, 16, 256]),
     ) {
         let devs: Vec<Device> = picks.iter().map(|i| POOL[*i]).collect();
         let n = devs.len();
@@ -175,7 +177,7 @@ proptest! {
         let cols = if wide { cols * 1024 } else { cols };
         let shape = if kind >= 2 { vec![n * rows, cols] } else { vec![rows * 3, cols] };
         let (g, site) = parsed(&source(&devs, kind, mean, &shape));
-        let topo = topology(peers, staging, scale);
+        let topo = topology(peers, staging, scale, align);
         let scratch = Scratch::new(&g, &site).unwrap();
         let mut lowerings: Vec<Lowering> = arrange::unique(&devs)
             .into_iter()
@@ -248,11 +250,12 @@ proptest! {
         peers in any::<bool>(),
         staging in 0u32..3,
         scale in prop::sample::select(vec![0.05, 1.0, 20.0]),
+        align in prop::sample::select(vec![4usize, 16, 256]),
     ) {
         let devs: Vec<Device> = picks.iter().map(|i| POOL[*i]).collect();
         let cols = if wide { cols * 1024 } else { cols };
         let (g, site) = parsed(&all_gather_source(&devs, rows, cols, uneven));
-        let topo = topology(peers, staging, scale);
+        let topo = topology(peers, staging, scale, align);
         let scratch = Scratch::new(&g, &site).unwrap();
         let points = arrange::unique(&devs).into_iter().chain([topo.staging]);
         // Each point whole, and a CPU point with the CUDA ranks joining

@@ -43,6 +43,16 @@ pub struct AdapterInfo {
     /// True if it is a CPU device (lavapipe): its kernels run on the
     /// host's cores, each dispatch spread over all of them.
     pub cpu_device: bool,
+    /// The offset multiple at which a kernel binds a view of a buffer
+    /// ([`view_align`]).
+    pub view_align: u64,
+}
+
+/// The offset multiple at which a device with `limits` binds a view of a
+/// storage buffer: its `minStorageBufferOffsetAlignment`, and at least one
+/// 4-byte word (the kernels' unit).
+pub fn view_align(limits: &vk::PhysicalDeviceLimits) -> u64 {
+    limits.min_storage_buffer_offset_alignment.max(4)
 }
 
 impl Instance {
@@ -116,6 +126,7 @@ impl Instance {
                         vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
                     ),
                     cpu_device: props.device_type == vk::PhysicalDeviceType::CPU,
+                    view_align: view_align(&props.limits),
                 }
             })
             .collect()

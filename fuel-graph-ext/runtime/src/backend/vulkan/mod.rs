@@ -43,7 +43,7 @@ mod vkdev;
 
 pub use buffer::VkBuf;
 pub use import::{import_setting, IMPORT_VAR};
-pub use instance::{AdapterInfo, Instance};
+pub use instance::{view_align, AdapterInfo, Instance};
 pub use memory::POOL_MAX_BYTES;
 
 use kernels::Pipeline;

@@ -74,7 +74,7 @@ impl VkDev {
             props.device_type,
             vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
         );
-        let view_align = limits.min_storage_buffer_offset_alignment.max(4);
+        let view_align = view_align(&limits);
         // SAFETY: queues 0 and `queues - 1` of a family we asked `queues` of.
         let (queue, copy_queue) = unsafe {
             (
