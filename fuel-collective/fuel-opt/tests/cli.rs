@@ -559,6 +559,26 @@ fn note(stdout: &str) -> String {
         .to_string()
 }
 
+/// `fuel-opt calibrate --devices DEVICES`, one timed run per graph and no
+/// warm-up, plus `extra`, with `cache` as the calibration cache; panics
+/// unless it succeeds, and returns its standard output.
+fn quick_calibration(devices: &str, extra: &[&str], cache: &std::path::Path) -> String {
+    let mut args = vec![
+        "calibrate",
+        "--devices",
+        devices,
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let out = fuel_opt_cached(&args, None, cache);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    stdout
+}
+
 /// Calibrating a Vulkan device writes the offset multiple it binds views
 /// at, so the cost model counts the views the run makes.
 #[test]
@@ -573,22 +593,11 @@ fn calibrate_writes_the_vulkan_view_alignment() {
     }
     let cache = empty_cache();
     let out_file = cache.join("written.topo");
-    let args = [
-        "calibrate",
-        "--devices",
+    let stdout = quick_calibration(
         "cpu:0,vulkan:0",
-        "--iters",
-        "1",
-        "--warmup",
-        "0",
-        "--passes",
-        "1",
-        "--out",
-        out_file.to_str().unwrap(),
-    ];
-    let out = fuel_opt_cached(&args, None, &cache);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        &["--passes", "1", "--out", out_file.to_str().unwrap()],
+        &cache,
+    );
     let written = std::fs::read_to_string(&out_file).unwrap();
     let align: usize = written
         .lines()
@@ -611,18 +620,7 @@ fn calibrate_writes_the_vulkan_view_alignment() {
 #[test]
 fn calibrate_writes_the_cache_that_lowering_then_reads() {
     let cache = empty_cache();
-    let args = [
-        "calibrate",
-        "--devices",
-        "cpu:0,cpu:1",
-        "--iters",
-        "1",
-        "--warmup",
-        "0",
-    ];
-    let out = fuel_opt_cached(&args, None, &cache);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let stdout = quick_calibration("cpu:0,cpu:1", &[], &cache);
     assert!(stdout.contains("link host-host"), "{stdout}");
     assert!(stdout.contains("runner inline"), "{stdout}");
     let written = stdout

@@ -121,20 +121,13 @@ impl fmt::Display for Star {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use fuel_graph_ext::interp::{deterministic_inputs, interpret};
-    use fuel_graph_ext::{text, Device, Graph, Op};
+    use crate::lower::checked;
+    use fuel_graph_ext::{Device, Graph, Op};
 
-    /// `src` lowered by `pipeline`, and the devices its concats run on.
+    /// `src` lowered by `pipeline` on the default topology (checked against
+    /// the interpreter), and the devices its concats run on.
     fn lowered(src: &str, pipeline: &str) -> (Graph, Vec<Device>) {
-        let before = text::parse(src).unwrap();
-        let mut g = before.clone();
-        crate::run_pipeline(&mut g, pipeline, Default::default(), Default::default()).unwrap();
-        let inputs = deterministic_inputs(&before);
-        assert_eq!(
-            interpret(&g, &inputs).unwrap(),
-            interpret(&before, &inputs).unwrap(),
-            "the lowering changed what the graph computes"
-        );
+        let (g, _, _) = checked::lowered(src, pipeline, Default::default());
         let joins = g
             .node_ids()
             .filter_map(|id| g.node(id))
@@ -229,14 +222,10 @@ mod tests {
         })
     }
 
-    const PCIE_GATHER: &str = "graph @g {
-  %0 = input \"a\" @cuda:0 : f32[262144,4]
-  %1 = input \"b\" @vulkan:0 : f32[262144,4]
-  %2 = input \"c\" @cpu:0 : f32[262144,4]
-  %3:3 = all_gather %0, %1, %2 {axis=0} : f32[786432,4]
-  return %3#0, %3#1, %3#2
-}
-";
+    /// The golden case's source (`tests/golden/collectives/kinds`).
+    const PCIE_GATHER: &str = include_str!(
+        "../../../tests/golden/collectives/kinds/all-gather-cuda0-vulkan0-cpu0-parts.fir"
+    );
 
     /// On the PCIe box the joined result crossing to `cuda:0` whole (its
     /// own shard included) kept `auto` at 1.41x the bound; with `{parts}`
@@ -244,7 +233,7 @@ mod tests {
     /// rank, and `auto` is within 1.25x.
     #[test]
     fn a_cuda_rank_takes_only_the_shards_it_lacks() {
-        let (g, d, _) = crate::lower::checked::lowered(PCIE_GATHER, "lower-collectives", pcie());
+        let (g, d, _) = checked::lowered(PCIE_GATHER, "lower-collectives", pcie());
         assert_eq!(d.lowering.to_string(), "star@cpu:0{parts}", "{d}");
         let ratio = d.over_bound().unwrap();
         assert!(ratio <= 1.25, "est/bound {ratio:.2}: {d}");
@@ -279,7 +268,7 @@ mod tests {
 }
 ";
         let topo = pcie().with_peer(0, 1);
-        let (g, d, _) = crate::lower::checked::lowered(
+        let (g, d, _) = checked::lowered(
             src,
             "lower-collectives{algorithm=star, reduce_at=cpu:0}",
             topo,
