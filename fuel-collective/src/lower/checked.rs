@@ -1,6 +1,7 @@
 //! Test support for the algorithms' unit tests: a collective lowered on a
 //! topology, checked against the reference interpreter, with its decision
-//! and the devices its folds run on.
+//! and the devices its folds run on; and the shipped PCIe workstation's
+//! topology, which several of them lower on.
 
 use super::{decisions, Decision};
 use fuel_graph_ext::interp::{deterministic_inputs, interpret};
@@ -33,4 +34,14 @@ pub(super) fn lowered(src: &str, pipeline: &str, topo: Topology) -> (Graph, Deci
         .collect();
     folds.sort();
     (g, decision, folds)
+}
+
+/// The text of `examples/topologies/pcie-cuda-vulkan.topo`.
+pub(super) const PCIE_TEXT: &str =
+    include_str!("../../../examples/topologies/pcie-cuda-vulkan.topo");
+
+/// The shipped PCIe workstation: `[cuda:0, vulkan:0, cpu:0]`, no path
+/// between the two GPUs, a Vulkan card that binds views at 4 bytes.
+pub(super) fn pcie() -> Topology {
+    Topology::parse(PCIE_TEXT).expect("the shipped topology parses")
 }

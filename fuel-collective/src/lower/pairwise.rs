@@ -213,10 +213,7 @@ mod tests {
     /// CPU's share on `vulkan:0` and each GPU's on itself is within 1.5x.
     #[test]
     fn the_pcie_workstation_folds_its_shares_side_by_side() {
-        let topo = Topology::parse(include_str!(
-            "../../../examples/topologies/pcie-cuda-vulkan.topo"
-        ))
-        .unwrap();
+        let topo = checked::pcie();
         let src = "graph @g {
   %0 = input \"a\" @cuda:0 : f32[3,349526]
   %1 = input \"b\" @vulkan:0 : f32[3,349526]
@@ -241,7 +238,7 @@ mod tests {
     /// of the bound (1.31x assuming 256).
     #[test]
     fn views_at_the_cards_own_alignment_bring_the_pcie_reduce_scatter_within_target() {
-        let text = include_str!("../../../examples/topologies/pcie-cuda-vulkan.topo");
+        let text = checked::PCIE_TEXT;
         let src = "graph @g {
   %0 = input \"a\" @cuda:0 : f32[1048578]
   %1 = input \"b\" @vulkan:0 : f32[1048578]

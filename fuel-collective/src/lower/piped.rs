@@ -213,11 +213,7 @@ mod tests {
 ";
 
     fn pcie() -> Topology {
-        let p = format!(
-            "{}/../examples/topologies/pcie-cuda-vulkan.topo",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        Topology::parse(&std::fs::read_to_string(p).unwrap()).unwrap()
+        crate::lower::checked::pcie()
     }
 
     /// On the PCIe workstation the vulkan:0 -> cpu:0 -> cuda:0 relay is

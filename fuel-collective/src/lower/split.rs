@@ -183,7 +183,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::first_len;
     use crate::lower::checked::lowered;
-    use fuel_graph_ext::{Device, Topology};
+    use fuel_graph_ext::Device;
 
     /// The PCIe workstation's all_reduce of 4 MiB shards: the best star
     /// (at `cuda:0`, its relays in two pieces) was 1.33x the bound, host
@@ -192,10 +192,7 @@ mod tests {
     /// what the collective did.
     #[test]
     fn the_pcie_workstation_folds_its_all_reduce_on_both_gpus() {
-        let topo = Topology::parse(include_str!(
-            "../../../examples/topologies/pcie-cuda-vulkan.topo"
-        ))
-        .unwrap();
+        let topo = crate::lower::checked::pcie();
         let src = "graph @g {
   %0 = input \"a\" @cuda:0 : f32[1048576]
   %1 = input \"b\" @vulkan:0 : f32[1048576]

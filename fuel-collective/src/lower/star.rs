@@ -124,6 +124,17 @@ mod tests {
     use crate::lower::checked;
     use fuel_graph_ext::{Device, Graph, Op};
 
+    /// Four CPUs, one f32[256,64] shard each.
+    const CPU4: &str = "graph @g {
+  %0 = input \"a\" @cpu:0 : f32[256,64]
+  %1 = input \"b\" @cpu:1 : f32[256,64]
+  %2 = input \"c\" @cpu:2 : f32[256,64]
+  %3 = input \"d\" @cpu:3 : f32[256,64]
+  %4:4 = all_gather %0, %1, %2, %3 {axis=0} : f32[1024,64]
+  return %4#0, %4#1, %4#2, %4#3
+}
+";
+
     /// `src` lowered by `pipeline` on the default topology (checked against
     /// the interpreter), and the devices its concats run on.
     fn lowered(src: &str, pipeline: &str) -> (Graph, Vec<Device>) {
@@ -136,16 +147,6 @@ mod tests {
             .collect();
         (g, joins)
     }
-
-    const CPU4: &str = "graph @g {
-  %0 = input \"a\" @cpu:0 : f32[256,64]
-  %1 = input \"b\" @cpu:1 : f32[256,64]
-  %2 = input \"c\" @cpu:2 : f32[256,64]
-  %3 = input \"d\" @cpu:3 : f32[256,64]
-  %4:4 = all_gather %0, %1, %2, %3 {axis=0} : f32[1024,64]
-  return %4#0, %4#1, %4#2, %4#3
-}
-";
 
     /// Between host arenas the copies of a joined result share its buffer,
     /// so `auto` joins once instead of once per CPU.
@@ -183,15 +184,6 @@ mod tests {
         );
         let (_, joins) = lowered(&mixed, "lower-collectives");
         assert!(joins.len() == 1 || joins.len() == 4, "{joins:?}");
-    }
-
-    /// The shipped PCIe workstation, whose Vulkan device binds views at 4
-    /// bytes.
-    fn pcie() -> fuel_graph_ext::Topology {
-        fuel_graph_ext::Topology::parse(include_str!(
-            "../../../examples/topologies/pcie-cuda-vulkan.topo"
-        ))
-        .unwrap()
     }
 
     /// The bytes copied into `d`, and from where.
@@ -233,7 +225,7 @@ mod tests {
     /// rank, and `auto` is within 1.25x.
     #[test]
     fn a_cuda_rank_takes_only_the_shards_it_lacks() {
-        let (g, d, _) = checked::lowered(PCIE_GATHER, "lower-collectives", pcie());
+        let (g, d, _) = checked::lowered(PCIE_GATHER, "lower-collectives", checked::pcie());
         assert_eq!(d.lowering.to_string(), "star@cpu:0{parts}", "{d}");
         let ratio = d.over_bound().unwrap();
         assert!(ratio <= 1.25, "est/bound {ratio:.2}: {d}");
@@ -252,28 +244,22 @@ mod tests {
         assert!(whole > d.estimate().unwrap().total_us(), "{d}");
     }
 
-    /// A CUDA rank takes a peer's shard over the peer link, and neighbouring
-    /// shards with no direct path in one slice of the joined result, made
-    /// once for every rank that needs it.
+    /// A CUDA rank takes a peer's shard over the peer link, and a shard
+    /// with no direct path as a slice of the joined result, made once for
+    /// every rank that needs it (the golden case, with `cuda:0` and
+    /// `cuda:1` made peers).
     #[test]
     fn peers_shards_come_straight_and_host_slices_are_shared() {
-        let src = "graph @g {
-  %0 = input \"a\" @cuda:0 : f32[65536,4]
-  %1 = input \"b\" @cuda:1 : f32[65536,4]
-  %2 = input \"c\" @vulkan:0 : f32[65536,4]
-  %3 = input \"d\" @vulkan:1 : f32[65536,4]
-  %4 = input \"e\" @cpu:0 : f32[65536,4]
-  %5:5 = all_gather %0, %1, %2, %3, %4 {axis=0} : f32[327680,4]
-  return %5#0, %5#1, %5#2, %5#3, %5#4
-}
-";
-        let topo = pcie().with_peer(0, 1);
+        let src = include_str!(
+            "../../../tests/golden/collectives/kinds/all-gather-cuda0-cuda1-vulkan0-cpu0-parts.fir"
+        );
+        let topo = checked::pcie().with_peer(0, 1);
         let (g, d, _) = checked::lowered(
             src,
             "lower-collectives{algorithm=star, reduce_at=cpu:0}",
             topo,
         );
-        let shard = 65536 * 4 * 4;
+        let shard = 262144 * 4 * 4;
         assert_eq!(d.lowering.to_string(), "star@cpu:0{parts}", "{d}");
         assert!(estimate_of(&d, "star@cpu:0").is_some(), "{d}");
         for (me, peer) in [(0, 1), (1, 0)] {
@@ -281,7 +267,7 @@ mod tests {
                 copies_into(&g, Device::cuda(me)),
                 vec![
                     (Device::cpu(0), shard),
-                    (Device::cpu(0), 2 * shard),
+                    (Device::cpu(0), shard),
                     (Device::cuda(peer), shard)
                 ],
                 "cuda:{me}"
@@ -294,7 +280,7 @@ mod tests {
             .count();
         assert_eq!(
             slices, 1,
-            "the two Vulkan shards, sliced once for both CUDA ranks"
+            "vulkan:0's shard, sliced once for both CUDA ranks"
         );
     }
 }
