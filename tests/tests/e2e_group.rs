@@ -150,6 +150,50 @@ fn cuda_groups_through_device_group() {
     }
 }
 
+/// An all_gather lowered as `auto` lowers it on the shipped PCIe
+/// workstation's figures, `star@cpu:0{parts}` (the CUDA rank joins the
+/// shards it lacks: the CPU's from its input, the Vulkan rank's sliced out
+/// of the host's joined result), run on this machine's devices.
+#[test]
+fn cuda_all_gather_joins_the_parts_it_lacks() {
+    let devs = [Device::cuda(0), Device::vulkan(0), Device::cpu(0)];
+    let topo = fuel_graph_ext::Topology::parse(include_str!(
+        "../../examples/topologies/pcie-cuda-vulkan.topo"
+    ))
+    .unwrap();
+    let group = DeviceGroup::new(devs).unwrap();
+    let g = LazyGraph::new("parts");
+    let shards = shards(&g, &devs, &TensorType::new(DType::F32, &[262144, 4]));
+    for t in group.all_gather(&shards, 0).unwrap() {
+        g.output(&t).unwrap();
+    }
+    let original = g.snapshot();
+    let lowered = lower_on(&original, "lower-collectives", &topo);
+    assert!(
+        lowered
+            .notes()
+            .iter()
+            .any(|n| n.contains("chose star@cpu:0{parts}")),
+        "{:?}",
+        lowered.notes()
+    );
+    // Lowering needs no device; the run does.
+    if !devices_or_skip("cuda_all_gather_joins_the_parts_it_lacks", &devs) {
+        return;
+    }
+    let exe = exec::compile(&lowered, &devs).unwrap();
+    let inputs = deterministic_inputs(&original);
+    let want = interpret(&original, &inputs).unwrap();
+    let got = exe.run_host(&inputs).unwrap();
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = g.check_same(w) {
+            panic!("result {k} differs from the interpreter: {e}");
+        }
+    }
+    assert_no_leaks(&exe);
+    println!("PROOF cuda_all_gather_joins_the_parts_it_lacks: star@cpu:0{{parts}} over {devs:?}, 4 MiB shards, equal to the interpreter");
+}
+
 /// The host driver: with `driver cpu` in the topology, `lower-collectives`
 /// emits `driver_all_reduce` nodes, and the executor runs them through
 /// `HostDriver` (one island, every rank at once).
