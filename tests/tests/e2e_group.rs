@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fuel_collective::DeviceGroup;
-use fuel_graph_ext::interp::{deterministic_inputs, interpret};
+use fuel_graph_ext::interp::{deterministic_inputs, interpret, HostTensor};
 use fuel_graph_ext::{DType, Device, Graph, LazyGraph, ReduceOp, TensorType};
 use fuel_runtime::exec;
 use fuel_test_support::{assert_no_leaks, devices_or_skip, lower, lower_on, shards};
@@ -41,6 +41,26 @@ fn record(devices: &[Device], ty: &TensorType, op: ReduceOp) -> Graph {
     g.snapshot()
 }
 
+/// Runs `exe` (a lowering of `original`) on deterministic inputs, checks
+/// every result equals the interpreter's for `original` exactly (`what`
+/// names the case in a failure), and that no buffer is left behind.
+/// Returns the results.
+fn run_checked(exe: &exec::Executable, original: &Graph, what: &str) -> Vec<HostTensor> {
+    let inputs = deterministic_inputs(original);
+    let want = interpret(original, &inputs).unwrap();
+    let got = exe
+        .run_host(&inputs)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = g.check_same(w) {
+            panic!("{what}: result {k} differs from the interpreter: {e}");
+        }
+    }
+    assert_no_leaks(exe);
+    got
+}
+
 fn lower_run_check(devices: &[Device], dtype: DType, op: ReduceOp, algorithm: &str) {
     let n = devices.len();
     let ty = TensorType::new(dtype, &[n * 10, 3]);
@@ -48,16 +68,13 @@ fn lower_run_check(devices: &[Device], dtype: DType, op: ReduceOp, algorithm: &s
     let pipeline = fuel_collective::pipeline_with(&format!("algorithm={algorithm}"));
     let lowered = lower(&original, &pipeline);
     let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
-    let inputs = deterministic_inputs(&original);
-    let want = interpret(&original, &inputs).unwrap();
-    let got = exe
-        .run_host(&inputs)
-        .unwrap_or_else(|e| panic!("{algorithm} on {devices:?}: {e}"));
+    let got = run_checked(
+        &exe,
+        &original,
+        &format!("{algorithm} {op} {dtype} on {devices:?}"),
+    );
     assert_eq!(got.len(), 2 * n);
-    for (k, ((g, w), dev)) in got.iter().zip(&want).zip(exe.output_devices()).enumerate() {
-        if let Err(e) = g.check_same(w) {
-            panic!("{algorithm} {op} {dtype}: result {k} differs: {e}");
-        }
+    for (k, dev) in exe.output_devices().into_iter().enumerate() {
         assert_eq!(
             dev,
             devices[k % n],
@@ -65,7 +82,6 @@ fn lower_run_check(devices: &[Device], dtype: DType, op: ReduceOp, algorithm: &s
             k % n
         );
     }
-    assert_no_leaks(&exe);
 }
 
 #[test]
@@ -182,15 +198,7 @@ fn cuda_all_gather_joins_the_parts_it_lacks() {
         return;
     }
     let exe = exec::compile(&lowered, &devs).unwrap();
-    let inputs = deterministic_inputs(&original);
-    let want = interpret(&original, &inputs).unwrap();
-    let got = exe.run_host(&inputs).unwrap();
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        if let Err(e) = g.check_same(w) {
-            panic!("result {k} differs from the interpreter: {e}");
-        }
-    }
-    assert_no_leaks(&exe);
+    run_checked(&exe, &original, "star@cpu:0{parts}");
     println!("PROOF cuda_all_gather_joins_the_parts_it_lacks: star@cpu:0{{parts}} over {devs:?}, 4 MiB shards, equal to the interpreter");
 }
 
@@ -231,15 +239,7 @@ fn host_driver_all_reduce_on_cpu_arenas() {
         let exe = exec::compile_with(&lowered, &devs, &topo).unwrap();
         // One island, run by the host collective driver over all four ranks.
         assert_eq!(exe.driver_islands(), vec![("host", devs.to_vec())]);
-        let inputs = deterministic_inputs(&original);
-        let want = interpret(&original, &inputs).unwrap();
-        let got = exe.run_host(&inputs).unwrap();
-        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            if let Err(e) = g.check_same(w) {
-                panic!("{op} {dtype}: result {k}: {e}");
-            }
-        }
-        assert_no_leaks(&exe);
+        run_checked(&exe, &original, &format!("{op} {dtype}"));
     }
 }
 
@@ -410,20 +410,10 @@ fn lower_run_exactly(
     pipeline: &str,
     devices: &[Device],
     what: &str,
-) -> Vec<fuel_graph_ext::interp::HostTensor> {
+) -> Vec<HostTensor> {
     let lowered = lower(original, pipeline);
     let exe = exec::compile(&lowered, devices).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let inputs = deterministic_inputs(original);
-    let want = interpret(original, &inputs).unwrap();
-    let got = exe
-        .run_host(&inputs)
-        .unwrap_or_else(|e| panic!("{what} on {devices:?}: {e}"));
+    let got = run_checked(&exe, original, &format!("{what} on {devices:?}"));
     assert_eq!(got.len(), devices.len());
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        if let Err(e) = g.check_same(w) {
-            panic!("{what}: result {k} differs: {e}");
-        }
-    }
-    assert_no_leaks(&exe);
     got
 }

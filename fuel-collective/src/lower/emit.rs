@@ -276,22 +276,17 @@ impl Emitter<'_> {
                     let total = *joined
                         .first()
                         .ok_or_else(|| site.broken("an all_gather joined nowhere"))?;
-                    let whole: Vec<Device> = targets
-                        .iter()
-                        .copied()
-                        .filter(|d| !alg.joins_parts_on(*d))
-                        .collect();
+                    let (parts, whole): (Vec<Device>, Vec<Device>) =
+                        targets.iter().partition(|d| alg.joins_parts_on(**d));
                     let mut held = if whole.is_empty() {
                         Held::new()
                     } else {
                         alg.spread(self, total, &whole)?
                     };
                     let mut slices = BTreeMap::new();
-                    for t in arrange::unique(&targets) {
-                        if alg.joins_parts_on(t) {
-                            let own = self.gather_lacking(&live, *axis, total, t, &mut slices)?;
-                            held.insert(t, own);
-                        }
+                    for t in arrange::unique(&parts) {
+                        let own = self.gather_lacking(&live, *axis, total, t, &mut slices)?;
+                        held.insert(t, own);
                     }
                     return Ok(pick(&held, &targets));
                 }

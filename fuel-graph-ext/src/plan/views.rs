@@ -41,16 +41,11 @@ impl Caps {
     /// callers' inputs in place where the topology says its memory is the
     /// host's (calibration writes that for lavapipe); CUDA has none of it.
     pub fn assumed(device: Device, topo: &Topology) -> Caps {
-        match device.kind {
-            DeviceKind::Vulkan => Caps {
-                view_align: topo.view_align(device.kind),
-                imports_host: true,
-                reads_inputs_in_place: topo.in_host_memory(DeviceKind::Vulkan),
-            },
-            kind => Caps {
-                view_align: topo.view_align(kind),
-                ..Caps::default()
-            },
+        let vulkan = device.kind == DeviceKind::Vulkan;
+        Caps {
+            view_align: topo.view_align(device.kind),
+            imports_host: vulkan,
+            reads_inputs_in_place: vulkan && topo.in_host_memory(DeviceKind::Vulkan),
         }
     }
 }
