@@ -314,8 +314,10 @@ pub fn step_us(topo: &Topology, runner: Runner, kind: &StepKind, working: usize)
             CopyMode::Moves => topo.transfer_us_at(from, to, bytes, working) + step,
             CopyMode::Shared => topo.runner(Runner::Inline).step_us,
             // A host fold reads a deferred operand where it lies (or
-            // downloads it); a device fold uploads it and folds it in with
-            // a kernel of its own.
+            // downloads it); a device fold uploads it into scratch and
+            // folds it in with a launch of its own (one it uploads
+            // straight into its result is priced as a plain copy:
+            // `price::deferred`).
             CopyMode::Deferred => {
                 let moved = topo
                     .link_class(from, to)

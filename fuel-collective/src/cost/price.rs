@@ -201,16 +201,23 @@ fn step_kind(plan: &Schedule, slot: usize, topo: &Topology, io: bool) -> Option<
 }
 
 /// What a copy of `bytes` `from -> to` deferred into its one reader
-/// (`reader`) costs. A fold moves the bytes itself, at the link's deferred
-/// rate. A concat on the host copies the operand straight into its place
-/// in the result (out of a mapped buffer, or by a download), which is the
-/// copy a plain copy would make, so it is priced as one; the concat's own
-/// step then copies only its other operands ([`StepKind::Join`],
-/// [`joined_bytes`]).
+/// (`reader`) costs. A host fold moves the bytes itself, at the link's
+/// deferred rate. Two readers instead land the operand where a plain copy
+/// would, so it is priced as one: a concat on the host copies it straight
+/// into its place in the result (out of a mapped buffer, or by a
+/// download), and the concat's own step then copies only its other
+/// operands ([`StepKind::Join`], [`joined_bytes`]); a GPU fold uploads its
+/// first operand straight into its result, where a later one costs an
+/// upload into scratch and one more launch ([`super::step_us`]).
 /// The closed forms (`lower/closed_form.rs`) price their deferred copies
 /// through this too.
 pub fn deferred(from: Device, to: Device, bytes: usize, reader: SoleReader) -> StepKind {
-    let mode = if reader == SoleReader::Join && to.is_cpu() {
+    let lands_in_place = match reader {
+        SoleReader::Join => to.is_cpu(),
+        SoleReader::Fold { first } => first && !to.is_cpu(),
+        SoleReader::Other => false,
+    };
+    let mode = if lands_in_place {
         CopyMode::Moves
     } else {
         CopyMode::Deferred

@@ -456,6 +456,45 @@ fn a_concat_prices_its_deferred_operands_once() {
     assert_eq!(steps[1].kind, StepKind::layout(h, 8192));
 }
 
+/// A Vulkan fold uploads a deferred first operand straight into its
+/// result (`plan::SoleReader::Fold { first: true }`): priced as the plain
+/// copy the runtime makes, with no launch. A deferred operand in a later
+/// place goes into scratch and costs a launch of its own, so a fold whose
+/// received partial comes first (a ring step) costs one launch less than
+/// one whose own piece comes first.
+#[test]
+fn a_vulkan_fold_uploads_its_first_operand_without_a_launch() {
+    let t = Topology::default();
+    let (h, v) = (Device::cpu(0), Device::vulkan(0));
+    let priced = |operands: &str| {
+        let src = format!("graph @g {{\n  %0 = input \"a\" @cpu:0 : f32[1024]\n  %1 = input \"b\" @vulkan:0 : f32[1024]\n  %2 = copy %0 -> vulkan:0 : f32[1024]\n  %3 = add {operands} @vulkan:0 : f32[1024]\n  return %3\n}}\n");
+        let g = fuel_graph_ext::text::parse(&src).unwrap();
+        let plan = price::plan_for(&g, &t).unwrap();
+        let steps = price::plan_steps(&plan, &t, &std::collections::BTreeSet::new(), false);
+        let kinds: Vec<StepKind> = steps.iter().map(|s| s.kind).collect();
+        let us: f64 = kinds
+            .iter()
+            .map(|k| step_us(&t, Runner::Threaded, k, 4096))
+            .sum();
+        (kinds, us)
+    };
+    let upload = |mode| StepKind::Transfer {
+        from: h,
+        to: v,
+        bytes: 4096,
+        mode,
+    };
+    let (first, first_us) = priced("%2, %1");
+    assert_eq!(first[0], upload(CopyMode::Moves));
+    let (later, later_us) = priced("%1, %2");
+    assert_eq!(later[0], upload(CopyMode::Deferred));
+    let launch = t.compute(DeviceKind::Vulkan).fixed_us;
+    assert!(
+        later_us - first_us > 0.5 * launch,
+        "first {first_us} us, later {later_us} us, a launch {launch} us"
+    );
+}
+
 /// A deferred copy adds no hand-off to its price ([`step_us`]), so its
 /// worker is busy for all of it. Its worker's load once left out a step's
 /// hand-off it never had, and two deferred pieces into one CPU then cost

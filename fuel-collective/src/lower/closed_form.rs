@@ -24,13 +24,14 @@ use super::arrange;
 use super::site::CollectiveSite;
 use crate::cost::{price, runner_for, Estimate, Priced, StepKind, Tally};
 use fuel_graph_ext::plan::{
-    divides_in_fold, slice_is_view, slice_is_view_when, CopyMode, CopySite, Options, SoleReader,
-    HOST_PAGE,
+    divides_in_fold, slice_is_view_when, CopyMode, CopySite, Options, SoleReader, HOST_PAGE,
 };
 use fuel_graph_ext::topology::{Route, Runner};
 use fuel_graph_ext::{Device, DeviceKind, Op, ReduceOp, Topology};
 use rustc_hash::FxHashMap;
-use std::hash::{Hash, Hasher};
+
+mod class;
+pub(super) use class::{star_class, StarClass};
 
 /// The estimate of `lowering` for `site`, or `None` where no closed form
 /// applies (then the graph is built). The caller guarantees that the
@@ -48,80 +49,6 @@ pub(super) fn estimate(
         Lowering::Star(s) => Some(star(site, s.at?, topo)),
         Lowering::Ring(_) => ring(site, topo),
         _ => None,
-    }
-}
-
-/// What a star point's estimate depends on besides the group: points of
-/// one class cost the same, because swapping them maps the group and the
-/// topology onto themselves (the cost model has no figure per device index,
-/// only per kind; the staging CPU, a `reduce`'s root, the number of ranks
-/// on the point and a CUDA device's peers are what set points apart). The
-/// pass estimates one point per class, so a star over 1000 CPUs costs two
-/// closed forms, not 1001.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) struct StarClass {
-    kind: fuel_graph_ext::DeviceKind,
-    staging: bool,
-    ranks_on: usize,
-    root: bool,
-    /// A CUDA device with a declared peer is a class of its own.
-    peered_cuda: Option<u32>,
-    /// For a `reduce_scatter`: the shares `at` keeps (their lengths, and
-    /// whether each slice is a view), hashed; for an uneven `all_gather`,
-    /// the sizes of the shards on `at`, hashed. Shares differ with a split
-    /// or the default partition's remainder, and a view costs less than a
-    /// slice that copies, so two points of one kind are alike only when
-    /// they keep alike shares (the others' shares are the rest).
-    kept_shares: u64,
-}
-
-/// The class of the star point `at` for `site`.
-pub(super) fn star_class(site: &CollectiveSite, at: Device, topo: &Topology) -> StarClass {
-    let peered = at.kind == fuel_graph_ext::DeviceKind::Cuda
-        && site
-            .devs
-            .iter()
-            .any(|d| d.kind == at.kind && *d != at && topo.has_peer(at.index, d.index));
-    let kept_shares = match site.scatter() {
-        // An uneven all_gather: the sizes of the shards `at` holds (the
-        // others arrive, and every point joins the same whole).
-        Ok(None) if !site.uneven.is_empty() => {
-            let mut kept: Vec<usize> = site
-                .devs
-                .iter()
-                .zip(&site.uneven)
-                .filter(|(d, _)| **d == at)
-                .map(|(_, t)| t.size_bytes())
-                .collect();
-            kept.sort_unstable();
-            let mut h = rustc_hash::FxHasher::default();
-            kept.hash(&mut h);
-            h.finish()
-        }
-        Ok(Some((axis, shares))) => {
-            let mut kept: Vec<(usize, bool)> = site
-                .devs
-                .iter()
-                .zip(&shares)
-                .filter(|(d, _)| **d == at)
-                .map(|(_, &(start, len))| {
-                    (len, slice_is_view(topo, at, &site.ty, axis, start, len))
-                })
-                .collect();
-            kept.sort_unstable();
-            let mut h = rustc_hash::FxHasher::default();
-            kept.hash(&mut h);
-            h.finish()
-        }
-        _ => 0,
-    };
-    StarClass {
-        kind: at.kind,
-        staging: at == topo.staging,
-        ranks_on: site.devs.iter().filter(|d| **d == at).count(),
-        root: site.root().and_then(|r| site.devs.get(r)) == Some(&at),
-        peered_cuda: peered.then_some(at.index),
-        kept_shares,
     }
 }
 
@@ -300,9 +227,10 @@ fn star(site: &CollectiveSite, at: Device, topo: &Topology) -> Estimate {
     // Every shard into the fold at `at`, which is the last copy's one
     // reader.
     let mut ready: f64 = 0.0;
-    for &d in &site.devs {
-        let into = mode(last_src(topo, d, at), at, false, SoleReader::Fold);
-        let into = (into, SoleReader::Fold);
+    for (i, &d) in site.devs.iter().enumerate() {
+        // The fold takes the shards in rank order.
+        let fold = SoleReader::Fold { first: i == 0 };
+        let into = (mode(last_src(topo, d, at), at, false, fold), fold);
         let arrives = move_to(&mut tally, topo, (d, at, bytes), into, 0.0, Source::Caller);
         ready = ready.max(arrives);
     }
@@ -549,6 +477,9 @@ impl<'a> RingShape<'a> {
                     inputs,
                     bytes,
                 };
+                // The partial received is the fold's first operand, before
+                // the rank's own piece.
+                let fold = SoleReader::Fold { first: true };
                 let hops_from = |src: Source| {
                     if prev == d {
                         return Vec::new();
@@ -556,17 +487,16 @@ impl<'a> RingShape<'a> {
                     match topo.route(prev, d) {
                         Route::Direct => {
                             let imported = imported(topo, src, prev, d, bytes);
-                            let m = mode(prev, d, false, SoleReader::Fold);
-                            let fold = SoleReader::Fold;
+                            let m = mode(prev, d, false, fold);
                             vec![tally.price(&hop_into((prev, d, bytes), m, imported, fold))]
                         }
                         Route::Staged(s) => vec![
                             tally.price(&hop(prev, s, bytes, CopyMode::Moves, false)),
                             tally.price(&hop_into(
                                 (s, d, bytes),
-                                mode(s, d, false, SoleReader::Fold),
+                                mode(s, d, false, fold),
                                 imports(d, bytes),
-                                SoleReader::Fold,
+                                fold,
                             )),
                         ],
                     }

@@ -29,8 +29,15 @@ pub enum SoleReader {
     /// that takes no deferred operand.
     Other,
     /// Read once, by an element-wise fold ([`Kernel::is_fold`]) on the
-    /// copy's destination.
-    Fold,
+    /// copy's destination; `first` when it is the fold's first operand. A
+    /// GPU fold uploads a deferred operand in that place straight into its
+    /// result, with no kernel of its own, and one in a later place into a
+    /// scratch buffer that one more launch folds in (the runtime's
+    /// `backend::deferred::staged_vulkan_fold`).
+    Fold {
+        /// The copy is the fold's first operand.
+        first: bool,
+    },
     /// Read once, by a gather that joins several operands (a concat) on
     /// the copy's destination. A slice is left out: on the host it views
     /// the copy's buffer instead, which moves nothing more.
@@ -48,7 +55,9 @@ impl SoleReader {
             return SoleReader::Other;
         }
         match steps[*r].work.kernel() {
-            Some(k) if k.is_fold() => SoleReader::Fold,
+            Some(k) if k.is_fold() => SoleReader::Fold {
+                first: steps[*r].operands.first() == Some(&i),
+            },
             Some(Kernel::Gather { .. }) if steps[*r].operands.len() > 1 => SoleReader::Join,
             _ => SoleReader::Other,
         }
@@ -98,7 +107,9 @@ impl CopySite {
         // the host's concat.
         let across = src.is_cpu() != dst.is_cpu();
         let takes_deferred = match self.reader {
-            SoleReader::Fold => dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan,
+            SoleReader::Fold { .. } => {
+                dst.is_cpu() || dst.kind == crate::device::DeviceKind::Vulkan
+            }
             SoleReader::Join => dst.is_cpu(),
             SoleReader::Other => false,
         };
