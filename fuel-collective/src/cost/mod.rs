@@ -601,10 +601,14 @@ impl<'a> Tally<'a> {
         };
         let busy_us = (us - handoff_us).max(0.0);
         let core_us = match (resource, kind) {
+            // A kernel of a `host-kernels` kind streams on every core, but
+            // its fixed part (a submission, the wake-ups on the way to its
+            // fence) is mostly waiting: one core's worth.
             (Resource::Worker(d), StepKind::Compute { .. })
                 if self.topo.kernels_on_host_cores(d.kind) =>
             {
-                busy_us * f64::from(self.topo.host_cores().unwrap_or(1))
+                let fixed = self.topo.compute(d.kind).fixed_us.min(busy_us);
+                fixed + (busy_us - fixed) * f64::from(self.topo.host_cores().unwrap_or(1))
             }
             (Resource::Worker(d), _) if self.topo.in_host_memory(d.kind) => busy_us,
             _ => 0.0,

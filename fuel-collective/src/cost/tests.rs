@@ -210,7 +210,9 @@ fn host_work_shares_the_cores() {
 
 /// A kernel of a `host-kernels` kind (lavapipe) had every core when it
 /// was measured alone, so two of them side by side on two devices take
-/// turns: in the cores bound each counts once per core.
+/// turns: in the cores bound each streams once per core, while its fixed
+/// part (a submission and the wake-ups to its fence, mostly waiting)
+/// counts once.
 #[test]
 fn kernels_run_by_the_host_cores_count_once_per_core() {
     let mut t = Topology::default();
@@ -229,12 +231,15 @@ fn kernels_run_by_the_host_cores_count_once_per_core() {
     t.host_kernels.insert(DeviceKind::Vulkan);
     let shared = estimate(&t, &steps);
     let th = t.runner(Runner::Threaded);
-    let want = (2.0 * 2.0 * fold + 2.0 * (t.handoff_cpu_us() + th.dispatch_us)) / 2.0;
+    let fixed = t.compute(DeviceKind::Vulkan).fixed_us;
+    assert!(fixed > 0.0 && fixed < fold);
+    let each = fixed + 2.0 * (fold - fixed);
+    let want = (2.0 * each + 2.0 * (t.handoff_cpu_us() + th.dispatch_us)) / 2.0;
     assert!(
         (shared.busiest_us - want).abs() < 1e-6,
         "{shared:?}, want {want}"
     );
-    assert!(shared.total_us() > 1.9 * fold, "{shared:?}");
+    assert!(shared.total_us() >= 2.0 * fold - fixed, "{shared:?}");
     // A copy on such a device is one thread's memcpy: counted once.
     let copy = [Step {
         kind: StepKind::layout(Device::vulkan(0), bytes),
