@@ -105,20 +105,17 @@ impl VkDev {
             )));
         }
         if let Some(m) = src.map {
-            // Holding both of the buffer's device's submit locks keeps GPU
-            // commands out while the host reads: each one runs and is
-            // waited on under its lane's lock.
-            let _gpu = src.dev.quiet()?;
-            // Checked under the lock: `run` marks the device lost under it.
             self.check_alive("download")?;
             // SAFETY: `m` maps at least `src.len` >= `dst.len()` bytes for as
-            // long as `src` lives. Nothing writes them meanwhile: host writes
-            // need `&mut VkBuf` (excluded by `&src`), and GPU commands run only
-            // under the locks held here and finish (fence waited) before
-            // releasing it; their writes were made visible to host reads by
-            // the barrier that ends every command buffer (`run`). A command
-            // whose wait failed may still run, but then the device is lost
-            // (set under these locks) and `check_alive` refused.
+            // long as `src` lives. Nothing writes them meanwhile, so the read
+            // waits for no GPU command (one of this device may be running
+            // meanwhile, on other buffers): host writes and GPU commands that
+            // write a buffer need `&mut VkBuf` (excluded by `&src`), and the
+            // command that wrote `src` was waited on before `src` could be
+            // shared (`run` returns after its fence), its writes made visible
+            // to host reads by the barrier that ends every command buffer.
+            // A command whose wait failed later, on another buffer, cannot
+            // write this one.
             let from = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), dst.len()) };
             dst.copy_from_slice(from);
             return Ok(());
@@ -252,10 +249,9 @@ impl VkBuf {
     }
 
     /// Runs `f` on the buffer's bytes where they lie when it is mapped
-    /// ([`HostAccess::Mapped`]), holding both its device's submit locks for the
-    /// call as [`VkDev::download`] does; `None` when it is not mapped. Lets
-    /// a host kernel read a Vulkan operand without downloading it first.
-    /// `f` must not submit work to this buffer's device (the lock is held).
+    /// ([`HostAccess::Mapped`]), as [`VkDev::download`] reads them; `None`
+    /// when it is not mapped. Lets a host kernel read a Vulkan operand
+    /// without downloading it first.
     pub fn with_mapped<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<Result<R, ExecError>> {
         VkBuf::with_all_mapped(&[self], |bytes| {
             f(bytes.first().copied().unwrap_or_default())
@@ -263,11 +259,9 @@ impl VkBuf {
     }
 
     /// [`VkBuf::with_mapped`] for several buffers at once: `f` gets each
-    /// one's bytes where they lie, in `bufs`' order, while every device
-    /// they belong to holds its submit locks; `None` when one is not
-    /// mapped. The devices are locked in one order (by name, then
-    /// address), so two such calls never wait on each other. Lets a host
-    /// fold read all its Vulkan operands in one pass.
+    /// one's bytes where they lie, in `bufs`' order; `None` when one is not
+    /// mapped. Lets a host fold read all its Vulkan operands in one pass,
+    /// while the devices run other work.
     pub fn with_all_mapped<R>(
         bufs: &[&VkBuf],
         f: impl FnOnce(&[&[u8]]) -> R,
@@ -276,26 +270,17 @@ impl VkBuf {
         for b in bufs {
             maps.push((b.map?, b.len));
         }
-        let mut devs: Vec<&Arc<VkDev>> = bufs.iter().map(|b| &b.dev).collect();
-        devs.sort_by_key(|d| (d.device, Arc::as_ptr(d) as usize));
-        devs.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        let mut held = Vec::with_capacity(devs.len());
-        for d in devs {
-            match d.quiet() {
-                Ok(g) => held.push(g),
-                Err(e) => return Some(Err(e)),
-            }
-            if let Err(e) = d.check_alive("read") {
+        for b in bufs {
+            if let Err(e) = b.dev.check_alive("read") {
                 return Some(Err(e));
             }
         }
         // SAFETY: as in `VkDev::download`, for each buffer: its mapping
-        // covers `len` bytes while it lives (borrowed here); host writes
-        // need `&mut VkBuf`, excluded by `&`; GPU commands run only under
-        // the device locks held here (`held`) and were waited on (and made
-        // visible to the host) before they were released, unless a wait
-        // failed, which marked the device lost (checked above, under the
-        // lock).
+        // covers `len` bytes while it lives (borrowed here), and nothing
+        // writes them while it is shared: a write, by the host or by a GPU
+        // command, needs `&mut VkBuf`, and the command that wrote it was
+        // waited on, its writes made visible to the host, before it could
+        // be shared.
         let bytes: Vec<&[u8]> = maps
             .iter()
             .map(|(m, len)| unsafe { std::slice::from_raw_parts(m.0.as_ptr(), *len) })

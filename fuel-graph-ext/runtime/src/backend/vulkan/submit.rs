@@ -5,8 +5,9 @@
 //! at once. Every GPU command runs under its lane's lock and is waited on
 //! before the lock is released; if that wait fails, the device is marked
 //! lost under the lock, so nothing that checks it afterwards can touch what
-//! the command may still be using. A host read of a mapped buffer takes
-//! both locks ([`VkDev::quiet`]). Work on one lane that reads what the other
+//! the command may still be using. A host read of a mapped buffer takes no
+//! lock: the buffer was written by a command already waited on, and nothing
+//! writes a buffer while it is shared. Work on one lane that reads what the other
 //! wrote was started after that write's fence was waited on (the runner
 //! releases a step only when its operands are done), and both queues are
 //! of one family, so no semaphore or ownership transfer is needed.
@@ -120,24 +121,6 @@ impl VkDev {
         }
         let _ = &s.pool;
         Ok(())
-    }
-
-    /// Both lanes' locks, taken in one order (compute, then copy): while
-    /// they are held no GPU command of this device runs, and every earlier
-    /// one was waited on (or the device is lost, which the caller checks).
-    pub(super) fn quiet(
-        &self,
-    ) -> Result<
-        (
-            std::sync::MutexGuard<'_, Submitter>,
-            std::sync::MutexGuard<'_, Submitter>,
-        ),
-        ExecError,
-    > {
-        let poisoned = |_| ExecError::Internal("Vulkan submit lock poisoned".into());
-        let compute = self.submit.lock().map_err(poisoned)?;
-        let copy = self.copy_submit.lock().map_err(poisoned)?;
-        Ok((compute, copy))
     }
 
     /// A global memory barrier after every write of earlier commands.
