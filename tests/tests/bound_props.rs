@@ -58,7 +58,10 @@ fn topology() -> impl Strategy<Value = String> {
     );
     (
         prop::collection::vec(link, 5),
-        prop::collection::vec((curve(), figure(0.1, 50.0)), 3),
+        prop::collection::vec(
+            (curve(), figure(0.1, 50.0), prop::option::of(0.0..=1.0f64)),
+            3,
+        ),
         (figure(0.05, 20.0), figure(0.05, 20.0), figure(0.05, 5.0)),
         (any::<bool>(), any::<bool>(), any::<bool>(), 0..3usize),
         (
@@ -85,8 +88,12 @@ fn topology() -> impl Strategy<Value = String> {
                     }
                     s.push('\n');
                 }
-                for (kind, (gbps, fixed)) in ["cpu", "cuda", "vulkan"].iter().zip(folds) {
-                    s += &format!("reduce {kind} {gbps} fixed={fixed}\n");
+                for (kind, (gbps, fixed, wide)) in ["cpu", "cuda", "vulkan"].iter().zip(folds) {
+                    s += &format!("reduce {kind} {gbps} fixed={fixed}");
+                    if let Some(w) = wide {
+                        s += &format!(" wide={w}");
+                    }
+                    s.push('\n');
                 }
                 s += &format!(
                     "runner threaded step={} dispatch={}\nrunner inline step={}\n",

@@ -70,7 +70,7 @@
 //! candidate, which the property test `bound_props` checks, and the
 //! estimate over the bound says how much a better schedule could save.
 
-use fuel_graph_ext::topology::{fold_inputs, LinkClass};
+use fuel_graph_ext::topology::{ComputeCost, LinkClass};
 use fuel_graph_ext::{Device, DeviceKind, Topology};
 use std::fmt;
 
@@ -353,10 +353,9 @@ fn bound_on(net: &Network, c: &Collective, group: &[Device]) -> Result<Bound, Bo
         } else {
             fold * group.len() as f64 / (group.len() as f64 - 1.0)
         };
-        // A fold of more inputs reads them faster (it writes one result
-        // for all of them, `fold_inputs`): at most as many as the ranks.
-        let n = group.len();
-        let gbps = net.fold_gbps() * n as f64 / fold_inputs(n);
+        // A fold of more inputs reads them faster: at most as many as
+        // the ranks.
+        let gbps = net.fold_gbps_wide(group.len());
         take(
             reads / (gbps * 1e3),
             Binding::Compute { bytes: reads, gbps },
@@ -415,6 +414,8 @@ struct Network {
     rates: Rates,
     /// GB/s of fold input per device.
     fold: Vec<f64>,
+    /// Each device's computation figures (for what a wide fold costs).
+    fold_cost: Vec<ComputeCost>,
     /// Every node keeps its data in host memory and no collective driver
     /// serves one of their kinds.
     host_only: bool,
@@ -533,10 +534,8 @@ impl Network {
             }
         }
         let peers = peer_nodes.iter().map(|p| p.len() as u32).collect();
-        let fold = devices
-            .iter()
-            .map(|d| best_in(&topo.compute(d.kind).gbps, steps))
-            .collect();
+        let fold_cost: Vec<ComputeCost> = devices.iter().map(|d| topo.compute(d.kind)).collect();
+        let fold = fold_cost.iter().map(|c| best_in(&c.gbps, steps)).collect();
         let all_cpus = devices.iter().all(|d| d.is_cpu());
         let cpu_driver = all_cpus && drivers.contains(&DeviceKind::Cpu);
         let host_only = devices
@@ -565,6 +564,7 @@ impl Network {
             peer_nodes,
             rates,
             fold,
+            fold_cost,
         }
     }
 
@@ -607,10 +607,23 @@ impl Network {
     /// GB/s of fold input of every device together, or of the fastest
     /// alone where every device is a CPU (the inline runner: one thread).
     fn fold_gbps(&self) -> f64 {
+        self.fold_gbps_wide(2)
+    }
+
+    /// [`Network::fold_gbps`] where a fold may take up to `n` inputs: a
+    /// wider fold reads them faster (it writes one result for all of
+    /// them, [`ComputeCost::fold_inputs`]), at each device's own rate.
+    fn fold_gbps_wide(&self, n: usize) -> f64 {
+        let n = n.max(2);
+        let each = self
+            .fold
+            .iter()
+            .zip(&self.fold_cost)
+            .map(|(g, c)| g * n as f64 / c.fold_inputs(n));
         if self.devices.iter().all(|d| d.is_cpu()) {
-            self.fold.iter().copied().fold(0.0, f64::max)
+            each.fold(0.0, f64::max)
         } else {
-            self.fold.iter().sum()
+            each.sum()
         }
     }
 

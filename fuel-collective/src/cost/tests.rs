@@ -259,6 +259,7 @@ fn host_memory_is_shared_by_every_worker() {
         fuel_graph_ext::topology::ComputeCost {
             gbps: fuel_graph_ext::topology::Curve::flat(1000.0),
             fixed_us: 0.1,
+            wide: fuel_graph_ext::topology::WIDE_DEFAULT,
         },
     );
     let bytes = 8 << 20;

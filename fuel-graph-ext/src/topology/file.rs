@@ -99,7 +99,7 @@ impl Topology {
             ["process", rest @ ..] => self.apply_process(rest, at)?,
             _ => {
                 return Err(at.err(
-                    "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `host-kernels KIND`, `view-align vulkan BYTES`, `cores N [handoff=US]`, `reduce KIND GBPS [fixed=US]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
+                    "expected `peer A B`, `staging cpu:N`, `driver KIND`, `host-memory KIND`, `host-kernels KIND`, `view-align vulkan BYTES`, `cores N [handoff=US]`, `reduce KIND GBPS [fixed=US] [wide=W]`, `link CLASS bandwidth=.. latency=.. [deferred=..]` `runner inline|threaded step=.. run=.. dispatch=..` or `process bandwidth=.. latency=..`"
                         .into(),
                 ))
             }
@@ -148,7 +148,7 @@ impl Topology {
         Ok(())
     }
 
-    /// `reduce KIND GBPS [fixed=US]`.
+    /// `reduce KIND GBPS [fixed=US] [wide=W]`.
     fn apply_reduce(
         &mut self,
         k: &str,
@@ -166,9 +166,13 @@ impl Topology {
                     cost.fixed_us = at.figure("fixed cost", v, "microseconds", "fixed=0.5")?;
                     at.set(format!("the {k} fixed cost"), cost.fixed_us.to_string())?;
                 }
+                Some(("wide", v)) => {
+                    cost.wide = at.share("wide-fold cost", v, "wide=0.67")?;
+                    at.set(format!("the {k} wide-fold cost"), cost.wide.to_string())?;
+                }
                 _ => {
                     return Err(at.err(format!(
-                        "expected fixed=US after the throughput, found `{kv}`"
+                        "expected fixed=US or wide=0..1 after the throughput, found `{kv}`"
                     )))
                 }
             }
@@ -331,7 +335,11 @@ impl Topology {
             );
         }
         for (k, c) in &self.compute {
-            let _ = writeln!(s, "reduce {k} {} fixed={}", c.gbps, c.fixed_us);
+            let _ = write!(s, "reduce {k} {} fixed={}", c.gbps, c.fixed_us);
+            if c.wide != super::WIDE_DEFAULT {
+                let _ = write!(s, " wide={}", c.wide);
+            }
+            s.push('\n');
         }
         let default = Topology::default().process;
         if self.process != default {
@@ -422,6 +430,18 @@ impl Line<'_> {
             Some(why) => Err(self.err(format!("bad {what} `{v}`: {why}"))),
             None => Ok(x),
         }
+    }
+
+    /// A share between 0 and 1, both included.
+    fn share(&self, what: &str, v: &str, example: &str) -> Result<f64, String> {
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| (0.0..=1.0).contains(x))
+            .ok_or_else(|| {
+                self.err(format!(
+                    "bad {what} `{v}`: expected a number from 0 to 1, e.g. {example}"
+                ))
+            })
     }
 
     fn curve(&self, what: &str, v: &str, example: &str) -> Result<Curve, String> {

@@ -134,14 +134,29 @@ impl LinkCost {
 }
 
 /// What computing on one device kind costs: a fixed part per step (a
-/// kernel launch, a Vulkan submit and fence) and a throughput.
+/// kernel launch, a Vulkan submit and fence), a throughput, and what a
+/// fold wider than two inputs costs per extra input.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ComputeCost {
     /// GB/s of input read, by the size of one input.
     pub gbps: Curve,
     /// Microseconds per step, whatever its size.
     pub fixed_us: f64,
+    /// What each input of a fold past the second costs, in inputs of the
+    /// two-input fold the throughput is measured on (between 0 and 1;
+    /// [`WIDE_DEFAULT`] unless calibrated). A fold that streams through
+    /// memory pays for the tensors it moves, `inputs + 1`, where the
+    /// two-input fold moves three per two inputs read: 2/3 per input. One
+    /// whose time goes to each result element (lavapipe's shader) pays
+    /// almost nothing per extra input.
+    pub wide: f64,
 }
+
+/// [`ComputeCost::wide`] where nothing was measured: a fold that streams
+/// through memory, priced by the tensors it moves. Measured on the 2-core
+/// VM, the 4-CPU star's four-input fold ran at 1.15x the two-input ring's
+/// rate per input at 16 MiB (`docs/performance.md`).
+pub const WIDE_DEFAULT: f64 = 2.0 / 3.0;
 
 impl ComputeCost {
     /// Estimated microseconds to read `inputs` tensors of `bytes` each.
@@ -150,26 +165,21 @@ impl ComputeCost {
     }
 
     /// [`ComputeCost::time_us`] within work whose data is `working` bytes
-    /// ([`Curve::us_at`]). A fold of more than two inputs moves its inputs
-    /// and its result, `inputs + 1` tensors, where the two-input fold the
-    /// rate is calibrated on moves three per two inputs read: it is priced
-    /// as `2 (inputs + 1) / 3` inputs (a four-input fold as 3.33, not 4).
-    /// Measured on the 2-core VM, the 4-CPU star's four-input fold ran at
-    /// 1.15x the two-input ring's rate per input at 16 MiB
-    /// (`docs/performance.md`). One and two inputs are priced per input.
+    /// ([`Curve::us_at`]), a fold of more than two inputs priced as
+    /// [`ComputeCost::fold_inputs`] two-input-fold inputs.
     pub fn time_us_at(&self, inputs: usize, bytes: usize, working: usize) -> f64 {
-        self.fixed_us + fold_inputs(inputs) * self.gbps.us_at(bytes, working)
+        self.fixed_us + self.fold_inputs(inputs) * self.gbps.us_at(bytes, working)
     }
-}
 
-/// What a step of `inputs` inputs costs in two-input-fold inputs
-/// ([`ComputeCost::time_us_at`]): `inputs` up to two, `2 (inputs + 1) / 3`
-/// past that.
-pub fn fold_inputs(inputs: usize) -> f64 {
-    if inputs <= 2 {
-        inputs as f64
-    } else {
-        2.0 * (inputs + 1) as f64 / 3.0
+    /// What a step of `inputs` inputs costs in two-input-fold inputs:
+    /// `inputs` up to two, then [`ComputeCost::wide`] for each one more
+    /// (with the default 2/3, a four-input fold costs 3.33, not 4).
+    pub fn fold_inputs(&self, inputs: usize) -> f64 {
+        if inputs <= 2 {
+            inputs as f64
+        } else {
+            2.0 + self.wide * (inputs - 2) as f64
+        }
     }
 }
 
@@ -306,7 +316,17 @@ impl Default for Topology {
             ),
         ]
         .into_iter()
-        .map(|(k, gbps, fixed_us)| (k, ComputeCost { gbps, fixed_us }))
+        .map(|(k, gbps, fixed_us)| {
+            let wide = WIDE_DEFAULT;
+            (
+                k,
+                ComputeCost {
+                    gbps,
+                    fixed_us,
+                    wide,
+                },
+            )
+        })
         .collect();
         let runners = [
             (
@@ -514,6 +534,7 @@ impl Topology {
         self.compute.get(&kind).copied().unwrap_or(ComputeCost {
             gbps: Curve::flat(10.0),
             fixed_us: 10.0,
+            wide: WIDE_DEFAULT,
         })
     }
 

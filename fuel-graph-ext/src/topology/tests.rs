@@ -248,16 +248,27 @@ fn process_link_defaults_parse_and_round_trip() {
     );
 }
 
-/// A fold of more than two inputs is priced by the tensors it moves (its
-/// inputs and its result) at the two-input fold's rate: four inputs as
-/// 3.33 two-input inputs, not 4; one and two inputs per input.
+/// A fold of more than two inputs is priced by default by the tensors it
+/// moves (its inputs and its result) at the two-input fold's rate: four
+/// inputs as 3.33 two-input inputs, not 4; one and two inputs per input.
+/// A kind whose `wide=` says otherwise pays that per extra input, and a
+/// topology file states it, reads it back and refuses what is not a share.
 #[test]
 fn a_wider_fold_is_priced_by_the_tensors_it_moves() {
-    let c = ComputeCost {
+    let mut c = ComputeCost {
         gbps: Curve::flat(10.0),
         fixed_us: 1.0,
+        wide: WIDE_DEFAULT,
     };
     let per_input = 1e6 / 10e3;
+    let priced = |c: &ComputeCost, inputs: usize, moved: f64| {
+        let us = c.time_us(inputs, 1_000_000);
+        assert!(
+            (us - (1.0 + moved * per_input)).abs() < 1e-9,
+            "wide {}, {inputs}: {us}",
+            c.wide
+        );
+    };
     for (inputs, moved) in [
         (1, 1.0),
         (2, 2.0),
@@ -265,10 +276,27 @@ fn a_wider_fold_is_priced_by_the_tensors_it_moves() {
         (4, 10.0 / 3.0),
         (8, 6.0),
     ] {
-        let us = c.time_us(inputs, 1_000_000);
+        priced(&c, inputs, moved);
+    }
+    c.wide = 0.1;
+    for (inputs, moved) in [(2, 2.0), (3, 2.1), (8, 2.6)] {
+        priced(&c, inputs, moved);
+    }
+    let t = Topology::parse(
+        "reduce vulkan 1 fixed=90 wide=0.05
+",
+    )
+    .unwrap();
+    assert_eq!(t.compute(DeviceKind::Vulkan).wide, 0.05);
+    assert_eq!(Topology::parse(&t.to_text()).unwrap(), t);
+    assert!(t.to_text().contains("reduce vulkan 1 fixed=90 wide=0.05\n"));
+    // The default is not written.
+    assert!(!Topology::default().to_text().contains("wide="));
+    for bad in ["wide=1.5", "wide=-0.1", "wide=x"] {
+        let e = Topology::parse(&format!("reduce vulkan 1 {bad}\n")).unwrap_err();
         assert!(
-            (us - (1.0 + moved * per_input)).abs() < 1e-9,
-            "{inputs}: {us}"
+            e.contains("bad wide-fold cost") && e.contains("from 0 to 1"),
+            "{e}"
         );
     }
 }

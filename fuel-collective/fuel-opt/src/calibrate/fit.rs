@@ -303,6 +303,33 @@ fn fit_compute(m: &Measured, t: &mut Topology) {
     }
 }
 
+/// Each device kind's cost per fold input past the second
+/// ([`fuel_graph_ext::topology::ComputeCost::wide`]), from its four-input
+/// add with the fixed cost and throughput fitted above; kept from 0 (the
+/// extra inputs are free) to 1 (each costs what one of two does).
+fn fit_wide(m: &Measured, t: &mut Topology) {
+    for (kind, g) in &m.wide_adds {
+        let w = solve1(
+            |w| {
+                let mut u = t.clone();
+                let mut c = u.compute(*kind);
+                c.wide = w;
+                u.set_compute(*kind, c);
+                g.model(&u)
+            },
+            t.compute(*kind).wide,
+            g.us,
+        );
+        let mut c = t.compute(*kind);
+        c.wide = if w.is_nan() {
+            c.wide
+        } else {
+            w.clamp(0.0, 1.0)
+        };
+        t.set_compute(*kind, c);
+    }
+}
+
 /// The deferred copies' bandwidth per link.
 fn fit_deferred(m: &Measured, t: &mut Topology) {
     // Deferred copies.
@@ -332,6 +359,7 @@ pub(super) fn fit(m: &Measured, base: &Topology) -> Topology {
         fit_threaded(m, &mut t);
         fit_links(m, &mut t);
         fit_compute(m, &mut t);
+        fit_wide(m, &mut t);
         fit_deferred(m, &mut t);
     }
     t

@@ -20,6 +20,8 @@
 //!   faster per byte than large ones);
 //! - computation: a two-input `add` on each device kind at the same sizes:
 //!   the fixed cost (for CPUs from the div chain) and the throughput curve;
+//!   and a four-input `add` at 16 MiB: what each input past the second
+//!   costs (`reduce KIND .. wide=`);
 //! - deferred copies: a GPU shard copied to `cpu:0` straight into an `add`
 //!   there (the executor defers it into the add), 4 MiB: their bandwidth.
 //!
@@ -43,6 +45,9 @@ use std::time::Instant;
 /// latency or fixed cost, the others a point of the throughput curve each.
 const SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20];
 const BIG: usize = 4 << 20;
+/// The size of the four-input add ([`wide_add_graph`]): the largest, where
+/// a fold's fixed cost hides least of what its inputs cost.
+const WIDE: usize = 16 << 20;
 const CHAIN: usize = 33;
 
 /// How long to measure.
@@ -199,6 +204,17 @@ fn add_graph(d: Device, bytes: usize) -> String {
     )
 }
 
+/// A four-input add on `d`: with the two-input one, what a wider fold
+/// costs per extra input.
+fn wide_add_graph(d: Device, bytes: usize) -> String {
+    let n = elems(bytes);
+    let mut s = "graph @cal {\n".to_string();
+    for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+        s += &format!("  %{i} = input \"{name}\" @{d} : f32[{n}]\n");
+    }
+    s + &format!("  %4 = add %0, %1, %2, %3 @{d} : f32[{n}]\n  return %4\n}}\n")
+}
+
 /// A shard on `gpu` copied into an add on cpu:0: the copy is deferred.
 fn deferred_graph(gpu: Device, bytes: usize) -> String {
     let n = elems(bytes);
@@ -244,6 +260,9 @@ struct Measured {
     links: Vec<(LinkClass, Device, Device, Vec<Timed>)>,
     /// A two-input add per device kind, one per size of [`SIZES`].
     adds: Vec<(DeviceKind, Vec<Timed>)>,
+    /// A four-input add per device kind, at the largest size, in the
+    /// order of `adds`.
+    wide_adds: Vec<(DeviceKind, Timed)>,
     deferred: Vec<(LinkClass, Timed)>,
 }
 
@@ -325,6 +344,7 @@ fn measure_once(devices: &[Device], base: &Topology, effort: Effort) -> Result<M
         },
         links: Vec::new(),
         adds: Vec::new(),
+        wide_adds: Vec::new(),
         deferred: Vec::new(),
     };
     let mut ends = vec![(LinkClass::HostHost, h0, h1)];
@@ -372,6 +392,8 @@ fn measure_once(devices: &[Device], base: &Topology, effort: Effort) -> Result<M
     for d in kinds {
         m.adds
             .push((d.kind, sweep(&|bytes| add_graph(d, bytes), &[d])?));
+        m.wide_adds
+            .push((d.kind, time(&wide_add_graph(d, WIDE), &[d], effort)?));
     }
     Ok(m)
 }
@@ -434,6 +456,15 @@ fn merge(mut m: Measured, others: Vec<Measured>) -> Measured {
                 .collect(),
         );
     }
+    for (i, (_, t)) in m.wide_adds.iter_mut().enumerate() {
+        med(
+            t,
+            others
+                .iter()
+                .filter_map(|o| Some(&o.wide_adds.get(i)?.1))
+                .collect(),
+        );
+    }
     m
 }
 
@@ -490,6 +521,13 @@ fn report(m: &Measured, t: &Topology, say: &mut dyn FnMut(String)) {
             times(g),
             round(c.gbps),
             c.fixed_us
+        ));
+    }
+    for (kind, g) in &m.wide_adds {
+        let c = t.compute(*kind);
+        say(format!(
+            "reduce {kind:<8} add of 4 inputs: 16M {:.1} us => each input past two costs {:.2} of one (wide)",
+            g.us, c.wide
         ));
     }
 }

@@ -40,6 +40,8 @@ fn truth() -> Topology {
     let mut vk = truth.compute(DeviceKind::Vulkan);
     vk.gbps = curve([0.4, 0.5, 0.45, 0.42]);
     vk.fixed_us = 70.0;
+    // Lavapipe-like: a wider fold costs little more than a two-input one.
+    vk.wide = 0.1;
     truth.set_compute(DeviceKind::Vulkan, vk);
     // A CPU's curve has a point at the smallest size too (its fixed cost
     // comes from the div chain): slower there than at 64 KiB.
@@ -51,6 +53,7 @@ fn truth() -> Topology {
         .collect();
     cpu.gbps = Curve::new(&pts).unwrap();
     cpu.fixed_us = 0.2;
+    cpu.wide = 0.8;
     truth.set_compute(DeviceKind::Cpu, cpu);
     truth
 }
@@ -120,6 +123,16 @@ fn pass(truth: &Topology, scale: f64, extra_us: f64) -> Measured {
                 sweep(&|b| add_graph(v, b), Runner::Threaded),
             ),
         ],
+        wide_adds: vec![
+            (
+                DeviceKind::Cpu,
+                g(&wide_add_graph(h0, WIDE), Runner::Inline),
+            ),
+            (
+                DeviceKind::Vulkan,
+                g(&wide_add_graph(v, WIDE), Runner::Threaded),
+            ),
+        ],
         deferred: vec![(
             LinkClass::HostVulkan,
             g(&deferred_graph(v, BIG), Runner::Threaded),
@@ -172,8 +185,10 @@ fn fits_recover_the_figures_that_made_the_times() {
     );
     let c = got.compute(DeviceKind::Vulkan);
     assert!(same(c.gbps, vk.gbps) && close(c.fixed_us, 70.0), "{c:?}");
+    assert!(close(c.wide, 0.1), "{c:?}");
     let c = got.compute(DeviceKind::Cpu);
     assert!(same(c.gbps, cpu.gbps) && close(c.fixed_us, 0.2), "{c:?}");
+    assert!(close(c.wide, 0.8), "{c:?}");
 }
 
 /// Where Vulkan's memory is the host's, a host-Vulkan copy is a memcpy:
