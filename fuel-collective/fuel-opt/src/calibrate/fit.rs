@@ -303,51 +303,49 @@ fn fit_compute(m: &Measured, t: &mut Topology) {
     }
 }
 
+/// The figure that `set` writes into a copy of `t` at which the model's
+/// estimate of `g` is its measured time, solved from `now` ([`solve1`]).
+fn fit_one(t: &Topology, g: &Timed, now: f64, set: impl Fn(&mut Topology, f64)) -> f64 {
+    solve1(
+        |x| {
+            let mut u = t.clone();
+            set(&mut u, x);
+            g.model(&u)
+        },
+        now,
+        g.us,
+    )
+}
+
 /// Each device kind's cost per fold input past the second
 /// ([`fuel_graph_ext::topology::ComputeCost::wide`]), from its four-input
 /// add with the fixed cost and throughput fitted above; kept from 0 (the
 /// extra inputs are free) to 1 (each costs what one of two does).
 fn fit_wide(m: &Measured, t: &mut Topology) {
     for (kind, g) in &m.wide_adds {
-        let w = solve1(
-            |w| {
-                let mut u = t.clone();
-                let mut c = u.compute(*kind);
-                c.wide = w;
-                u.set_compute(*kind, c);
-                g.model(&u)
-            },
-            t.compute(*kind).wide,
-            g.us,
-        );
-        let mut c = t.compute(*kind);
-        c.wide = if w.is_nan() {
-            c.wide
-        } else {
-            w.clamp(0.0, 1.0)
+        let set = |u: &mut Topology, w: f64| {
+            let mut c = u.compute(*kind);
+            c.wide = w;
+            u.set_compute(*kind, c);
         };
-        t.set_compute(*kind, c);
+        let now = t.compute(*kind).wide;
+        let w = fit_one(t, g, now, set);
+        set(t, if w.is_nan() { now } else { w.clamp(0.0, 1.0) });
     }
 }
 
 /// The deferred copies' bandwidth per link.
 fn fit_deferred(m: &Measured, t: &mut Topology) {
-    // Deferred copies.
     for (class, g) in &m.deferred {
-        let inv = solve1(
-            |y| {
-                let mut u = t.clone();
-                let mut l = u.link(*class);
-                l.deferred_gbps = gbps(y);
-                u.set_link(*class, l);
-                g.model(&u)
-            },
-            per_byte(t.link(*class).deferred_gbps),
-            g.us,
-        );
-        let mut l = t.link(*class);
-        l.deferred_gbps = clamp(gbps(inv));
-        t.set_link(*class, l);
+        let set = |u: &mut Topology, rate: f64| {
+            let mut l = u.link(*class);
+            l.deferred_gbps = rate;
+            u.set_link(*class, l);
+        };
+        // Solved in microseconds per byte, which the model is affine in.
+        let now = per_byte(t.link(*class).deferred_gbps);
+        let inv = fit_one(t, g, now, |u, y| set(u, gbps(y)));
+        set(t, clamp(gbps(inv)));
     }
 }
 

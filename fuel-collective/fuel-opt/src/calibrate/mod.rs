@@ -447,25 +447,28 @@ fn merge(mut m: Measured, others: Vec<Measured>) -> Measured {
             );
         }
     }
-    for (i, (_, t)) in m.deferred.iter_mut().enumerate() {
-        med(
-            t,
-            others
-                .iter()
-                .filter_map(|o| Some(&o.deferred.get(i)?.1))
-                .collect(),
-        );
-    }
-    for (i, (_, t)) in m.wide_adds.iter_mut().enumerate() {
-        med(
-            t,
-            others
-                .iter()
-                .filter_map(|o| Some(&o.wide_adds.get(i)?.1))
-                .collect(),
-        );
-    }
+    med_each(&mut m.deferred, &others, |o| &o.deferred, &med);
+    med_each(&mut m.wide_adds, &others, |o| &o.wide_adds, &med);
     m
+}
+
+/// [`merge`] for one list of keyed times: entry `i` of `mine` with entry
+/// `i` of each of the `others`' list `of`.
+fn med_each<K>(
+    mine: &mut [(K, Timed)],
+    others: &[Measured],
+    of: impl Fn(&Measured) -> &[(K, Timed)],
+    med: &impl Fn(&mut Timed, Vec<&Timed>),
+) {
+    for (i, (_, t)) in mine.iter_mut().enumerate() {
+        med(
+            t,
+            others
+                .iter()
+                .filter_map(|o| Some(&of(o).get(i)?.1))
+                .collect(),
+        );
+    }
 }
 
 /// One line per measurement and the figure it gave.
