@@ -107,15 +107,16 @@ impl VkDev {
         if let Some(m) = src.map {
             self.check_alive("download")?;
             // SAFETY: `m` maps at least `src.len` >= `dst.len()` bytes for as
-            // long as `src` lives. Nothing writes them meanwhile, so the read
-            // waits for no GPU command (one of this device may be running
-            // meanwhile, on other buffers): host writes and GPU commands that
-            // write a buffer need `&mut VkBuf` (excluded by `&src`), and the
-            // command that wrote `src` was waited on before `src` could be
-            // shared (`run` returns after its fence), its writes made visible
-            // to host reads by the barrier that ends every command buffer.
-            // A command whose wait failed later, on another buffer, cannot
-            // write this one.
+            // long as `src` lives (borrowed here), and every byte value is a
+            // valid `u8`. The read takes no lock, so a kernel of this device
+            // may run meanwhile; it writes only its own `dst`. Host writes
+            // need `&mut VkBuf` (excluded by `&src`); a kernel writes its
+            // `dst` through `&VkBuf`, and, as for work on the two lanes
+            // (`submit.rs`), the caller reads a buffer only after the
+            // command that wrote it was waited on (the runner hands a
+            // step's result to its readers once the step has returned,
+            // after its fence), its writes made visible to host reads by
+            // the barrier that ends every command buffer.
             let from = unsafe { std::slice::from_raw_parts(m.0.as_ptr(), dst.len()) };
             dst.copy_from_slice(from);
             return Ok(());
@@ -276,11 +277,8 @@ impl VkBuf {
             }
         }
         // SAFETY: as in `VkDev::download`, for each buffer: its mapping
-        // covers `len` bytes while it lives (borrowed here), and nothing
-        // writes them while it is shared: a write, by the host or by a GPU
-        // command, needs `&mut VkBuf`, and the command that wrote it was
-        // waited on, its writes made visible to the host, before it could
-        // be shared.
+        // covers `len` bytes while it lives (borrowed here), and the caller
+        // reads it only after the command that wrote it was waited on.
         let bytes: Vec<&[u8]> = maps
             .iter()
             .map(|(m, len)| unsafe { std::slice::from_raw_parts(m.0.as_ptr(), *len) })

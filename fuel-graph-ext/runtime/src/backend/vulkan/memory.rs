@@ -242,11 +242,11 @@ pub(super) struct Mapping(pub(super) NonNull<u8>);
 // SAFETY: the pointer is only an address of device memory that stays mapped
 // while the owning buffer (or its pool or parked entry) lives; `upload`
 // writes through it only with `&mut VkBuf`; `download` and `with_mapped`
-// read with `&VkBuf` a buffer whose writing command was waited on, which
-// nothing writes while it is shared (a GPU command that writes a buffer
-// takes it as `&mut VkBuf` too); and all three refuse once the device is
-// lost (GPU work may then still use its own buffers). So moving or sharing
-// the address between threads adds no unsynchronised access.
+// read with `&VkBuf`, and their callers read a buffer only after the
+// command that wrote it was waited on (`VkDev::download`); all three
+// refuse once the device is lost (GPU work may then still use its own
+// buffers). So moving or sharing the address between threads adds no
+// access the executor's order does not already order.
 unsafe impl Send for Mapping {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Mapping {}

@@ -6,8 +6,8 @@
 //! before the lock is released; if that wait fails, the device is marked
 //! lost under the lock, so nothing that checks it afterwards can touch what
 //! the command may still be using. A host read of a mapped buffer takes no
-//! lock: the buffer was written by a command already waited on, and nothing
-//! writes a buffer while it is shared. Work on one lane that reads what the other
+//! lock: like work on the other lane, it reads only what a command already
+//! waited on wrote. Work on one lane that reads what the other
 //! wrote was started after that write's fence was waited on (the runner
 //! releases a step only when its operands are done), and both queues are
 //! of one family, so no semaphore or ownership transfer is needed.
