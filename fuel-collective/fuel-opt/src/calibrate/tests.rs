@@ -2,7 +2,7 @@
 //! median of several passes.
 
 use super::*;
-use fuel_graph_ext::topology::RunnerCost;
+use fuel_graph_ext::topology::{ComputeCost, RunnerCost};
 
 fn curve(g: [f64; 4]) -> Curve {
     let pts: Vec<(usize, f64)> = SIZES[1..].iter().copied().zip(g).collect();
@@ -37,11 +37,12 @@ fn truth() -> Topology {
     hh.bandwidth = curve([40.0, 30.0, 20.0, 15.0]);
     hh.latency_us = 0.4;
     truth.set_link(LinkClass::HostHost, hh);
-    let mut vk = truth.compute(DeviceKind::Vulkan);
-    vk.gbps = curve([0.4, 0.5, 0.45, 0.42]);
-    vk.fixed_us = 70.0;
     // Lavapipe-like: a wider fold costs little more than a two-input one.
-    vk.wide = 0.1;
+    let vk = ComputeCost {
+        gbps: curve([0.4, 0.5, 0.45, 0.42]),
+        fixed_us: 70.0,
+        wide: 0.1,
+    };
     truth.set_compute(DeviceKind::Vulkan, vk);
     // A CPU's curve has a point at the smallest size too (its fixed cost
     // comes from the div chain): slower there than at 64 KiB.
