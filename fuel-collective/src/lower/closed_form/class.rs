@@ -11,8 +11,9 @@ use std::hash::{Hash, Hasher};
 /// one class cost the same, because swapping them maps the group and the
 /// topology onto themselves (the cost model has no figure per device index,
 /// only per kind; the staging CPU, a `reduce`'s root, the number of ranks
-/// on the point, whether it holds the first rank's shard (a GPU fold
-/// uploads a first operand from afar straight into its result) and a CUDA
+/// on the point, whether a GPU point holds the first rank's shard (a GPU
+/// fold uploads a first operand from afar straight into its result; a
+/// host fold reads every operand alike) and a CUDA
 /// device's peers are what set points apart). The
 /// pass estimates one point per class, so a star over 1000 CPUs costs two
 /// closed forms, not 1001.
@@ -22,7 +23,8 @@ pub(in crate::lower) struct StarClass {
     staging: bool,
     ranks_on: usize,
     root: bool,
-    /// The first rank's shard, the fold's first operand, is on the point.
+    /// The point is a GPU that holds the first rank's shard, the fold's
+    /// first operand.
     holds_first: bool,
     /// A CUDA device with a declared peer is a class of its own.
     peered_cuda: Option<u32>,
@@ -84,7 +86,7 @@ pub(in crate::lower) fn star_class(
         staging: at == topo.staging,
         ranks_on: site.devs.iter().filter(|d| **d == at).count(),
         root: site.root().and_then(|r| site.devs.get(r)) == Some(&at),
-        holds_first: site.devs.first() == Some(&at),
+        holds_first: !at.is_cpu() && site.devs.first() == Some(&at),
         peered_cuda: peered.then_some(at.index),
         kept_shares,
     }
