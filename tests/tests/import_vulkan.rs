@@ -22,9 +22,10 @@ const N: usize = 16384;
 
 /// Two host kernel results copied to vulkan:0, each read there as operand
 /// 0, 1 and 2 of folds, by div, slice and concat; one of them copied again
-/// as a graph output (a view too: outputs on a GPU are read back into the
-/// caller's tensor); and one copy of a caller's input (read where the
-/// caller holds it on lavapipe, as inputs there are).
+/// as a graph output that nothing else reads (it shares the host buffer:
+/// the caller gets host bytes either way); and one copy of a caller's
+/// input (read where the caller holds it on lavapipe, as inputs there
+/// are).
 fn graph(dtype: &str) -> String {
     let t = format!("{dtype}[{N}]");
     let half = N / 2;
@@ -125,29 +126,32 @@ fn host_copies_to_vulkan_are_views_and_bit_exact_in_every_position() {
         let imported = on.imported_copies();
         let in_place = on.inputs_in_place();
         if import_on() {
-            // %4, %5 and the output %16 (kernel results) are views, and so
-            // is %14, a copy of the caller's host input: lavapipe reads
-            // callers' bytes where they lie. The input %6 on vulkan:0 is
-            // read where the caller's bytes lie too.
-            assert_eq!(imported.len(), 4, "{dtype}: {imported:?}");
+            // %4 and %5 (kernel results) are views, and so is %14, a copy
+            // of the caller's host input: lavapipe reads callers' bytes
+            // where they lie. The input %6 on vulkan:0 is read where the
+            // caller's bytes lie too. The output %16, which no step reads,
+            // holds %3's host buffer itself: no import, no buffer.
+            assert_eq!(imported.len(), 3, "{dtype}: {imported:?}");
             assert_eq!(in_place.len(), 1, "{dtype}: {in_place:?}");
+            assert_eq!(on.shared_copies().len(), 1, "{dtype}");
         } else {
             assert!(imported.is_empty(), "{dtype}: {imported:?}");
             assert!(in_place.is_empty(), "{dtype}: {in_place:?}");
+            assert!(on.shared_copies().is_empty());
         }
         assert!(off.imported_copies().is_empty());
         assert!(off.inputs_in_place().is_empty());
         let made_on = runs_exactly(&g, &on, &format!("{dtype}, import"));
         let made_off = runs_exactly(&g, &off, &format!("{dtype}, no import"));
-        // Each view, and the input read in place, saves a buffer on
-        // vulkan:0, except %14's: without import it is deferred into the
-        // add that reads it (uploaded and folded in by a second kernel
-        // pass, with no buffer of its own), so importing it saves that
-        // pass instead.
+        // Each view, the shared output and the input read in place save
+        // a buffer on vulkan:0, except %14's: without import it is
+        // deferred into the add that reads it (uploaded and folded in by
+        // a second kernel pass, with no buffer of its own), so importing
+        // it saves that pass instead.
         let deferred = usize::from(import_on());
         assert_eq!(
             made_off - made_on,
-            imported.len() + in_place.len() - deferred,
+            imported.len() + on.shared_copies().len() + in_place.len() - deferred,
             "{dtype}: vulkan:0 made {made_on} buffers per run with import, {made_off} without"
         );
         assert_eq!(
@@ -255,15 +259,48 @@ fn the_environment_turns_import_off_and_bad_values_are_refused() {
     );
 }
 
-/// A star's root result is a graph output and is also sent to Vulkan: the
-/// copies are views of it all the same (the runner keeps the result in the
-/// arena's block rather than the caller's output bytes, and copies it out
-/// at the end). Run after run through `run_into`, which offers the
-/// previous outputs' bytes back, every result stays exact and vulkan:0
-/// makes no buffer for the view.
+/// Runs `src` three times through `run_into`, which offers the previous
+/// outputs' bytes back: every result must equal the interpreter's and
+/// nothing may leak. Returns the buffers vulkan:0 made in each run and the
+/// outputs of the last.
+fn runs_into(src: &str, exe: &Executable) -> (Vec<usize>, Vec<exec::Tensor>) {
+    let g = text::parse(src).unwrap();
+    let inputs = deterministic_inputs(&g);
+    let want = interpret(&g, &inputs).unwrap();
+    let tensors: std::collections::BTreeMap<String, exec::Tensor> = inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), exec::Tensor::from_host(v)))
+        .collect();
+    let mut outputs = Vec::new();
+    let mut made = Vec::new();
+    let mut at = Vec::new();
+    for round in 0..3 {
+        let before = exe.memory(Device::vulkan(0)).unwrap().allocations;
+        exe.run_into(&tensors, &mut outputs).unwrap();
+        made.push(exe.memory(Device::vulkan(0)).unwrap().allocations - before);
+        for (k, (got, w)) in outputs.iter().zip(&want).enumerate() {
+            if let Err(e) = got.to_host().check_same(w) {
+                panic!("run {round}: result {k} differs from the interpreter: {e}");
+            }
+        }
+        at.push(outputs[0].shared().as_ptr());
+        assert_no_leaks(exe);
+    }
+    // From the second run on, the first output (a host kernel's result
+    // the caller holds) is written into the caller's previous bytes.
+    assert_eq!(at[1], at[2], "the first output moved to new bytes");
+    (made, outputs)
+}
+
+/// A star's root result is a graph output and is also returned on Vulkan,
+/// where nothing reads it: that copy shares the host buffer (the caller
+/// gets host bytes either way), so the result is written straight into the
+/// caller's output bytes and both outputs are one tensor, run after run,
+/// with no buffer made on vulkan:0. With import off it is copied to the
+/// device and read back.
 #[test]
-fn an_output_sent_to_vulkan_is_imported_run_after_run() {
-    let test = "an_output_sent_to_vulkan_is_imported_run_after_run";
+fn an_output_returned_on_vulkan_shares_the_host_result_run_after_run() {
+    let test = "an_output_returned_on_vulkan_shares_the_host_result_run_after_run";
     if !devices_or_skip(test, &DEVS) {
         return;
     }
@@ -278,30 +315,49 @@ fn an_output_sent_to_vulkan_is_imported_run_after_run() {
 }}
 "
     );
-    let (g, exe) = compiled(&src, exec::Options::default());
-    assert_eq!(exe.imported_copies().len(), usize::from(import_on()));
-    let inputs = deterministic_inputs(&g);
-    let want = interpret(&g, &inputs).unwrap();
-    let tensors: std::collections::BTreeMap<String, exec::Tensor> = inputs
-        .iter()
-        .map(|(k, v)| (k.clone(), exec::Tensor::from_host(v)))
-        .collect();
-    let mut outputs = Vec::new();
-    let mut made = Vec::new();
-    for round in 0..3 {
-        let before = exe.memory(Device::vulkan(0)).unwrap().allocations;
-        exe.run_into(&tensors, &mut outputs).unwrap();
-        made.push(exe.memory(Device::vulkan(0)).unwrap().allocations - before);
-        for (k, (got, w)) in outputs.iter().zip(&want).enumerate() {
-            if let Err(e) = got.to_host().check_same(w) {
-                panic!("run {round}: result {k} differs from the interpreter: {e}");
-            }
-        }
-        assert_no_leaks(&exe);
-    }
+    let (_, exe) = compiled(&src, exec::Options::default());
+    assert!(exe.imported_copies().is_empty());
+    assert_eq!(exe.shared_copies().len(), usize::from(import_on()));
+    let (made, outputs) = runs_into(&src, &exe);
     // Without import, the input %1 and the copy %4; with it, neither (the
-    // input is read in place, the copy is a view).
+    // input is read in place, the copy shares).
     let want_made = if import_on() { 0 } else { 2 };
+    assert!(made.iter().all(|&m| m == want_made), "{made:?}");
+    if import_on() {
+        assert_eq!(outputs[0].shared().as_ptr(), outputs[1].shared().as_ptr());
+    }
+}
+
+/// The same root result read by a Vulkan kernel as well as returned there:
+/// that copy is a view of the host buffer (an import), so the buffer stays
+/// in the arena's block, the host output is copied out of it after the
+/// run, and the returned view is read back; every result stays exact run
+/// after run, and vulkan:0 makes only the kernel's buffer.
+#[test]
+fn an_output_vulkan_reads_is_imported_run_after_run() {
+    let test = "an_output_vulkan_reads_is_imported_run_after_run";
+    if !devices_or_skip(test, &DEVS) {
+        return;
+    }
+    let src = format!(
+        "graph @lend {{
+  %0 = input \"a\" @cpu:0 : f32[{N}]
+  %1 = input \"b\" @vulkan:0 : f32[{N}]
+  %2 = copy %1 -> cpu:0 : f32[{N}]
+  %3 = add %0, %2 @cpu:0 : f32[{N}]
+  %4 = copy %3 -> vulkan:0 : f32[{N}]
+  %5 = mul %4, %1 @vulkan:0 : f32[{N}]
+  return %3, %4, %5
+}}
+"
+    );
+    let (_, exe) = compiled(&src, exec::Options::default());
+    assert_eq!(exe.imported_copies().len(), usize::from(import_on()));
+    assert!(exe.shared_copies().is_empty());
+    let (made, _) = runs_into(&src, &exe);
+    // The kernel's result %5 always; without import, the input %1 and the
+    // copy %4 too.
+    let want_made = if import_on() { 1 } else { 3 };
     assert!(made.iter().all(|&m| m == want_made), "{made:?}");
 }
 

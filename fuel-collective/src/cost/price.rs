@@ -105,10 +105,16 @@ pub fn plan_steps_from(
                 // A clone of an earlier output: nothing moves.
                 continue;
             }
+            // A GPU's output that holds a host buffer (a returned import,
+            // shared) is read back as that host buffer is.
+            let device = match s.work {
+                Work::Share { src } => src,
+                _ => s.device,
+            };
             let kind = StepKind::Output {
-                device: s.device,
+                device,
                 bytes: s.ty.size_bytes(),
-                copied_out: s.device.is_cpu() && read == ReadOut::CopiedOut,
+                copied_out: device.is_cpu() && read == ReadOut::CopiedOut,
             };
             let deps = index.get(slot).copied().flatten().into_iter().collect();
             steps.push(Step { kind, deps });

@@ -308,7 +308,8 @@ mod tests {
     use super::*;
 
     /// A host kernel's result copied to vulkan:0 moves no bytes, read there
-    /// or returned (the plan imports it); a copy of a caller's input
+    /// (the plan imports it) or only returned (it shares the host buffer);
+    /// a copy of a caller's input
     /// (unless the device reads callers' bytes in place) and a copy under a
     /// page do, as the executor runs them.
     #[test]
@@ -328,15 +329,22 @@ mod tests {
 }
 ";
         let g = fuel_graph_ext::text::parse(src).unwrap();
-        let imports = |t: &Topology| {
+        let count = |t: &Topology, f: fn(&fuel_graph_ext::plan::Work) -> bool| {
             let plan = price::plan_for(&g, t).unwrap();
-            plan.steps
-                .iter()
-                .filter(|s| matches!(s.work, fuel_graph_ext::plan::Work::Import { .. }))
-                .count()
+            plan.steps.iter().filter(|s| f(&s.work)).count()
         };
-        // %2 and %5 imported; %3 (an input) and %8 (16 floats) not.
-        assert_eq!(imports(&Topology::default()), 2);
+        let imports = |t: &Topology| {
+            count(t, |w| {
+                matches!(w, fuel_graph_ext::plan::Work::Import { .. })
+            })
+        };
+        // %2 imported, %5 (read by nobody but the caller) shares; %3 (an
+        // input) and %8 (16 floats) do neither.
+        assert_eq!(imports(&Topology::default()), 1);
+        let shares = count(&Topology::default(), |w| {
+            matches!(w, fuel_graph_ext::plan::Work::Share { .. })
+        });
+        assert_eq!(shares, 1);
         let est = estimate_graph(&g, &Topology::default()).unwrap();
         assert_eq!(est.bytes_moved, 4096 * 4 + 16 * 4);
         // Where Vulkan reads callers' bytes in place (lavapipe), the copy
@@ -345,7 +353,7 @@ mod tests {
         lavapipe
             .host_memory
             .insert(fuel_graph_ext::DeviceKind::Vulkan);
-        assert_eq!(imports(&lavapipe), 3);
+        assert_eq!(imports(&lavapipe), 2);
         assert_eq!(estimate_graph(&g, &lavapipe).unwrap().bytes_moved, 16 * 4);
     }
 
@@ -388,9 +396,10 @@ mod tests {
         assert!(in_place.total_us() >= graph.total_us());
     }
 
-    /// A host output whose value is also imported to Vulkan, or which is a
-    /// slice's view, is copied out by the runner; one its step writes in
-    /// place is not.
+    /// A host output whose value a Vulkan kernel reads through an import,
+    /// or which is a slice's view, is copied out by the runner; one its
+    /// step writes in place is not, and neither is one whose copy to
+    /// Vulkan only the caller reads (that copy shares it).
     #[test]
     fn host_outputs_kept_by_the_arena_are_read_back() {
         let src = "graph @g {
@@ -400,21 +409,29 @@ mod tests {
   %3 = mul %0, %0 @cpu:0 : f32[4096]
   %4 = slice %3 {axis=0, len=1024, start=0} @cpu:0 : f32[1024]
   %5 = max %0, %0 @cpu:0 : f32[4096]
-  return %1, %2, %4, %5
+  %6 = add %2, %2 @vulkan:0 : f32[4096]
+  return %1, %2, %4, %5, %6
 }
 ";
-        let g = fuel_graph_ext::text::parse(src).unwrap();
-        let topo = Topology::default();
-        let plan = price::plan_for(&g, &topo).unwrap();
-        let back: Vec<bool> = price::plan_steps(&plan, &topo, &BTreeSet::new(), true)
-            .iter()
-            .filter_map(|s| match s.kind {
-                crate::cost::StepKind::Output { copied_out, .. } => Some(copied_out),
-                _ => None,
-            })
-            .collect();
+        let back = |src: &str| -> Vec<bool> {
+            let g = fuel_graph_ext::text::parse(src).unwrap();
+            let topo = Topology::default();
+            let plan = price::plan_for(&g, &topo).unwrap();
+            price::plan_steps(&plan, &topo, &BTreeSet::new(), true)
+                .iter()
+                .filter_map(|s| match s.kind {
+                    crate::cost::StepKind::Output { copied_out, .. } => Some(copied_out),
+                    _ => None,
+                })
+                .collect()
+        };
         // %1 (imported by %2) and %4 (a view) are copied out; %5 is not;
-        // %2, the import of %1, comes back as %1's clone: no step.
-        assert_eq!(back, [true, true, false]);
+        // %2, the import of %1, comes back as %1's clone: no step; %6 is
+        // read back from the device.
+        assert_eq!(back(src), [true, true, false, false]);
+        // Without the kernel, %2 shares %1 and %1 is written in place.
+        let unread = src.replace("  %6 = add %2, %2 @vulkan:0 : f32[4096]\n", "");
+        let unread = unread.replace(", %6\n", "\n");
+        assert_eq!(back(&unread), [false, true, false]);
     }
 }

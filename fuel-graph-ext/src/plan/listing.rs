@@ -108,7 +108,9 @@ mod tests {
   %2 = add %1, %1 @cpu:1 : f32[1024]
   %3 = copy %2 -> vulkan:0 : f32[1024]
   %4 = slice %2 {axis=0, len=256, start=0} @cpu:1 : f32[256]
-  return %3, %4
+  %5 = mul %3, %3 @vulkan:0 : f32[1024]
+  %6 = copy %2 -> vulkan:1 : f32[1024]
+  return %4, %5, %6
 }
 ";
         let g = crate::text::parse(src).unwrap();
@@ -118,17 +120,24 @@ mod tests {
         plan.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
         let text = print(&plan, &g, "assumed");
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 7, "{text}");
+        assert_eq!(lines.len(), 9, "{text}");
         assert!(
-            lines[0].starts_with("plan @g: 5 steps, 2 outputs"),
+            lines[0].starts_with("plan @g: 7 steps, 3 outputs"),
             "{text}"
         );
         assert!(lines[1].contains("cpu:0") && lines[1].contains("input \"a\""));
         assert!(lines[2].contains("share cpu:0's buffer"), "{text}");
         assert!(lines[3].contains("fold add") && lines[3].contains("4 KiB"));
+        // Read by a kernel on vulkan:0: an import.
         assert!(lines[4].contains("import cpu:1's buffer"), "{text}");
         assert!(lines[5].contains("view at +0 B") && lines[5].contains("%4"));
-        assert!(lines[6].contains("outputs [s3, s4]"), "{text}");
+        assert!(lines[6].contains("fold mul"), "{text}");
+        // Only returned: the host buffer itself.
+        assert!(
+            lines[7].contains("vulkan:1") && lines[7].contains("share cpu:1's buffer"),
+            "{text}"
+        );
+        assert!(lines[8].contains("outputs [s4, s5, s6]"), "{text}");
         // Without views or imports, the same graph copies.
         let mut plain = Schedule::new_with(&g, &options).unwrap();
         plain.fit_to_devices(&options, |_| Caps::default());

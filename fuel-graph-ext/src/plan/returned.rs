@@ -10,10 +10,12 @@
 //! `cpu:0` and its shared copies on `cpu:1..3`, or one value returned
 //! twice) come back as tensors over one set of bytes: every one after the
 //! first is a clone of the first, which is safe because a `Tensor`'s bytes
-//! are copy-on-write. An output on a GPU is read back, unless it imports a
-//! host buffer that an earlier output holds too (a star's result on
-//! `cpu:0` imported by `vulkan:0` and `vulkan:1`): then it is a clone of
-//! that output, and the bytes are read back once for all of them.
+//! are copy-on-write. An output on a GPU that holds a host buffer, because
+//! nothing but the caller reads it ([`Schedule::share_returned_imports`]:
+//! a star's result on `cpu:0` returned on `vulkan:0` and `vulkan:1`), is
+//! one of these host outputs. Any other output on a GPU is read back,
+//! unless it imports a host buffer that an earlier output holds too: then
+//! it is a clone of that output, and the bytes are read back once.
 
 use super::schedule::{Schedule, Work};
 use super::work::DeviceWork;
@@ -67,8 +69,9 @@ impl Schedule {
             // The buffer whose bytes the output holds: a host output's
             // through shared copies, and a GPU's import's host buffer (a
             // GPU's other outputs hold bytes of their own).
+            let shared = matches!(step.work, Work::Share { .. });
             let root = match (&step.work, step.operands.first()) {
-                _ if step.device.is_cpu() => Some(self.share_root(o)),
+                _ if step.device.is_cpu() || shared => Some(self.share_root(o)),
                 (Work::Import { .. }, Some(&src)) => Some(self.share_root(src)),
                 _ => None,
             };
@@ -84,7 +87,7 @@ impl Schedule {
                 reads.push(ReadOut::CloneOf(j));
                 continue;
             }
-            if !step.device.is_cpu() {
+            if !step.device.is_cpu() && !shared {
                 reads.push(ReadOut::Download);
                 continue;
             }
@@ -130,19 +133,33 @@ mod tests {
     }
 
     #[test]
-    fn imports_of_a_returned_host_buffer_are_its_clones() {
-        // A star's result on cpu:0, imported by two Vulkan devices: read
-        // back once, by whichever output comes first.
+    fn gpu_shares_of_a_returned_host_buffer_are_its_clones() {
+        // A star's result on cpu:0, returned on two Vulkan devices that
+        // read it no further: each shares the host buffer, which is
+        // written into the first output's tensor, whichever comes first.
         let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[1024]\n  %1 = input \"b\" @vulkan:1 : f32[1024]\n  %2 = input \"c\" @cpu:0 : f32[1024]\n  %3 = copy %0 -> cpu:0 : f32[1024]\n  %4 = copy %1 -> cpu:0 : f32[1024]\n  %5 = add %3, %4, %2 @cpu:0 : f32[1024]\n  %6 = copy %5 -> vulkan:0 : f32[1024]\n  %7 = copy %5 -> vulkan:1 : f32[1024]\n  return %6, %7, %5\n}\n";
-        assert_eq!(
-            reads_assumed(src),
-            [ReadOut::Download, ReadOut::CloneOf(0), ReadOut::CloneOf(0)]
-        );
-        // The host output first: it is copied out of the arena (an import
-        // views its buffer) and the imports are its clones.
+        let shared = [ReadOut::InPlace, ReadOut::CloneOf(0), ReadOut::CloneOf(0)];
+        assert_eq!(reads_assumed(src), shared);
         let host_first = src.replace("return %6, %7, %5", "return %5, %6, %7");
+        assert_eq!(reads_assumed(&host_first), shared);
+        // Read by a kernel on vulkan:0 as well, %6 is an import: the host
+        // buffer stays the arena's, read back once by the first output.
+        let read = src.replace(
+            "  return %6, %7, %5",
+            "  %8 = mul %6, %6 @vulkan:0 : f32[1024]\n  return %6, %7, %5, %8",
+        );
         assert_eq!(
-            reads_assumed(&host_first),
+            reads_assumed(&read),
+            [
+                ReadOut::Download,
+                ReadOut::CloneOf(0),
+                ReadOut::CloneOf(0),
+                ReadOut::Download
+            ]
+        );
+        let host_first = read.replace("return %6, %7, %5", "return %5, %6, %7");
+        assert_eq!(
+            reads_assumed(&host_first)[..3],
             [ReadOut::CopiedOut, ReadOut::CloneOf(0), ReadOut::CloneOf(0)]
         );
         // Without imports (copies to the GPUs), each is read back.

@@ -35,7 +35,9 @@ pub use super::views::{slice_is_view, ASSUMED_VIEW_ALIGN};
 pub enum Work {
     /// Input, copy or kernel on the step's device (the runtime's `backend::run`).
     Device(DeviceWork),
-    /// A copy or move from the host arena `src` to another host arena: the
+    /// A copy or move from the host arena `src` to another host arena, or
+    /// to a Vulkan device when only the caller reads the result
+    /// ([`Schedule::share_returned_imports`]): the
     /// step's slot holds operand 0's buffer itself. Every reader only reads
     /// it, and the buffer lives until both slots are done with it. A graph
     /// output shares too: the runtime hands out host outputs that hold one
@@ -57,11 +59,11 @@ pub enum Work {
     /// host buffer on the device (imported once per host block, kept across
     /// runs), which holds that buffer alive. Nothing is copied or allocated
     /// on the device; the bytes stay counted once, on the host arena. The
-    /// rules are [`Work::Share`]'s: every reader only reads. Unlike a shared
-    /// copy it may be a graph output: an output on a GPU is always read
-    /// back into the caller's own tensor, so the caller never holds the
-    /// view. Planned by [`Schedule::import_host_copies`] once the devices
-    /// are open.
+    /// rules are [`Work::Share`]'s: every reader only reads. An import that
+    /// is also a graph output is read back into the caller's own tensor,
+    /// so the caller never holds the view; one that only the caller reads
+    /// becomes a [`Work::Share`]. Planned by
+    /// [`Schedule::import_host_copies`] once the devices are open.
     Import { src: Device },
     /// A `slice` whose bytes are one contiguous run of its operand's,
     /// starting `offset` bytes in: the step's slot holds a *view* of

@@ -122,7 +122,33 @@ impl Schedule {
             self.import_host_copies(super::HOST_PAGE, |d| caps(d).imports_host);
             self.inputs_in_place(INPUT_IN_PLACE_MIN, |d| caps(d).reads_inputs_in_place);
             self.import_caller_copies(INPUT_IN_PLACE_MIN, |d| caps(d).reads_inputs_in_place);
+            self.share_returned_imports();
         }
+    }
+
+    /// Turns each [`Work::Import`] that no step reads (only the caller, as
+    /// a graph output) into a [`Work::Share`] of the same host buffer. An
+    /// output comes back to the caller as host bytes whatever device holds
+    /// it, and an import's bytes are the host buffer's, so the device has
+    /// nothing to do. What changes is the host buffer: no import views it
+    /// any more, so it need not stay in the arena's own block
+    /// ([`Schedule::lent_to_imports`]) and can be written straight into
+    /// the caller's output tensor ([`ReadOut::InPlace`](super::ReadOut)),
+    /// where it was copied out of the arena after every run. Imports that
+    /// a kernel or another step reads stay imports. Returns how many it
+    /// turned.
+    pub fn share_returned_imports(&mut self) -> usize {
+        let mut turned = 0;
+        for i in 0..self.steps.len() {
+            let unread = self.dependents.get(i).is_none_or(Vec::is_empty);
+            if let Work::Import { src } = self.steps[i].work {
+                if unread {
+                    self.steps[i].work = Work::Share { src };
+                    turned += 1;
+                }
+            }
+        }
+        turned
     }
 
     /// Turns host-to-Vulkan copies into [`Work::Import`] views where

@@ -66,6 +66,7 @@ use schedule::{Schedule, Work};
 pub use spmd::CommTable;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use step::OutputRules;
 
 /// A graph ready to run on opened devices.
 pub struct Executable {
@@ -129,6 +130,12 @@ pub struct Executable {
     /// `lent[i]`: a Vulkan import views slot `i`'s host buffer, so the step
     /// never writes into the caller's output bytes (not page-aligned).
     lent: Vec<bool>,
+    /// Per output (return order): the host slot written into the caller's
+    /// previous tensor for it, the output's own or, through shared copies,
+    /// the buffer it holds (a star's root returned first as its share on
+    /// another device); `None` for a clone and where the arena keeps the
+    /// buffer.
+    writes_into: Vec<Option<usize>>,
     /// The graph's input names: a run given any other name is refused.
     input_names: BTreeSet<String>,
     /// Each input's step, by name (what `run_donating` hands over).
@@ -353,24 +360,13 @@ impl<'g> Compiler<'g> {
         } else {
             prepare::start_workers(&ctxs, spin)?
         };
-        let returned = plan.returned_counts();
-        let keep = returned.iter().map(|&r| r > 0).collect();
-        // A shared copy owns no bytes: its source's slot is the one that
-        // may be written into the caller's bytes or become the tensor.
-        let sole = returned
-            .iter()
-            .zip(&plan.steps)
-            .map(|(&r, st)| r == 1 && !matches!(st.work, Work::Share { .. }))
-            .collect();
-        let lent = plan.lent_to_imports();
-        let same_as = plan
-            .read_outs(&lent)
-            .into_iter()
-            .map(|r| match r {
-                fuel_graph_ext::plan::ReadOut::CloneOf(j) => Some(j),
-                _ => None,
-            })
-            .collect();
+        let OutputRules {
+            keep,
+            sole,
+            same_as,
+            lent,
+            writes_into,
+        } = OutputRules::of(&plan);
         let spmd = plan
             .steps
             .iter()
@@ -404,6 +400,7 @@ impl<'g> Compiler<'g> {
             sole,
             same_as,
             lent,
+            writes_into,
             input_names: g
                 .inputs()
                 .into_iter()
@@ -739,11 +736,11 @@ impl Executable {
                 *t = Tensor::unfilled(ty);
             }
         }
-        for (k, &o) in plan.outputs.iter().enumerate() {
-            if self.sole[o] && plan.steps[o].device.is_cpu() && !self.lent[o] {
-                s.reuse[o] = outputs
+        for (k, &slot) in self.writes_into.iter().enumerate() {
+            if let Some(r) = slot {
+                s.reuse[r] = outputs
                     .get_mut(k)
-                    .and_then(|t| t.take_bytes_for(&plan.steps[o].ty));
+                    .and_then(|t| t.take_bytes_for(&plan.steps[r].ty));
             }
         }
         if self.inline {

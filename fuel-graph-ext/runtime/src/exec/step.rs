@@ -1,13 +1,70 @@
 //! The per-step protocol both runners share: gather a step's operands from
 //! the buffer table, run it (the runner's own work, or device work through
 //! [`crate::backend::run`]) with panics turned into errors, free every
-//! buffer after its last read, and read the outputs back.
+//! buffer after its last read, and read the outputs back (by rules fixed
+//! at compile time: [`OutputRules`]).
 
 use super::{spmd, CommTable, ExecError, Executable, Tensor};
 use crate::backend::fault::{Event, Faults};
 use crate::backend::{self, Buf, Ctx, DeviceCall};
 use fuel_graph_ext::plan::schedule::{Schedule, Step, Work};
 use std::sync::Arc;
+
+/// How a compiled graph's outputs reach the caller, read off its plan
+/// once (the plan's [`ReadOut`](fuel_graph_ext::plan::ReadOut) rule, which
+/// the cost model prices too); [`Executable`]'s fields of the same names.
+pub(super) struct OutputRules {
+    pub keep: Vec<bool>,
+    pub sole: Vec<bool>,
+    pub same_as: Vec<Option<usize>>,
+    pub lent: Vec<bool>,
+    pub writes_into: Vec<Option<usize>>,
+}
+
+impl OutputRules {
+    pub(super) fn of(plan: &Schedule) -> OutputRules {
+        let returned = plan.returned_counts();
+        let keep = returned.iter().map(|&r| r > 0).collect();
+        // A shared copy owns no bytes: its source's slot is the one that
+        // may be written into the caller's bytes or become the tensor.
+        let sole: Vec<bool> = returned
+            .iter()
+            .zip(&plan.steps)
+            .map(|(&r, st)| r == 1 && !matches!(st.work, Work::Share { .. }))
+            .collect();
+        let lent = plan.lent_to_imports();
+        let same_as: Vec<Option<usize>> = plan
+            .read_outs(&lent)
+            .into_iter()
+            .map(|r| match r {
+                fuel_graph_ext::plan::ReadOut::CloneOf(j) => Some(j),
+                _ => None,
+            })
+            .collect();
+        // Output `k` is written into the caller's previous tensor by the
+        // slot its bytes come from through shared copies, when that slot is
+        // on a host arena, returned exactly once, lent to no import, and
+        // `k` is the first output to hold it (later ones are its clones).
+        let mut taken = vec![false; plan.steps.len()];
+        let writes_into = plan
+            .outputs
+            .iter()
+            .zip(&same_as)
+            .map(|(&o, same)| {
+                let r = plan.share_root(o);
+                let ok = same.is_none() && sole[r] && !lent[r] && plan.steps[r].device.is_cpu();
+                (ok && !std::mem::replace(&mut taken[r], true)).then_some(r)
+            })
+            .collect();
+        OutputRules {
+            keep,
+            sole,
+            same_as,
+            lent,
+            writes_into,
+        }
+    }
+}
 
 /// Step `i`'s operands, in operand order, from the buffer table.
 pub(super) fn operands(
