@@ -20,7 +20,7 @@
 //!   faster per byte than large ones);
 //! - computation: a two-input `add` on each device kind at the same sizes:
 //!   the fixed cost (for CPUs from the div chain) and the throughput curve;
-//!   and a four-input `add` at 16 MiB: what each input past the second
+//!   and a four-input `add` at 4 MiB: what each input past the second
 //!   costs (`reduce KIND .. wide=`);
 //! - deferred copies: a GPU shard copied to `cpu:0` straight into an `add`
 //!   there (the executor defers it into the add), 4 MiB: their bandwidth.
@@ -45,9 +45,14 @@ use std::time::Instant;
 /// latency or fixed cost, the others a point of the throughput curve each.
 const SIZES: [usize; 5] = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20];
 const BIG: usize = 4 << 20;
-/// The size of the four-input add ([`wide_add_graph`]): the largest, where
-/// a fold's fixed cost hides least of what its inputs cost.
-const WIDE: usize = 16 << 20;
+/// The size of the four-input add ([`wide_add_graph`]): large enough that
+/// a fold's fixed cost hides little of what its inputs cost, and not the
+/// largest, where this VM's CPU folds swing between two speeds from one
+/// timing to the next (a two-input add at 16 MiB took 1127 us in one
+/// calibration and 1987-2162 us in three others, at 4 MiB 485-500 us in
+/// all four), so the two-input and four-input adds could be timed at
+/// different speeds and the fit read that as a cost per input.
+const WIDE: usize = BIG;
 const CHAIN: usize = 33;
 
 /// How long to measure.
@@ -529,8 +534,10 @@ fn report(m: &Measured, t: &Topology, say: &mut dyn FnMut(String)) {
     for (kind, g) in &m.wide_adds {
         let c = t.compute(*kind);
         say(format!(
-            "reduce {kind:<8} add of 4 inputs: 16M {:.1} us => each input past two costs {:.2} of one (wide)",
-            g.us, c.wide
+            "reduce {kind:<8} add of 4 inputs: {} {:.1} us => each input past two costs {:.2} of one (wide)",
+            crate::sizes::format_size(WIDE),
+            g.us,
+            c.wide
         ));
     }
 }
