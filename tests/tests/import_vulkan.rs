@@ -365,7 +365,8 @@ fn an_output_vulkan_reads_is_imported_run_after_run() {
 /// caller's bytes lie (`DeviceWork::Input { in_place }`): no buffer is made
 /// for them, every reader (a Vulkan fold in each operand position, `div`,
 /// a slice's view, `concat`, a copy to the host folded there, the input
-/// returned as an output) gets the caller's values bit for bit, and the
+/// returned as an output, which is the caller's tensor itself) gets the
+/// caller's values bit for bit, and the
 /// caller's tensors are unchanged afterwards. An input under
 /// `INPUT_IN_PLACE_MIN` is uploaded. With import off, nothing is read in
 /// place and the results are the same.
@@ -419,6 +420,17 @@ fn inputs_on_vulkan_are_read_where_the_caller_holds_them() {
     let made_on = runs_exactly(&g, &on, "in place");
     let made_off = runs_exactly(&g, &off, "uploaded");
     assert_eq!(inputs, kept, "a run changed the caller's inputs");
+    // The input returned as it is (%0) comes back as the caller's own
+    // bytes where vulkan:0 reads it in place: nothing is copied out.
+    let tensors: std::collections::BTreeMap<String, exec::Tensor> = inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), exec::Tensor::from_host(v)))
+        .collect();
+    let caller_a = tensors["a"].shared().as_ptr();
+    for (exe, shares) in [(&on, import_on()), (&off, false)] {
+        let out = exe.run(&tensors).unwrap();
+        assert_eq!(out[0].shared().as_ptr() == caller_a, shares);
+    }
     assert_eq!(
         made_off - made_on,
         names(&on).len(),

@@ -106,9 +106,11 @@ pub fn plan_steps_from(
                 continue;
             }
             // A GPU's output that holds a host buffer (a returned import,
-            // shared) is read back as that host buffer is.
+            // shared) is read back as that host buffer is, and a caller's
+            // input it reads in place is the caller's tensor already.
             let device = match s.work {
                 Work::Share { src } => src,
+                _ if read == ReadOut::InPlace => topo.staging,
                 _ => s.device,
             };
             let kind = StepKind::Output {

@@ -10,7 +10,9 @@
 //! `cpu:0` and its shared copies on `cpu:1..3`, or one value returned
 //! twice) come back as tensors over one set of bytes: every one after the
 //! first is a clone of the first, which is safe because a `Tensor`'s bytes
-//! are copy-on-write. An output on a GPU that holds a host buffer, because
+//! are copy-on-write. A caller's input that a Vulkan device reads where it
+//! lies and that comes back unchanged is the caller's tensor, as a host
+//! input is. An output on a GPU that holds a host buffer, because
 //! nothing but the caller reads it ([`Schedule::share_returned_imports`]:
 //! a star's result on `cpu:0` returned on `vulkan:0` and `vulkan:1`), is
 //! one of these host outputs. Any other output on a GPU is read back,
@@ -69,9 +71,15 @@ impl Schedule {
             // The buffer whose bytes the output holds: a host output's
             // through shared copies, and a GPU's import's host buffer (a
             // GPU's other outputs hold bytes of their own).
-            let shared = matches!(step.work, Work::Share { .. });
+            // Host bytes: a host arena's, a GPU's share of one, or a
+            // caller's input that a GPU reads where it lies.
+            let host_bytes = step.device.is_cpu()
+                || matches!(
+                    step.work,
+                    Work::Share { .. } | Work::Device(DeviceWork::Input { in_place: true, .. })
+                );
             let root = match (&step.work, step.operands.first()) {
-                _ if step.device.is_cpu() || shared => Some(self.share_root(o)),
+                _ if host_bytes => Some(self.share_root(o)),
                 (Work::Import { .. }, Some(&src)) => Some(self.share_root(src)),
                 _ => None,
             };
@@ -87,14 +95,17 @@ impl Schedule {
                 reads.push(ReadOut::CloneOf(j));
                 continue;
             }
-            if !step.device.is_cpu() && !shared {
+            if !host_bytes {
                 reads.push(ReadOut::Download);
                 continue;
             }
             let root_step = &self.steps[root];
             let caller_holds = match &root_step.work {
-                // A host input is read where the caller's tensor lies.
-                Work::Device(DeviceWork::Input { .. }) => root_step.device.is_cpu(),
+                // A host input, or one a GPU reads in place, is read
+                // where the caller's tensor lies.
+                Work::Device(DeviceWork::Input { in_place, .. }) => {
+                    root_step.device.is_cpu() || *in_place
+                }
                 Work::View { .. } => false,
                 // The root is written into the caller's tensor when it is
                 // returned exactly once and no import views it.
@@ -168,6 +179,27 @@ mod tests {
             plan.read_outs(&plan.lent_to_imports()),
             [ReadOut::Download, ReadOut::Download, ReadOut::InPlace]
         );
+    }
+
+    #[test]
+    fn a_vulkan_input_read_in_place_comes_back_as_the_callers_tensor() {
+        // Returned as it is, on a Vulkan device that reads callers' bytes
+        // in place: the caller holds them already. Under a page it is
+        // uploaded, and read back.
+        let src = "graph @g {\n  %0 = input \"a\" @vulkan:0 : f32[1024]\n  %1 = input \"b\" @vulkan:0 : f32[16]\n  return %0, %1\n}\n";
+        use crate::plan::{Caps, Options};
+        let g = text::parse(src).unwrap();
+        let options = Options::default();
+        let mut plan = Schedule::new_with(&g, &options).unwrap();
+        let mut topo = crate::Topology::default();
+        topo.host_memory.insert(crate::DeviceKind::Vulkan);
+        plan.fit_to_devices(&options, |d| Caps::assumed(d, &topo));
+        assert_eq!(
+            plan.read_outs(&plan.lent_to_imports()),
+            [ReadOut::InPlace, ReadOut::Download]
+        );
+        // Where Vulkan memory is not the host's, both are read back.
+        assert_eq!(reads_assumed(src), [ReadOut::Download, ReadOut::Download]);
     }
 
     #[test]

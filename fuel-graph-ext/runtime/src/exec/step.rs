@@ -298,16 +298,12 @@ impl Executable {
             let buf = t[o]
                 .as_ref()
                 .ok_or_else(|| ExecError::Internal(format!("output slot {o} is empty")))?;
-            // The caller's bytes (an input, or output bytes written in
-            // place) that other slots still share: the run is over and
+            // The caller's bytes (an input, read in place on a Vulkan
+            // device too, or output bytes written in place) that other
+            // slots may still share: the run is over and
             // nothing writes them again, so they become the tensor as they
             // are, and copy-on-write keeps each holder's values its own.
-            let caller_bytes = match &**buf {
-                Buf::Cpu(cb) => cb.shared_bytes(),
-                #[allow(unreachable_patterns)] // with every GPU backend compiled out
-                _ => None,
-            };
-            if let Some(bytes) = caller_bytes.filter(|b| b.len() == step.ty.size_bytes()) {
+            if let Some(bytes) = caller_bytes(buf).filter(|b| b.len() == step.ty.size_bytes()) {
                 let tensor = Tensor::from_bytes(step.ty.clone(), bytes.clone())
                     .map_err(ExecError::Internal)?;
                 put(outputs, k, tensor);
