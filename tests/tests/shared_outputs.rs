@@ -176,10 +176,13 @@ fn host_outputs_share_beside_a_vulkan_output_on_the_threaded_runner() {
 }
 
 #[test]
-fn vulkan_imports_of_a_host_result_come_back_as_its_clones() {
-    // A star at cpu:0 over two Vulkan devices: each Vulkan result imports
-    // cpu:0's result buffer, so the three outputs are one set of bytes,
-    // read back once (`plan::ReadOut::CloneOf`), not downloaded each.
+fn vulkan_shares_of_a_host_result_come_back_as_its_clones() {
+    // A star at cpu:0 over two Vulkan devices that import host memory:
+    // each Vulkan result, which only the caller reads, holds cpu:0's
+    // result buffer (`Schedule::share_returned_imports`), so the three
+    // outputs are one set of bytes (`plan::ReadOut::CloneOf`), not
+    // downloaded each, and that buffer is the first output's tensor from
+    // one run to the next (written in place, not copied out).
     let devices = [Device::vulkan(0), Device::vulkan(1), Device::cpu(0)];
     if !devices_or_skip("vulkan_imports_of_a_host_result", &devices) {
         return;
@@ -191,19 +194,25 @@ fn vulkan_imports_of_a_host_result_come_back_as_its_clones() {
     );
     let exe = exec::compile(&lowered, &devices).unwrap();
     let (inputs, want) = inputs_and_want(&g);
-    let imported = exe.imported_copies().len();
+    let shared = exe.shared_copies().len();
+    assert!(exe.imported_copies().is_empty());
     let mut outs = Vec::new();
+    let mut at = Vec::new();
     for round in 0..3 {
         exe.run_into(&inputs, &mut outs).unwrap();
         assert_close(&host(&outs), &want, &format!("run {round}"));
-        if imported == 2 {
+        if shared == 2 {
             assert!(
                 same_bytes(&outs, 0, 1) && same_bytes(&outs, 0, 2),
-                "an imported result was downloaded on its own"
+                "a shared result was downloaded on its own"
             );
+            at.push(outs[0].shared().as_ptr());
         } else {
-            println!("SKIP: the sharing check: this Vulkan device imports no host memory ({imported} imports)");
+            println!("SKIP: the sharing check: this Vulkan device imports no host memory ({shared} shared)");
         }
+    }
+    if let [_, a, b] = at[..] {
+        assert_eq!(a, b, "the result moved to new bytes between runs");
     }
     // Copy-on-write: a caller's write to one output shows in no other,
     // and the next run is right again.
@@ -217,8 +226,9 @@ fn vulkan_imports_of_a_host_result_come_back_as_its_clones() {
 #[test]
 fn a_broadcast_roots_input_read_in_place_by_vulkan_comes_back_as_its_clones() {
     // A broadcast from cpu:0's input to two Vulkan devices whose memory is
-    // the host's: each imports the caller's bytes where they lie, so every
-    // output is those bytes (`plan::ReadOut::CloneOf`). The runner used to
+    // the host's: each result, which only the caller reads, holds the
+    // caller's bytes where they lie, so every output is those bytes
+    // (`plan::ReadOut::CloneOf`). The runner used to
     // download each Vulkan output into new bytes instead, which at 16 MiB
     // took 15 ms a run (docs/performance.md).
     let devices = [Device::cpu(0), Device::vulkan(0), Device::vulkan(1)];
@@ -234,21 +244,21 @@ fn a_broadcast_roots_input_read_in_place_by_vulkan_comes_back_as_its_clones() {
     let xs: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
     let x = Tensor::from_slice(&[n], &xs).unwrap();
     let inputs = BTreeMap::from([("x".to_string(), x.clone())]);
-    let imported = exe.imported_copies().len();
+    let shared = exe.shared_copies().len();
     let mut outs = Vec::new();
     for round in 0..3 {
         exe.run_into(&inputs, &mut outs).unwrap();
         for (k, o) in outs.iter().enumerate() {
             assert_eq!(o.to_vec::<f32>().unwrap(), xs, "run {round}, output {k}");
         }
-        if imported == 2 {
+        if shared == 2 {
             assert!(
                 same_bytes(&outs, 0, 1) && same_bytes(&outs, 0, 2),
                 "run {round}: a Vulkan output that reads the caller's bytes was downloaded"
             );
             assert!(Arc::ptr_eq(&outs[0].shared(), &x.shared()), "run {round}");
         } else {
-            println!("SKIP: the sharing check: the Vulkan devices read no caller bytes in place ({imported} imports)");
+            println!("SKIP: the sharing check: the Vulkan devices read no caller bytes in place ({shared} shared)");
         }
     }
     // Copy-on-write: a write to one output leaves the caller's input and

@@ -60,7 +60,6 @@ impl Schedule {
     /// is [`Schedule::lent_to_imports`].
     pub fn read_outs(&self, lent: &[bool]) -> Vec<ReadOut> {
         let mut first: HashMap<usize, usize> = HashMap::new();
-        let returned = self.returned_counts();
         let kept = |i: usize| lent.get(i).copied().unwrap_or(false);
         let mut reads = Vec::with_capacity(self.outputs.len());
         for (k, &o) in self.outputs.iter().enumerate() {
@@ -107,9 +106,9 @@ impl Schedule {
                     root_step.device.is_cpu() || *in_place
                 }
                 Work::View { .. } => false,
-                // The root is written into the caller's tensor when it is
-                // returned exactly once and no import views it.
-                _ => returned.get(root) == Some(&1) && !kept(root),
+                // The root is written into the first holder's tensor
+                // when no import views it (every later holder is a clone).
+                _ => !kept(root),
             };
             reads.push(if caller_holds {
                 ReadOut::InPlace
@@ -213,18 +212,28 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_copy_of_a_value_not_returned_is_copied_out() {
+    fn a_shared_copy_returned_first_holds_its_roots_bytes_in_place() {
         let src = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[4]\n  %1 = add %0, %0 @cpu:0 : f32[4]\n  %2 = copy %1 -> cpu:1 : f32[4]\n  %3 = copy %0 -> cpu:1 : f32[4]\n  return %2, %3, %1, %1\n}\n";
-        // %2 shares %1's buffer, which is returned twice (so not written
-        // into one caller's tensor); %3 shares the caller's input.
+        // %2 shares %1's buffer, which is written into %2's tensor (%1,
+        // returned twice after it, is that tensor's clone); %3 shares the
+        // caller's input.
         assert_eq!(
             reads(src),
             [
-                ReadOut::CopiedOut,
+                ReadOut::InPlace,
                 ReadOut::InPlace,
                 ReadOut::CloneOf(0),
                 ReadOut::CloneOf(0)
             ]
+        );
+        // A slice's view is not a buffer of its own: copied out.
+        let viewed = "graph @g {\n  %0 = input \"a\" @cpu:0 : f32[8]\n  %1 = add %0, %0 @cpu:0 : f32[8]\n  %2 = slice %1 {axis=0, len=4, start=4} @cpu:0 : f32[4]\n  %3 = copy %2 -> cpu:1 : f32[4]\n  return %3\n}\n";
+        let g = text::parse(viewed).unwrap();
+        let mut plan = Schedule::new(&g).unwrap();
+        assert_eq!(plan.view_slices(|_| Some(1)), 1);
+        assert_eq!(
+            plan.read_outs(&plan.lent_to_imports()),
+            [ReadOut::CopiedOut]
         );
     }
 }

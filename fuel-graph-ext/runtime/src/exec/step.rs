@@ -8,6 +8,7 @@ use super::{spmd, CommTable, ExecError, Executable, Tensor};
 use crate::backend::fault::{Event, Faults};
 use crate::backend::{self, Buf, Ctx, DeviceCall};
 use fuel_graph_ext::plan::schedule::{Schedule, Step, Work};
+use fuel_graph_ext::plan::{DeviceWork, ReadOut};
 use std::sync::Arc;
 
 /// How a compiled graph's outputs reach the caller, read off its plan
@@ -33,27 +34,29 @@ impl OutputRules {
             .map(|(&r, st)| r == 1 && !matches!(st.work, Work::Share { .. }))
             .collect();
         let lent = plan.lent_to_imports();
-        let same_as: Vec<Option<usize>> = plan
-            .read_outs(&lent)
-            .into_iter()
+        let reads = plan.read_outs(&lent);
+        let same_as = reads
+            .iter()
             .map(|r| match r {
-                fuel_graph_ext::plan::ReadOut::CloneOf(j) => Some(j),
+                ReadOut::CloneOf(j) => Some(*j),
                 _ => None,
             })
             .collect();
-        // Output `k` is written into the caller's previous tensor by the
-        // slot its bytes come from through shared copies, when that slot is
-        // on a host arena, returned exactly once, lent to no import, and
-        // `k` is the first output to hold it (later ones are its clones).
-        let mut taken = vec![false; plan.steps.len()];
+        // Output `k` read in place is written into the caller's previous
+        // tensor by the slot its bytes come from through shared copies
+        // (the plan's rule: a host step's buffer that no import views, and
+        // `k` is the first output to hold it; later ones are its clones).
         let writes_into = plan
             .outputs
             .iter()
-            .zip(&same_as)
-            .map(|(&o, same)| {
+            .zip(&reads)
+            .map(|(&o, read)| {
                 let r = plan.share_root(o);
-                let ok = same.is_none() && sole[r] && !lent[r] && plan.steps[r].device.is_cpu();
-                (ok && !std::mem::replace(&mut taken[r], true)).then_some(r)
+                let writes = !matches!(
+                    plan.steps[r].work,
+                    Work::Device(DeviceWork::Input { .. }) | Work::View { .. }
+                );
+                (*read == ReadOut::InPlace && writes && plan.steps[r].device.is_cpu()).then_some(r)
             })
             .collect();
         OutputRules {
