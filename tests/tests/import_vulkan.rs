@@ -292,6 +292,27 @@ fn runs_into(src: &str, exe: &Executable) -> (Vec<usize>, Vec<exec::Tensor>) {
     (made, outputs)
 }
 
+/// A star's root result on cpu:0 (%3), returned there and on vulkan:0
+/// (%4); with `read`, a kernel on vulkan:0 reads %4 too (%5, returned).
+fn lend(read: bool) -> String {
+    let (kernel, ret) = if read {
+        (format!("  %5 = mul %4, %1 @vulkan:0 : f32[{N}]\n"), ", %5")
+    } else {
+        (String::new(), "")
+    };
+    format!(
+        "graph @lend {{
+  %0 = input \"a\" @cpu:0 : f32[{N}]
+  %1 = input \"b\" @vulkan:0 : f32[{N}]
+  %2 = copy %1 -> cpu:0 : f32[{N}]
+  %3 = add %0, %2 @cpu:0 : f32[{N}]
+  %4 = copy %3 -> vulkan:0 : f32[{N}]
+{kernel}  return %3, %4{ret}
+}}
+"
+    )
+}
+
 /// A star's root result is a graph output and is also returned on Vulkan,
 /// where nothing reads it: that copy shares the host buffer (the caller
 /// gets host bytes either way), so the result is written straight into the
@@ -304,17 +325,7 @@ fn an_output_returned_on_vulkan_shares_the_host_result_run_after_run() {
     if !devices_or_skip(test, &DEVS) {
         return;
     }
-    let src = format!(
-        "graph @lend {{
-  %0 = input \"a\" @cpu:0 : f32[{N}]
-  %1 = input \"b\" @vulkan:0 : f32[{N}]
-  %2 = copy %1 -> cpu:0 : f32[{N}]
-  %3 = add %0, %2 @cpu:0 : f32[{N}]
-  %4 = copy %3 -> vulkan:0 : f32[{N}]
-  return %3, %4
-}}
-"
-    );
+    let src = lend(false);
     let (_, exe) = compiled(&src, exec::Options::default());
     assert!(exe.imported_copies().is_empty());
     assert_eq!(exe.shared_copies().len(), usize::from(import_on()));
@@ -339,18 +350,7 @@ fn an_output_vulkan_reads_is_imported_run_after_run() {
     if !devices_or_skip(test, &DEVS) {
         return;
     }
-    let src = format!(
-        "graph @lend {{
-  %0 = input \"a\" @cpu:0 : f32[{N}]
-  %1 = input \"b\" @vulkan:0 : f32[{N}]
-  %2 = copy %1 -> cpu:0 : f32[{N}]
-  %3 = add %0, %2 @cpu:0 : f32[{N}]
-  %4 = copy %3 -> vulkan:0 : f32[{N}]
-  %5 = mul %4, %1 @vulkan:0 : f32[{N}]
-  return %3, %4, %5
-}}
-"
-    );
+    let src = lend(true);
     let (_, exe) = compiled(&src, exec::Options::default());
     assert_eq!(exe.imported_copies().len(), usize::from(import_on()));
     assert!(exe.shared_copies().is_empty());
