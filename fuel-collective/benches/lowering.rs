@@ -102,7 +102,7 @@ fn bench_group_size(c: &mut Criterion) {
 /// points, hierarchical, the ring (about 4 million steps if its graph were
 /// built) and the tree, then lowers the cheapest; and the same with
 /// `algorithm=star`, which estimates only star's points. The closed forms
-/// (`lower/closed.rs`) keep this well under a second.
+/// (`lower/closed_form.rs`) keep this well under a second.
 fn bench_large_group(c: &mut Criterion) {
     let mut group = c.benchmark_group("lower-large-group");
     group

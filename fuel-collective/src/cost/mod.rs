@@ -211,7 +211,7 @@ impl StepKind {
     /// bytes to a GPU, a kernel or driver call on one, an input uploaded to
     /// one. A shared hop (an import), an input read in place and an output
     /// read back are the runner's own work; a hop to the host runs on the
-    /// host's worker. (The executor's rule: `exec::schedule::Work::needs_device`.)
+    /// host's worker. (The executor's rule: `plan::Work::needs_device`.)
     pub fn on_gpu_worker(&self) -> bool {
         match *self {
             StepKind::Transfer { to, mode, .. } => mode != CopyMode::Shared && !to.is_cpu(),

@@ -64,14 +64,14 @@ fn mode(src: Device, dst: Device, is_output: bool, reader: SoleReader) -> CopyMo
 }
 
 /// Whether a host-to-`to` copy of `bytes` whose source the host computed
-/// runs as an import (the rule of `estimate::imported_hop`, for a source
+/// runs as an import (the plan's `Schedule::import_host_copies`, for a source
 /// known to be computed): a Vulkan destination and at least a page.
 fn imports(to: Device, bytes: usize) -> bool {
     to.kind == DeviceKind::Vulkan && bytes >= HOST_PAGE
 }
 
 /// What a moved value is, which decides whether its host-to-Vulkan hop is
-/// an import (`estimate::imported_hop`).
+/// an import (`Schedule::import_host_copies`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source {
     /// The host computed it (a fold's result, a copy): imported from a page.

@@ -98,7 +98,7 @@ pub struct LinkCost {
     /// Fixed cost per copy in microseconds.
     pub latency_us: f64,
     /// Bandwidth, in GB/s, of a copy the executor defers into the fold that
-    /// reads it (`exec::schedule::Work::Defer`): the fold moves the bytes
+    /// reads it (`plan::Work::Defer`): the fold moves the bytes
     /// itself (or reads a mapped buffer in place), so there is no latency
     /// and often less than a copy's traffic.
     pub deferred_gbps: f64,
