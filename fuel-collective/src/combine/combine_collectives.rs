@@ -39,7 +39,7 @@ use super::{model, plan, surgery};
 use fuel_graph_ext::dot::human_bytes;
 use fuel_graph_ext::graph::NodeId;
 use fuel_graph_ext::pass::{Changed, Pass, PassError, PassOptions};
-use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, Topology};
+use fuel_graph_ext::{DType, Device, Graph, Op, ReduceOp, TensorType, Topology};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -118,6 +118,15 @@ pub(crate) struct Key {
     pub dtype: DType,
     /// The shard shape past axis 0.
     pub rest: Vec<usize>,
+}
+
+impl Key {
+    /// The type of `rows` entries along axis 0 of this key's shards.
+    pub fn ty(&self, rows: usize) -> TensorType {
+        let mut shape = vec![rows];
+        shape.extend_from_slice(&self.rest);
+        TensorType::new(self.dtype, &shape)
+    }
 }
 
 /// One all-reduce the pass may merge.

@@ -22,9 +22,9 @@ use crate::cost::{self, StepKind};
 use crate::lower::{estimate_graph, LowerCollectives, LowerOptions};
 use fuel_graph_ext::graph::ValueId;
 use fuel_graph_ext::pass::{Pass, PassError};
-use fuel_graph_ext::plan::{Caps, CopyMode, HOST_PAGE};
+use fuel_graph_ext::plan::{slice_is_view, CopyMode, HOST_PAGE};
 use fuel_graph_ext::topology::Runner;
-use fuel_graph_ext::{DeviceKind, Graph, Op, TensorType, Topology};
+use fuel_graph_ext::{DeviceKind, Graph, Op, Topology};
 use std::sync::Arc;
 
 /// The large size the all-reduce line is drawn to, bytes per rank.
@@ -33,9 +33,7 @@ const LARGE: usize = 16 << 20;
 /// The estimate of one all-reduce of `rows` rows of `key`, lowered as
 /// `lower-collectives` would.
 fn all_reduce_us(key: &Key, rows: usize, topo: &Arc<Topology>) -> Result<f64, PassError> {
-    let mut shape = vec![rows];
-    shape.extend_from_slice(&key.rest);
-    let ty = TensorType::new(key.dtype, &shape);
+    let ty = key.ty(rows);
     let mut g = Graph::new("combine_scratch");
     let shards: Vec<ValueId> = key
         .devices
@@ -68,20 +66,17 @@ fn all_reduce_us(key: &Key, rows: usize, topo: &Arc<Topology>) -> Result<f64, Pa
 }
 
 /// What one merged item of `bytes` per rank costs in copies.
-fn item_us(key: &Key, bytes: usize, topo: &Topology) -> f64 {
+fn item_us(key: &Key, row: usize, bytes: usize, topo: &Topology) -> f64 {
     let runner = cost::runner_for(key.devices.iter().copied());
     let per_rank = key.devices.iter().map(|d| {
         let kind = |b: usize| StepKind::layout(*d, b);
         let step = |b: usize| cost::step_us(topo, runner, &kind(b), bytes);
-        // Its slice is a view of the merged result where the device binds
-        // one at its offset (the plan's rule, with the capabilities the
-        // model assumes: a host arena always; Vulkan at its alignment,
-        // which items of such sizes keep); it costs the runner's
-        // bookkeeping, as a shared copy.
-        let viewed = Caps::assumed(*d, topo)
-            .view_align
-            .is_some_and(|a| a <= 1 || (bytes.is_multiple_of(a) && bytes.is_multiple_of(4)));
-        let slice = if viewed {
+        // Its slice is a view of the merged result where the plan's rule
+        // says the device binds one (taken as the second of two such
+        // items); it costs the runner's bookkeeping, as a shared copy.
+        let rows = bytes / row;
+        let merged = key.ty(2 * rows);
+        let slice = if slice_is_view(topo, *d, &merged, 0, rows, rows) {
             let view = StepKind::Transfer {
                 from: *d,
                 to: *d,
@@ -154,8 +149,8 @@ pub(super) fn model(key: &Key, topo: &Arc<Topology>) -> Result<Model, PassError>
     Ok(Model {
         collective: Points(points),
         per_item: Line::through(
-            (small, item_us(key, small, topo)),
-            (large, item_us(key, large, topo)),
+            (small, item_us(key, row, small, topo)),
+            (large, item_us(key, row, large, topo)),
         ),
         read_back: Line::through(
             (small, read_back_us(key, small, topo)),

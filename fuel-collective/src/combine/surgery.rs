@@ -4,7 +4,7 @@
 
 use super::Candidate;
 use fuel_graph_ext::graph::ValueId;
-use fuel_graph_ext::{Graph, Op, TensorType};
+use fuel_graph_ext::{Graph, Op};
 
 /// Merges `members` (same key, no path between them) in `g`; the error is a
 /// sentence for an internal error.
@@ -12,9 +12,7 @@ pub(super) fn merge(g: &mut Graph, members: &[&Candidate]) -> Result<(), String>
     let first = members.first().ok_or("an empty bucket")?;
     let key = &first.key;
     let rows: usize = members.iter().map(|c| c.rows).sum();
-    let mut shape = vec![rows];
-    shape.extend_from_slice(&key.rest);
-    let joined_ty = TensorType::new(key.dtype, &shape);
+    let joined_ty = key.ty(rows);
     let mut joined = Vec::with_capacity(key.devices.len());
     for (r, d) in key.devices.iter().enumerate() {
         let parts = members
